@@ -1,0 +1,45 @@
+# Thin driver around CMake. Quick start: `make run` and `make test` (README).
+# On a cluster with the dependencies already loaded as modules: SKIP_DEPS=1 make ...
+BUILD_DIR ?= build
+BUILD_TYPE ?= Release
+JOBS ?= $(shell nproc)
+RANKS ?= 2
+SKIP_DEPS ?= 0
+CTEST_ARGS ?=
+
+.PHONY: all deps configure build run test bench format format-check clean
+
+all: build
+
+deps:
+ifeq ($(SKIP_DEPS),1)
+	@echo "SKIP_DEPS=1: using the toolchain and modules already in the environment"
+else
+	@bash scripts/install-deps.sh
+endif
+
+configure: deps
+	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) >/dev/null
+
+build: configure
+	@cmake --build $(BUILD_DIR) -j $(JOBS)
+
+run: build
+	@bash scripts/mpirun.sh -n $(RANKS) $(BUILD_DIR)/fluence train inputs/quickstart.toml --out out/quickstart
+	@echo "Results: out/quickstart/results.h5  (plot: /usr/bin/python3 analysis/plot_training.py out/quickstart/results.h5)"
+
+test: build
+	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
+
+bench: build
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target benchmarks
+	@bash bench/run_all.sh $(BUILD_DIR)
+
+format:
+	@clang-format -i $$(git ls-files '*.cpp' '*.hpp')
+
+format-check:
+	@clang-format --dry-run --Werror $$(git ls-files '*.cpp' '*.hpp')
+
+clean:
+	@rm -rf $(BUILD_DIR)

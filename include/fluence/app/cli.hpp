@@ -1,0 +1,36 @@
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fluence::app {
+
+struct CommandLine {
+  std::string command;  // "train", "validate"
+  std::string deck;
+  std::string out;                // --out overrides output.dir
+  std::vector<std::string> sets;  // --set section.key=value
+  bool quiet = false;
+  bool skip_data = false;  // validate --no-data
+  std::string invocation;  // the whole command line, stored in results files
+  // PETSc/SLEPc options (everything from the first single-dash option on), with argv[0] first.
+  std::vector<std::string> petsc_args;
+  std::optional<int> exit_code;  // set when parsing already finished the job (help, version, error)
+};
+
+/// Parses argv; prints help/version/usage errors itself (once, even under mpirun).
+CommandLine parse_command_line(int argc, char** argv);
+
+/// Runs the parsed command inside an initialized Environment; returns the process exit code.
+int run_command(const CommandLine& command_line);
+
+// One function per command (src/app/<command>.cpp).
+int run_validate(const CommandLine& command_line);
+int run_train(const CommandLine& command_line);
+
+/// Exit codes (documented in README.md).
+inline constexpr int kExitUsage = 1;
+inline constexpr int kExitInput = 2;
+inline constexpr int kExitRuntime = 3;
+
+}  // namespace fluence::app

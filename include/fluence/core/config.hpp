@@ -1,0 +1,99 @@
+#pragma once
+// The input deck: TOML, validated against one schema (deck_schema()). Unknown keys, wrong types and
+// out-of-range values are InputErrors naming the key path, the value and what is allowed.
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace toml {
+inline namespace v3 {
+class table;
+}
+}  // namespace toml
+
+namespace fluence {
+
+enum class KeyType {
+  integer,
+  real,
+  boolean,
+  string,
+  string_array,
+  real_array,
+  integer_array,
+  epsilon,            // a number > 0, "inf", or a table attribute -> (number | "inf")
+  string_or_integer,  // a column name or a 0-based column index
+  section,            // a table of further keys
+  section_array,      // an array of tables ([[...]])
+};
+
+struct KeySpec {
+  std::string path;  // e.g. "federation.learning_rate"; "ldp.client[].ids" inside an array of tables
+  KeyType type;
+  std::string default_value;  // TOML text of the default, empty when there is none
+  std::string description;
+  double minimum = -std::numeric_limits<double>::infinity();
+  double maximum = std::numeric_limits<double>::infinity();
+  bool minimum_exclusive = false;
+  std::vector<std::string> choices;  // allowed values for strings and string arrays
+};
+
+/// Every deck key Fluence understands. inputs/README.md documents each (a test checks).
+const std::vector<KeySpec>& deck_schema();
+std::string key_type_name(KeyType type);
+/// Human-readable statement of what a key allows ("a number > 0", "one of: iid, dirichlet").
+std::string allowed_text(const KeySpec& spec);
+
+/// Per-attribute privacy levels parsed from an `epsilon` key; +inf means "not randomized".
+struct EpsilonSpec {
+  double all = std::numeric_limits<double>::infinity();  // applies to attributes not in by_attribute
+  std::map<std::string, double> by_attribute;
+  double for_attribute(const std::string& name) const;
+};
+
+class Deck {
+ public:
+  /// Reads and validates a deck file; `overrides` are "section.key=value" strings from --set.
+  static Deck from_file(const std::string& path, const std::vector<std::string>& overrides = {});
+  static Deck from_string(const std::string& text, const std::string& origin,
+                          const std::vector<std::string>& overrides = {});
+  Deck(Deck&&) noexcept;
+  Deck& operator=(Deck&&) noexcept;
+  ~Deck();
+
+  bool has(const std::string& path) const;
+  long integer(const std::string& path) const;
+  double real(const std::string& path) const;
+  bool boolean(const std::string& path) const;
+  std::string string(const std::string& path) const;
+  std::vector<std::string> strings(const std::string& path) const;
+  std::vector<double> reals(const std::string& path) const;
+  std::vector<long> integers(const std::string& path) const;
+  EpsilonSpec epsilon(const std::string& path) const;
+  /// The elements of an array of tables, each as its own sub-deck view keyed from its root.
+  std::size_t array_size(const std::string& path) const;
+  /// Path of element `index` of an array of tables, for use with the getters: "ldp.client[2]".
+  static std::string element(const std::string& path, std::size_t index);
+
+  /// The deck with every default filled in, as TOML text (stored in results files).
+  std::string resolved_toml() const;
+  /// Where the deck came from (file name), for messages.
+  const std::string& origin() const { return origin_; }
+  /// Error text naming the key path and where it was set.
+  std::string where(const std::string& path) const;
+
+  const toml::table& table() const;
+
+ private:
+  Deck();
+  struct Impl;
+  Impl* impl_ = nullptr;
+  std::string origin_;
+};
+
+/// Levenshtein edit distance (for "did you mean" suggestions).
+std::size_t edit_distance(const std::string& a, const std::string& b);
+
+}  // namespace fluence

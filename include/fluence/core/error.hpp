@@ -1,0 +1,25 @@
+#pragma once
+// Error boundary (DESIGN.md): pure C++ throws; code calling PETSc uses PetscCall and converts at the
+// seam with petsc_check(); main() prints the message on rank 0 and ends every rank.
+#include <stdexcept>
+#include <string>
+
+namespace fluence {
+
+/// A problem with the user's input (deck, data file, output directory). Raised identically on every
+/// rank, or agreed collectively with collective_check(), so all ranks exit cleanly with code 2.
+class InputError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// A failure inside the computation (solver breakdown, I/O error, PETSc error).
+class RuntimeError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Converts a PETSc error code into a RuntimeError naming the call site.
+void petsc_check(int error_code, const char* what);
+
+}  // namespace fluence

@@ -1,0 +1,45 @@
+#pragma once
+// All console output goes through the rank-0 stream (DESIGN.md).
+#include <fmt/core.h>
+
+#include <chrono>
+#include <string>
+
+namespace fluence::log {
+
+void set_quiet(bool quiet);
+bool is_root();
+void write_line(const std::string& line);
+void write_error(const std::string& line);
+
+template <class... Args>
+void info(fmt::format_string<Args...> format, Args&&... args) {
+  if (is_root()) write_line(fmt::format(format, std::forward<Args>(args)...));
+}
+
+template <class... Args>
+void warn(fmt::format_string<Args...> format, Args&&... args) {
+  if (is_root()) write_error("warning: " + fmt::format(format, std::forward<Args>(args)...));
+}
+
+}  // namespace fluence::log
+
+namespace fluence {
+
+/// Wall-clock seconds since construction.
+class Stopwatch {
+ public:
+  Stopwatch() : start_(std::chrono::steady_clock::now()) {}
+  double seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+};
+
+/// Estimated time remaining after `done` of `total` steps taking `elapsed` seconds, as "1m05s".
+std::string format_eta(double elapsed, long done, long total);
+std::string format_duration(double seconds);
+
+}  // namespace fluence

@@ -1,0 +1,58 @@
+#pragma once
+// Counter-based random streams (DESIGN.md "Determinism"): every draw is a pure function of
+// (run seed, purpose, up to three identifiers, draw index), computed with Random123's Philox4x64.
+// A client's randomization therefore does not depend on which rank hosts it.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace fluence {
+
+/// What a stream is for. Values are part of the reproducibility contract: never renumber.
+enum class Purpose : std::uint64_t {
+  synthetic_model = 1,
+  synthetic_rows = 2,
+  test_split = 3,
+  partition = 4,
+  randomized_response = 5,
+  local_shuffle = 6,
+  row_subsample = 7,
+};
+
+class Stream {
+ public:
+  Stream(std::uint64_t seed, Purpose purpose, std::uint64_t id0 = 0, std::uint64_t id1 = 0,
+         std::uint64_t id2 = 0);
+
+  std::uint64_t next_u64();
+  /// Uniform on [0, 1) with 53 random bits.
+  double uniform();
+  /// Uniform integer on [0, n), unbiased (rejection).
+  std::uint64_t below(std::uint64_t n);
+  /// Standard normal (Box-Muller on two uniforms).
+  double normal();
+  /// Gamma(shape, 1) by Marsaglia-Tsang (shape < 1 boosted).
+  double gamma(double shape);
+  /// Fisher-Yates shuffle.
+  template <class T>
+  void shuffle(std::span<T> items) {
+    for (std::size_t i = items.size(); i > 1; --i) {
+      std::size_t j = below(i);
+      std::swap(items[i - 1], items[j]);
+    }
+  }
+  /// Dirichlet(alpha, ..., alpha) of the given dimension.
+  std::vector<double> dirichlet(double alpha, std::size_t dimension);
+
+ private:
+  void refill();
+  std::uint64_t key_[2];
+  std::uint64_t counter_[4];
+  std::uint64_t block_[4];
+  int next_ = 4;
+};
+
+/// A random permutation of 0..n-1 from the given stream.
+std::vector<std::int64_t> random_permutation(Stream& stream, std::int64_t n);
+
+}  // namespace fluence

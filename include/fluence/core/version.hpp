@@ -1,0 +1,5 @@
+#pragma once
+namespace fluence {
+const char* version();
+const char* git_revision();
+}  // namespace fluence

@@ -1,0 +1,34 @@
+#pragma once
+// Readers for the data files users bring: CSV (header row), ARFF (Weka) and IDX (MNIST family).
+// Every problem is an InputError naming the file, the line (where there is one) and the column.
+#include <string>
+#include <vector>
+
+#include "fluence/data/dataset.hpp"
+
+namespace fluence {
+
+struct ColumnSelection {
+  std::string label;                     // column name or 0-based index; empty: the last column
+  std::vector<std::string> categorical;  // CSV only: columns read as categorical values
+};
+
+/// Reads a CSV file with a header row; with `test_path` non-empty also the test file, which must
+/// have the same header. Categorical columns and the label get categories from the union of both
+/// files (sorted: numerically when every value is a number, else lexicographically). Every other
+/// column must be numeric. Returns an empty test table when there is no test file.
+TrainTest read_csv(const std::string& train_path, const std::string& test_path,
+                   const ColumnSelection& columns);
+
+/// Reads a Weka ARFF file (@relation/@attribute/@data; numeric/real/integer and nominal {..}
+/// attributes; quoted names and values; % comments). Nominal attributes keep their declared value
+/// order. A '?' in a nominal column becomes its own category "?"; in a numeric column it is an error.
+TrainTest read_arff(const std::string& train_path, const std::string& test_path,
+                    const ColumnSelection& columns);
+
+/// Reads the four IDX files (train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-...), each
+/// plain or gzip-compressed (.gz), from `directory`. Pixels become numeric attributes scaled to
+/// [0, 1]; labels become classes "0".."9" (as many as occur in the label files' range).
+TrainTest read_idx(const std::string& directory);
+
+}  // namespace fluence

@@ -1,0 +1,44 @@
+#pragma once
+// [data] in the deck: where rows come from, how the test set is formed, how features are encoded.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fluence/core/config.hpp"
+#include "fluence/data/dataset.hpp"
+
+namespace fluence {
+
+struct SyntheticConfig {
+  long rows = 10000;
+  int numeric = 4;
+  std::vector<int> categorical{3, 4};
+  int classes = 2;
+  double signal = 2.0;
+};
+
+struct DataConfig {
+  std::string source = "synthetic";
+  std::string path, test_path, label;
+  std::vector<std::string> categorical;
+  double test_fraction = 0.2;
+  bool standardize = true;
+  long max_train_rows = 0, max_test_rows = 0;
+  SyntheticConfig synthetic;
+
+  static DataConfig from_deck(const Deck& deck);
+};
+
+/// Rows from a planted multinomial logistic model: numeric attributes N(0,1), categorical uniform,
+/// labels drawn from softmax(W x + b). Row r depends only on (seed, r), so any rank can make any row.
+Table generate_synthetic(const SyntheticConfig& config, std::uint64_t seed);
+
+/// Loads (or generates) the data, forms the test set (file, IDX t10k, or a seeded random fraction)
+/// and applies the row limits. Identical on every rank.
+TrainTest load_data(const DataConfig& config, std::uint64_t seed);
+
+/// Splits `all` into train and test with exactly round(fraction * rows) test rows chosen by a seeded
+/// permutation; both keep the original row order.
+TrainTest split_train_test(const Table& all, double test_fraction, std::uint64_t seed);
+
+}  // namespace fluence

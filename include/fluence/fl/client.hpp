@@ -1,0 +1,49 @@
+#pragma once
+// A client owns its raw and randomized data (privacy boundary, DESIGN.md): nothing outside the
+// client reads `original_*`; the server only ever receives the messages the protocol sends.
+#include <cstdint>
+#include <vector>
+
+#include "fluence/model/softmax_regression.hpp"
+
+namespace fluence {
+
+struct LocalTrainingConfig {
+  int epochs = 1;
+  int batch_size = 32;
+  double learning_rate = 0.1;
+  bool full_batch = false;  // optimizer = "gd"
+};
+
+class Client {
+ public:
+  Client(int id, std::vector<std::int64_t> rows, std::vector<std::int32_t> original_categorical,
+         std::vector<std::int32_t> original_labels, std::vector<std::int32_t> categorical,
+         std::vector<std::int32_t> labels, std::vector<double> features, int feature_width);
+
+  int id() const { return id_; }
+  std::size_t size() const { return rows_.size(); }
+  /// Global training-row indices held by this client.
+  const std::vector<std::int64_t>& rows() const { return rows_; }
+  const std::vector<std::int32_t>& labels() const { return labels_; }
+  const std::vector<std::int32_t>& categorical() const { return categorical_; }
+  const std::vector<std::int32_t>& original_categorical() const { return original_categorical_; }
+  const std::vector<std::int32_t>& original_labels() const { return original_labels_; }
+  /// Encoded randomized features, size() x width.
+  const double* features() const { return features_.data(); }
+
+  /// Local training from `theta` (in/out) for one round: seeded shuffles keyed by
+  /// (seed, client, round, epoch), so the result does not depend on the hosting rank.
+  void train_round(const SoftmaxRegression& model, const LocalTrainingConfig& config,
+                   std::uint64_t seed, int round, double* theta, Workspace& work);
+
+ private:
+  int id_;
+  std::vector<std::int64_t> rows_;
+  std::vector<std::int32_t> original_categorical_, original_labels_;
+  std::vector<std::int32_t> categorical_, labels_;
+  std::vector<double> features_;
+  std::vector<std::int64_t> order_;  // shuffle buffer
+};
+
+}  // namespace fluence

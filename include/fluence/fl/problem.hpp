@@ -1,0 +1,58 @@
+#pragma once
+// Everything a federated run is made of, built identically from a deck on every rank: the data,
+// its encoding, the partition into clients, each client's randomized data (on the owning rank
+// only), the server's test set (split into fixed chunks over the ranks) and the model.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "fluence/core/config.hpp"
+#include "fluence/data/dataset.hpp"
+#include "fluence/fl/client.hpp"
+#include "fluence/fl/layout.hpp"
+#include "fluence/model/softmax_regression.hpp"
+#include "fluence/privacy/randomized_response.hpp"
+
+namespace fluence {
+
+struct FederationConfig {
+  int rounds = 50;
+  LocalTrainingConfig local;
+  bool newton_polish = false;
+  double tolerance = 1e-10;
+  int polish_max_steps = 50;
+  bool eval_train_loss = true;
+
+  static FederationConfig from_deck(const Deck& deck);
+};
+
+/// This rank's share of the test set: chunks [first_chunk, first_chunk + chunks) of kTestChunkRows
+/// rows each (the last chunk may be shorter). Chunk results are reduced in chunk order.
+struct TestShard {
+  static constexpr std::size_t kTestChunkRows = 1024;
+  int first_chunk = 0;
+  int chunks = 0;
+  std::size_t first_row = 0, rows = 0;
+  std::vector<double> features;
+  std::vector<std::int32_t> labels;
+};
+
+struct FederatedProblem {
+  std::uint64_t seed = 0;
+  TrainTest data;
+  Encoding encoding;
+  std::vector<std::vector<std::int64_t>> client_rows;  // every client's training rows
+  LdpPlan ldp;
+  std::unique_ptr<ClientLayout> layout;
+  std::vector<Client> clients;  // hosted on this rank, ascending id
+  TestShard test;
+  std::unique_ptr<SoftmaxRegression> model;
+  std::int64_t total_train_rows = 0;
+
+  std::vector<std::int64_t> client_sizes() const;
+};
+
+/// Collective: every rank calls it with the same deck. Input problems are InputErrors on all ranks.
+FederatedProblem build_problem(const Deck& deck);
+
+}  // namespace fluence

@@ -1,0 +1,46 @@
+#pragma once
+// <out>/results.h5, written by rank 0 through a temporary name and renamed when complete, so a
+// crashed run never leaves a file that looks finished (DESIGN.md "Outputs").
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fluence {
+
+/// Creates the output directory (rank 0) and checks that it is writable; collective, InputError on
+/// every rank when it is not.
+void prepare_output_directory(const std::string& directory);
+
+class ResultsFile {
+ public:
+  /// Rank 0 opens `<directory>/results.h5.partial`; other ranks hold an inert object.
+  explicit ResultsFile(const std::string& directory);
+  ~ResultsFile();  // removes the partial file unless commit() ran
+  ResultsFile(const ResultsFile&) = delete;
+  ResultsFile& operator=(const ResultsFile&) = delete;
+
+  void attribute(const std::string& name, const std::string& value);
+  void attribute(const std::string& name, std::int64_t value);
+  void attribute(const std::string& path, const std::string& name,
+                 const std::vector<std::string>& values);
+  /// Writes a dataset (intermediate groups created); `shape` empty = 1-D of values.size().
+  void dataset(const std::string& path, const std::vector<double>& values,
+               const std::vector<std::size_t>& shape = {});
+  void dataset(const std::string& path, const std::vector<std::int64_t>& values,
+               const std::vector<std::size_t>& shape = {});
+  void scalar(const std::string& path, double value);
+  void string(const std::string& path, const std::string& value);
+  /// Closes and renames to results.h5; returns the final path.
+  std::string commit();
+
+ private:
+  long file_ = -1;
+  std::string partial_path_, final_path_;
+  bool root_ = false;
+};
+
+/// Standard root attributes: fluence_version, git_revision, command, ranks, seed, deck.
+void write_run_attributes(ResultsFile& file, const std::string& command, std::int64_t seed,
+                          const std::string& resolved_deck);
+
+}  // namespace fluence

@@ -1,0 +1,76 @@
+#pragma once
+// Multinomial logistic regression with C logits (also for 2 classes, as the seeds' PyTorch
+// nn.Linear(d, C) + cross-entropy). Parameters theta are C x D row-major; a bias is an encoded
+// constant-1 column, so the L2 term covers it too (the Hessian is then positive definite for
+// l2 > 0; with l2 = 0 the C-logit model is invariant to adding one vector to every class row and
+// its Hessian is singular along that direction).
+//
+// Functions named *_sum return sums over rows without regularization; objective-level helpers add
+// l2/2 ||theta||^2. All kernels are allocation-free given a Workspace and GEMM-shaped for large
+// batches (OpenBLAS, one thread per rank).
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace fluence {
+
+struct Workspace {
+  std::vector<double> logits;   // rows x C
+  std::vector<double> scratch;  // rows x C
+  std::vector<double> batch;    // gathered mini-batch rows x D
+  std::vector<const double*> batch_rows;
+  std::vector<std::int32_t> batch_labels;
+  std::vector<double> gradient;  // parameters
+  void reserve(std::size_t rows, int classes, int features);
+};
+
+struct LossAndAccuracy {
+  double loss_sum = 0.0;
+  long correct = 0;
+};
+
+class SoftmaxRegression {
+ public:
+  SoftmaxRegression(int features, int classes, double l2);
+
+  int features() const { return features_; }
+  int classes() const { return classes_; }
+  double l2() const { return l2_; }
+  std::size_t parameters() const { return static_cast<std::size_t>(features_) * classes_; }
+
+  /// Sum of cross-entropy losses and number of correct argmax predictions over `rows` rows.
+  LossAndAccuracy loss_sum(const double* x, const std::int32_t* y, std::size_t rows,
+                           const double* theta, Workspace& work) const;
+  /// Sum of per-row gradients, written to `gradient` (overwritten); returns the loss sum.
+  double gradient_sum(const double* x, const std::int32_t* y, std::size_t rows,
+                      const double* theta, double* gradient, Workspace& work) const;
+  /// Sum of per-row Hessian-vector products H_r v (overwritten into `out`).
+  void hessian_vector_sum(const double* x, std::size_t rows, const double* theta, const double* v,
+                          double* out, Workspace& work) const;
+  /// Sum of per-row Hessians, p x p row-major with p = C*D (small p only).
+  void hessian_sum(const double* x, std::size_t rows, const double* theta, double* out) const;
+
+  /// One pass of mini-batch SGD over the rows in `order` on
+  /// (1/|B|) sum_B loss + l2/2 ||theta||^2, updating theta in place.
+  void sgd_epoch(const double* x, const std::int32_t* y, const std::int64_t* order,
+                 std::size_t rows, int batch_size, double learning_rate, double* theta,
+                 Workspace& work) const;
+  /// One full-batch gradient step on (1/n) sum loss + l2/2 ||theta||^2.
+  void gradient_step(const double* x, const std::int32_t* y, std::size_t rows,
+                     double learning_rate, double* theta, Workspace& work) const;
+
+ private:
+  // logits = x theta^T for `rows` rows (BLAS for large shapes).
+  void compute_logits(const double* x, std::size_t rows, const double* theta, double* logits) const;
+  void sgd_batch(const double* const* rows_x, const std::int32_t* labels, int batch,
+                 double learning_rate, double* theta, Workspace& work) const;
+
+  int features_, classes_;
+  double l2_;
+};
+
+/// Softmax of each row of `logits` in place; returns sum of log-sum-exp minus the label logit when
+/// labels are given.
+double softmax_rows(double* logits, std::size_t rows, int classes, const std::int32_t* labels);
+
+}  // namespace fluence

@@ -1,0 +1,107 @@
+#include "fluence/app/cli.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdlib>
+#include <iostream>
+
+#include "fluence/core/error.hpp"
+#include "fluence/core/log.hpp"
+#include "fluence/core/mpi.hpp"
+#include "fluence/core/version.hpp"
+
+namespace fluence::app {
+
+namespace {
+
+// Before MPI starts, the launcher's environment tells which process this is; only the first prints
+// help, version and usage errors.
+bool first_process() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"}) {
+    if (const char* value = std::getenv(name)) return std::string(value) == "0";
+  }
+  return true;
+}
+
+bool is_petsc_option(const std::string& arg) {
+  return arg.size() > 2 && arg[0] == '-' && arg[1] != '-' && std::isalpha(arg[1]);
+}
+
+const char* kFooter = R"(
+PETSc and SLEPc options come last and pass through to the solvers, e.g.
+  mpirun -n 4 fluence train deck.toml --out run1 -log_view -newton_ksp_monitor
+
+Exit codes: 0 success, 1 usage error, 2 bad input (deck, data, output directory), 3 runtime failure.
+Deck keys: inputs/README.md. Output datasets: docs/outputs.md.)";
+
+}  // namespace
+
+CommandLine parse_command_line(int argc, char** argv) {
+  CommandLine result;
+  std::vector<std::string> own_args;
+  result.petsc_args.push_back(argv[0]);
+  bool petsc_part = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    result.invocation += (i > 1 ? " " : "") + arg;
+    petsc_part = petsc_part || is_petsc_option(arg);
+    (petsc_part ? result.petsc_args : own_args).push_back(arg);
+  }
+  result.invocation = "fluence " + result.invocation;
+
+  CLI::App app{"Fluence: an MPI simulator for privacy research in federated learning.\n"
+               "Run under mpirun: rank 0 plays the server, clients are spread over all ranks."};
+  app.footer(kFooter);
+  app.set_version_flag("--version", std::string("fluence ") + version() + " (" + git_revision() + ")");
+  app.require_subcommand(1);
+
+  auto* validate = app.add_subcommand("validate", "check a deck (and its data) without running it; "
+                                                  "echo the resolved settings");
+  validate->add_option("deck", result.deck, "input deck (TOML)")->required();
+  validate->add_option("--set", result.sets, "override a deck key: section.key=value (repeatable)");
+  validate->add_flag("--no-data", result.skip_data, "check the deck only, do not load the data");
+
+  auto* train = app.add_subcommand("train", "train a federation (FedAvg with randomized-response "
+                                            "LDP) and write <out>/results.h5");
+  train->add_option("deck", result.deck, "input deck (TOML)")->required();
+  train->add_option("--out", result.out, "output directory (overrides output.dir)");
+  train->add_option("--set", result.sets, "override a deck key: section.key=value (repeatable)");
+  train->add_flag("--quiet", result.quiet, "no per-round progress lines");
+
+  std::vector<const char*> args;
+  args.push_back(argv[0]);
+  for (const auto& arg : own_args) args.push_back(arg.c_str());
+  try {
+    app.parse(static_cast<int>(args.size()), args.data());
+  } catch (const CLI::ParseError& error) {
+    const bool print = first_process();
+    if (error.get_exit_code() == 0) {
+      if (print) app.exit(error);
+      result.exit_code = 0;
+    } else {
+      if (print) app.exit(error);
+      result.exit_code = kExitUsage;
+    }
+    return result;
+  }
+  result.command = validate->parsed() ? "validate" : "train";
+  return result;
+}
+
+int run_command(const CommandLine& command_line) {
+  try {
+    if (command_line.command == "validate") return run_validate(command_line);
+    return run_train(command_line);
+  } catch (const InputError& error) {
+    // Input errors are raised identically (or agreed) on every rank: all ranks exit cleanly.
+    if (log::is_root()) log::write_error("error: " + std::string(error.what()));
+    return kExitInput;
+  } catch (const std::exception& error) {
+    // Anything else may be local to this rank: report it here and take every rank down.
+    log::write_error(fmt::format("error on rank {}: {}", world_rank(), error.what()));
+    MPI_Abort(MPI_COMM_WORLD, kExitRuntime);
+    return kExitRuntime;
+  }
+}
+
+}  // namespace fluence::app

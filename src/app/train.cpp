@@ -1,0 +1,48 @@
+// fluence train DECK: parse -> build the federation -> train -> write <out>/results.h5.
+#include <fmt/core.h>
+
+#include "fluence/app/cli.hpp"
+#include "fluence/core/config.hpp"
+#include "fluence/core/log.hpp"
+#include "fluence/core/mpi.hpp"
+#include "fluence/fl/federation.hpp"
+#include "fluence/io/results.hpp"
+#include "fluence/io/training_output.hpp"
+
+namespace fluence::app {
+
+int run_train(const CommandLine& command_line) {
+  log::set_quiet(command_line.quiet);
+  std::vector<std::string> sets = command_line.sets;
+  if (!command_line.out.empty()) sets.push_back("output.dir=\"" + command_line.out + "\"");
+  Deck deck = Deck::from_file(command_line.deck, sets);
+  const std::string out_dir = deck.string("output.dir");
+  prepare_output_directory(out_dir);
+
+  Stopwatch setup_clock;
+  FederatedProblem problem = build_problem(deck);
+  const FederationConfig config = FederationConfig::from_deck(deck);
+  log::info("fluence train: {} clients on {} rank(s), {} training rows, {} parameters ({:.2f}s "
+            "set-up)",
+            problem.client_rows.size(), world_size(), problem.total_train_rows,
+            problem.model->parameters(), setup_clock.seconds());
+
+  Federation federation(problem);
+  const auto result = federation.train(config, [&](const RoundMetrics& m) {
+    log::info("round {:>5d}/{}  train loss {:.5f}  test loss {:.5f}  test acc {:6.2f}%  elapsed {}  "
+              "ETA {}",
+              m.round, config.rounds, m.train_loss, m.test_loss, 100.0 * m.test_accuracy,
+              format_duration(m.wall_time), format_eta(m.wall_time, m.round, config.rounds));
+  });
+  log::info("final: test loss {:.6f}  test accuracy {:.2f}%  |grad h| {:.3e}",
+            result.final_metrics.test_loss, 100.0 * result.final_metrics.test_accuracy,
+            result.gradient_norm);
+
+  ResultsFile file(out_dir);
+  write_run_attributes(file, command_line.invocation, deck.integer("seed"), deck.resolved_toml());
+  write_training_output(file, problem, result);
+  log::info("results: {}", file.commit());
+  return 0;
+}
+
+}  // namespace fluence::app

@@ -1,0 +1,116 @@
+// The deck schema: every key, its type, default, range and meaning. inputs/README.md documents each
+// key (tests/core check that every path here appears there).
+#include <limits>
+
+#include "fluence/core/config.hpp"
+
+namespace fluence {
+
+namespace {
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+KeySpec key(std::string path, KeyType type, std::string default_value, std::string description,
+            double minimum = -kInf, double maximum = kInf, bool minimum_exclusive = false) {
+  return KeySpec{std::move(path), type, std::move(default_value), std::move(description),
+                 minimum, maximum, minimum_exclusive, {}};
+}
+
+KeySpec choice(std::string path, std::string default_value, std::vector<std::string> choices,
+               std::string description) {
+  KeySpec spec{std::move(path), KeyType::string, std::move(default_value), std::move(description)};
+  spec.choices = std::move(choices);
+  return spec;
+}
+
+KeySpec section(std::string path, std::string description) {
+  return KeySpec{std::move(path), KeyType::section, "", std::move(description)};
+}
+
+std::vector<KeySpec> build_schema() {
+  using T = KeyType;
+  return {
+      key("seed", T::integer, "1", "run seed keying every random stream", 0),
+
+      section("data", "where the data come from and how they are encoded"),
+      choice("data.source", "\"synthetic\"", {"synthetic", "csv", "arff", "idx"}, "data source"),
+      key("data.path", T::string, "",
+          "training file (csv, arff) or directory with the four IDX files (idx)"),
+      key("data.test_path", T::string, "", "separate test file (csv, arff); else test_fraction"),
+      key("data.test_fraction", T::real, "0.2",
+          "fraction of rows held out as the server's test set when there is no test file", 0.0,
+          1.0, true),
+      key("data.label", T::string_or_integer, "",
+          "label column (name or 0-based index) for csv/arff; default: the last column"),
+      key("data.categorical", T::string_array, "[]",
+          "csv: columns treated as categorical (the others must be numeric)"),
+      choice("data.numeric_scaling", "\"standardize\"", {"standardize", "none"},
+             "numeric features: standardized with training mean/std, or left as they are"),
+      key("data.max_train_rows", T::integer, "0", "use only the first N training rows (0 = all)",
+          0),
+      key("data.max_test_rows", T::integer, "0", "use only the first N test rows (0 = all)", 0),
+
+      section("data.synthetic", "synthetic generator with a planted multinomial logistic model"),
+      key("data.synthetic.rows", T::integer, "10000", "rows generated (train + test)", 2),
+      key("data.synthetic.numeric", T::integer, "4", "numeric attributes (standard normal)", 0),
+      key("data.synthetic.categorical", T::integer_array, "[3, 4]",
+          "domain size of each categorical attribute", 2),
+      key("data.synthetic.classes", T::integer, "2", "label classes", 2),
+      key("data.synthetic.signal", T::real, "2.0",
+          "scale of the planted model's weights (larger = more separable)", 0.0),
+
+      section("partition", "how training rows are divided among clients"),
+      key("partition.clients", T::integer, "5", "number of clients N", 1),
+      choice("partition.scheme", "\"iid\"", {"iid", "dirichlet", "label_shards", "column"},
+             "partition scheme"),
+      key("partition.alpha", T::real, "0.5", "Dirichlet concentration over labels", 0.0, kInf,
+          true),
+      key("partition.shards_per_client", T::integer, "2",
+          "label_shards: shards per client (seed 000 §5.1 / McMahan et al.)", 1),
+      key("partition.column", T::string, "", "column: the categorical attribute to split on"),
+      key("partition.sizes", T::real_array, "[]",
+          "optional size skew: fraction of training rows per client (iid, label_shards)", 0.0,
+          kInf, true),
+
+      section("model", "the model trained"),
+      choice("model.type", "\"logistic\"", {"logistic"}, "multinomial logistic regression"),
+      key("model.l2", T::real, "0.001", "L2 coefficient lambda: objective + lambda/2 ||theta||^2",
+          0.0),
+      key("model.bias", T::boolean, "true", "add a bias (intercept) per class"),
+
+      section("ldp", "k-ary randomized response per client and attribute (seed 000 §3.2)"),
+      key("ldp.attributes", T::string_array, "[]",
+          "categorical attributes (and/or \"label\") randomized by each client"),
+      key("ldp.epsilon", T::epsilon, "\"inf\"", "privacy level for every client"),
+      KeySpec{"ldp.client", T::section_array, "", "per-client overrides of epsilon"},
+      key("ldp.client[].id", T::integer, "", "the client this override applies to", 0),
+      key("ldp.client[].ids", T::integer_array, "", "several clients this override applies to",
+          0),
+      key("ldp.client[].epsilon", T::epsilon, "", "their privacy level"),
+
+      section("federation", "federated training (FedAvg, seed 000 Eq. 1-2)"),
+      key("federation.rounds", T::integer, "50", "communication rounds T", 0),
+      key("federation.local_epochs", T::integer, "1", "local epochs per round", 1),
+      key("federation.batch_size", T::integer, "32", "local mini-batch size (sgd)", 1),
+      key("federation.learning_rate", T::real, "0.1", "local step size", 0.0, kInf, true),
+      choice("federation.optimizer", "\"sgd\"", {"sgd", "gd"},
+             "local optimizer: mini-batch SGD or full-batch gradient descent"),
+      choice("federation.polish", "\"none\"", {"none", "newton"},
+             "after the rounds: federated Newton steps to the exact minimizer"),
+      key("federation.tolerance", T::real, "1e-10",
+          "polish: stop when the gradient norm of the objective is below this", 0.0, kInf, true),
+      key("federation.polish_max_steps", T::integer, "50", "polish: most Newton steps", 1),
+      key("federation.eval_train_loss", T::boolean, "true",
+          "evaluate the training objective at the global model every round"),
+
+      section("output", "where results go"),
+      key("output.dir", T::string, "\"out\"", "output directory (results.h5 is written there)"),
+  };
+}
+}  // namespace
+
+const std::vector<KeySpec>& deck_schema() {
+  static const std::vector<KeySpec> schema = build_schema();
+  return schema;
+}
+
+}  // namespace fluence

@@ -1,0 +1,52 @@
+#include "fluence/core/log.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+#include "fluence/core/mpi.hpp"
+
+namespace fluence::log {
+
+namespace {
+bool quiet_output = false;
+}
+
+void set_quiet(bool quiet) { quiet_output = quiet; }
+
+bool is_root() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  return !initialized || world_rank() == 0;
+}
+
+void write_line(const std::string& line) {
+  if (quiet_output) return;
+  std::fputs(line.c_str(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+}
+
+void write_error(const std::string& line) {
+  std::fputs(line.c_str(), stderr);
+  std::fputc('\n', stderr);
+  std::fflush(stderr);
+}
+
+}  // namespace fluence::log
+
+namespace fluence {
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  if (seconds < 60) return fmt::format("{:.1f}s", seconds);
+  const long total = static_cast<long>(std::lround(seconds));
+  if (total < 3600) return fmt::format("{}m{:02d}s", total / 60, static_cast<int>(total % 60));
+  return fmt::format("{}h{:02d}m", total / 3600, static_cast<int>((total % 3600) / 60));
+}
+
+std::string format_eta(double elapsed, long done, long total) {
+  if (done <= 0) return "?";
+  return format_duration(elapsed / static_cast<double>(done) * static_cast<double>(total - done));
+}
+
+}  // namespace fluence

@@ -1,0 +1,115 @@
+#include "fluence/core/mpi.hpp"
+
+#include <slepcsys.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "fluence/core/error.hpp"
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace fluence {
+
+void petsc_check(int error_code, const char* what) {
+  if (error_code != 0) {
+    throw RuntimeError(std::string("PETSc/SLEPc call failed: ") + what + " (error code " +
+                       std::to_string(error_code) + ")");
+  }
+}
+
+Environment::Environment(int* argc, char*** argv) {
+  // One BLAS thread per rank: ranks are the unit of parallelism (brief, "Performance").
+  openblas_set_num_threads(1);
+  petsc_check(SlepcInitialize(argc, argv, nullptr, nullptr), "SlepcInitialize");
+}
+
+Environment::~Environment() { SlepcFinalize(); }
+
+int world_rank() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+int world_size() {
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return size;
+}
+
+std::string broadcast_string(const std::string& value, int root) {
+  long length = static_cast<long>(value.size());
+  MPI_Bcast(&length, 1, MPI_LONG, root, MPI_COMM_WORLD);
+  std::string out = world_rank() == root ? value : std::string(length, '\0');
+  MPI_Bcast(out.data(), static_cast<int>(length), MPI_CHAR, root, MPI_COMM_WORLD);
+  return out;
+}
+
+void collective_check(const std::function<void()>& work) {
+  std::string message;
+  int failed_rank = world_size();
+  try {
+    work();
+  } catch (const std::exception& error) {
+    message = error.what();
+    failed_rank = world_rank();
+  }
+  int first_failed = failed_rank;
+  MPI_Allreduce(&failed_rank, &first_failed, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (first_failed == world_size()) return;
+  message = broadcast_string(message, first_failed);
+  if (world_size() > 1 && first_failed != 0) message += " (on rank " + std::to_string(first_failed) + ")";
+  throw InputError(message);
+}
+
+namespace {
+struct GatherLayout {
+  std::vector<int> counts, displacements;
+  int total_items = 0;
+};
+
+GatherLayout gather_layout(int local_items, int width) {
+  GatherLayout layout;
+  const int size = world_size();
+  std::vector<int> items(size);
+  MPI_Allgather(&local_items, 1, MPI_INT, items.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  layout.counts.resize(size);
+  layout.displacements.resize(size);
+  int offset = 0;
+  for (int r = 0; r < size; ++r) {
+    layout.counts[r] = items[r] * width;
+    layout.displacements[r] = offset;
+    offset += layout.counts[r];
+    layout.total_items += items[r];
+  }
+  return layout;
+}
+}  // namespace
+
+void ordered_sum(std::span<const double> local, int local_items, int width,
+                 std::span<double> result) {
+  GatherLayout layout = gather_layout(local_items, width);
+  const bool root = world_rank() == 0;
+  std::vector<double> gathered(root ? static_cast<std::size_t>(layout.total_items) * width : 0);
+  MPI_Gatherv(local.data(), local_items * width, MPI_DOUBLE, gathered.data(), layout.counts.data(),
+              layout.displacements.data(), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  if (root) {
+    std::fill(result.begin(), result.end(), 0.0);
+    for (int item = 0; item < layout.total_items; ++item) {
+      const double* row = gathered.data() + static_cast<std::size_t>(item) * width;
+      for (int k = 0; k < width; ++k) result[k] += row[k];
+    }
+  }
+  MPI_Bcast(result.data(), width, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+}
+
+std::vector<double> ordered_allgather(std::span<const double> local, int local_items, int width) {
+  GatherLayout layout = gather_layout(local_items, width);
+  std::vector<double> gathered(static_cast<std::size_t>(layout.total_items) * width);
+  MPI_Allgatherv(local.data(), local_items * width, MPI_DOUBLE, gathered.data(),
+                 layout.counts.data(), layout.displacements.data(), MPI_DOUBLE, MPI_COMM_WORLD);
+  return gathered;
+}
+
+}  // namespace fluence

@@ -1,0 +1,820 @@
+#include "fluence/data/loaders.hpp"
+
+#include <fmt/core.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <set>
+#include <string_view>
+#include <unordered_map>
+
+#include "fluence/core/error.hpp"
+
+namespace fluence {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Text helpers shared by the CSV and ARFF readers.
+
+constexpr std::string_view kBlanks = " \t";
+
+std::string_view trim(std::string_view text) {
+  const auto first = text.find_first_not_of(kBlanks);
+  if (first == std::string_view::npos) return {};
+  const auto last = text.find_last_not_of(kBlanks);
+  return text.substr(first, last - first + 1);
+}
+
+std::string to_lower(std::string_view text) {
+  std::string out(text);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& name : names) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
+// Accepts exactly one finite decimal number and nothing else: a half-parsed "12abc" or a "nan" in
+// the data would silently poison training, so both count as non-numbers.
+bool parse_number(std::string_view text, double& value) {
+  text = trim(text);
+  if (text.size() > 1 && text.front() == '+' && text[1] != '-') text.remove_prefix(1);
+  if (text.empty()) return false;
+  const auto result = std::from_chars(text.data(), text.data() + text.size(), value);
+  return result.ec == std::errc() && result.ptr == text.data() + text.size() &&
+         std::isfinite(value);
+}
+
+bool is_index(std::string_view text) {
+  return !text.empty() && std::all_of(text.begin(), text.end(),
+                                      [](unsigned char c) { return std::isdigit(c) != 0; });
+}
+
+std::string read_text_file(const std::string& path) {
+  std::error_code ignored;
+  std::ifstream in;
+  // A directory opens as a stream on Linux and only fails on reading; reject it with the same
+  // words.
+  if (std::filesystem::is_regular_file(path, ignored)) in.open(path, std::ios::binary);
+  if (!in.is_open()) throw InputError(fmt::format("cannot read data file '{}'", path));
+  in.seekg(0, std::ios::end);
+  const auto size = static_cast<std::streamoff>(in.tellg());
+  if (size < 0) throw InputError(fmt::format("cannot read data file '{}'", path));
+  std::string text(static_cast<std::size_t>(size), '\0');
+  in.seekg(0);
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (!in) throw InputError(fmt::format("cannot read data file '{}'", path));
+  return text;
+}
+
+// Walks a file's text line by line (LF or CRLF), counting lines from 1 for error messages. It is a
+// plain value, so a copy remembers a position to come back to.
+class LineCursor {
+ public:
+  explicit LineCursor(std::string_view text) : text_(text) {
+    if (text_.substr(0, 3) == "\xEF\xBB\xBF") position_ = 3;  // spreadsheet tools add a UTF-8 BOM
+  }
+
+  bool next(std::string_view& line) {
+    if (position_ >= text_.size()) return false;
+    auto end = text_.find('\n', position_);
+    if (end == std::string_view::npos) end = text_.size();
+    line = text_.substr(position_, end - position_);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    position_ = end + 1;
+    ++line_number_;
+    return true;
+  }
+
+  int line_number() const { return line_number_; }
+
+ private:
+  std::string_view text_;
+  std::size_t position_ = 0;
+  int line_number_ = 0;
+};
+
+// Resolves ColumnSelection::label against the column names of `path`: a name first (a column may
+// well be called "3"), then a 0-based index; empty means the last column.
+std::size_t resolve_label_column(const std::vector<std::string>& names, const std::string& label,
+                                 const std::string& path) {
+  if (label.empty()) return names.size() - 1;
+  const auto named = std::find(names.begin(), names.end(), label);
+  if (named != names.end()) return static_cast<std::size_t>(named - names.begin());
+  if (is_index(label)) {
+    std::size_t index = 0;
+    const auto result = std::from_chars(label.data(), label.data() + label.size(), index);
+    if (result.ec == std::errc() && index < names.size()) return index;
+    throw InputError(fmt::format("label column {} is out of range: {} has {} columns (0..{})",
+                                 label, path, names.size(), names.size() - 1));
+  }
+  throw InputError(
+      fmt::format("label column '{}' is not in {}; its columns are: {}", label, path, join(names)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// CSV
+
+// Reads a double-quoted field starting at line[start] == '"'; "" stands for one quote. Returns the
+// index just past the closing quote.
+std::size_t read_quoted_csv_field(std::string_view line, std::size_t start, std::string& field,
+                                  const std::string& path, int line_number) {
+  for (std::size_t i = start + 1; i < line.size(); ++i) {
+    if (line[i] != '"') {
+      field += line[i];
+    } else if (i + 1 < line.size() && line[i + 1] == '"') {
+      field += '"';
+      ++i;
+    } else {
+      return i + 1;
+    }
+  }
+  throw InputError(fmt::format(
+      "{}:{}: a quoted field has no closing '\"' (fields cannot span lines)", path, line_number));
+}
+
+// Splits one CSV line into `fields` (reused between rows): commas separate, double quotes protect
+// commas and spaces, and spaces around unquoted fields are dropped.
+void split_csv_line(std::string_view line, const std::string& path, int line_number,
+                    std::vector<std::string>& fields) {
+  fields.clear();
+  std::size_t i = 0;
+  while (true) {
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+    std::string& field = fields.emplace_back();
+    if (i < line.size() && line[i] == '"') {
+      i = read_quoted_csv_field(line, i, field, path, line_number);
+      while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+      if (i < line.size() && line[i] != ',')
+        throw InputError(fmt::format("{}:{}: field {} has text after its closing quote", path,
+                                     line_number, fields.size()));
+    } else {
+      const auto comma = std::min(line.find(',', i), line.size());
+      field = trim(line.substr(i, comma - i));
+      i = comma;
+    }
+    if (i >= line.size()) return;
+    ++i;  // past the comma
+  }
+}
+
+bool is_blank(std::string_view line) {
+  return trim(line).empty();
+}
+
+// A CSV file held in memory with its header parsed. Rows are split on demand, twice (once to
+// collect categories, once to fill the table), so that wide files never hold every field as a
+// string.
+class CsvFile {
+ public:
+  explicit CsvFile(std::string path)
+      : path_(std::move(path)), text_(read_text_file(path_)), body_(text_) {
+    std::string_view line;
+    while (body_.next(line) && is_blank(line)) {
+    }
+    if (is_blank(line))
+      throw InputError(
+          fmt::format("{}: the file is empty; a CSV data file starts with a header line", path_));
+    split_csv_line(line, path_, body_.line_number(), header_);
+    check_unique_names(body_.line_number());
+    if (!has_rows())
+      throw InputError(fmt::format("{}: the file has a header line but no data rows", path_));
+  }
+
+  // The cursor points into text_, so a copy would dangle.
+  CsvFile(const CsvFile&) = delete;
+  CsvFile& operator=(const CsvFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  const std::vector<std::string>& header() const { return header_; }
+
+  // Calls visit(line_number, fields) for every non-blank row; a row whose field count differs from
+  // the header's is an error.
+  template <class Visit>
+  void for_each_row(Visit&& visit) const {
+    LineCursor cursor = body_;
+    std::string_view line;
+    std::vector<std::string> fields;
+    while (cursor.next(line)) {
+      if (is_blank(line)) continue;
+      split_csv_line(line, path_, cursor.line_number(), fields);
+      if (fields.size() != header_.size())
+        throw InputError(fmt::format("{}:{}: row has {} fields, the header has {}", path_,
+                                     cursor.line_number(), fields.size(), header_.size()));
+      visit(cursor.line_number(), fields);
+    }
+  }
+
+ private:
+  bool has_rows() const {
+    LineCursor cursor = body_;
+    std::string_view line;
+    while (cursor.next(line))
+      if (!is_blank(line)) return true;
+    return false;
+  }
+
+  void check_unique_names(int line_number) const {
+    std::set<std::string> seen;
+    for (const auto& name : header_)
+      if (!seen.insert(name).second)
+        throw InputError(fmt::format("{}:{}: column '{}' appears twice in the header", path_,
+                                     line_number, name));
+  }
+
+  std::string path_;
+  std::string text_;
+  LineCursor body_;  // positioned just after the header line
+  std::vector<std::string> header_;
+};
+
+void check_same_header(const CsvFile& train, const CsvFile& test) {
+  const auto& expected = train.header();
+  const auto& found = test.header();
+  if (found.size() != expected.size())
+    throw InputError(fmt::format(
+        "test file {} has {} columns but training file {} has {}; both need the same header",
+        test.path(), found.size(), train.path(), expected.size()));
+  for (std::size_t c = 0; c < expected.size(); ++c)
+    if (found[c] != expected[c])
+      throw InputError(fmt::format(
+          "test file {} names column {} '{}' but training file {} names it '{}'; both need the "
+          "same header",
+          test.path(), c, found[c], train.path(), expected[c]));
+}
+
+// Which header columns are the label and which are read as categorical values.
+struct CsvLayout {
+  std::size_t label = 0;
+  std::vector<bool> categorical;  // per header column; true for the label too
+};
+
+CsvLayout plan_csv_layout(const CsvFile& file, const ColumnSelection& columns) {
+  const auto& header = file.header();
+  CsvLayout layout;
+  layout.label = resolve_label_column(header, columns.label, file.path());
+  layout.categorical.assign(header.size(), false);
+  layout.categorical[layout.label] = true;
+  for (const auto& name : columns.categorical) {
+    const auto found = std::find(header.begin(), header.end(), name);
+    if (found == header.end())
+      throw InputError(
+          fmt::format("data.categorical lists column '{}', which is not in {}; its columns are: {}",
+                      name, file.path(), join(header)));
+    layout.categorical[found - header.begin()] = true;
+  }
+  return layout;
+}
+
+// Orders category names numerically when every one is a number (so "2" comes before "10"), else
+// lexicographically; ties ("1" and "1.0") keep lexicographic order so the result is deterministic.
+std::vector<std::string> sorted_categories(const std::set<std::string>& values) {
+  std::vector<std::string> names(values.begin(), values.end());
+  std::vector<std::pair<double, std::string>> numbered;
+  for (const auto& name : names) {
+    double value = 0;
+    if (!parse_number(name, value)) return names;
+    numbered.emplace_back(value, name);
+  }
+  std::stable_sort(numbered.begin(), numbered.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (std::size_t i = 0; i < names.size(); ++i) names[i] = numbered[i].second;
+  return names;
+}
+
+// The shared schema of the training and test tables, with each categorical column's value lookup.
+struct CsvSchema {
+  Table layout;  // attributes, label name and class names; no rows
+  std::vector<std::unordered_map<std::string, std::int32_t>> codes;  // per header column
+};
+
+std::vector<std::set<std::string>> collect_values(const std::vector<const CsvFile*>& files,
+                                                  const CsvLayout& layout) {
+  std::vector<std::set<std::string>> values(layout.categorical.size());
+  for (const CsvFile* file : files)
+    file->for_each_row([&](int, const std::vector<std::string>& fields) {
+      for (std::size_t c = 0; c < fields.size(); ++c)
+        if (layout.categorical[c]) values[c].insert(fields[c]);
+    });
+  return values;
+}
+
+CsvSchema build_csv_schema(const std::vector<const CsvFile*>& files, const CsvLayout& layout) {
+  const auto values = collect_values(files, layout);
+  const auto& header = files.front()->header();
+  CsvSchema schema;
+  schema.codes.resize(header.size());
+  int numeric_columns = 0, categorical_columns = 0;
+  for (std::size_t c = 0; c < header.size(); ++c) {
+    std::vector<std::string> categories;
+    if (layout.categorical[c]) categories = sorted_categories(values[c]);
+    for (std::size_t k = 0; k < categories.size(); ++k)
+      schema.codes[c].emplace(categories[k], static_cast<std::int32_t>(k));
+    if (c == layout.label) {
+      schema.layout.label_name = header[c];
+      schema.layout.class_names = std::move(categories);
+    } else if (layout.categorical[c]) {
+      schema.layout.attributes.push_back(
+          {header[c], AttributeKind::categorical, std::move(categories), categorical_columns++});
+    } else {
+      schema.layout.attributes.push_back(
+          {header[c], AttributeKind::numeric, {}, numeric_columns++});
+    }
+  }
+  return schema;
+}
+
+double parse_csv_number(const std::string& text, const CsvFile& file, int line_number,
+                        std::size_t column) {
+  double value = 0;
+  if (!parse_number(text, value))
+    throw InputError(fmt::format(
+        "{}:{}: column '{}': '{}' is not a number; list the column in data.categorical to treat it "
+        "as categorical",
+        file.path(), line_number, file.header()[column], text));
+  return value;
+}
+
+// Rows are appended in source column order, which is also the order of the numeric and
+// categorical column indices, so plain push_back yields the row-major layout.
+Table fill_csv_table(const CsvFile& file, const CsvLayout& layout, const CsvSchema& schema) {
+  Table table = schema.layout;
+  file.for_each_row([&](int line_number, const std::vector<std::string>& fields) {
+    for (std::size_t c = 0; c < fields.size(); ++c) {
+      if (c == layout.label)
+        table.label.push_back(schema.codes[c].at(fields[c]));
+      else if (layout.categorical[c])
+        table.categorical.push_back(schema.codes[c].at(fields[c]));
+      else
+        table.numeric.push_back(parse_csv_number(fields[c], file, line_number, c));
+    }
+    ++table.rows;
+  });
+  return table;
+}
+
+// ---------------------------------------------------------------------------------------------
+// ARFF
+
+struct ArffAttribute {
+  std::string name;
+  bool nominal = false;
+  std::vector<std::string> values;  // nominal only, in declared order
+};
+
+bool operator==(const ArffAttribute& a, const ArffAttribute& b) {
+  return a.name == b.name && a.nominal == b.nominal && a.values == b.values;
+}
+
+std::string describe(const ArffAttribute& attribute) {
+  return attribute.nominal ? fmt::format("'{}' {{{}}}", attribute.name, join(attribute.values))
+                           : fmt::format("'{}' numeric", attribute.name);
+}
+
+// Reads a token quoted with ' or " starting at text[start]; a backslash takes the next character
+// literally, as Weka writes embedded quotes. Returns the index just past the closing quote.
+std::size_t read_quoted_arff_token(std::string_view text, std::size_t start, std::string& token,
+                                   const std::string& path, int line_number) {
+  const char quote = text[start];
+  for (std::size_t i = start + 1; i < text.size(); ++i) {
+    if (text[i] == quote) return i + 1;
+    if (text[i] == '\\' && i + 1 < text.size()) ++i;
+    token += text[i];
+  }
+  throw InputError(
+      fmt::format("{}:{}: a value quoted with {} has no closing quote", path, line_number, quote));
+}
+
+// Splits comma-separated ARFF values (a data row, or the inside of a nominal {..} declaration):
+// ' and " quote, blanks around unquoted values are dropped and an unquoted % starts a comment.
+std::vector<std::string> split_arff_values(std::string_view text, const std::string& path,
+                                           int line_number) {
+  std::vector<std::string> values;
+  std::size_t i = 0;
+  while (true) {
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
+    std::string& value = values.emplace_back();
+    if (i < text.size() && (text[i] == '\'' || text[i] == '"')) {
+      i = read_quoted_arff_token(text, i, value, path, line_number);
+      while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
+      if (i < text.size() && text[i] != ',' && text[i] != '%')
+        throw InputError(fmt::format("{}:{}: value {} has text after its closing quote", path,
+                                     line_number, values.size()));
+    } else {
+      const auto end = std::min(text.find_first_of(",%", i), text.size());
+      value = trim(text.substr(i, end - i));
+      i = end;
+    }
+    if (i >= text.size() || text[i] == '%') return values;
+    ++i;  // past the comma
+  }
+}
+
+std::vector<std::string> parse_nominal_values(std::string_view type, const std::string& name,
+                                              const std::string& path, int line_number) {
+  const auto close = type.rfind('}');
+  if (close == std::string_view::npos)
+    throw InputError(fmt::format("{}:{}: attribute '{}': the value list has no closing '}}'", path,
+                                 line_number, name));
+  auto values = split_arff_values(type.substr(1, close - 1), path, line_number);
+  std::set<std::string> seen;
+  for (const auto& value : values) {
+    if (value.empty())
+      throw InputError(fmt::format("{}:{}: attribute '{}': the value list has an empty value", path,
+                                   line_number, name));
+    if (!seen.insert(value).second)
+      throw InputError(fmt::format("{}:{}: attribute '{}': value '{}' is declared twice", path,
+                                   line_number, name, value));
+  }
+  return values;
+}
+
+// Parses what follows "@attribute": a name (quoted or up to the first blank or '{') and a type.
+ArffAttribute parse_arff_attribute(std::string_view rest, const std::string& path,
+                                   int line_number) {
+  rest = trim(rest);
+  ArffAttribute attribute;
+  std::size_t end = 0;
+  if (!rest.empty() && (rest[0] == '\'' || rest[0] == '"')) {
+    end = read_quoted_arff_token(rest, 0, attribute.name, path, line_number);
+  } else {
+    end = std::min(rest.find_first_of(" \t{"), rest.size());
+    attribute.name = rest.substr(0, end);
+  }
+  const auto type = trim(rest.substr(end));
+  if (attribute.name.empty() || type.empty())
+    throw InputError(fmt::format("{}:{}: @attribute needs a name and a type", path, line_number));
+  if (type.front() == '{') {
+    attribute.nominal = true;
+    attribute.values = parse_nominal_values(type, attribute.name, path, line_number);
+    return attribute;
+  }
+  const std::string keyword = to_lower(type.substr(0, type.find_first_of(kBlanks)));
+  if (keyword == "numeric" || keyword == "real" || keyword == "integer") return attribute;
+  if (keyword == "string" || keyword == "date" || keyword == "relational")
+    throw InputError(fmt::format(
+        "{}:{}: attribute '{}' has type {}, which is not supported; use numeric, real, integer or "
+        "a nominal {{a, b, ...}} list",
+        path, line_number, attribute.name, keyword));
+  throw InputError(fmt::format("{}:{}: attribute '{}' has unknown type '{}'", path, line_number,
+                               attribute.name, type));
+}
+
+// Reads the header up to and including "@data", leaving the cursor on the data section.
+std::vector<ArffAttribute> read_arff_header(LineCursor& cursor, const std::string& path) {
+  std::vector<ArffAttribute> attributes;
+  std::set<std::string> names;
+  std::string_view line;
+  while (cursor.next(line)) {
+    line = trim(line);
+    if (line.empty() || line.front() == '%') continue;
+    const auto keyword_end = std::min(line.find_first_of(kBlanks), line.size());
+    const std::string keyword = to_lower(line.substr(0, keyword_end));
+    if (keyword == "@relation") continue;
+    if (keyword == "@data") {
+      if (attributes.empty())
+        throw InputError(
+            fmt::format("{}:{}: @data comes before any @attribute", path, cursor.line_number()));
+      return attributes;
+    }
+    if (keyword != "@attribute")
+      throw InputError(fmt::format("{}:{}: expected @relation, @attribute or @data, found '{}'",
+                                   path, cursor.line_number(), line));
+    attributes.push_back(
+        parse_arff_attribute(line.substr(keyword_end), path, cursor.line_number()));
+    if (!names.insert(attributes.back().name).second)
+      throw InputError(fmt::format("{}:{}: attribute '{}' is declared twice", path,
+                                   cursor.line_number(), attributes.back().name));
+  }
+  throw InputError(fmt::format("{}: no @data line; is this an ARFF file?", path));
+}
+
+void check_same_attributes(const std::vector<ArffAttribute>& train,
+                           const std::vector<ArffAttribute>& test, const std::string& train_path,
+                           const std::string& test_path) {
+  if (test.size() != train.size())
+    throw InputError(fmt::format(
+        "test file {} declares {} attributes but training file {} declares {}; both need the "
+        "same @attribute lines",
+        test_path, test.size(), train_path, train.size()));
+  for (std::size_t c = 0; c < train.size(); ++c)
+    if (!(test[c] == train[c]))
+      throw InputError(fmt::format(
+          "test file {} declares attribute {} as {} but training file {} declares {}; both need "
+          "the same @attribute lines",
+          test_path, c, describe(test[c]), train_path, describe(train[c])));
+}
+
+// The schema shared by the training and test tables. Categories may still grow while rows are read:
+// a '?' adds a "?" category to its column where it first occurs.
+class ArffSchema {
+ public:
+  ArffSchema(std::vector<ArffAttribute> declared, const ColumnSelection& columns,
+             const std::string& path)
+      : declared_(std::move(declared)), codes_(declared_.size()) {
+    choose_label(columns, path);
+    build_layout();
+  }
+
+  const Table& layout() const { return layout_; }
+  const std::vector<ArffAttribute>& declared() const { return declared_; }
+
+  // Appends one data row's values to `table`.
+  void append_row(const std::vector<std::string>& values, Table& table, const std::string& path,
+                  int line_number) {
+    for (std::size_t c = 0; c < values.size(); ++c) {
+      if (c == label_)
+        table.label.push_back(code(c, values[c], path, line_number));
+      else if (declared_[c].nominal)
+        table.categorical.push_back(code(c, values[c], path, line_number));
+      else
+        table.numeric.push_back(number(c, values[c], path, line_number));
+    }
+    ++table.rows;
+  }
+
+ private:
+  void choose_label(const ColumnSelection& columns, const std::string& path) {
+    std::vector<std::string> names;
+    for (const auto& attribute : declared_) names.push_back(attribute.name);
+    label_ = resolve_label_column(names, columns.label, path);
+    if (!declared_[label_].nominal)
+      throw InputError(fmt::format(
+          "label attribute '{}' in {} is numeric; the label must be a nominal {{a, b, ...}} "
+          "attribute",
+          names[label_], path));
+  }
+
+  void build_layout() {
+    int numeric_columns = 0, categorical_columns = 0;
+    attribute_of_column_.assign(declared_.size(), -1);
+    for (std::size_t c = 0; c < declared_.size(); ++c) {
+      const auto& source = declared_[c];
+      for (std::size_t k = 0; k < source.values.size(); ++k)
+        codes_[c].emplace(source.values[k], static_cast<std::int32_t>(k));
+      if (c == label_) {
+        layout_.label_name = source.name;
+        layout_.class_names = source.values;
+        continue;
+      }
+      attribute_of_column_[c] = static_cast<int>(layout_.attributes.size());
+      if (source.nominal)
+        layout_.attributes.push_back(
+            {source.name, AttributeKind::categorical, source.values, categorical_columns++});
+      else
+        layout_.attributes.push_back({source.name, AttributeKind::numeric, {}, numeric_columns++});
+    }
+  }
+
+  std::vector<std::string>& categories(std::size_t column) {
+    return column == label_ ? layout_.class_names
+                            : layout_.attributes[attribute_of_column_[column]].categories;
+  }
+
+  std::int32_t code(std::size_t column, const std::string& value, const std::string& path,
+                    int line_number) {
+    const auto found = codes_[column].find(value);
+    if (found != codes_[column].end()) return found->second;
+    if (value != "?")
+      throw InputError(
+          fmt::format("{}:{}: column '{}': '{}' is not one of the declared values {{{}}}", path,
+                      line_number, declared_[column].name, value, join(declared_[column].values)));
+    auto& names = categories(column);
+    names.push_back("?");
+    const auto missing = static_cast<std::int32_t>(names.size() - 1);
+    codes_[column].emplace("?", missing);
+    return missing;
+  }
+
+  double number(std::size_t column, const std::string& value, const std::string& path,
+                int line_number) const {
+    double result = 0;
+    if (parse_number(value, result)) return result;
+    if (value == "?")
+      throw InputError(fmt::format(
+          "{}:{}: column '{}': missing value '?' in a numeric attribute is not supported", path,
+          line_number, declared_[column].name));
+    throw InputError(fmt::format("{}:{}: column '{}': '{}' is not a number", path, line_number,
+                                 declared_[column].name, value));
+  }
+
+  std::vector<ArffAttribute> declared_;
+  std::size_t label_ = 0;
+  Table layout_;
+  std::vector<int> attribute_of_column_;                              // -1 for the label
+  std::vector<std::unordered_map<std::string, std::int32_t>> codes_;  // per nominal column
+};
+
+void read_arff_rows(LineCursor& cursor, const std::string& path, ArffSchema& schema, Table& table) {
+  const std::size_t expected = schema.declared().size();
+  std::string_view line;
+  while (cursor.next(line)) {
+    line = trim(line);
+    if (line.empty() || line.front() == '%') continue;
+    if (line.front() == '{')
+      throw InputError(fmt::format(
+          "{}:{}: sparse ARFF rows ({{index value, ...}}) are not supported; write the data dense",
+          path, cursor.line_number()));
+    const auto values = split_arff_values(line, path, cursor.line_number());
+    if (values.size() != expected)
+      throw InputError(fmt::format("{}:{}: row has {} values, the header declares {} attributes",
+                                   path, cursor.line_number(), values.size(), expected));
+    schema.append_row(values, table, path, cursor.line_number());
+  }
+  if (table.rows == 0) throw InputError(fmt::format("{}: the @data section has no rows", path));
+}
+
+// ---------------------------------------------------------------------------------------------
+// IDX
+
+// One IDX array: its dimensions and its bytes past the header.
+struct IdxArray {
+  std::string path;
+  std::vector<std::uint32_t> dimensions;
+  std::vector<unsigned char> bytes;  // whole file; data starts at data_offset
+  std::size_t data_offset = 0;
+
+  const unsigned char* data() const { return bytes.data() + data_offset; }
+};
+
+// Picks "name" or "name.gz" in `directory`; gzread passes plain files through unchanged, so both
+// take the same path afterwards.
+std::string find_idx_file(const std::string& directory, const std::string& name) {
+  const auto plain = (std::filesystem::path(directory) / name).string();
+  std::error_code ignored;
+  if (std::filesystem::is_regular_file(plain, ignored)) return plain;
+  if (std::filesystem::is_regular_file(plain + ".gz", ignored)) return plain + ".gz";
+  throw InputError(fmt::format("cannot read data file '{}' (nor '{}.gz')", plain, plain));
+}
+
+// Reads a whole (possibly gzip-compressed) file into memory in large chunks: one pass through zlib
+// is far faster than item-by-item reads.
+std::vector<unsigned char> read_gzip_file(const std::string& path) {
+  gzFile file = gzopen(path.c_str(), "rb");
+  if (file == nullptr) throw InputError(fmt::format("cannot read data file '{}'", path));
+  gzbuffer(file, 1 << 18);
+  constexpr unsigned kChunk = 1u << 22;
+  std::vector<unsigned char> bytes;
+  int count = 0;
+  do {
+    const std::size_t used = bytes.size();
+    bytes.resize(used + kChunk);
+    count = gzread(file, bytes.data() + used, kChunk);
+    bytes.resize(used + std::max(count, 0));
+  } while (count > 0);
+  int error = Z_OK;
+  const std::string reason = count < 0 ? gzerror(file, &error) : "";
+  if (gzclose_r(file) != Z_OK || count < 0)
+    throw InputError(fmt::format("cannot read data file '{}': {}", path,
+                                 reason.empty() ? "truncated or corrupt gzip data" : reason));
+  return bytes;
+}
+
+std::uint32_t read_big_endian(const unsigned char* p) {
+  return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) |
+         std::uint32_t{p[3]};
+}
+
+// Parses the IDX header: magic 0x0000 08 NN (unsigned bytes, NN dimensions), then NN big-endian
+// sizes.
+IdxArray read_idx_file(const std::string& path, std::uint32_t dimension_count) {
+  IdxArray array{path, {}, read_gzip_file(path), 0};
+  const auto& bytes = array.bytes;
+  const std::uint32_t expected_magic = 0x800u + dimension_count;
+  const std::uint32_t magic = bytes.size() >= 4 ? read_big_endian(bytes.data()) : 0;
+  if (magic != expected_magic)
+    throw InputError(
+        fmt::format("{}: not an IDX file of {} dimensions: magic number 0x{:08x}, "
+                    "expected 0x{:08x}",
+                    path, dimension_count, magic, expected_magic));
+  array.data_offset = 4 + 4 * std::size_t{dimension_count};
+  if (bytes.size() < array.data_offset)
+    throw InputError(fmt::format("{}: the file ends inside its header", path));
+  std::size_t items = 1;
+  for (std::uint32_t d = 0; d < dimension_count; ++d) {
+    array.dimensions.push_back(read_big_endian(bytes.data() + 4 + 4 * d));
+    items *= array.dimensions.back();
+  }
+  if (bytes.size() - array.data_offset != items)
+    throw InputError(fmt::format("{}: the header promises {} bytes of data but the file holds {}",
+                                 path, items, bytes.size() - array.data_offset));
+  return array;
+}
+
+struct IdxPart {
+  IdxArray images, labels;
+  std::size_t rows() const { return images.dimensions[0]; }
+  std::size_t pixels() const { return std::size_t{images.dimensions[1]} * images.dimensions[2]; }
+};
+
+IdxPart read_idx_part(const std::string& directory, const std::string& images_name,
+                      const std::string& labels_name) {
+  IdxPart part{read_idx_file(find_idx_file(directory, images_name), 3),
+               read_idx_file(find_idx_file(directory, labels_name), 1)};
+  if (part.labels.dimensions[0] != part.images.dimensions[0])
+    throw InputError(fmt::format("{} holds {} images but {} holds {} labels", part.images.path,
+                                 part.images.dimensions[0], part.labels.path,
+                                 part.labels.dimensions[0]));
+  return part;
+}
+
+Table idx_layout(std::size_t pixels, int classes) {
+  Table layout;
+  layout.attributes.reserve(pixels);
+  for (std::size_t p = 0; p < pixels; ++p)
+    layout.attributes.push_back(
+        {fmt::format("px{}", p), AttributeKind::numeric, {}, static_cast<int>(p)});
+  for (int k = 0; k < classes; ++k) layout.class_names.push_back(std::to_string(k));
+  return layout;
+}
+
+Table idx_table(const Table& layout, const IdxPart& part) {
+  Table table = layout;
+  table.rows = part.rows();
+  std::array<double, 256> scaled{};  // a lookup beats a division per pixel
+  for (int v = 0; v < 256; ++v) scaled[v] = v / 255.0;
+  const std::size_t values = part.rows() * part.pixels();
+  // reserve + push_back writes the 470 MB once; resize would zero it first.
+  table.numeric.reserve(values);
+  const unsigned char* pixels = part.images.data();
+  for (std::size_t i = 0; i < values; ++i) table.numeric.push_back(scaled[pixels[i]]);
+  table.label.assign(part.labels.data(), part.labels.data() + part.rows());
+  return table;
+}
+
+int max_label(const IdxPart& part) {
+  const unsigned char* labels = part.labels.data();
+  return part.rows() == 0 ? -1 : *std::max_element(labels, labels + part.rows());
+}
+
+}  // namespace
+
+TrainTest read_csv(const std::string& train_path, const std::string& test_path,
+                   const ColumnSelection& columns) {
+  const CsvFile train(train_path);
+  std::optional<CsvFile> test;
+  if (!test_path.empty()) {
+    test.emplace(test_path);
+    check_same_header(train, *test);
+  }
+  const CsvLayout layout = plan_csv_layout(train, columns);
+  std::vector<const CsvFile*> files{&train};
+  if (test) files.push_back(&*test);
+  const CsvSchema schema = build_csv_schema(files, layout);
+  TrainTest out;
+  out.train = fill_csv_table(train, layout, schema);
+  out.test = test ? fill_csv_table(*test, layout, schema) : schema.layout;
+  return out;
+}
+
+TrainTest read_arff(const std::string& train_path, const std::string& test_path,
+                    const ColumnSelection& columns) {
+  const std::string train_text = read_text_file(train_path);
+  LineCursor train_cursor(train_text);
+  ArffSchema schema(read_arff_header(train_cursor, train_path), columns, train_path);
+  TrainTest out;
+  read_arff_rows(train_cursor, train_path, schema, out.train);
+  if (!test_path.empty()) {
+    const std::string test_text = read_text_file(test_path);
+    LineCursor test_cursor(test_text);
+    check_same_attributes(schema.declared(), read_arff_header(test_cursor, test_path), train_path,
+                          test_path);
+    read_arff_rows(test_cursor, test_path, schema, out.test);
+  }
+  // Copy the schema last: reading may have added "?" categories after the first rows.
+  for (Table* table : {&out.train, &out.test}) {
+    table->attributes = schema.layout().attributes;
+    table->label_name = schema.layout().label_name;
+    table->class_names = schema.layout().class_names;
+  }
+  return out;
+}
+
+TrainTest read_idx(const std::string& directory) {
+  const IdxPart train =
+      read_idx_part(directory, "train-images-idx3-ubyte", "train-labels-idx1-ubyte");
+  const IdxPart test = read_idx_part(directory, "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte");
+  if (test.images.dimensions[1] != train.images.dimensions[1] ||
+      test.images.dimensions[2] != train.images.dimensions[2])
+    throw InputError(fmt::format("{} holds {}x{} images but {} holds {}x{} images",
+                                 test.images.path, test.images.dimensions[1],
+                                 test.images.dimensions[2], train.images.path,
+                                 train.images.dimensions[1], train.images.dimensions[2]));
+  const int classes = std::max(max_label(train), max_label(test)) + 1;
+  const Table layout = idx_layout(train.pixels(), classes);
+  return {idx_table(layout, train), idx_table(layout, test)};
+}
+
+}  // namespace fluence

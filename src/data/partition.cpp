@@ -1,0 +1,179 @@
+#include "fluence/data/partition.hpp"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "fluence/core/error.hpp"
+#include "fluence/core/rng.hpp"
+
+namespace fluence {
+
+PartitionConfig PartitionConfig::from_deck(const Deck& deck) {
+  PartitionConfig config;
+  config.clients = static_cast<int>(deck.integer("partition.clients"));
+  config.scheme = deck.string("partition.scheme");
+  config.alpha = deck.real("partition.alpha");
+  config.shards_per_client = static_cast<int>(deck.integer("partition.shards_per_client"));
+  if (deck.has("partition.column")) config.column = deck.string("partition.column");
+  config.sizes = deck.reals("partition.sizes");
+  if (!config.sizes.empty()) {
+    if (config.scheme != "iid" && config.scheme != "label_shards")
+      throw InputError(fmt::format("{}: partition.sizes applies to scheme \"iid\" or "
+                                   "\"label_shards\", not \"{}\"",
+                                   deck.where("partition.sizes"), config.scheme));
+    if (static_cast<int>(config.sizes.size()) != config.clients)
+      throw InputError(fmt::format("{}: partition.sizes has {} entries; it needs one per client "
+                                   "(partition.clients = {})",
+                                   deck.where("partition.sizes"), config.sizes.size(),
+                                   config.clients));
+    const double total = std::accumulate(config.sizes.begin(), config.sizes.end(), 0.0);
+    if (std::abs(total - 1.0) > 1e-6)
+      throw InputError(fmt::format("{}: partition.sizes must sum to 1 (they sum to {})",
+                                   deck.where("partition.sizes"), total));
+  }
+  if (config.scheme == "column" && config.column.empty())
+    throw InputError(fmt::format("{}: partition.column is required when partition.scheme = "
+                                 "\"column\"",
+                                 deck.origin()));
+  return config;
+}
+
+std::vector<std::int64_t> proportional_counts(std::int64_t total,
+                                              const std::vector<double>& fractions) {
+  const double sum = std::accumulate(fractions.begin(), fractions.end(), 0.0);
+  std::vector<std::int64_t> counts(fractions.size());
+  double cumulative = 0.0;
+  std::int64_t previous = 0;
+  for (std::size_t i = 0; i < fractions.size(); ++i) {
+    cumulative += fractions[i];
+    const std::int64_t boundary =
+        i + 1 == fractions.size() ? total
+                                  : std::llround(cumulative / sum * static_cast<double>(total));
+    counts[i] = std::max<std::int64_t>(0, boundary - previous);
+    previous = std::max(previous, boundary);
+  }
+  return counts;
+}
+
+namespace {
+
+using Assignment = std::vector<std::vector<std::int64_t>>;
+
+std::vector<double> client_fractions(const PartitionConfig& config) {
+  return config.sizes.empty() ? std::vector<double>(config.clients, 1.0) : config.sizes;
+}
+
+Assignment partition_iid(std::int64_t rows, const PartitionConfig& config, Stream& stream) {
+  const auto order = random_permutation(stream, rows);
+  const auto counts = proportional_counts(rows, client_fractions(config));
+  Assignment clients(config.clients);
+  std::int64_t next = 0;
+  for (int i = 0; i < config.clients; ++i)
+    for (std::int64_t k = 0; k < counts[i]; ++k) clients[i].push_back(order[next++]);
+  return clients;
+}
+
+// Rows of each class, each class's rows in a seeded random order.
+std::vector<std::vector<std::int64_t>> rows_by_class(const Table& train, Stream& stream) {
+  std::vector<std::vector<std::int64_t>> by_class(train.classes());
+  for (std::int64_t r : random_permutation(stream, static_cast<std::int64_t>(train.rows)))
+    by_class[train.label[r]].push_back(r);
+  return by_class;
+}
+
+Assignment partition_dirichlet(const Table& train, const PartitionConfig& config, Stream& stream) {
+  Assignment clients(config.clients);
+  for (const auto& class_rows : rows_by_class(train, stream)) {
+    const auto shares = stream.dirichlet(config.alpha, config.clients);
+    const auto counts = proportional_counts(static_cast<std::int64_t>(class_rows.size()), shares);
+    std::size_t next = 0;
+    for (int i = 0; i < config.clients; ++i)
+      for (std::int64_t k = 0; k < counts[i]; ++k) clients[i].push_back(class_rows[next++]);
+  }
+  return clients;
+}
+
+// Seed 000 §5.1 (after McMahan et al.): rows sorted by label are cut into shards and each client
+// takes `shards_per_client` shards at random positions, so clients are saturated by few labels.
+Assignment partition_label_shards(const Table& train, const PartitionConfig& config,
+                                  Stream& stream) {
+  std::vector<std::int64_t> sorted;
+  for (const auto& class_rows : rows_by_class(train, stream))
+    sorted.insert(sorted.end(), class_rows.begin(), class_rows.end());
+  const auto counts =
+      proportional_counts(static_cast<std::int64_t>(sorted.size()), client_fractions(config));
+  struct Shard {
+    int client;
+    std::int64_t size;
+  };
+  std::vector<Shard> shards;
+  for (int i = 0; i < config.clients; ++i) {
+    const auto sizes = proportional_counts(
+        counts[i], std::vector<double>(config.shards_per_client, 1.0));
+    for (auto size : sizes) shards.push_back({i, size});
+  }
+  stream.shuffle(std::span<Shard>(shards));
+  Assignment clients(config.clients);
+  std::size_t next = 0;
+  for (const auto& shard : shards)
+    for (std::int64_t k = 0; k < shard.size; ++k) clients[shard.client].push_back(sorted[next++]);
+  return clients;
+}
+
+Assignment partition_by_column(const Table& train, const PartitionConfig& config) {
+  const int index = train.find_attribute(config.column);
+  if (index < 0)
+    throw InputError(fmt::format("partition.column = \"{}\" is not an attribute of the data",
+                                 config.column));
+  const auto& attribute = train.attributes[index];
+  if (attribute.kind != AttributeKind::categorical)
+    throw InputError(fmt::format("partition.column = \"{}\" is numeric; the natural split needs a "
+                                 "categorical attribute",
+                                 config.column));
+  const int values = static_cast<int>(attribute.categories.size());
+  if (values != config.clients)
+    throw InputError(fmt::format("partition.column = \"{}\" has {} values, so partition.clients "
+                                 "must be {} (it is {})",
+                                 config.column, values, values, config.clients));
+  Assignment clients(config.clients);
+  const int nc = train.categorical_count();
+  for (std::size_t r = 0; r < train.rows; ++r)
+    clients[train.categorical[r * nc + attribute.column]].push_back(static_cast<std::int64_t>(r));
+  return clients;
+}
+
+}  // namespace
+
+std::vector<std::vector<std::int64_t>> partition_rows(const Table& train,
+                                                      const PartitionConfig& config,
+                                                      std::uint64_t seed) {
+  if (static_cast<std::size_t>(config.clients) > train.rows)
+    throw InputError(fmt::format("partition.clients = {} exceeds the {} training rows",
+                                 config.clients, train.rows));
+  Stream stream(seed, Purpose::partition);
+  Assignment clients;
+  if (config.scheme == "iid") {
+    clients = partition_iid(static_cast<std::int64_t>(train.rows), config, stream);
+  } else if (config.scheme == "dirichlet") {
+    clients = partition_dirichlet(train, config, stream);
+  } else if (config.scheme == "label_shards") {
+    clients = partition_label_shards(train, config, stream);
+  } else {
+    clients = partition_by_column(train, config);
+  }
+  for (int i = 0; i < config.clients; ++i) {
+    if (clients[i].empty())
+      throw InputError(fmt::format(
+          "client {} received no training rows under partition.scheme = \"{}\"{}", i,
+          config.scheme,
+          config.scheme == "dirichlet" ? " (raise partition.alpha or lower partition.clients)"
+                                       : " (lower partition.clients or adjust partition.sizes)"));
+    std::sort(clients[i].begin(), clients[i].end());
+  }
+  return clients;
+}
+
+}  // namespace fluence

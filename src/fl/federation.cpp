@@ -1,0 +1,129 @@
+#include "fluence/fl/federation.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include "fluence/core/log.hpp"
+#include "fluence/core/mpi.hpp"
+
+namespace fluence {
+
+double norm2(const std::vector<double>& v) {
+  double s = 0.0;
+  for (double x : v) s += x * x;
+  return std::sqrt(s);
+}
+
+Federation::Federation(FederatedProblem& problem) : problem_(problem) {}
+
+double Federation::objective(const std::vector<double>& theta) {
+  const auto& model = *problem_.model;
+  std::vector<double> losses;
+  for (const auto& client : problem_.clients)
+    losses.push_back(
+        model.loss_sum(client.features(), client.labels().data(), client.size(), theta.data(), work_)
+            .loss_sum);
+  double total = 0.0;
+  ordered_sum(losses, static_cast<int>(losses.size()), 1, std::span<double>(&total, 1));
+  return total / static_cast<double>(problem_.total_train_rows) +
+         0.5 * model.l2() * std::pow(norm2(theta), 2);
+}
+
+void Federation::gradient(const std::vector<double>& theta, std::vector<double>& out) {
+  const auto& model = *problem_.model;
+  const std::size_t p = parameters();
+  local_buffer_.resize(problem_.clients.size() * p);
+  for (std::size_t k = 0; k < problem_.clients.size(); ++k) {
+    const auto& client = problem_.clients[k];
+    model.gradient_sum(client.features(), client.labels().data(), client.size(), theta.data(),
+                       local_buffer_.data() + k * p, work_);
+  }
+  out.resize(p);
+  ordered_sum(local_buffer_, static_cast<int>(problem_.clients.size()), static_cast<int>(p), out);
+  const double inverse_n = 1.0 / static_cast<double>(problem_.total_train_rows);
+  for (std::size_t k = 0; k < p; ++k) out[k] = out[k] * inverse_n + model.l2() * theta[k];
+}
+
+void Federation::hessian_vector(const std::vector<double>& theta, const double* v, double* out) {
+  const auto& model = *problem_.model;
+  const std::size_t p = parameters();
+  local_buffer_.resize(problem_.clients.size() * p);
+  for (std::size_t k = 0; k < problem_.clients.size(); ++k) {
+    const auto& client = problem_.clients[k];
+    model.hessian_vector_sum(client.features(), client.size(), theta.data(), v,
+                             local_buffer_.data() + k * p, work_);
+  }
+  ordered_sum(local_buffer_, static_cast<int>(problem_.clients.size()), static_cast<int>(p),
+              std::span<double>(out, p));
+  const double inverse_n = 1.0 / static_cast<double>(problem_.total_train_rows);
+  for (std::size_t k = 0; k < p; ++k) out[k] = out[k] * inverse_n + model.l2() * v[k];
+}
+
+std::pair<double, double> Federation::evaluate_test(const std::vector<double>& theta) {
+  const auto& test = problem_.test;
+  std::vector<double> chunk_results(static_cast<std::size_t>(test.chunks) * 2);
+  const int width = problem_.model->features();
+  for (int k = 0; k < test.chunks; ++k) {
+    const std::size_t begin = k * TestShard::kTestChunkRows;
+    const std::size_t rows = std::min(TestShard::kTestChunkRows, test.rows - begin);
+    const auto result = problem_.model->loss_sum(test.features.data() + begin * width,
+                                                 test.labels.data() + begin, rows, theta.data(),
+                                                 work_);
+    chunk_results[2 * k] = result.loss_sum;
+    chunk_results[2 * k + 1] = static_cast<double>(result.correct);
+  }
+  double totals[2];
+  ordered_sum(chunk_results, test.chunks, 2, std::span<double>(totals, 2));
+  const auto n = static_cast<double>(problem_.data.test.rows);
+  return {totals[0] / n, totals[1] / n};
+}
+
+void Federation::fedavg_round(int round, std::vector<double>& theta,
+                              const LocalTrainingConfig& config) {
+  const std::size_t p = parameters();
+  local_buffer_.resize(problem_.clients.size() * p);
+  for (std::size_t k = 0; k < problem_.clients.size(); ++k) {
+    auto& client = problem_.clients[k];
+    double* local = local_buffer_.data() + k * p;
+    std::copy(theta.begin(), theta.end(), local);
+    client.train_round(*problem_.model, config, problem_.seed, round, local, work_);
+    // The message the server receives: n_i theta_i (seed 000 Eq. 2 numerator).
+    const auto weight = static_cast<double>(client.size());
+    for (std::size_t j = 0; j < p; ++j) local[j] *= weight;
+  }
+  ordered_sum(local_buffer_, static_cast<int>(problem_.clients.size()), static_cast<int>(p), theta);
+  const double inverse_n = 1.0 / static_cast<double>(problem_.total_train_rows);
+  for (auto& value : theta) value *= inverse_n;
+}
+
+TrainingResult Federation::train(const FederationConfig& config,
+                                 const std::function<void(const RoundMetrics&)>& on_round) {
+  TrainingResult result;
+  result.theta.assign(parameters(), 0.0);
+  Stopwatch clock;
+  auto metrics_at = [&](int round) {
+    RoundMetrics metrics;
+    metrics.round = round;
+    metrics.train_loss = config.eval_train_loss ? objective(result.theta)
+                                                : std::numeric_limits<double>::quiet_NaN();
+    std::tie(metrics.test_loss, metrics.test_accuracy) = evaluate_test(result.theta);
+    metrics.wall_time = clock.seconds();
+    return metrics;
+  };
+  for (int round = 1; round <= config.rounds; ++round) {
+    fedavg_round(round, result.theta, config.local);
+    result.history.push_back(metrics_at(round));
+    if (on_round) on_round(result.history.back());
+  }
+  if (config.newton_polish)
+    result.polish_steps =
+        newton_polish(*this, result.theta, config.tolerance, config.polish_max_steps);
+  std::vector<double> g;
+  gradient(result.theta, g);
+  result.gradient_norm = norm2(g);
+  result.final_metrics = metrics_at(config.rounds);
+  if (!config.eval_train_loss) result.final_metrics.train_loss = objective(result.theta);
+  return result;
+}
+
+}  // namespace fluence

@@ -1,0 +1,131 @@
+// Federated Newton polish: theta <- theta - t H^{-1} grad h, with H^{-1} g from PETSc CG on a
+// matrix-free shell whose MatMult is the federated Hessian-vector product. Every rank runs the same
+// sequential KSP on identical replicated vectors; the shell's reduction is the only communication.
+#include <petscksp.h>
+
+#include <cmath>
+
+#include "fluence/core/error.hpp"
+#include "fluence/core/log.hpp"
+#include "fluence/fl/federation.hpp"
+
+namespace fluence {
+
+namespace {
+
+struct ShellContext {
+  Federation* federation;
+  const std::vector<double>* theta;
+};
+
+PetscErrorCode federated_hessian_mult(Mat matrix, Vec x, Vec y) {
+  PetscFunctionBeginUser;
+  ShellContext* context = nullptr;
+  PetscCall(MatShellGetContext(matrix, &context));
+  const PetscScalar* in = nullptr;
+  PetscScalar* out = nullptr;
+  PetscCall(VecGetArrayRead(x, &in));
+  PetscCall(VecGetArray(y, &out));
+  context->federation->hessian_vector(*context->theta, in, out);
+  PetscCall(VecRestoreArray(y, &out));
+  PetscCall(VecRestoreArrayRead(x, &in));
+  PetscFunctionReturn(0);
+}
+
+double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double s = 0.0;
+  for (std::size_t k = 0; k < a.size(); ++k) s += a[k] * b[k];
+  return s;
+}
+
+// Owns the PETSc objects of one polish run.
+class NewtonSolver {
+ public:
+  NewtonSolver(Federation& federation, const std::vector<double>& theta)
+      : context_{&federation, &theta} {
+    const auto p = static_cast<PetscInt>(federation.parameters());
+    petsc_check(MatCreateShell(PETSC_COMM_SELF, p, p, p, p, &context_, &hessian_), "MatCreateShell");
+    petsc_check(MatShellSetOperation(hessian_, MATOP_MULT,
+                                     reinterpret_cast<void (*)(void)>(federated_hessian_mult)),
+                "MatShellSetOperation");
+    petsc_check(VecCreateSeqWithArray(PETSC_COMM_SELF, 1, p, nullptr, &rhs_), "VecCreateSeq");
+    petsc_check(VecCreateSeq(PETSC_COMM_SELF, p, &solution_), "VecCreateSeq");
+    petsc_check(KSPCreate(PETSC_COMM_SELF, &ksp_), "KSPCreate");
+    petsc_check(KSPSetOperators(ksp_, hessian_, hessian_), "KSPSetOperators");
+    petsc_check(KSPSetType(ksp_, KSPCG), "KSPSetType");
+    PC pc;
+    petsc_check(KSPGetPC(ksp_, &pc), "KSPGetPC");
+    petsc_check(PCSetType(pc, PCNONE), "PCSetType");
+    petsc_check(KSPSetTolerances(ksp_, 1e-12, 0.0, PETSC_DEFAULT, 10 * p + 100), "KSPSetTolerances");
+    petsc_check(KSPSetOptionsPrefix(ksp_, "newton_"), "KSPSetOptionsPrefix");
+    petsc_check(KSPSetFromOptions(ksp_), "KSPSetFromOptions");
+  }
+  ~NewtonSolver() {
+    KSPDestroy(&ksp_);
+    VecDestroy(&solution_);
+    VecDestroy(&rhs_);
+    MatDestroy(&hessian_);
+  }
+
+  /// direction = H^{-1} gradient; returns the CG iterations.
+  int solve(std::vector<double>& gradient, std::vector<double>& direction) {
+    petsc_check(VecPlaceArray(rhs_, gradient.data()), "VecPlaceArray");
+    petsc_check(KSPSolve(ksp_, rhs_, solution_), "KSPSolve");
+    petsc_check(VecResetArray(rhs_), "VecResetArray");
+    PetscInt iterations = 0;
+    petsc_check(KSPGetIterationNumber(ksp_, &iterations), "KSPGetIterationNumber");
+    const PetscScalar* values = nullptr;
+    petsc_check(VecGetArrayRead(solution_, &values), "VecGetArrayRead");
+    direction.assign(values, values + direction.size());
+    petsc_check(VecRestoreArrayRead(solution_, &values), "VecRestoreArrayRead");
+    return static_cast<int>(iterations);
+  }
+
+ private:
+  ShellContext context_;
+  Mat hessian_ = nullptr;
+  Vec rhs_ = nullptr, solution_ = nullptr;
+  KSP ksp_ = nullptr;
+};
+
+}  // namespace
+
+int newton_polish(Federation& federation, std::vector<double>& theta, double tolerance,
+                  int max_steps) {
+  const std::size_t p = federation.parameters();
+  std::vector<double> gradient(p), direction(p), trial(p), trial_gradient(p);
+  federation.gradient(theta, gradient);
+  double value = federation.objective(theta);
+  NewtonSolver solver(federation, theta);
+  int step = 0;
+  for (; step < max_steps && norm2(gradient) > tolerance; ++step) {
+    const int iterations = solver.solve(gradient, direction);
+    const double slope = -dot(gradient, direction);  // directional derivative along -direction
+    // Backtracking (Armijo). Near the optimum h changes by less than its rounding error, so a step
+    // that leaves h unchanged to rounding and shrinks the gradient is accepted as well.
+    double t = 1.0;
+    for (int halvings = 0;; ++halvings) {
+      for (std::size_t k = 0; k < p; ++k) trial[k] = theta[k] - t * direction[k];
+      const double trial_value = federation.objective(trial);
+      federation.gradient(trial, trial_gradient);
+      const bool sufficient = trial_value <= value + 1e-4 * t * slope;
+      const bool rounding_level = std::abs(trial_value - value) <= 1e-13 * std::abs(value) &&
+                                  norm2(trial_gradient) < norm2(gradient);
+      if (sufficient || rounding_level || halvings == 40) {
+        theta.swap(trial);
+        gradient.swap(trial_gradient);
+        value = trial_value;
+        break;
+      }
+      t *= 0.5;
+    }
+    log::info("  newton step {:2d}: objective {:.12e}  |grad| {:.3e}  step {:g}  cg iterations {}",
+              step + 1, value, norm2(gradient), t, iterations);
+  }
+  if (norm2(gradient) > tolerance)
+    log::warn("Newton polish stopped after {} steps with |grad h| = {:.3e} > tolerance {:.1e}",
+              step, norm2(gradient), tolerance);
+  return step;
+}
+
+}  // namespace fluence

@@ -1,0 +1,96 @@
+#include "fluence/fl/problem.hpp"
+
+#include <algorithm>
+
+#include "fluence/core/error.hpp"
+#include "fluence/core/mpi.hpp"
+#include "fluence/data/partition.hpp"
+#include "fluence/data/source.hpp"
+
+namespace fluence {
+
+FederationConfig FederationConfig::from_deck(const Deck& deck) {
+  FederationConfig config;
+  config.rounds = static_cast<int>(deck.integer("federation.rounds"));
+  config.local.epochs = static_cast<int>(deck.integer("federation.local_epochs"));
+  config.local.batch_size = static_cast<int>(deck.integer("federation.batch_size"));
+  config.local.learning_rate = deck.real("federation.learning_rate");
+  config.local.full_batch = deck.string("federation.optimizer") == "gd";
+  config.newton_polish = deck.string("federation.polish") == "newton";
+  config.tolerance = deck.real("federation.tolerance");
+  config.polish_max_steps = static_cast<int>(deck.integer("federation.polish_max_steps"));
+  config.eval_train_loss = deck.boolean("federation.eval_train_loss");
+  return config;
+}
+
+std::vector<std::int64_t> FederatedProblem::client_sizes() const {
+  std::vector<std::int64_t> sizes;
+  for (const auto& rows : client_rows) sizes.push_back(static_cast<std::int64_t>(rows.size()));
+  return sizes;
+}
+
+namespace {
+
+Client make_client(const FederatedProblem& problem, int id) {
+  const auto& rows = problem.client_rows[id];
+  const Table& train = problem.data.train;
+  std::vector<std::int32_t> categorical, labels;
+  randomize_client_rows(problem.ldp, id, train, rows, problem.seed, 0, categorical, labels);
+  const int nc = train.categorical_count();
+  std::vector<std::int32_t> original_categorical(rows.size() * nc), original_labels(rows.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    std::copy_n(train.categorical.begin() + rows[i] * nc, nc, original_categorical.begin() + i * nc);
+    original_labels[i] = train.label[rows[i]];
+  }
+  std::vector<double> features(rows.size() * problem.encoding.width());
+  problem.encoding.encode(train, rows, categorical.data(), features.data());
+  return Client(id, rows, std::move(original_categorical), std::move(original_labels),
+                std::move(categorical), std::move(labels), std::move(features),
+                problem.encoding.width());
+}
+
+TestShard make_test_shard(const Table& test, const Encoding& encoding) {
+  TestShard shard;
+  const auto chunk_rows = TestShard::kTestChunkRows;
+  const int total_chunks = static_cast<int>((test.rows + chunk_rows - 1) / chunk_rows);
+  const int rank = world_rank(), ranks = world_size();
+  shard.first_chunk = static_cast<int>(static_cast<long>(total_chunks) * rank / ranks);
+  const int end_chunk = static_cast<int>(static_cast<long>(total_chunks) * (rank + 1) / ranks);
+  shard.chunks = end_chunk - shard.first_chunk;
+  shard.first_row = shard.first_chunk * chunk_rows;
+  shard.rows = std::min(test.rows, end_chunk * chunk_rows) - std::min(test.rows, shard.first_row);
+  std::vector<std::int64_t> rows(shard.rows);
+  for (std::size_t i = 0; i < shard.rows; ++i) rows[i] = static_cast<std::int64_t>(shard.first_row + i);
+  shard.features.resize(shard.rows * encoding.width());
+  encoding.encode(test, rows, nullptr, shard.features.data());
+  shard.labels.assign(test.label.begin() + shard.first_row,
+                      test.label.begin() + shard.first_row + shard.rows);
+  return shard;
+}
+
+}  // namespace
+
+FederatedProblem build_problem(const Deck& deck) {
+  FederatedProblem problem;
+  problem.seed = static_cast<std::uint64_t>(deck.integer("seed"));
+  const DataConfig data_config = DataConfig::from_deck(deck);
+  const PartitionConfig partition_config = PartitionConfig::from_deck(deck);
+  collective_check([&] {
+    problem.data = load_data(data_config, problem.seed);
+    problem.client_rows = partition_rows(problem.data.train, partition_config, problem.seed);
+    problem.ldp = LdpPlan::from_deck(deck, problem.data.train, partition_config.clients);
+  });
+  problem.total_train_rows = static_cast<std::int64_t>(problem.data.train.rows);
+  problem.encoding = Encoding(problem.data.train, data_config.standardize, deck.boolean("model.bias"));
+  problem.model = std::make_unique<SoftmaxRegression>(problem.encoding.width(),
+                                                      problem.data.train.classes(),
+                                                      deck.real("model.l2"));
+  problem.layout = std::make_unique<ClientLayout>(problem.client_sizes(), world_size());
+  const int rank = world_rank();
+  for (int id = problem.layout->first_client(rank); id < problem.layout->end_client(rank); ++id)
+    problem.clients.push_back(make_client(problem, id));
+  problem.test = make_test_shard(problem.data.test, problem.encoding);
+  return problem;
+}
+
+}  // namespace fluence

@@ -1,0 +1,179 @@
+#include "fluence/io/results.hpp"
+
+#include <fmt/core.h>
+#include <hdf5.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "fluence/core/error.hpp"
+#include "fluence/core/mpi.hpp"
+#include "fluence/core/version.hpp"
+
+namespace fluence {
+
+namespace fs = std::filesystem;
+
+void prepare_output_directory(const std::string& directory) {
+  collective_check([&] {
+    if (world_rank() != 0) return;
+    std::error_code error;
+    fs::create_directories(directory, error);
+    if (error)
+      throw InputError(fmt::format("output directory '{}' cannot be created: {}", directory,
+                                   error.message()));
+    const fs::path probe = fs::path(directory) / ".fluence_write_test";
+    {
+      std::ofstream file(probe);
+      if (!file)
+        throw InputError(fmt::format("output directory '{}' is not writable (set output.dir or "
+                                     "--out to a writable directory)",
+                                     directory));
+    }
+    fs::remove(probe, error);
+  });
+}
+
+namespace {
+void h5_check(long status, const std::string& what) {
+  if (status < 0) throw RuntimeError("HDF5 error: " + what);
+}
+
+// Creates the intermediate groups of `path` ("/a/b/name").
+void create_parents(hid_t file, const std::string& path) {
+  for (std::size_t slash = path.find('/', 1); slash != std::string::npos;
+       slash = path.find('/', slash + 1)) {
+    const std::string group = path.substr(0, slash);
+    if (H5Lexists(file, group.c_str(), H5P_DEFAULT) > 0) continue;
+    hid_t id = H5Gcreate2(file, group.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    h5_check(id, "create group " + group);
+    H5Gclose(id);
+  }
+}
+
+void write_array(hid_t file, const std::string& path, hid_t type, const void* data,
+                 std::vector<hsize_t> dims) {
+  create_parents(file, path);
+  hid_t space = dims.empty() ? H5Screate(H5S_SCALAR)
+                             : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+  hid_t set = H5Dcreate2(file, path.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  h5_check(set, "create dataset " + path);
+  h5_check(H5Dwrite(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), "write " + path);
+  H5Dclose(set);
+  H5Sclose(space);
+}
+
+std::vector<hsize_t> dims_of(std::size_t count, const std::vector<std::size_t>& shape) {
+  if (shape.empty()) return {static_cast<hsize_t>(count)};
+  return std::vector<hsize_t>(shape.begin(), shape.end());
+}
+
+hid_t string_type(std::size_t length) {
+  hid_t type = H5Tcopy(H5T_C_S1);
+  H5Tset_size(type, std::max<std::size_t>(length, 1));
+  H5Tset_strpad(type, H5T_STR_NULLTERM);
+  return type;
+}
+}  // namespace
+
+ResultsFile::ResultsFile(const std::string& directory) : root_(world_rank() == 0) {
+  final_path_ = (fs::path(directory) / "results.h5").string();
+  partial_path_ = final_path_ + ".partial";
+  if (!root_) return;
+  file_ = H5Fcreate(partial_path_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  h5_check(file_, "create " + partial_path_);
+}
+
+ResultsFile::~ResultsFile() {
+  if (!root_ || file_ < 0) return;
+  H5Fclose(file_);
+  std::remove(partial_path_.c_str());
+}
+
+void ResultsFile::attribute(const std::string& name, const std::string& value) {
+  if (!root_) return;
+  hid_t type = string_type(value.size() + 1);
+  hid_t space = H5Screate(H5S_SCALAR);
+  hid_t attr = H5Acreate2(file_, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT);
+  h5_check(attr, "attribute " + name);
+  h5_check(H5Awrite(attr, type, value.c_str()), "write attribute " + name);
+  H5Aclose(attr);
+  H5Sclose(space);
+  H5Tclose(type);
+}
+
+void ResultsFile::attribute(const std::string& name, std::int64_t value) {
+  if (!root_) return;
+  hid_t space = H5Screate(H5S_SCALAR);
+  hid_t attr = H5Acreate2(file_, name.c_str(), H5T_NATIVE_INT64, space, H5P_DEFAULT, H5P_DEFAULT);
+  h5_check(attr, "attribute " + name);
+  h5_check(H5Awrite(attr, H5T_NATIVE_INT64, &value), "write attribute " + name);
+  H5Aclose(attr);
+  H5Sclose(space);
+}
+
+void ResultsFile::attribute(const std::string& path, const std::string& name,
+                            const std::vector<std::string>& values) {
+  if (!root_) return;
+  std::size_t longest = 1;
+  for (const auto& v : values) longest = std::max(longest, v.size() + 1);
+  std::vector<char> packed(values.size() * longest, '\0');
+  for (std::size_t i = 0; i < values.size(); ++i)
+    std::copy(values[i].begin(), values[i].end(), packed.begin() + i * longest);
+  hid_t type = string_type(longest);
+  hsize_t count = values.size();
+  hid_t space = H5Screate_simple(1, &count, nullptr);
+  hid_t attr = H5Acreate_by_name(file_, path.c_str(), name.c_str(), type, space, H5P_DEFAULT,
+                                 H5P_DEFAULT, H5P_DEFAULT);
+  h5_check(attr, "attribute " + path + "@" + name);
+  h5_check(H5Awrite(attr, type, packed.data()), "write attribute " + name);
+  H5Aclose(attr);
+  H5Sclose(space);
+  H5Tclose(type);
+}
+
+void ResultsFile::dataset(const std::string& path, const std::vector<double>& values,
+                          const std::vector<std::size_t>& shape) {
+  if (root_) write_array(file_, path, H5T_NATIVE_DOUBLE, values.data(), dims_of(values.size(), shape));
+}
+
+void ResultsFile::dataset(const std::string& path, const std::vector<std::int64_t>& values,
+                          const std::vector<std::size_t>& shape) {
+  if (root_) write_array(file_, path, H5T_NATIVE_INT64, values.data(), dims_of(values.size(), shape));
+}
+
+void ResultsFile::scalar(const std::string& path, double value) {
+  if (root_) write_array(file_, path, H5T_NATIVE_DOUBLE, &value, {});
+}
+
+void ResultsFile::string(const std::string& path, const std::string& value) {
+  if (!root_) return;
+  hid_t type = string_type(value.size() + 1);
+  write_array(file_, path, type, value.c_str(), {});
+  H5Tclose(type);
+}
+
+std::string ResultsFile::commit() {
+  if (root_) {
+    h5_check(H5Fclose(file_), "close " + partial_path_);
+    file_ = -1;
+    std::error_code error;
+    fs::rename(partial_path_, final_path_, error);
+    if (error) throw RuntimeError("cannot rename " + partial_path_ + ": " + error.message());
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  return final_path_;
+}
+
+void write_run_attributes(ResultsFile& file, const std::string& command, std::int64_t seed,
+                          const std::string& resolved_deck) {
+  file.attribute("fluence_version", version());
+  file.attribute("git_revision", git_revision());
+  file.attribute("command", command);
+  file.attribute("ranks", static_cast<std::int64_t>(world_size()));
+  file.attribute("seed", seed);
+  file.attribute("deck", resolved_deck);
+}
+
+}  // namespace fluence

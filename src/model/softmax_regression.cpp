@@ -1,0 +1,228 @@
+#include "fluence/model/softmax_regression.hpp"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace fluence {
+
+namespace {
+
+// Rows per chunk in full-data passes: bounds the workspace (chunk x C) while keeping GEMMs large.
+constexpr std::size_t kChunkRows = 2048;
+
+// Shapes at or above this many multiply-adds go to BLAS; below, the call overhead dominates.
+constexpr std::size_t kBlasWork = 16384;
+
+// Dot product with eight fixed partial sums: vectorizable without -ffast-math and deterministic
+// (the summation order depends only on n).
+inline double dot(const double* a, const double* b, int n) {
+  double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int k = 0; k < 8; ++k) s[k] += a[j + k] * b[j + k];
+  double tail = 0.0;
+  for (; j < n; ++j) tail += a[j] * b[j];
+  return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7])) + tail;
+}
+
+inline void axpy(double alpha, const double* x, double* y, int n) {
+  for (int j = 0; j < n; ++j) y[j] += alpha * x[j];
+}
+
+}  // namespace
+
+void Workspace::reserve(std::size_t rows, int classes, int features) {
+  const std::size_t need = rows * static_cast<std::size_t>(classes);
+  if (logits.size() < need) logits.resize(need);
+  if (scratch.size() < need) scratch.resize(need);
+  if (batch.size() < rows * static_cast<std::size_t>(features))
+    batch.resize(rows * static_cast<std::size_t>(features));
+}
+
+double softmax_rows(double* logits, std::size_t rows, int classes, const std::int32_t* labels) {
+  double loss = 0.0;
+  for (std::size_t r = 0; r < rows; ++r) {
+    double* z = logits + r * classes;
+    const double top = *std::max_element(z, z + classes);
+    double total = 0.0;
+    for (int c = 0; c < classes; ++c) total += std::exp(z[c] - top);
+    const double log_total = std::log(total);
+    if (labels) loss += top + log_total - z[labels[r]];
+    for (int c = 0; c < classes; ++c) z[c] = std::exp(z[c] - top - log_total);
+  }
+  return loss;
+}
+
+SoftmaxRegression::SoftmaxRegression(int features, int classes, double l2)
+    : features_(features), classes_(classes), l2_(l2) {}
+
+void SoftmaxRegression::compute_logits(const double* x, std::size_t rows, const double* theta,
+                                       double* logits) const {
+  const int C = classes_, D = features_;
+  if (rows * C * static_cast<std::size_t>(D) >= kBlasWork) {
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), C, D, 1.0, x, D,
+                theta, D, 0.0, logits, C);
+    return;
+  }
+  for (std::size_t r = 0; r < rows; ++r)
+    for (int c = 0; c < C; ++c) logits[r * C + c] = dot(x + r * D, theta + c * D, D);
+}
+
+LossAndAccuracy SoftmaxRegression::loss_sum(const double* x, const std::int32_t* y,
+                                            std::size_t rows, const double* theta,
+                                            Workspace& work) const {
+  const int C = classes_, D = features_;
+  work.reserve(std::min(rows, kChunkRows), C, 0);
+  LossAndAccuracy result;
+  for (std::size_t start = 0; start < rows; start += kChunkRows) {
+    const std::size_t n = std::min(kChunkRows, rows - start);
+    double* z = work.logits.data();
+    compute_logits(x + start * D, n, theta, z);
+    for (std::size_t r = 0; r < n; ++r) {
+      const double* row = z + r * C;
+      if (std::max_element(row, row + C) - row == y[start + r]) ++result.correct;
+    }
+    result.loss_sum += softmax_rows(z, n, C, y + start);
+  }
+  return result;
+}
+
+double SoftmaxRegression::gradient_sum(const double* x, const std::int32_t* y, std::size_t rows,
+                                       const double* theta, double* gradient,
+                                       Workspace& work) const {
+  const int C = classes_, D = features_;
+  work.reserve(std::min(rows, kChunkRows), C, 0);
+  std::fill(gradient, gradient + parameters(), 0.0);
+  double loss = 0.0;
+  for (std::size_t start = 0; start < rows; start += kChunkRows) {
+    const std::size_t n = std::min(kChunkRows, rows - start);
+    double* residual = work.logits.data();
+    compute_logits(x + start * D, n, theta, residual);
+    loss += softmax_rows(residual, n, C, y + start);
+    for (std::size_t r = 0; r < n; ++r) residual[r * C + y[start + r]] -= 1.0;  // p - onehot(y)
+    // gradient += residual^T x  (C x D)
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, D, static_cast<int>(n), 1.0, residual,
+                C, x + start * D, D, 1.0, gradient, D);
+  }
+  return loss;
+}
+
+void SoftmaxRegression::hessian_vector_sum(const double* x, std::size_t rows, const double* theta,
+                                           const double* v, double* out, Workspace& work) const {
+  const int C = classes_, D = features_;
+  work.reserve(std::min(rows, kChunkRows), C, 0);
+  std::fill(out, out + parameters(), 0.0);
+  for (std::size_t start = 0; start < rows; start += kChunkRows) {
+    const std::size_t n = std::min(kChunkRows, rows - start);
+    double* p = work.logits.data();
+    double* a = work.scratch.data();
+    compute_logits(x + start * D, n, theta, p);
+    softmax_rows(p, n, C, nullptr);
+    compute_logits(x + start * D, n, v, a);  // a_r = V x_r
+    // Per row, (diag(p) - p p^T) a: the softmax Jacobian applied to the directional logits.
+    for (std::size_t r = 0; r < n; ++r) {
+      double* ar = a + r * C;
+      const double* pr = p + r * C;
+      double mean = 0.0;
+      for (int c = 0; c < C; ++c) mean += pr[c] * ar[c];
+      for (int c = 0; c < C; ++c) ar[c] = pr[c] * (ar[c] - mean);
+    }
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, D, static_cast<int>(n), 1.0, a, C,
+                x + start * D, D, 1.0, out, D);
+  }
+}
+
+void SoftmaxRegression::hessian_sum(const double* x, std::size_t rows, const double* theta,
+                                    double* out) const {
+  const int C = classes_, D = features_;
+  const std::size_t p = parameters();
+  std::fill(out, out + p * p, 0.0);
+  Workspace work;
+  work.reserve(std::min(rows, kChunkRows), C, D);
+  for (std::size_t start = 0; start < rows; start += kChunkRows) {
+    const std::size_t n = std::min(kChunkRows, rows - start);
+    double* prob = work.logits.data();
+    compute_logits(x + start * D, n, theta, prob);
+    softmax_rows(prob, n, C, nullptr);
+    // Block (c, c') = sum_r p_rc (delta_cc' - p_rc') x_r x_r^T, built as x^T (w .* x).
+    for (int c = 0; c < C; ++c) {
+      for (int cp = 0; cp < C; ++cp) {
+        double* scaled = work.batch.data();
+        for (std::size_t r = 0; r < n; ++r) {
+          const double w = prob[r * C + c] * ((c == cp ? 1.0 : 0.0) - prob[r * C + cp]);
+          const double* xr = x + (start + r) * D;
+          for (int j = 0; j < D; ++j) scaled[r * D + j] = w * xr[j];
+        }
+        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, D, D, static_cast<int>(n), 1.0,
+                    x + start * D, D, scaled, D, 1.0, out + (c * D) * p + cp * D,
+                    static_cast<int>(p));
+      }
+    }
+  }
+}
+
+void SoftmaxRegression::sgd_batch(const double* const* rows_x, const std::int32_t* labels,
+                                  int batch, double learning_rate, double* theta,
+                                  Workspace& work) const {
+  const int C = classes_, D = features_;
+  const double shrink = 1.0 - learning_rate * l2_;
+  const double step = learning_rate / batch;
+  double* g = work.logits.data();
+  if (static_cast<std::size_t>(batch) * C * D >= kBlasWork) {
+    // Gather the batch, then logits and the whole update as two GEMMs:
+    // theta <- shrink * theta - step * (P - Y)^T X_b.
+    double* xb = work.batch.data();
+    for (int b = 0; b < batch; ++b) std::copy_n(rows_x[b], D, xb + static_cast<std::size_t>(b) * D);
+    compute_logits(xb, batch, theta, g);
+    softmax_rows(g, batch, C, nullptr);
+    for (int b = 0; b < batch; ++b) g[b * C + labels[b]] -= 1.0;
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, D, batch, -step, g, C, xb, D, shrink,
+                theta, D);
+    return;
+  }
+  for (int b = 0; b < batch; ++b)
+    for (int c = 0; c < C; ++c) g[b * C + c] = dot(rows_x[b], theta + c * D, D);
+  softmax_rows(g, batch, C, nullptr);
+  for (int b = 0; b < batch; ++b) g[b * C + labels[b]] -= 1.0;
+  for (int c = 0; c < C; ++c) {
+    double* tc = theta + c * D;
+    if (shrink != 1.0)
+      for (int j = 0; j < D; ++j) tc[j] *= shrink;
+    for (int b = 0; b < batch; ++b) axpy(-step * g[b * C + c], rows_x[b], tc, D);
+  }
+}
+
+void SoftmaxRegression::sgd_epoch(const double* x, const std::int32_t* y,
+                                  const std::int64_t* order, std::size_t rows, int batch_size,
+                                  double learning_rate, double* theta, Workspace& work) const {
+  const int D = features_;
+  work.reserve(static_cast<std::size_t>(batch_size), classes_, D);
+  std::vector<const double*>& pointers = work.batch_rows;
+  std::vector<std::int32_t>& labels = work.batch_labels;
+  pointers.resize(batch_size);
+  labels.resize(batch_size);
+  for (std::size_t start = 0; start < rows; start += batch_size) {
+    const int batch = static_cast<int>(std::min<std::size_t>(batch_size, rows - start));
+    for (int b = 0; b < batch; ++b) {
+      const auto r = static_cast<std::size_t>(order[start + b]);
+      pointers[b] = x + r * D;
+      labels[b] = y[r];
+    }
+    sgd_batch(pointers.data(), labels.data(), batch, learning_rate, theta, work);
+  }
+}
+
+void SoftmaxRegression::gradient_step(const double* x, const std::int32_t* y, std::size_t rows,
+                                      double learning_rate, double* theta,
+                                      Workspace& work) const {
+  std::vector<double>& gradient = work.gradient;
+  gradient.resize(parameters());
+  gradient_sum(x, y, rows, theta, gradient.data(), work);
+  const double inverse_n = 1.0 / static_cast<double>(rows);
+  for (std::size_t k = 0; k < parameters(); ++k)
+    theta[k] -= learning_rate * (gradient[k] * inverse_n + l2_ * theta[k]);
+}
+
+}  // namespace fluence
