@@ -2,10 +2,12 @@
 // only rank 0 prints, so results of multi-rank runs stay readable. A failure on any rank fails the run.
 #include <gtest/gtest.h>
 
+#include "fluence/core/blas_tuning.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/mpi.hpp"
 
 int main(int argc, char** argv) {
+  fluence::select_blas_core(argc, argv);
   ::testing::InitGoogleTest(&argc, argv);
   fluence::Environment environment(&argc, &argv);
   if (fluence::world_rank() != 0) {

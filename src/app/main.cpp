@@ -1,7 +1,9 @@
 #include "fluence/app/cli.hpp"
+#include "fluence/core/blas_tuning.hpp"
 #include "fluence/core/mpi.hpp"
 
 int main(int argc, char** argv) {
+  fluence::select_blas_core(argc, argv);
   auto command_line = fluence::app::parse_command_line(argc, argv);
   if (command_line.exit_code) return *command_line.exit_code;
   std::vector<char*> petsc_argv;

@@ -12,7 +12,6 @@
 namespace fluence::app {
 
 int run_train(const CommandLine& command_line) {
-  log::set_quiet(command_line.quiet);
   std::vector<std::string> sets = command_line.sets;
   if (!command_line.out.empty()) sets.push_back("output.dir=\"" + command_line.out + "\"");
   Deck deck = Deck::from_file(command_line.deck, sets);
@@ -29,6 +28,7 @@ int run_train(const CommandLine& command_line) {
 
   Federation federation(problem);
   const auto result = federation.train(config, [&](const RoundMetrics& m) {
+    if (command_line.quiet) return;
     log::info("round {:>5d}/{}  train loss {:.5f}  test loss {:.5f}  test acc {:6.2f}%  elapsed {}  "
               "ETA {}",
               m.round, config.rounds, m.train_loss, m.test_loss, 100.0 * m.test_accuracy,

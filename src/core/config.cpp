@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <toml++/toml.h>
@@ -299,8 +300,10 @@ Deck& Deck::operator=(Deck&& other) noexcept {
 Deck::~Deck() { delete impl_; }
 
 Deck Deck::from_file(const std::string& path, const std::vector<std::string>& overrides) {
-  std::ifstream file(path);
-  if (!file) throw InputError(fmt::format("cannot read deck '{}': no such file or not readable", path));
+  std::error_code error;
+  std::ifstream file;
+  if (std::filesystem::is_regular_file(path, error)) file.open(path);
+  if (!file.is_open()) throw InputError(fmt::format("cannot read deck '{}': no such file or not readable", path));
   std::stringstream text;
   text << file.rdbuf();
   return from_string(text.str(), path, overrides);

@@ -68,7 +68,7 @@ std::vector<KeySpec> build_schema() {
           "label_shards: shards per client (seed 000 §5.1 / McMahan et al.)", 1),
       key("partition.column", T::string, "", "column: the categorical attribute to split on"),
       key("partition.sizes", T::real_array, "[]",
-          "optional size skew: fraction of training rows per client (iid, label_shards)", 0.0,
+          "optional size skew: fraction of training rows per client (iid, dirichlet, label_shards)", 0.0,
           kInf, true),
 
       section("model", "the model trained"),

@@ -20,9 +20,9 @@ PartitionConfig PartitionConfig::from_deck(const Deck& deck) {
   if (deck.has("partition.column")) config.column = deck.string("partition.column");
   config.sizes = deck.reals("partition.sizes");
   if (!config.sizes.empty()) {
-    if (config.scheme != "iid" && config.scheme != "label_shards")
-      throw InputError(fmt::format("{}: partition.sizes applies to scheme \"iid\" or "
-                                   "\"label_shards\", not \"{}\"",
+    if (config.scheme == "column")
+      throw InputError(fmt::format("{}: partition.sizes does not apply to scheme \"{}\" (the "
+                                   "column's values fix the client sizes)",
                                    deck.where("partition.sizes"), config.scheme));
     if (static_cast<int>(config.sizes.size()) != config.clients)
       throw InputError(fmt::format("{}: partition.sizes has {} entries; it needs one per client "
@@ -84,14 +84,30 @@ std::vector<std::vector<std::int64_t>> rows_by_class(const Table& train, Stream&
   return by_class;
 }
 
+// Each client draws its label mix q_i ~ Dirichlet(alpha) (Hsu et al. 2019; the non-IID set-up of
+// seed 002 Fig. 6) and takes its rows class by class from seeded pools. Client sizes are equal (or
+// partition.sizes), so no client is empty; when a class pool runs dry the shortfall is taken from
+// the classes with the most rows left.
 Assignment partition_dirichlet(const Table& train, const PartitionConfig& config, Stream& stream) {
+  auto pools = rows_by_class(train, stream);
+  const auto sizes = proportional_counts(static_cast<std::int64_t>(train.rows), client_fractions(config));
   Assignment clients(config.clients);
-  for (const auto& class_rows : rows_by_class(train, stream)) {
-    const auto shares = stream.dirichlet(config.alpha, config.clients);
-    const auto counts = proportional_counts(static_cast<std::int64_t>(class_rows.size()), shares);
-    std::size_t next = 0;
-    for (int i = 0; i < config.clients; ++i)
-      for (std::int64_t k = 0; k < counts[i]; ++k) clients[i].push_back(class_rows[next++]);
+  for (int i = 0; i < config.clients; ++i) {
+    const auto wanted = proportional_counts(sizes[i], stream.dirichlet(config.alpha, pools.size()));
+    std::int64_t shortfall = 0;
+    for (std::size_t c = 0; c < pools.size(); ++c) {
+      const auto take = std::min<std::int64_t>(wanted[c], static_cast<std::int64_t>(pools[c].size()));
+      clients[i].insert(clients[i].end(), pools[c].end() - take, pools[c].end());
+      pools[c].resize(pools[c].size() - take);
+      shortfall += wanted[c] - take;
+    }
+    for (; shortfall > 0; --shortfall) {
+      auto& fullest = *std::max_element(pools.begin(), pools.end(), [](const auto& a, const auto& b) {
+        return a.size() < b.size();
+      });
+      clients[i].push_back(fullest.back());
+      fullest.pop_back();
+    }
   }
   return clients;
 }
@@ -169,8 +185,7 @@ std::vector<std::vector<std::int64_t>> partition_rows(const Table& train,
       throw InputError(fmt::format(
           "client {} received no training rows under partition.scheme = \"{}\"{}", i,
           config.scheme,
-          config.scheme == "dirichlet" ? " (raise partition.alpha or lower partition.clients)"
-                                       : " (lower partition.clients or adjust partition.sizes)"));
+          " (lower partition.clients or adjust partition.sizes)"));
     std::sort(clients[i].begin(), clients[i].end());
   }
   return clients;

@@ -118,7 +118,7 @@ void ResultsFile::attribute(const std::string& path, const std::string& name,
   if (!root_) return;
   std::size_t longest = 1;
   for (const auto& v : values) longest = std::max(longest, v.size() + 1);
-  std::vector<char> packed(values.size() * longest, '\0');
+  std::vector<char> packed(std::max<std::size_t>(1, values.size() * longest), '\0');  // never null
   for (std::size_t i = 0; i < values.size(); ++i)
     std::copy(values[i].begin(), values[i].end(), packed.begin() + i * longest);
   hid_t type = string_type(longest);

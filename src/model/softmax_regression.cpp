@@ -55,6 +55,27 @@ double softmax_rows(double* logits, std::size_t rows, int classes, const std::in
   return loss;
 }
 
+void softmax_probabilities(double* logits, std::size_t rows, int classes) {
+  if (classes == 2) {
+    // Two classes: p1 = 1 / (1 + e^(z0 - z1)), one exponential and no logarithm.
+    for (std::size_t r = 0; r < rows; ++r) {
+      double* z = logits + 2 * r;
+      const double p1 = 1.0 / (1.0 + std::exp(z[0] - z[1]));
+      z[0] = 1.0 - p1;
+      z[1] = p1;
+    }
+    return;
+  }
+  for (std::size_t r = 0; r < rows; ++r) {
+    double* z = logits + r * classes;
+    const double top = *std::max_element(z, z + classes);
+    double total = 0.0;
+    for (int c = 0; c < classes; ++c) total += (z[c] = std::exp(z[c] - top));
+    const double inverse = 1.0 / total;
+    for (int c = 0; c < classes; ++c) z[c] *= inverse;
+  }
+}
+
 SoftmaxRegression::SoftmaxRegression(int features, int classes, double l2)
     : features_(features), classes_(classes), l2_(l2) {}
 
@@ -161,6 +182,12 @@ void SoftmaxRegression::hessian_sum(const double* x, std::size_t rows, const dou
       }
     }
   }
+  // The blocks come from separate GEMMs; average with the transpose so H is exactly symmetric.
+  for (std::size_t i = 0; i < p; ++i)
+    for (std::size_t k = 0; k < i; ++k) {
+      const double mean = 0.5 * (out[i * p + k] + out[k * p + i]);
+      out[i * p + k] = out[k * p + i] = mean;
+    }
 }
 
 void SoftmaxRegression::sgd_batch(const double* const* rows_x, const std::int32_t* labels,
@@ -176,7 +203,7 @@ void SoftmaxRegression::sgd_batch(const double* const* rows_x, const std::int32_
     double* xb = work.batch.data();
     for (int b = 0; b < batch; ++b) std::copy_n(rows_x[b], D, xb + static_cast<std::size_t>(b) * D);
     compute_logits(xb, batch, theta, g);
-    softmax_rows(g, batch, C, nullptr);
+    softmax_probabilities(g, batch, C);
     for (int b = 0; b < batch; ++b) g[b * C + labels[b]] -= 1.0;
     cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, D, batch, -step, g, C, xb, D, shrink,
                 theta, D);
@@ -184,13 +211,15 @@ void SoftmaxRegression::sgd_batch(const double* const* rows_x, const std::int32_
   }
   for (int b = 0; b < batch; ++b)
     for (int c = 0; c < C; ++c) g[b * C + c] = dot(rows_x[b], theta + c * D, D);
-  softmax_rows(g, batch, C, nullptr);
+  softmax_probabilities(g, batch, C);
   for (int b = 0; b < batch; ++b) g[b * C + labels[b]] -= 1.0;
+  // theta_c <- shrink theta_c - step sum_b g_bc x_b, the shrink fused into the first row's pass.
   for (int c = 0; c < C; ++c) {
     double* tc = theta + c * D;
-    if (shrink != 1.0)
-      for (int j = 0; j < D; ++j) tc[j] *= shrink;
-    for (int b = 0; b < batch; ++b) axpy(-step * g[b * C + c], rows_x[b], tc, D);
+    const double* x0 = rows_x[0];
+    const double a0 = -step * g[c];
+    for (int j = 0; j < D; ++j) tc[j] = shrink * tc[j] + a0 * x0[j];
+    for (int b = 1; b < batch; ++b) axpy(-step * g[b * C + c], rows_x[b], tc, D);
   }
 }
 

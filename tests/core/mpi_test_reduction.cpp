@@ -23,8 +23,11 @@ TEST(OrderedSum, EqualsSequentialSumBitwiseForAnyLayout) {
   std::vector<double> result(width);
   ordered_sum(local, end - first, width, result);
   for (int k = 0; k < width; ++k) {
+    // Values are materialized first so the compiler cannot fuse the multiply into the sum (FMA).
+    std::vector<double> values;
+    for (int item = 0; item < items; ++item) values.push_back(item_value(item, k));
     double expected = 0.0;
-    for (int item = 0; item < items; ++item) expected += item_value(item, k);
+    for (double value : values) expected += value;
     EXPECT_EQ(result[k], expected) << "component " << k;
   }
 }

@@ -28,8 +28,8 @@ class LoadersTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
-    directory_ =
-        fs::temp_directory_path() / fmt::format("fluence_loaders_{}_{}", ::getpid(), test->name());
+    directory_ = fs::temp_directory_path() / fmt::format("fluence_loaders_{}_{}_{}", ::getpid(),
+                                                         test->test_suite_name(), test->name());
     fs::remove_all(directory_);
     fs::create_directories(directory_);
   }

@@ -72,5 +72,7 @@ class SoftmaxRegression {
 /// Softmax of each row of `logits` in place; returns sum of log-sum-exp minus the label logit when
 /// labels are given.
 double softmax_rows(double* logits, std::size_t rows, int classes, const std::int32_t* labels);
+/// Softmax probabilities of each row in place, without the loss (the SGD hot path).
+void softmax_probabilities(double* logits, std::size_t rows, int classes);
 
 }  // namespace fluence

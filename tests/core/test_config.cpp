@@ -1,0 +1,124 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "fluence/core/config.hpp"
+#include "fluence/core/error.hpp"
+
+namespace fluence {
+namespace {
+
+// The message of the InputError `text` raises (empty when it parses).
+std::string error_of(const std::string& text, const std::vector<std::string>& sets = {}) {
+  try {
+    Deck::from_string(text, "deck.toml", sets);
+  } catch (const InputError& error) {
+    return error.what();
+  }
+  return "";
+}
+
+TEST(Deck, DefaultsFillEveryKeyThatHasOne) {
+  const Deck deck = Deck::from_string("", "deck.toml");
+  EXPECT_EQ(deck.integer("federation.rounds"), 50);
+  EXPECT_EQ(deck.string("data.source"), "synthetic");
+  EXPECT_DOUBLE_EQ(deck.real("model.l2"), 1e-3);
+  EXPECT_EQ(deck.integers("data.synthetic.categorical"), (std::vector<long>{3, 4}));
+  EXPECT_FALSE(deck.has("data.path"));
+  EXPECT_NE(deck.resolved_toml().find("learning_rate"), std::string::npos);
+}
+
+TEST(Deck, UnknownKeySuggestsTheNearest) {
+  const auto message = error_of("[federation]\nlearning_rat = 0.1\n");
+  EXPECT_NE(message.find("deck.toml:2"), std::string::npos) << message;
+  EXPECT_NE(message.find("unknown key 'federation.learning_rat'"), std::string::npos) << message;
+  EXPECT_NE(message.find("did you mean 'federation.learning_rate'"), std::string::npos) << message;
+}
+
+TEST(Deck, WrongTypeNamesKeyValueAndAllowed) {
+  const auto message = error_of("[federation]\nrounds = \"ten\"\n");
+  EXPECT_NE(message.find("federation.rounds = \"ten\""), std::string::npos) << message;
+  EXPECT_NE(message.find("expected an integer >= 0"), std::string::npos) << message;
+}
+
+TEST(Deck, OutOfRangeValuesAreRejected) {
+  EXPECT_NE(error_of("[federation]\nlearning_rate = 0\n").find("a number > 0"), std::string::npos);
+  EXPECT_NE(error_of("[federation]\nlearning_rate = -1.5\n").find("learning_rate"), std::string::npos);
+  EXPECT_NE(error_of("[partition]\nalpha = 0.0\n").find("partition.alpha"), std::string::npos);
+  EXPECT_NE(error_of("[data]\ntest_fraction = 1.5\n").find("<= 1"), std::string::npos);
+  EXPECT_NE(error_of("[partition]\nscheme = \"random\"\n").find("one of: iid, dirichlet"),
+            std::string::npos);
+}
+
+TEST(Deck, EpsilonMustBePositiveOrInf) {
+  EXPECT_NE(error_of("[ldp]\nepsilon = 0\n").find("ldp.epsilon = 0"), std::string::npos);
+  EXPECT_NE(error_of("[ldp]\nepsilon = -1\n").find("ldp.epsilon"), std::string::npos);
+  EXPECT_NE(error_of("[ldp]\nepsilon = nan\n").find("ldp.epsilon = nan"), std::string::npos);
+  EXPECT_NE(error_of("[ldp]\nepsilon = { label = 0 }\n").find("ldp.epsilon.label"),
+            std::string::npos);
+  EXPECT_EQ(error_of("[ldp]\nepsilon = \"inf\"\n"), "");
+  EXPECT_EQ(error_of("[ldp]\nepsilon = inf\n"), "");
+  const Deck deck = Deck::from_string("[ldp]\nepsilon = { cat0 = 1.5, label = \"inf\" }\n", "d");
+  const auto spec = deck.epsilon("ldp.epsilon");
+  EXPECT_DOUBLE_EQ(spec.for_attribute("cat0"), 1.5);
+  EXPECT_TRUE(std::isinf(spec.for_attribute("label")));
+}
+
+TEST(Deck, SyntaxErrorGivesLineAndColumn) {
+  const auto message = error_of("seed = 1\n[data\nsource = \"csv\"\n");
+  EXPECT_NE(message.find("deck.toml:2:"), std::string::npos) << message;
+  EXPECT_NE(message.find("TOML syntax error"), std::string::npos) << message;
+}
+
+TEST(Deck, MissingFileIsAnInputError) {
+  EXPECT_THROW(Deck::from_file("/nonexistent/deck.toml"), InputError);
+  EXPECT_THROW(Deck::from_file("/tmp"), InputError);  // a directory is not a deck
+}
+
+TEST(Deck, SetOverridesAreValidatedLikeTheDeck) {
+  const Deck deck = Deck::from_string("[federation]\nrounds = 3\n", "d",
+                                      {"federation.rounds=9", "ldp.epsilon=inf",
+                                       "data.source=csv", "ldp.attributes=[\"label\"]"});
+  EXPECT_EQ(deck.integer("federation.rounds"), 9);
+  EXPECT_EQ(deck.string("data.source"), "csv");  // a bare word is a string
+  EXPECT_EQ(deck.strings("ldp.attributes"), std::vector<std::string>{"label"});
+  EXPECT_NE(error_of("", {"federation.rounds=-2"}).find("federation.rounds"), std::string::npos);
+  EXPECT_NE(error_of("", {"federaton.rounds=2"}).find("did you mean"), std::string::npos);
+  EXPECT_NE(error_of("", {"novalue"}).find("section.key=value"), std::string::npos);
+}
+
+TEST(Deck, ArraysOfTablesAreValidatedPerElement) {
+  const Deck deck = Deck::from_string(
+      "[ldp]\nattributes=[\"label\"]\n[[ldp.client]]\nid = 2\nepsilon = 0.5\n[[ldp.client]]\n"
+      "ids = [0, 1]\nepsilon = 1\n",
+      "d");
+  EXPECT_EQ(deck.array_size("ldp.client"), 2u);
+  EXPECT_EQ(deck.integer("ldp.client[0].id"), 2);
+  EXPECT_EQ(deck.integers("ldp.client[1].ids"), (std::vector<long>{0, 1}));
+  EXPECT_NE(error_of("[[ldp.client]]\nidd = 2\n").find("ldp.client[0].idd"), std::string::npos);
+}
+
+// The documentation promise: every deck key appears in inputs/README.md.
+TEST(Deck, EveryKeyIsDocumentedInInputsReadme) {
+  std::ifstream file(std::string(FLUENCE_SOURCE_DIR) + "/inputs/README.md");
+  ASSERT_TRUE(file) << "inputs/README.md missing";
+  std::stringstream text;
+  text << file.rdbuf();
+  for (const auto& spec : deck_schema()) {
+    if (spec.type == KeyType::section || spec.type == KeyType::section_array) continue;
+    EXPECT_NE(text.str().find("`" + spec.path + "`"), std::string::npos)
+        << spec.path << " is not documented in inputs/README.md";
+  }
+}
+
+TEST(EditDistance, CountsSingleCharacterEdits) {
+  EXPECT_EQ(edit_distance("kitten", "sitting"), 3u);
+  EXPECT_EQ(edit_distance("", "abc"), 3u);
+  EXPECT_EQ(edit_distance("same", "same"), 0u);
+}
+
+}  // namespace
+}  // namespace fluence

@@ -1,0 +1,175 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <set>
+
+#include "fluence/core/error.hpp"
+#include "fluence/data/partition.hpp"
+#include "fluence/data/source.hpp"
+
+namespace fluence {
+namespace {
+
+Table labelled_table(long rows, int classes) {
+  SyntheticConfig config;
+  config.rows = rows;
+  config.numeric = 2;
+  config.categorical = {3};
+  config.classes = classes;
+  config.signal = 4.0;
+  return generate_synthetic(config, 17);
+}
+
+void expect_exact_cover(const std::vector<std::vector<std::int64_t>>& clients, std::size_t rows) {
+  std::vector<int> seen(rows, 0);
+  for (const auto& client : clients) {
+    EXPECT_FALSE(client.empty());
+    EXPECT_TRUE(std::is_sorted(client.begin(), client.end()));
+    for (auto r : client) ++seen[r];
+  }
+  for (std::size_t r = 0; r < rows; ++r) ASSERT_EQ(seen[r], 1) << "row " << r;
+}
+
+TEST(Synthetic, RowsDependOnlyOnSeedAndIndex) {
+  SyntheticConfig config;
+  config.rows = 50;
+  const Table small = generate_synthetic(config, 5);
+  config.rows = 120;
+  const Table large = generate_synthetic(config, 5);
+  for (std::size_t r = 0; r < small.rows; ++r) {
+    EXPECT_EQ(small.label[r], large.label[r]);
+    for (int j = 0; j < small.numeric_count(); ++j)
+      EXPECT_EQ(small.numeric[r * 4 + j], large.numeric[r * 4 + j]);
+  }
+  EXPECT_NE(generate_synthetic(config, 6).numeric[0], large.numeric[0]);
+}
+
+TEST(Synthetic, SplitHasExactTestCountAndIsDisjoint) {
+  const Table all = labelled_table(1001, 2);
+  const auto split = split_train_test(all, 0.25, 3);
+  EXPECT_EQ(split.test.rows, 250u);
+  EXPECT_EQ(split.train.rows, 751u);
+}
+
+TEST(Partition, IidCoversEveryRowOnceWithEqualOrSkewedSizes) {
+  const Table train = labelled_table(1003, 2);
+  PartitionConfig config;
+  config.clients = 7;
+  auto clients = partition_rows(train, config, 1);
+  expect_exact_cover(clients, train.rows);
+  for (const auto& c : clients) EXPECT_NEAR(static_cast<double>(c.size()), 1003.0 / 7, 1.0);
+  config.clients = 3;
+  config.sizes = {0.6, 0.3, 0.1};
+  clients = partition_rows(train, config, 1);
+  expect_exact_cover(clients, train.rows);
+  EXPECT_EQ(clients[0].size(), 602u);
+  EXPECT_EQ(clients[2].size(), 100u);
+}
+
+TEST(Partition, LabelShardsSaturateClientsWithOneLabel) {
+  const Table train = labelled_table(5000, 2);
+  PartitionConfig config;
+  config.clients = 5;
+  config.scheme = "label_shards";
+  config.shards_per_client = 1;
+  const auto clients = partition_rows(train, config, 2);
+  expect_exact_cover(clients, train.rows);
+  // One contiguous shard of label-sorted rows: at most one client straddles the label boundary.
+  int pure = 0;
+  for (const auto& client : clients) {
+    std::set<int> labels;
+    for (auto r : client) labels.insert(train.label[r]);
+    pure += labels.size() == 1;
+  }
+  EXPECT_GE(pure, 4);
+}
+
+TEST(Partition, DirichletSkewGrowsAsAlphaShrinks) {
+  const Table train = labelled_table(20000, 4);
+  auto mean_max_share = [&](double alpha) {
+    PartitionConfig config;
+    config.clients = 10;
+    config.scheme = "dirichlet";
+    config.alpha = alpha;
+    const auto clients = partition_rows(train, config, 3);
+    expect_exact_cover(clients, train.rows);
+    double total = 0.0;
+    for (const auto& client : clients) {
+      std::vector<int> counts(4);
+      for (auto r : client) ++counts[train.label[r]];
+      total += *std::max_element(counts.begin(), counts.end()) / static_cast<double>(client.size());
+    }
+    return total / clients.size();
+  };
+  std::vector<int> class_counts(4);
+  for (auto label : train.label) ++class_counts[label];
+  const double largest_class =
+      *std::max_element(class_counts.begin(), class_counts.end()) / static_cast<double>(train.rows);
+  const double iid_like = mean_max_share(1000.0), skewed = mean_max_share(0.1);
+  // alpha -> inf reproduces the global label mix (2,000 rows per client: sampling error < 0.03);
+  // alpha = 0.1 concentrates most clients on one class.
+  EXPECT_LT(iid_like, largest_class + 0.05);
+  EXPECT_GT(skewed, 0.7);
+}
+
+TEST(Partition, ColumnSplitUsesOneValuePerClient) {
+  const Table train = labelled_table(900, 2);
+  PartitionConfig config;
+  config.clients = 3;
+  config.scheme = "column";
+  config.column = "cat0";
+  const auto clients = partition_rows(train, config, 4);
+  expect_exact_cover(clients, train.rows);
+  for (int i = 0; i < 3; ++i)
+    for (auto r : clients[i]) EXPECT_EQ(train.categorical[r], i);
+  config.clients = 4;
+  EXPECT_THROW(partition_rows(train, config, 4), InputError);
+}
+
+TEST(Partition, MoreClientsThanRowsIsAnInputError) {
+  const Table train = labelled_table(10, 2);
+  PartitionConfig config;
+  config.clients = 11;
+  try {
+    partition_rows(train, config, 1);
+    FAIL();
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what()).find("partition.clients = 11 exceeds the 10 training rows"),
+              std::string::npos);
+  }
+}
+
+TEST(ProportionalCounts, SumExactlyToTotal) {
+  const auto counts = proportional_counts(10, {1, 1, 1});
+  EXPECT_EQ(std::accumulate(counts.begin(), counts.end(), 0L), 10);
+}
+
+TEST(Encoding, StandardizesNumericAndOneHotsCategorical) {
+  const Table train = labelled_table(500, 2);
+  const Encoding encoding(train, true, true);
+  ASSERT_EQ(encoding.width(), 2 + 3 + 1);
+  std::vector<double> x(train.rows * encoding.width());
+  encoding.encode_all(train, x.data());
+  for (int j = 0; j < 2; ++j) {
+    double mean = 0.0, squares = 0.0;
+    for (std::size_t r = 0; r < train.rows; ++r) {
+      mean += x[r * 6 + j] / train.rows;
+      squares += x[r * 6 + j] * x[r * 6 + j] / train.rows;
+    }
+    EXPECT_NEAR(mean, 0.0, 1e-12);
+    EXPECT_NEAR(squares, 1.0, 1e-12);
+  }
+  for (std::size_t r = 0; r < train.rows; ++r) {
+    EXPECT_EQ(x[r * 6 + 2] + x[r * 6 + 3] + x[r * 6 + 4], 1.0);
+    EXPECT_EQ(x[r * 6 + 2 + train.categorical[r]], 1.0);
+    EXPECT_EQ(x[r * 6 + 5], 1.0);
+  }
+  const auto names = encoding.column_names(train);
+  EXPECT_EQ(names[3], "cat0=v1");
+  EXPECT_EQ(names[5], "(bias)");
+}
+
+}  // namespace
+}  // namespace fluence

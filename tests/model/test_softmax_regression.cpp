@@ -1,0 +1,164 @@
+// Softmax regression kernels against independent computations: central finite differences of the
+// loss (gradient) and of the gradient (Hessian-vector product, explicit Hessian), and a naive
+// per-row reference for the SGD update on both the loop and the BLAS path.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "fluence/core/rng.hpp"
+#include "fluence/model/softmax_regression.hpp"
+
+namespace fluence {
+namespace {
+
+struct Problem {
+  int rows, features, classes;
+  std::vector<double> x, theta;
+  std::vector<std::int32_t> y;
+};
+
+Problem random_problem(int rows, int features, int classes, std::uint64_t seed) {
+  Problem p{rows, features, classes, {}, {}, {}};
+  Stream stream(seed, Purpose::synthetic_rows);
+  p.x.resize(static_cast<std::size_t>(rows) * features);
+  for (auto& v : p.x) v = stream.normal();
+  p.theta.resize(static_cast<std::size_t>(classes) * features);
+  for (auto& v : p.theta) v = 0.5 * stream.normal();
+  for (int r = 0; r < rows; ++r) p.y.push_back(static_cast<std::int32_t>(stream.below(classes)));
+  return p;
+}
+
+double loss_at(const SoftmaxRegression& model, const Problem& p, const std::vector<double>& theta) {
+  Workspace work;
+  return model.loss_sum(p.x.data(), p.y.data(), p.rows, theta.data(), work).loss_sum;
+}
+
+// Reference loss of one row, written independently of the kernels.
+double naive_row_loss(const Problem& p, const std::vector<double>& theta, int r) {
+  std::vector<double> z(p.classes);
+  for (int c = 0; c < p.classes; ++c)
+    for (int j = 0; j < p.features; ++j) z[c] += theta[c * p.features + j] * p.x[r * p.features + j];
+  double total = 0.0;
+  for (double v : z) total += std::exp(v);
+  return std::log(total) - z[p.y[r]];
+}
+
+TEST(SoftmaxRegression, LossMatchesNaiveFormula) {
+  const auto p = random_problem(300, 7, 4, 1);
+  SoftmaxRegression model(p.features, p.classes, 0.0);
+  double expected = 0.0;
+  for (int r = 0; r < p.rows; ++r) expected += naive_row_loss(p, p.theta, r);
+  // Same quantity summed in a different order: agreement to rounding, 1e-12 relative.
+  EXPECT_NEAR(loss_at(model, p, p.theta), expected, 1e-12 * std::abs(expected));
+}
+
+TEST(SoftmaxRegression, GradientMatchesCentralDifferences) {
+  for (int classes : {2, 3, 10}) {
+    const auto p = random_problem(3000, 9, classes, 2 + classes);  // 3000 rows: BLAS path
+    SoftmaxRegression model(p.features, p.classes, 0.0);
+    Workspace work;
+    std::vector<double> gradient(model.parameters());
+    model.gradient_sum(p.x.data(), p.y.data(), p.rows, p.theta.data(), gradient.data(), work);
+    // Central differences have O(h^2) truncation error; with h = 1e-5 and third derivatives of
+    // order rows, the error is ~ rows * 1e-10 plus rounding rows * 1e-16 / h ~ rows * 1e-11.
+    const double h = 1e-5;
+    for (std::size_t k = 0; k < model.parameters(); k += 5) {
+      auto plus = p.theta, minus = p.theta;
+      plus[k] += h;
+      minus[k] -= h;
+      const double fd = (loss_at(model, p, plus) - loss_at(model, p, minus)) / (2 * h);
+      EXPECT_NEAR(gradient[k], fd, 1e-9 * p.rows) << "classes " << classes << " parameter " << k;
+    }
+  }
+}
+
+TEST(SoftmaxRegression, HessianVectorProductMatchesGradientDifferences) {
+  const auto p = random_problem(2500, 8, 3, 11);
+  SoftmaxRegression model(p.features, p.classes, 0.0);
+  Workspace work;
+  Stream stream(5, Purpose::synthetic_model);
+  std::vector<double> v(model.parameters());
+  for (auto& value : v) value = stream.normal();
+  std::vector<double> hv(model.parameters()), g_plus(model.parameters()), g_minus(model.parameters());
+  model.hessian_vector_sum(p.x.data(), p.rows, p.theta.data(), v.data(), hv.data(), work);
+  const double h = 1e-5;
+  auto plus = p.theta, minus = p.theta;
+  for (std::size_t k = 0; k < v.size(); ++k) {
+    plus[k] += h * v[k];
+    minus[k] -= h * v[k];
+  }
+  model.gradient_sum(p.x.data(), p.y.data(), p.rows, plus.data(), g_plus.data(), work);
+  model.gradient_sum(p.x.data(), p.y.data(), p.rows, minus.data(), g_minus.data(), work);
+  for (std::size_t k = 0; k < v.size(); ++k)
+    EXPECT_NEAR(hv[k], (g_plus[k] - g_minus[k]) / (2 * h), 1e-8 * p.rows) << k;
+}
+
+TEST(SoftmaxRegression, ExplicitHessianAppliedToVectorsEqualsHessianVectorProduct) {
+  const auto p = random_problem(400, 6, 3, 21);
+  SoftmaxRegression model(p.features, p.classes, 0.0);
+  const std::size_t n = model.parameters();
+  std::vector<double> hessian(n * n);
+  model.hessian_sum(p.x.data(), p.rows, p.theta.data(), hessian.data());
+  Workspace work;
+  std::vector<double> e(n), column(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    std::fill(e.begin(), e.end(), 0.0);
+    e[k] = 1.0;
+    model.hessian_vector_sum(p.x.data(), p.rows, p.theta.data(), e.data(), column.data(), work);
+    for (std::size_t i = 0; i < n; ++i)
+      EXPECT_NEAR(hessian[i * n + k], column[i], 1e-11 * p.rows) << i << "," << k;
+  }
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t k = 0; k < i; ++k) EXPECT_EQ(hessian[i * n + k], hessian[k * n + i]);
+}
+
+// SGD update of one batch computed naively: theta - lr (mean_b grad l_b + l2 theta).
+std::vector<double> naive_sgd_step(const Problem& p, std::vector<double> theta,
+                                   const std::vector<int>& batch, double lr, double l2) {
+  std::vector<double> g(theta.size(), 0.0);
+  for (int r : batch) {
+    std::vector<double> z(p.classes);
+    for (int c = 0; c < p.classes; ++c)
+      for (int j = 0; j < p.features; ++j) z[c] += theta[c * p.features + j] * p.x[r * p.features + j];
+    double total = 0.0;
+    for (double v : z) total += std::exp(v);
+    for (int c = 0; c < p.classes; ++c) {
+      const double residual = std::exp(z[c]) / total - (c == p.y[r] ? 1.0 : 0.0);
+      for (int j = 0; j < p.features; ++j) g[c * p.features + j] += residual * p.x[r * p.features + j];
+    }
+  }
+  for (std::size_t k = 0; k < theta.size(); ++k)
+    theta[k] -= lr * (g[k] / static_cast<double>(batch.size()) + l2 * theta[k]);
+  return theta;
+}
+
+TEST(SoftmaxRegression, SgdEpochMatchesNaiveUpdatesOnLoopAndBlasPaths) {
+  // (features, classes, batch): small shapes take the loop path, large ones the GEMM path.
+  for (auto [features, classes, batch] : {std::tuple{5, 2, 1}, std::tuple{7, 3, 4},
+                                         std::tuple{100, 10, 32}, std::tuple{65, 2, 200}}) {
+    const auto p = random_problem(403, features, classes, 40 + batch);
+    const double lr = 0.05, l2 = 0.01;
+    SoftmaxRegression model(features, classes, l2);
+    std::vector<std::int64_t> order(p.rows);
+    std::iota(order.begin(), order.end(), 0);
+    Stream stream(3, Purpose::local_shuffle);
+    stream.shuffle(std::span<std::int64_t>(order));
+    auto theta = p.theta;
+    Workspace work;
+    model.sgd_epoch(p.x.data(), p.y.data(), order.data(), p.rows, batch, lr, theta.data(), work);
+    auto expected = p.theta;
+    for (int start = 0; start < p.rows; start += batch) {
+      std::vector<int> rows;
+      for (int b = start; b < std::min(p.rows, start + batch); ++b) rows.push_back(static_cast<int>(order[b]));
+      expected = naive_sgd_step(p, expected, rows, lr, l2);
+    }
+    // Hundreds of sequential updates with differently ordered sums: 1e-10 absolute.
+    for (std::size_t k = 0; k < theta.size(); ++k)
+      EXPECT_NEAR(theta[k], expected[k], 1e-10) << "shape " << features << "x" << classes << " b" << batch;
+  }
+}
+
+}  // namespace
+}  // namespace fluence
