@@ -69,7 +69,8 @@ const toml::node* lookup(const toml::table& root, const std::string& path) {
 
 std::string source_of(const toml::node& node, const std::string& origin) {
   const auto& source = node.source();
-  if (source.begin.line == 0) return origin;  // set by --set or filled by default
+  if (!source.path) return "--set";  // parsed from a --set override (defaults are never reported)
+  if (source.begin.line == 0) return origin;
   return fmt::format("{}:{}", origin, source.begin.line);
 }
 
@@ -82,6 +83,8 @@ std::string value_text(const toml::node& node) {
   } else if (auto* t = node.as_table()) {
     out << "{...}";
     (void)t;
+  } else if (auto* f = node.as_floating_point()) {
+    out << fmt::format("{}", f->get());  // shortest round-trip form: -0.1, not -0.10000000000000001
   } else {
     node.visit([&](auto&& value) { out << value; });
   }

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# End-to-end tests of the `fluence` executable under mpirun: help/version, validate, the quick start
+# at 1-4 ranks (bitwise-identical /model/theta), the results-file contract, PETSc option pass-through,
+# and every bad-input case of issue 2 (exit code 2, one clear message, no results.h5).
+# Usage: cli_tests.sh FLUENCE_BINARY SOURCE_DIR
+set -u
+fluence=$1
+source_dir=$2
+mpirun="$source_dir/scripts/mpirun.sh"
+python=/usr/bin/python3
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+passed=0
+failed=0
+
+pass() { passed=$((passed + 1)); echo "ok: $1"; }
+fail() { failed=$((failed + 1)); echo "FAILED: $1"; }
+
+# expect_input_error NAME EXPECTED_TEXT DECK [ARGS...]: runs `train` on 2 ranks and checks exit code
+# 2, that stderr names the problem exactly once, and that no results.h5 was written.
+expect_input_error() {
+  local name=$1 expected=$2 deck=$3
+  shift 3
+  local out=${OUT_DIR:-"$work/out_$name"}
+  "$mpirun" -n 2 "$fluence" train "$deck" --out "$out" "$@" >"$work/stdout" 2>"$work/stderr"
+  local code=$?
+  local count
+  count=$(grep -c -F -- "$expected" "$work/stderr")
+  if [ "$code" -eq 2 ] && [ "$count" -eq 1 ] && [ ! -e "$out/results.h5" ]; then
+    pass "bad input: $name"
+  else
+    fail "bad input: $name (exit $code, message seen $count times, expected '$expected')"
+    sed 's/^/    /' "$work/stderr" | head -5
+  fi
+}
+
+write_deck() { cat >"$work/$1.toml"; }
+
+# --- help, version, validate ---------------------------------------------------------------------
+if "$fluence" --help | grep -q "train" && "$fluence" train --help | grep -q -- "--set"; then
+  pass "help"
+else
+  fail "help"
+fi
+if "$fluence" --version | grep -q "^fluence [0-9]"; then pass "version"; else fail "version"; fi
+if "$mpirun" -n 2 "$fluence" validate "$source_dir/inputs/quickstart.toml" >"$work/validate" 2>&1 &&
+  grep -q "deck is valid" "$work/validate" && grep -q "learning_rate = 0.05" "$work/validate" &&
+  grep -q "# partition: 5 clients" "$work/validate" && [ "$(grep -c "deck is valid" "$work/validate")" -eq 1 ]; then
+  pass "validate echoes the resolved deck once"
+else
+  fail "validate"
+  head -5 "$work/validate"
+fi
+
+# --- quick start on 1, 2, 3, 4 ranks: identical theta ----------------------------------------------
+for ranks in 1 2 3 4; do
+  "$mpirun" -n "$ranks" "$fluence" train "$source_dir/inputs/quickstart.toml" --out "$work/qs$ranks" \
+    --quiet >"$work/qs$ranks.log" 2>&1 || fail "quickstart on $ranks ranks"
+done
+if "$python" - "$work" <<'PY'
+import sys, h5py, numpy as np
+work = sys.argv[1]
+files = [h5py.File(f"{work}/qs{r}/results.h5", "r") for r in (1, 2, 3, 4)]
+theta = [f["/model/theta"][...] for f in files]
+for r, t in zip((2, 3, 4), theta[1:]):
+    assert t.tobytes() == theta[0].tobytes(), f"/model/theta differs between 1 and {r} ranks"
+for name in ("round", "train_loss", "test_loss", "test_accuracy"):
+    base = files[0]["/metrics/" + name][...]
+    for f in files[1:]:
+        assert f["/metrics/" + name][...].tobytes() == base.tobytes(), name
+assert [int(f.attrs["ranks"]) for f in files] == [1, 2, 3, 4]
+PY
+then pass "quickstart /model/theta and metrics bitwise identical on 1, 2, 3, 4 ranks"; else fail "rank-count determinism"; fi
+
+if "$python" - "$work/qs2/results.h5" <<'PY'
+import sys, h5py, numpy as np
+f = h5py.File(sys.argv[1], "r")
+for attr in ("fluence_version", "git_revision", "command", "ranks", "seed", "deck"):
+    assert attr in f.attrs, "missing attribute " + attr
+for path in ("/metrics/round", "/metrics/train_loss", "/metrics/test_loss", "/metrics/test_accuracy",
+             "/metrics/wall_time_s", "/model/theta", "/model/gradient_norm", "/clients/size",
+             "/clients/rank", "/clients/epsilon"):
+    assert path in f, "missing dataset " + path
+T = len(f["/metrics/round"])
+assert T == 50 and all(len(f["/metrics/" + n]) == T for n in ("train_loss", "test_loss", "test_accuracy", "wall_time_s"))
+assert f["/model/theta"].shape == (2, 19), f["/model/theta"].shape  # 6 numeric + 3+4+5 one-hot + bias
+assert f["/model/gradient_norm"][()] <= 1e-10
+assert f["/clients/epsilon"].shape == (5, 3)
+assert list(f["/clients/epsilon"].attrs["attributes"].astype(str)) == ["cat0", "cat1", "label"]
+assert np.all(f["/clients/epsilon"][...] == 2.0)
+assert f["/clients/size"][...].sum() == 4800
+assert sorted(set(f["/clients/rank"][...])) == [0, 1]
+deck = f.attrs["deck"]
+deck = deck.decode() if isinstance(deck, bytes) else deck
+assert "polish = 'newton'" in deck or 'polish = "newton"' in deck
+PY
+then pass "results.h5 contract"; else fail "results.h5 contract"; fi
+
+# --- quick start within 5 points of the clean central model ----------------------------------------
+"$mpirun" -n 2 "$fluence" train "$source_dir/inputs/quickstart.toml" --out "$work/central" --quiet \
+  --set ldp.epsilon=inf --set partition.clients=1 --set federation.rounds=0 >/dev/null 2>&1
+if "$python" - "$work/qs2/results.h5" "$work/central/results.h5" <<'PY'
+import sys, h5py
+ldp, clean = (h5py.File(p, "r")["/model/test_accuracy"][()] for p in sys.argv[1:3])
+print(f"    quickstart accuracy {ldp:.4f}, clean central {clean:.4f}")
+assert clean - ldp <= 0.05
+PY
+then pass "quickstart within 5 points of the clean central model"; else fail "quickstart accuracy"; fi
+
+# --- PETSc options pass through --------------------------------------------------------------------
+if "$mpirun" -n 2 "$fluence" train "$source_dir/inputs/quickstart.toml" --out "$work/logview" --quiet \
+  -log_view -newton_ksp_monitor >"$work/logview.txt" 2>&1 &&
+  grep -q "PETSc Performance Summary" "$work/logview.txt" && grep -q "KSP Residual norm" "$work/logview.txt"; then
+  pass "PETSc options (-log_view, -newton_ksp_monitor) pass through"
+else
+  fail "PETSc options pass-through"
+fi
+
+# --- bad input ----------------------------------------------------------------------------------
+qs="$source_dir/inputs/quickstart.toml"
+expect_input_error missing_deck "cannot read deck" "$work/nope.toml"
+expect_input_error directory_deck "cannot read deck" "$work"
+printf 'seed = 1\n[data\n' | write_deck syntax
+expect_input_error toml_syntax "syntax.toml:2:" "$work/syntax.toml"
+printf '[federation]\nlearning_rat = 0.1\n' | write_deck unknown
+expect_input_error unknown_key "did you mean 'federation.learning_rate'" "$work/unknown.toml"
+printf '[federation]\nrounds = "ten"\n' | write_deck wrongtype
+expect_input_error wrong_type "federation.rounds = \"ten\" is not allowed: expected an integer" "$work/wrongtype.toml"
+expect_input_error epsilon_zero "ldp.epsilon = 0 is not allowed" "$qs" --set ldp.epsilon=0
+expect_input_error epsilon_negative "ldp.epsilon = -1 is not allowed" "$qs" --set ldp.epsilon=-1
+expect_input_error epsilon_nan "ldp.epsilon = nan is not allowed" "$qs" --set ldp.epsilon=nan
+expect_input_error alpha_zero "partition.alpha = 0 is not allowed" "$qs" --set partition.alpha=0
+expect_input_error learning_rate "--set: federation.learning_rate = -0.1 is not allowed: expected a number > 0" "$qs" --set federation.learning_rate=-0.1
+expect_input_error too_many_clients "partition.clients = 5000 exceeds the 4800 training rows" "$qs" --set partition.clients=5000
+expect_input_error missing_data "cannot read data file '$work/none.csv'" "$qs" --set data.source=csv --set data.path="\"$work/none.csv\""
+printf 'a,b,label\n1,2,x\n3,4\n' >"$work/ragged.csv"
+expect_input_error ragged_csv "ragged.csv:3: row has 2 fields, the header has 3" "$qs" --set data.source=csv --set data.path="\"$work/ragged.csv\"" --set ldp.attributes=[]
+printf 'a,b,label\n1,2,x\n3,4,y\n' >"$work/good.csv"
+expect_input_error label_out_of_range "label column 7 is out of range" "$qs" --set data.source=csv --set data.path="\"$work/good.csv\"" --set data.label=7 --set ldp.attributes=[]
+printf 'a,b,label\n1,2,x\n3,abc,y\n' >"$work/text.csv"
+expect_input_error non_numeric "text.csv:3: column 'b': 'abc' is not a number" "$qs" --set data.source=csv --set data.path="\"$work/text.csv\"" --set ldp.attributes=[]
+expect_input_error unknown_ldp_attribute "ldp.attributes names \"sex\", which is not an attribute" "$qs" --set 'ldp.attributes=["sex"]'
+touch "$work/plainfile"
+OUT_DIR="$work/plainfile/sub" expect_input_error output_not_writable "output directory '$work/plainfile/sub' cannot be created" "$qs"
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
