@@ -1,5 +1,6 @@
 // GoogleTest main for unit and MPI tests: one Environment (MPI + PETSc + SLEPc) for the binary, and
-// only rank 0 prints, so results of multi-rank runs stay readable. A failure on any rank fails the run.
+// only rank 0 prints, so results of multi-rank runs stay readable. A failure on any rank fails the
+// run.
 #include <gtest/gtest.h>
 
 #include "fluence/core/blas_tuning.hpp"

@@ -49,20 +49,24 @@ CommandLine parse_command_line(int argc, char** argv) {
   }
   result.invocation = "fluence " + result.invocation;
 
-  CLI::App app{"Fluence: an MPI simulator for privacy research in federated learning.\n"
-               "Run under mpirun: rank 0 plays the server, clients are spread over all ranks."};
+  CLI::App app{
+      "Fluence: an MPI simulator for privacy research in federated learning.\n"
+      "Run under mpirun: rank 0 plays the server, clients are spread over all ranks."};
   app.footer(kFooter);
-  app.set_version_flag("--version", std::string("fluence ") + version() + " (" + git_revision() + ")");
+  app.set_version_flag("--version",
+                       std::string("fluence ") + version() + " (" + git_revision() + ")");
   app.require_subcommand(1);
 
-  auto* validate = app.add_subcommand("validate", "check a deck (and its data) without running it; "
-                                                  "echo the resolved settings");
+  auto* validate = app.add_subcommand("validate",
+                                      "check a deck (and its data) without running it; "
+                                      "echo the resolved settings");
   validate->add_option("deck", result.deck, "input deck (TOML)")->required();
   validate->add_option("--set", result.sets, "override a deck key: section.key=value (repeatable)");
   validate->add_flag("--no-data", result.skip_data, "check the deck only, do not load the data");
 
-  auto* train = app.add_subcommand("train", "train a federation (FedAvg with randomized-response "
-                                            "LDP) and write <out>/results.h5");
+  auto* train = app.add_subcommand("train",
+                                   "train a federation (FedAvg with randomized-response "
+                                   "LDP) and write <out>/results.h5");
   train->add_option("deck", result.deck, "input deck (TOML)")->required();
   train->add_option("--out", result.out, "output directory (overrides output.dir)");
   train->add_option("--set", result.sets, "override a deck key: section.key=value (repeatable)");

@@ -21,18 +21,20 @@ int run_train(const CommandLine& command_line) {
   Stopwatch setup_clock;
   FederatedProblem problem = build_problem(deck);
   const FederationConfig config = FederationConfig::from_deck(deck);
-  log::info("fluence train: {} clients on {} rank(s), {} training rows, {} parameters ({:.2f}s "
-            "set-up)",
-            problem.client_rows.size(), world_size(), problem.total_train_rows,
-            problem.model->parameters(), setup_clock.seconds());
+  log::info(
+      "fluence train: {} clients on {} rank(s), {} training rows, {} parameters ({:.2f}s "
+      "set-up)",
+      problem.client_rows.size(), world_size(), problem.total_train_rows,
+      problem.model->parameters(), setup_clock.seconds());
 
   Federation federation(problem);
   const auto result = federation.train(config, [&](const RoundMetrics& m) {
     if (command_line.quiet) return;
-    log::info("round {:>5d}/{}  train loss {:.5f}  test loss {:.5f}  test acc {:6.2f}%  elapsed {}  "
-              "ETA {}",
-              m.round, config.rounds, m.train_loss, m.test_loss, 100.0 * m.test_accuracy,
-              format_duration(m.wall_time), format_eta(m.wall_time, m.round, config.rounds));
+    log::info(
+        "round {:>5d}/{}  train loss {:.5f}  test loss {:.5f}  test acc {:6.2f}%  elapsed {}  "
+        "ETA {}",
+        m.round, config.rounds, m.train_loss, m.test_loss, 100.0 * m.test_accuracy,
+        format_duration(m.wall_time), format_eta(m.wall_time, m.round, config.rounds));
   });
   log::info("final: test loss {:.6f}  test accuracy {:.2f}%  |grad h| {:.3e}",
             result.final_metrics.test_loss, 100.0 * result.final_metrics.test_accuracy,

@@ -2,12 +2,12 @@
 
 #include <fmt/core.h>
 
+#include <toml++/toml.h>
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <toml++/toml.h>
 
 #include "fluence/core/error.hpp"
 
@@ -111,7 +111,9 @@ bool in_range(const KeySpec& spec, double value) {
   return value <= spec.maximum;
 }
 
-bool is_number(const toml::node& node) { return node.is_integer() || node.is_floating_point(); }
+bool is_number(const toml::node& node) {
+  return node.is_integer() || node.is_floating_point();
+}
 
 double number_of(const toml::node& node) {
   if (auto* i = node.as_integer()) return static_cast<double>(i->get());
@@ -136,7 +138,8 @@ class Validator {
 
   void table(const toml::table& table, const std::string& prefix) {
     for (const auto& [key, node] : table) {
-      const std::string path = prefix.empty() ? std::string(key.str()) : prefix + "." + std::string(key.str());
+      const std::string path =
+          prefix.empty() ? std::string(key.str()) : prefix + "." + std::string(key.str());
       const KeySpec* spec = find_spec(path);
       if (!spec) unknown(path, node);
       check(*spec, path, node);
@@ -151,8 +154,9 @@ class Validator {
   }
 
   [[noreturn]] void bad(const KeySpec& spec, const std::string& path, const toml::node& node) {
-    throw InputError(fmt::format("{}: {} = {} is not allowed: expected {}", source_of(node, origin_),
-                                 path, value_text(node), allowed_text(spec)));
+    throw InputError(fmt::format("{}: {} = {} is not allowed: expected {}",
+                                 source_of(node, origin_), path, value_text(node),
+                                 allowed_text(spec)));
   }
 
   void check(const KeySpec& spec, const std::string& path, const toml::node& node) {
@@ -201,15 +205,14 @@ class Validator {
         const auto* array = node.as_array();
         if (!array) bad(spec, path, node);
         for (const auto& element : *array) {
-          const bool ok =
-              spec.type == KeyType::string_array
-                  ? element.is_string() &&
-                        (spec.choices.empty() ||
-                         std::find(spec.choices.begin(), spec.choices.end(),
-                                   element.as_string()->get()) != spec.choices.end())
-              : spec.type == KeyType::integer_array
-                  ? element.is_integer() && in_range(spec, number_of(element))
-                  : is_number(element) && in_range(spec, number_of(element));
+          const bool ok = spec.type == KeyType::string_array
+                              ? element.is_string() &&
+                                    (spec.choices.empty() ||
+                                     std::find(spec.choices.begin(), spec.choices.end(),
+                                               element.as_string()->get()) != spec.choices.end())
+                          : spec.type == KeyType::integer_array
+                              ? element.is_integer() && in_range(spec, number_of(element))
+                              : is_number(element) && in_range(spec, number_of(element));
           if (!ok) bad(spec, path, node);
         }
         return;
@@ -300,13 +303,16 @@ Deck& Deck::operator=(Deck&& other) noexcept {
   std::swap(origin_, other.origin_);
   return *this;
 }
-Deck::~Deck() { delete impl_; }
+Deck::~Deck() {
+  delete impl_;
+}
 
 Deck Deck::from_file(const std::string& path, const std::vector<std::string>& overrides) {
   std::error_code error;
   std::ifstream file;
   if (std::filesystem::is_regular_file(path, error)) file.open(path);
-  if (!file.is_open()) throw InputError(fmt::format("cannot read deck '{}': no such file or not readable", path));
+  if (!file.is_open())
+    throw InputError(fmt::format("cannot read deck '{}': no such file or not readable", path));
   std::stringstream text;
   text << file.rdbuf();
   return from_string(text.str(), path, overrides);
@@ -329,9 +335,13 @@ Deck Deck::from_string(const std::string& text, const std::string& origin,
   return deck;
 }
 
-const toml::table& Deck::table() const { return impl_->root; }
+const toml::table& Deck::table() const {
+  return impl_->root;
+}
 
-bool Deck::has(const std::string& path) const { return lookup(impl_->root, path) != nullptr; }
+bool Deck::has(const std::string& path) const {
+  return lookup(impl_->root, path) != nullptr;
+}
 
 std::string Deck::where(const std::string& path) const {
   const auto* node = lookup(impl_->root, path);
@@ -390,7 +400,8 @@ EpsilonSpec Deck::epsilon(const std::string& path) const {
   EpsilonSpec spec;
   const auto& node = require(impl_->root, path, origin_);
   if (const auto* t = node.as_table()) {
-    for (const auto& [name, value] : *t) spec.by_attribute[std::string(name.str())] = *epsilon_value(value);
+    for (const auto& [name, value] : *t)
+      spec.by_attribute[std::string(name.str())] = *epsilon_value(value);
   } else {
     spec.all = *epsilon_value(node);
   }
@@ -415,17 +426,28 @@ std::string Deck::resolved_toml() const {
 
 std::string key_type_name(KeyType type) {
   switch (type) {
-    case KeyType::integer: return "integer";
-    case KeyType::real: return "number";
-    case KeyType::boolean: return "boolean";
-    case KeyType::string: return "string";
-    case KeyType::string_array: return "array of strings";
-    case KeyType::real_array: return "array of numbers";
-    case KeyType::integer_array: return "array of integers";
-    case KeyType::epsilon: return "number, \"inf\" or table";
-    case KeyType::string_or_integer: return "string or integer";
-    case KeyType::section: return "section";
-    case KeyType::section_array: return "array of tables";
+    case KeyType::integer:
+      return "integer";
+    case KeyType::real:
+      return "number";
+    case KeyType::boolean:
+      return "boolean";
+    case KeyType::string:
+      return "string";
+    case KeyType::string_array:
+      return "array of strings";
+    case KeyType::real_array:
+      return "array of numbers";
+    case KeyType::integer_array:
+      return "array of integers";
+    case KeyType::epsilon:
+      return "number, \"inf\" or table";
+    case KeyType::string_or_integer:
+      return "string or integer";
+    case KeyType::section:
+      return "section";
+    case KeyType::section_array:
+      return "array of tables";
   }
   return "?";
 }
@@ -446,21 +468,29 @@ std::string allowed_text(const KeySpec& spec) {
     return text;
   };
   switch (spec.type) {
-    case KeyType::integer: return "an integer" + range();
-    case KeyType::real: return "a number" + range();
-    case KeyType::boolean: return "true or false";
+    case KeyType::integer:
+      return "an integer" + range();
+    case KeyType::real:
+      return "a number" + range();
+    case KeyType::boolean:
+      return "true or false";
     case KeyType::string:
       return spec.choices.empty() ? "a string" : "one of: " + choices();
     case KeyType::string_array:
       return spec.choices.empty() ? "an array of strings"
                                   : "an array of strings, each one of: " + choices();
-    case KeyType::real_array: return "an array of numbers, each" + range();
-    case KeyType::integer_array: return "an array of integers, each" + range();
+    case KeyType::real_array:
+      return "an array of numbers, each" + range();
+    case KeyType::integer_array:
+      return "an array of integers, each" + range();
     case KeyType::epsilon:
       return "a number > 0, \"inf\", or a table of attribute = (number > 0 or \"inf\")";
-    case KeyType::string_or_integer: return "a column name or a 0-based column index";
-    case KeyType::section: return "a section (table)";
-    case KeyType::section_array: return "an array of tables ([[...]])";
+    case KeyType::string_or_integer:
+      return "a column name or a 0-based column index";
+    case KeyType::section:
+      return "a section (table)";
+    case KeyType::section_array:
+      return "an array of tables ([[...]])";
   }
   return "?";
 }

@@ -11,8 +11,8 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 KeySpec key(std::string path, KeyType type, std::string default_value, std::string description,
             double minimum = -kInf, double maximum = kInf, bool minimum_exclusive = false) {
-  return KeySpec{std::move(path), type, std::move(default_value), std::move(description),
-                 minimum, maximum, minimum_exclusive, {}};
+  return KeySpec{std::move(path), type,    std::move(default_value), std::move(description),
+                 minimum,         maximum, minimum_exclusive,        {}};
 }
 
 KeySpec choice(std::string path, std::string default_value, std::vector<std::string> choices,
@@ -37,8 +37,8 @@ std::vector<KeySpec> build_schema() {
           "training file (csv, arff) or directory with the four IDX files (idx)"),
       key("data.test_path", T::string, "", "separate test file (csv, arff); else test_fraction"),
       key("data.test_fraction", T::real, "0.2",
-          "fraction of rows held out as the server's test set when there is no test file", 0.0,
-          1.0, true),
+          "fraction of rows held out as the server's test set when there is no test file", 0.0, 1.0,
+          true),
       key("data.label", T::string_or_integer, "",
           "label column (name or 0-based index) for csv/arff; default: the last column"),
       key("data.categorical", T::string_array, "[]",
@@ -68,8 +68,8 @@ std::vector<KeySpec> build_schema() {
           "label_shards: shards per client (seed 000 §5.1 / McMahan et al.)", 1),
       key("partition.column", T::string, "", "column: the categorical attribute to split on"),
       key("partition.sizes", T::real_array, "[]",
-          "optional size skew: fraction of training rows per client (iid, dirichlet, label_shards)", 0.0,
-          kInf, true),
+          "optional size skew: fraction of training rows per client (iid, dirichlet, label_shards)",
+          0.0, kInf, true),
 
       section("model", "the model trained"),
       choice("model.type", "\"logistic\"", {"logistic"}, "multinomial logistic regression"),
@@ -83,8 +83,7 @@ std::vector<KeySpec> build_schema() {
       key("ldp.epsilon", T::epsilon, "\"inf\"", "privacy level for every client"),
       KeySpec{"ldp.client", T::section_array, "", "per-client overrides of epsilon"},
       key("ldp.client[].id", T::integer, "", "the client this override applies to", 0),
-      key("ldp.client[].ids", T::integer_array, "", "several clients this override applies to",
-          0),
+      key("ldp.client[].ids", T::integer_array, "", "several clients this override applies to", 0),
       key("ldp.client[].epsilon", T::epsilon, "", "their privacy level"),
 
       section("federation", "federated training (FedAvg, seed 000 Eq. 1-2)"),

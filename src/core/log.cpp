@@ -11,7 +11,9 @@ namespace {
 bool quiet_output = false;
 }
 
-void set_quiet(bool quiet) { quiet_output = quiet; }
+void set_quiet(bool quiet) {
+  quiet_output = quiet;
+}
 
 bool is_root() {
   int initialized = 0;

@@ -24,7 +24,9 @@ Environment::Environment(int* argc, char*** argv) {
   petsc_check(SlepcInitialize(argc, argv, nullptr, nullptr), "SlepcInitialize");
 }
 
-Environment::~Environment() { SlepcFinalize(); }
+Environment::~Environment() {
+  SlepcFinalize();
+}
 
 int world_rank() {
   int rank = 0;
@@ -59,7 +61,8 @@ void collective_check(const std::function<void()>& work) {
   MPI_Allreduce(&failed_rank, &first_failed, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (first_failed == world_size()) return;
   message = broadcast_string(message, first_failed);
-  if (world_size() > 1 && first_failed != 0) message += " (on rank " + std::to_string(first_failed) + ")";
+  if (world_size() > 1 && first_failed != 0)
+    message += " (on rank " + std::to_string(first_failed) + ")";
   throw InputError(message);
 }
 

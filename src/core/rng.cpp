@@ -26,7 +26,9 @@ std::uint64_t Stream::next_u64() {
   return block_[next_++];
 }
 
-double Stream::uniform() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
+double Stream::uniform() {
+  return static_cast<double>(next_u64() >> 11) * 0x1.0p-53;
+}
 
 std::uint64_t Stream::below(std::uint64_t n) {
   // Lemire-style rejection on the top of the range keeps the draw unbiased.

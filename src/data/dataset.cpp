@@ -113,7 +113,8 @@ void Encoding::encode(const Table& table, const std::vector<std::int64_t>& rows,
     std::fill(row, row + width_, 0.0);
     for (int j = 0; j < nn; ++j)
       row[numeric_offset_[j]] = (table.numeric[r * nn + j] - mean_[j]) * scale_[j];
-    const std::int32_t* values = categorical ? categorical + i * nc : table.categorical.data() + r * nc;
+    const std::int32_t* values =
+        categorical ? categorical + i * nc : table.categorical.data() + r * nc;
     for (int j = 0; j < nc; ++j) row[categorical_offset_[j] + values[j]] = 1.0;
     if (bias_column_ >= 0) row[bias_column_] = 1.0;
   }

@@ -21,23 +21,25 @@ PartitionConfig PartitionConfig::from_deck(const Deck& deck) {
   config.sizes = deck.reals("partition.sizes");
   if (!config.sizes.empty()) {
     if (config.scheme == "column")
-      throw InputError(fmt::format("{}: partition.sizes does not apply to scheme \"{}\" (the "
-                                   "column's values fix the client sizes)",
-                                   deck.where("partition.sizes"), config.scheme));
+      throw InputError(
+          fmt::format("{}: partition.sizes does not apply to scheme \"{}\" (the "
+                      "column's values fix the client sizes)",
+                      deck.where("partition.sizes"), config.scheme));
     if (static_cast<int>(config.sizes.size()) != config.clients)
-      throw InputError(fmt::format("{}: partition.sizes has {} entries; it needs one per client "
-                                   "(partition.clients = {})",
-                                   deck.where("partition.sizes"), config.sizes.size(),
-                                   config.clients));
+      throw InputError(
+          fmt::format("{}: partition.sizes has {} entries; it needs one per client "
+                      "(partition.clients = {})",
+                      deck.where("partition.sizes"), config.sizes.size(), config.clients));
     const double total = std::accumulate(config.sizes.begin(), config.sizes.end(), 0.0);
     if (std::abs(total - 1.0) > 1e-6)
       throw InputError(fmt::format("{}: partition.sizes must sum to 1 (they sum to {})",
                                    deck.where("partition.sizes"), total));
   }
   if (config.scheme == "column" && config.column.empty())
-    throw InputError(fmt::format("{}: partition.column is required when partition.scheme = "
-                                 "\"column\"",
-                                 deck.origin()));
+    throw InputError(
+        fmt::format("{}: partition.column is required when partition.scheme = "
+                    "\"column\"",
+                    deck.origin()));
   return config;
 }
 
@@ -49,9 +51,9 @@ std::vector<std::int64_t> proportional_counts(std::int64_t total,
   std::int64_t previous = 0;
   for (std::size_t i = 0; i < fractions.size(); ++i) {
     cumulative += fractions[i];
-    const std::int64_t boundary =
-        i + 1 == fractions.size() ? total
-                                  : std::llround(cumulative / sum * static_cast<double>(total));
+    const std::int64_t boundary = i + 1 == fractions.size()
+                                      ? total
+                                      : std::llround(cumulative / sum * static_cast<double>(total));
     counts[i] = std::max<std::int64_t>(0, boundary - previous);
     previous = std::max(previous, boundary);
   }
@@ -90,21 +92,23 @@ std::vector<std::vector<std::int64_t>> rows_by_class(const Table& train, Stream&
 // the classes with the most rows left.
 Assignment partition_dirichlet(const Table& train, const PartitionConfig& config, Stream& stream) {
   auto pools = rows_by_class(train, stream);
-  const auto sizes = proportional_counts(static_cast<std::int64_t>(train.rows), client_fractions(config));
+  const auto sizes =
+      proportional_counts(static_cast<std::int64_t>(train.rows), client_fractions(config));
   Assignment clients(config.clients);
   for (int i = 0; i < config.clients; ++i) {
     const auto wanted = proportional_counts(sizes[i], stream.dirichlet(config.alpha, pools.size()));
     std::int64_t shortfall = 0;
     for (std::size_t c = 0; c < pools.size(); ++c) {
-      const auto take = std::min<std::int64_t>(wanted[c], static_cast<std::int64_t>(pools[c].size()));
+      const auto take =
+          std::min<std::int64_t>(wanted[c], static_cast<std::int64_t>(pools[c].size()));
       clients[i].insert(clients[i].end(), pools[c].end() - take, pools[c].end());
       pools[c].resize(pools[c].size() - take);
       shortfall += wanted[c] - take;
     }
     for (; shortfall > 0; --shortfall) {
-      auto& fullest = *std::max_element(pools.begin(), pools.end(), [](const auto& a, const auto& b) {
-        return a.size() < b.size();
-      });
+      auto& fullest =
+          *std::max_element(pools.begin(), pools.end(),
+                            [](const auto& a, const auto& b) { return a.size() < b.size(); });
       clients[i].push_back(fullest.back());
       fullest.pop_back();
     }
@@ -127,8 +131,8 @@ Assignment partition_label_shards(const Table& train, const PartitionConfig& con
   };
   std::vector<Shard> shards;
   for (int i = 0; i < config.clients; ++i) {
-    const auto sizes = proportional_counts(
-        counts[i], std::vector<double>(config.shards_per_client, 1.0));
+    const auto sizes =
+        proportional_counts(counts[i], std::vector<double>(config.shards_per_client, 1.0));
     for (auto size : sizes) shards.push_back({i, size});
   }
   stream.shuffle(std::span<Shard>(shards));
@@ -142,18 +146,20 @@ Assignment partition_label_shards(const Table& train, const PartitionConfig& con
 Assignment partition_by_column(const Table& train, const PartitionConfig& config) {
   const int index = train.find_attribute(config.column);
   if (index < 0)
-    throw InputError(fmt::format("partition.column = \"{}\" is not an attribute of the data",
-                                 config.column));
+    throw InputError(
+        fmt::format("partition.column = \"{}\" is not an attribute of the data", config.column));
   const auto& attribute = train.attributes[index];
   if (attribute.kind != AttributeKind::categorical)
-    throw InputError(fmt::format("partition.column = \"{}\" is numeric; the natural split needs a "
-                                 "categorical attribute",
-                                 config.column));
+    throw InputError(
+        fmt::format("partition.column = \"{}\" is numeric; the natural split needs a "
+                    "categorical attribute",
+                    config.column));
   const int values = static_cast<int>(attribute.categories.size());
   if (values != config.clients)
-    throw InputError(fmt::format("partition.column = \"{}\" has {} values, so partition.clients "
-                                 "must be {} (it is {})",
-                                 config.column, values, values, config.clients));
+    throw InputError(
+        fmt::format("partition.column = \"{}\" has {} values, so partition.clients "
+                    "must be {} (it is {})",
+                    config.column, values, values, config.clients));
   Assignment clients(config.clients);
   const int nc = train.categorical_count();
   for (std::size_t r = 0; r < train.rows; ++r)
@@ -182,10 +188,9 @@ std::vector<std::vector<std::int64_t>> partition_rows(const Table& train,
   }
   for (int i = 0; i < config.clients; ++i) {
     if (clients[i].empty())
-      throw InputError(fmt::format(
-          "client {} received no training rows under partition.scheme = \"{}\"{}", i,
-          config.scheme,
-          " (lower partition.clients or adjust partition.sizes)"));
+      throw InputError(
+          fmt::format("client {} received no training rows under partition.scheme = \"{}\"{}", i,
+                      config.scheme, " (lower partition.clients or adjust partition.sizes)"));
     std::sort(clients[i].begin(), clients[i].end());
   }
   return clients;

@@ -36,9 +36,10 @@ DataConfig DataConfig::from_deck(const Deck& deck) {
                                  deck.origin(), config.source));
   if (config.source == "synthetic" && config.synthetic.numeric == 0 &&
       config.synthetic.categorical.empty())
-    throw InputError(fmt::format("{}: data.synthetic needs at least one numeric or categorical "
-                                 "attribute",
-                                 deck.origin()));
+    throw InputError(
+        fmt::format("{}: data.synthetic needs at least one numeric or categorical "
+                    "attribute",
+                    deck.origin()));
   return config;
 }
 
@@ -47,8 +48,10 @@ Table generate_synthetic(const SyntheticConfig& config, std::uint64_t seed) {
   for (int j = 0; j < config.numeric; ++j)
     table.attributes.push_back({fmt::format("num{}", j), AttributeKind::numeric, {}, j});
   for (std::size_t j = 0; j < config.categorical.size(); ++j) {
-    Attribute attribute{fmt::format("cat{}", j), AttributeKind::categorical, {}, static_cast<int>(j)};
-    for (int v = 0; v < config.categorical[j]; ++v) attribute.categories.push_back(fmt::format("v{}", v));
+    Attribute attribute{
+        fmt::format("cat{}", j), AttributeKind::categorical, {}, static_cast<int>(j)};
+    for (int v = 0; v < config.categorical[j]; ++v)
+      attribute.categories.push_back(fmt::format("v{}", v));
     table.attributes.push_back(attribute);
   }
   for (int c = 0; c < config.classes; ++c) table.class_names.push_back(std::to_string(c));
@@ -56,8 +59,8 @@ Table generate_synthetic(const SyntheticConfig& config, std::uint64_t seed) {
   // Planted model: one weight per (class, numeric attribute), per (class, category), and a bias,
   // scaled so the logits' spread is about `signal` whatever the attribute count.
   const int nc = static_cast<int>(config.categorical.size());
-  const int inputs = config.numeric + std::accumulate(config.categorical.begin(),
-                                                      config.categorical.end(), 0) + 1;
+  const int inputs =
+      config.numeric + std::accumulate(config.categorical.begin(), config.categorical.end(), 0) + 1;
   const double scale = config.signal / std::sqrt(static_cast<double>(config.numeric + nc + 1));
   std::vector<double> weights(static_cast<std::size_t>(config.classes) * inputs);
   Stream model_stream(seed, Purpose::synthetic_model);
@@ -105,7 +108,8 @@ Table generate_synthetic(const SyntheticConfig& config, std::uint64_t seed) {
 
 TrainTest split_train_test(const Table& all, double test_fraction, std::uint64_t seed) {
   const auto n = static_cast<std::int64_t>(all.rows);
-  const auto test_rows = static_cast<std::int64_t>(std::llround(test_fraction * static_cast<double>(n)));
+  const auto test_rows =
+      static_cast<std::int64_t>(std::llround(test_fraction * static_cast<double>(n)));
   Stream stream(seed, Purpose::test_split);
   auto order = random_permutation(stream, n);
   std::vector<std::int64_t> test(order.begin(), order.begin() + test_rows);

@@ -21,7 +21,8 @@ double Federation::objective(const std::vector<double>& theta) {
   std::vector<double> losses;
   for (const auto& client : problem_.clients)
     losses.push_back(
-        model.loss_sum(client.features(), client.labels().data(), client.size(), theta.data(), work_)
+        model
+            .loss_sum(client.features(), client.labels().data(), client.size(), theta.data(), work_)
             .loss_sum);
   double total = 0.0;
   ordered_sum(losses, static_cast<int>(losses.size()), 1, std::span<double>(&total, 1));
@@ -66,9 +67,9 @@ std::pair<double, double> Federation::evaluate_test(const std::vector<double>& t
   for (int k = 0; k < test.chunks; ++k) {
     const std::size_t begin = k * TestShard::kTestChunkRows;
     const std::size_t rows = std::min(TestShard::kTestChunkRows, test.rows - begin);
-    const auto result = problem_.model->loss_sum(test.features.data() + begin * width,
-                                                 test.labels.data() + begin, rows, theta.data(),
-                                                 work_);
+    const auto result =
+        problem_.model->loss_sum(test.features.data() + begin * width, test.labels.data() + begin,
+                                 rows, theta.data(), work_);
     chunk_results[2 * k] = result.loss_sum;
     chunk_results[2 * k + 1] = static_cast<double>(result.correct);
   }
@@ -104,8 +105,8 @@ TrainingResult Federation::train(const FederationConfig& config,
   auto metrics_at = [&](int round) {
     RoundMetrics metrics;
     metrics.round = round;
-    metrics.train_loss = config.eval_train_loss ? objective(result.theta)
-                                                : std::numeric_limits<double>::quiet_NaN();
+    metrics.train_loss =
+        config.eval_train_loss ? objective(result.theta) : std::numeric_limits<double>::quiet_NaN();
     std::tie(metrics.test_loss, metrics.test_accuracy) = evaluate_test(result.theta);
     metrics.wall_time = clock.seconds();
     return metrics;

@@ -14,14 +14,16 @@ ClientLayout::ClientLayout(const std::vector<std::int64_t>& client_sizes, int ra
   first_[ranks] = n;
   for (int r = 1; r < ranks; ++r) {
     const double target = prefix[n] * r / ranks;
-    int cut = static_cast<int>(std::lower_bound(prefix.begin(), prefix.end(), target) - prefix.begin());
+    int cut =
+        static_cast<int>(std::lower_bound(prefix.begin(), prefix.end(), target) - prefix.begin());
     if (cut > 0 && target - prefix[cut - 1] < prefix[cut] - target) --cut;
     first_[r] = std::clamp(cut, first_[r - 1], n);
   }
 }
 
 int ClientLayout::owner(int client) const {
-  return static_cast<int>(std::upper_bound(first_.begin(), first_.end(), client) - first_.begin()) - 1;
+  return static_cast<int>(std::upper_bound(first_.begin(), first_.end(), client) - first_.begin()) -
+         1;
 }
 
 }  // namespace fluence

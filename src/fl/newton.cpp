@@ -44,7 +44,8 @@ class NewtonSolver {
   NewtonSolver(Federation& federation, const std::vector<double>& theta)
       : context_{&federation, &theta} {
     const auto p = static_cast<PetscInt>(federation.parameters());
-    petsc_check(MatCreateShell(PETSC_COMM_SELF, p, p, p, p, &context_, &hessian_), "MatCreateShell");
+    petsc_check(MatCreateShell(PETSC_COMM_SELF, p, p, p, p, &context_, &hessian_),
+                "MatCreateShell");
     petsc_check(MatShellSetOperation(hessian_, MATOP_MULT,
                                      reinterpret_cast<void (*)(void)>(federated_hessian_mult)),
                 "MatShellSetOperation");
@@ -56,7 +57,8 @@ class NewtonSolver {
     PC pc;
     petsc_check(KSPGetPC(ksp_, &pc), "KSPGetPC");
     petsc_check(PCSetType(pc, PCNONE), "PCSetType");
-    petsc_check(KSPSetTolerances(ksp_, 1e-12, 0.0, PETSC_DEFAULT, 10 * p + 100), "KSPSetTolerances");
+    petsc_check(KSPSetTolerances(ksp_, 1e-12, 0.0, PETSC_DEFAULT, 10 * p + 100),
+                "KSPSetTolerances");
     petsc_check(KSPSetOptionsPrefix(ksp_, "newton_"), "KSPSetOptionsPrefix");
     petsc_check(KSPSetFromOptions(ksp_), "KSPSetFromOptions");
   }

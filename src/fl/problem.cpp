@@ -39,7 +39,8 @@ Client make_client(const FederatedProblem& problem, int id) {
   const int nc = train.categorical_count();
   std::vector<std::int32_t> original_categorical(rows.size() * nc), original_labels(rows.size());
   for (std::size_t i = 0; i < rows.size(); ++i) {
-    std::copy_n(train.categorical.begin() + rows[i] * nc, nc, original_categorical.begin() + i * nc);
+    std::copy_n(train.categorical.begin() + rows[i] * nc, nc,
+                original_categorical.begin() + i * nc);
     original_labels[i] = train.label[rows[i]];
   }
   std::vector<double> features(rows.size() * problem.encoding.width());
@@ -60,7 +61,8 @@ TestShard make_test_shard(const Table& test, const Encoding& encoding) {
   shard.first_row = shard.first_chunk * chunk_rows;
   shard.rows = std::min(test.rows, end_chunk * chunk_rows) - std::min(test.rows, shard.first_row);
   std::vector<std::int64_t> rows(shard.rows);
-  for (std::size_t i = 0; i < shard.rows; ++i) rows[i] = static_cast<std::int64_t>(shard.first_row + i);
+  for (std::size_t i = 0; i < shard.rows; ++i)
+    rows[i] = static_cast<std::int64_t>(shard.first_row + i);
   shard.features.resize(shard.rows * encoding.width());
   encoding.encode(test, rows, nullptr, shard.features.data());
   shard.labels.assign(test.label.begin() + shard.first_row,
@@ -81,10 +83,10 @@ FederatedProblem build_problem(const Deck& deck) {
     problem.ldp = LdpPlan::from_deck(deck, problem.data.train, partition_config.clients);
   });
   problem.total_train_rows = static_cast<std::int64_t>(problem.data.train.rows);
-  problem.encoding = Encoding(problem.data.train, data_config.standardize, deck.boolean("model.bias"));
-  problem.model = std::make_unique<SoftmaxRegression>(problem.encoding.width(),
-                                                      problem.data.train.classes(),
-                                                      deck.real("model.l2"));
+  problem.encoding =
+      Encoding(problem.data.train, data_config.standardize, deck.boolean("model.bias"));
+  problem.model = std::make_unique<SoftmaxRegression>(
+      problem.encoding.width(), problem.data.train.classes(), deck.real("model.l2"));
   problem.layout = std::make_unique<ClientLayout>(problem.client_sizes(), world_size());
   const int rank = world_rank();
   for (int id = problem.layout->first_client(rank); id < problem.layout->end_client(rank); ++id)

@@ -21,15 +21,16 @@ void prepare_output_directory(const std::string& directory) {
     std::error_code error;
     fs::create_directories(directory, error);
     if (error)
-      throw InputError(fmt::format("output directory '{}' cannot be created: {}", directory,
-                                   error.message()));
+      throw InputError(
+          fmt::format("output directory '{}' cannot be created: {}", directory, error.message()));
     const fs::path probe = fs::path(directory) / ".fluence_write_test";
     {
       std::ofstream file(probe);
       if (!file)
-        throw InputError(fmt::format("output directory '{}' is not writable (set output.dir or "
-                                     "--out to a writable directory)",
-                                     directory));
+        throw InputError(
+            fmt::format("output directory '{}' is not writable (set output.dir or "
+                        "--out to a writable directory)",
+                        directory));
     }
     fs::remove(probe, error);
   });
@@ -55,8 +56,9 @@ void create_parents(hid_t file, const std::string& path) {
 void write_array(hid_t file, const std::string& path, hid_t type, const void* data,
                  std::vector<hsize_t> dims) {
   create_parents(file, path);
-  hid_t space = dims.empty() ? H5Screate(H5S_SCALAR)
-                             : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+  hid_t space = dims.empty()
+                    ? H5Screate(H5S_SCALAR)
+                    : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
   hid_t set = H5Dcreate2(file, path.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
   h5_check(set, "create dataset " + path);
   h5_check(H5Dwrite(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), "write " + path);
@@ -135,12 +137,14 @@ void ResultsFile::attribute(const std::string& path, const std::string& name,
 
 void ResultsFile::dataset(const std::string& path, const std::vector<double>& values,
                           const std::vector<std::size_t>& shape) {
-  if (root_) write_array(file_, path, H5T_NATIVE_DOUBLE, values.data(), dims_of(values.size(), shape));
+  if (root_)
+    write_array(file_, path, H5T_NATIVE_DOUBLE, values.data(), dims_of(values.size(), shape));
 }
 
 void ResultsFile::dataset(const std::string& path, const std::vector<std::int64_t>& values,
                           const std::vector<std::size_t>& shape) {
-  if (root_) write_array(file_, path, H5T_NATIVE_INT64, values.data(), dims_of(values.size(), shape));
+  if (root_)
+    write_array(file_, path, H5T_NATIVE_INT64, values.data(), dims_of(values.size(), shape));
 }
 
 void ResultsFile::scalar(const std::string& path, double value) {

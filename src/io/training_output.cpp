@@ -22,8 +22,9 @@ void write_metrics(ResultsFile& file, const std::vector<RoundMetrics>& history) 
 
 void write_model(ResultsFile& file, const FederatedProblem& problem, const TrainingResult& result) {
   const auto& model = *problem.model;
-  file.dataset("/model/theta", result.theta,
-               {static_cast<std::size_t>(model.classes()), static_cast<std::size_t>(model.features())});
+  file.dataset(
+      "/model/theta", result.theta,
+      {static_cast<std::size_t>(model.classes()), static_cast<std::size_t>(model.features())});
   file.attribute("/model/theta", "features", problem.encoding.column_names(problem.data.train));
   file.attribute("/model/theta", "classes", problem.data.train.class_names);
   file.scalar("/model/gradient_norm", result.gradient_norm);

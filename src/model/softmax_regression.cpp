@@ -14,6 +14,8 @@ constexpr std::size_t kChunkRows = 2048;
 
 // Shapes at or above this many multiply-adds go to BLAS; below, the call overhead dominates.
 constexpr std::size_t kBlasWork = 16384;
+// With this few classes the GEMMs are too skinny for BLAS to beat plain fused loops.
+constexpr int kSkinnyClasses = 4;
 
 // Dot product with eight fixed partial sums: vectorizable without -ffast-math and deterministic
 // (the summation order depends only on n).
@@ -29,6 +31,18 @@ inline double dot(const double* a, const double* b, int n) {
 
 inline void axpy(double alpha, const double* x, double* y, int n) {
   for (int j = 0; j < n; ++j) y[j] += alpha * x[j];
+}
+
+// out (C x D) += weights^T x for `rows` rows: a GEMM, or fused row loops when C is small.
+void accumulate_outer(const double* weights, const double* x, std::size_t rows, int C, int D,
+                      double* out) {
+  if (C > kSkinnyClasses) {
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, D, static_cast<int>(rows), 1.0, weights,
+                C, x, D, 1.0, out, D);
+    return;
+  }
+  for (std::size_t r = 0; r < rows; ++r)
+    for (int c = 0; c < C; ++c) axpy(weights[r * C + c], x + r * D, out + c * D, D);
 }
 
 }  // namespace
@@ -82,7 +96,7 @@ SoftmaxRegression::SoftmaxRegression(int features, int classes, double l2)
 void SoftmaxRegression::compute_logits(const double* x, std::size_t rows, const double* theta,
                                        double* logits) const {
   const int C = classes_, D = features_;
-  if (rows * C * static_cast<std::size_t>(D) >= kBlasWork) {
+  if (C > kSkinnyClasses && rows * C * static_cast<std::size_t>(D) >= kBlasWork) {
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), C, D, 1.0, x, D,
                 theta, D, 0.0, logits, C);
     return;
@@ -123,9 +137,7 @@ double SoftmaxRegression::gradient_sum(const double* x, const std::int32_t* y, s
     compute_logits(x + start * D, n, theta, residual);
     loss += softmax_rows(residual, n, C, y + start);
     for (std::size_t r = 0; r < n; ++r) residual[r * C + y[start + r]] -= 1.0;  // p - onehot(y)
-    // gradient += residual^T x  (C x D)
-    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, D, static_cast<int>(n), 1.0, residual,
-                C, x + start * D, D, 1.0, gradient, D);
+    accumulate_outer(residual, x + start * D, n, C, D, gradient);  // gradient += residual^T x
   }
   return loss;
 }
@@ -150,8 +162,7 @@ void SoftmaxRegression::hessian_vector_sum(const double* x, std::size_t rows, co
       for (int c = 0; c < C; ++c) mean += pr[c] * ar[c];
       for (int c = 0; c < C; ++c) ar[c] = pr[c] * (ar[c] - mean);
     }
-    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, D, static_cast<int>(n), 1.0, a, C,
-                x + start * D, D, 1.0, out, D);
+    accumulate_outer(a, x + start * D, n, C, D, out);
   }
 }
 
@@ -223,9 +234,9 @@ void SoftmaxRegression::sgd_batch(const double* const* rows_x, const std::int32_
   }
 }
 
-void SoftmaxRegression::sgd_epoch(const double* x, const std::int32_t* y,
-                                  const std::int64_t* order, std::size_t rows, int batch_size,
-                                  double learning_rate, double* theta, Workspace& work) const {
+void SoftmaxRegression::sgd_epoch(const double* x, const std::int32_t* y, const std::int64_t* order,
+                                  std::size_t rows, int batch_size, double learning_rate,
+                                  double* theta, Workspace& work) const {
   const int D = features_;
   work.reserve(static_cast<std::size_t>(batch_size), classes_, D);
   std::vector<const double*>& pointers = work.batch_rows;
@@ -244,8 +255,7 @@ void SoftmaxRegression::sgd_epoch(const double* x, const std::int32_t* y,
 }
 
 void SoftmaxRegression::gradient_step(const double* x, const std::int32_t* y, std::size_t rows,
-                                      double learning_rate, double* theta,
-                                      Workspace& work) const {
+                                      double learning_rate, double* theta, Workspace& work) const {
   std::vector<double>& gradient = work.gradient;
   gradient.resize(parameters());
   gradient_sum(x, y, rows, theta, gradient.data(), work);

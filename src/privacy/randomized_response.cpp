@@ -46,30 +46,34 @@ LdpPlan LdpPlan::from_deck(const Deck& deck, const Table& schema, int clients) {
       std::string known = "\"label\"";
       for (const auto& a : schema.attributes)
         if (a.kind == AttributeKind::categorical) known += ", \"" + a.name + "\"";
-      throw InputError(fmt::format("{}: ldp.attributes names \"{}\", which is not an attribute of "
-                                   "the data; categorical attributes are: {}",
-                                   deck.where("ldp.attributes"), name, known));
+      throw InputError(
+          fmt::format("{}: ldp.attributes names \"{}\", which is not an attribute of "
+                      "the data; categorical attributes are: {}",
+                      deck.where("ldp.attributes"), name, known));
     }
     if (schema.attributes[index].kind != AttributeKind::categorical)
-      throw InputError(fmt::format("{}: ldp.attributes names \"{}\", which is numeric; randomized "
-                                   "response applies to categorical attributes and \"label\"",
-                                   deck.where("ldp.attributes"), name));
+      throw InputError(
+          fmt::format("{}: ldp.attributes names \"{}\", which is numeric; randomized "
+                      "response applies to categorical attributes and \"label\"",
+                      deck.where("ldp.attributes"), name));
     plan.categorical_column.push_back(schema.attributes[index].column);
     plan.domain.push_back(static_cast<int>(schema.attributes[index].categories.size()));
   }
   auto check_names = [&](const EpsilonSpec& spec, const std::string& path) {
     for (const auto& [name, value] : spec.by_attribute)
       if (std::find(plan.attributes.begin(), plan.attributes.end(), name) == plan.attributes.end())
-        throw InputError(fmt::format("{}: {} sets epsilon for \"{}\", which is not listed in "
-                                     "ldp.attributes",
-                                     deck.where(path), path, name));
+        throw InputError(
+            fmt::format("{}: {} sets epsilon for \"{}\", which is not listed in "
+                        "ldp.attributes",
+                        deck.where(path), path, name));
   };
   const EpsilonSpec base = deck.epsilon("ldp.epsilon");
   check_names(base, "ldp.epsilon");
   const std::size_t na = plan.attributes.size();
   plan.epsilon.assign(static_cast<std::size_t>(clients) * na, 0.0);
   for (int i = 0; i < clients; ++i)
-    for (std::size_t a = 0; a < na; ++a) plan.epsilon[i * na + a] = base.for_attribute(plan.attributes[a]);
+    for (std::size_t a = 0; a < na; ++a)
+      plan.epsilon[i * na + a] = base.for_attribute(plan.attributes[a]);
   for (std::size_t k = 0; k < deck.array_size("ldp.client"); ++k) {
     const std::string element = Deck::element("ldp.client", k);
     std::vector<long> ids;
@@ -86,10 +90,10 @@ LdpPlan LdpPlan::from_deck(const Deck& deck, const Table& schema, int clients) {
         throw InputError(fmt::format("{}: client {} does not exist (partition.clients = {})",
                                      deck.where(element), id, clients));
       for (std::size_t a = 0; a < na; ++a)
-        plan.epsilon[id * na + a] = spec.by_attribute.count(plan.attributes[a])
-                                        ? spec.by_attribute.at(plan.attributes[a])
-                                        : (spec.by_attribute.empty() ? spec.all
-                                                                     : plan.epsilon[id * na + a]);
+        plan.epsilon[id * na + a] =
+            spec.by_attribute.count(plan.attributes[a])
+                ? spec.by_attribute.at(plan.attributes[a])
+                : (spec.by_attribute.empty() ? spec.all : plan.epsilon[id * na + a]);
     }
   }
   return plan;

@@ -10,7 +10,9 @@ namespace fluence {
 namespace {
 
 // Items whose sum depends on the order of addition in floating point.
-double item_value(int item, int k) { return std::pow(10.0, (item * 7 + k) % 17 - 8) * (item % 3 - 1.1); }
+double item_value(int item, int k) {
+  return std::pow(10.0, (item * 7 + k) % 17 - 8) * (item % 3 - 1.1);
+}
 
 TEST(OrderedSum, EqualsSequentialSumBitwiseForAnyLayout) {
   const int items = 37, width = 5;

@@ -46,7 +46,8 @@ TEST(Deck, WrongTypeNamesKeyValueAndAllowed) {
 
 TEST(Deck, OutOfRangeValuesAreRejected) {
   EXPECT_NE(error_of("[federation]\nlearning_rate = 0\n").find("a number > 0"), std::string::npos);
-  EXPECT_NE(error_of("[federation]\nlearning_rate = -1.5\n").find("learning_rate"), std::string::npos);
+  EXPECT_NE(error_of("[federation]\nlearning_rate = -1.5\n").find("learning_rate"),
+            std::string::npos);
   EXPECT_NE(error_of("[partition]\nalpha = 0.0\n").find("partition.alpha"), std::string::npos);
   EXPECT_NE(error_of("[data]\ntest_fraction = 1.5\n").find("<= 1"), std::string::npos);
   EXPECT_NE(error_of("[partition]\nscheme = \"random\"\n").find("one of: iid, dirichlet"),
@@ -79,9 +80,9 @@ TEST(Deck, MissingFileIsAnInputError) {
 }
 
 TEST(Deck, SetOverridesAreValidatedLikeTheDeck) {
-  const Deck deck = Deck::from_string("[federation]\nrounds = 3\n", "d",
-                                      {"federation.rounds=9", "ldp.epsilon=inf",
-                                       "data.source=csv", "ldp.attributes=[\"label\"]"});
+  const Deck deck = Deck::from_string(
+      "[federation]\nrounds = 3\n", "d",
+      {"federation.rounds=9", "ldp.epsilon=inf", "data.source=csv", "ldp.attributes=[\"label\"]"});
   EXPECT_EQ(deck.integer("federation.rounds"), 9);
   EXPECT_EQ(deck.string("data.source"), "csv");  // a bare word is a string
   EXPECT_EQ(deck.strings("ldp.attributes"), std::vector<std::string>{"label"});

@@ -1,6 +1,6 @@
 // Counter-based streams: reproducible by key, and distributed as claimed. Each distribution test
-// uses a fixed seed and a bound (5 standard errors, or a chi-square quantile far in the tail) that a
-// correct generator passes and a biased one (off by more than a few percent) fails.
+// uses a fixed seed and a bound (5 standard errors, or a chi-square quantile far in the tail) that
+// a correct generator passes and a biased one (off by more than a few percent) fails.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,7 +12,8 @@ namespace fluence {
 namespace {
 
 TEST(Stream, SameKeySameSequenceDifferentIdsDiffer) {
-  Stream a(42, Purpose::partition, 3, 4), b(42, Purpose::partition, 3, 4), c(42, Purpose::partition, 3, 5);
+  Stream a(42, Purpose::partition, 3, 4), b(42, Purpose::partition, 3, 4),
+      c(42, Purpose::partition, 3, 5);
   for (int i = 0; i < 10; ++i) {
     const auto x = a.next_u64();
     EXPECT_EQ(x, b.next_u64());

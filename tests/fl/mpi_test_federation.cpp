@@ -54,7 +54,8 @@ std::vector<double> central_minimizer(const SoftmaxRegression& model, const std:
     if (std::sqrt(norm) < 1e-13) break;
     model.hessian_sum(x.data(), rows, theta.data(), hessian.data());
     for (std::size_t i = 0; i < p; ++i)
-      for (std::size_t k = 0; k < p; ++k) hessian[i * p + k] = hessian[i * p + k] / rows + (i == k ? model.l2() : 0.0);
+      for (std::size_t k = 0; k < p; ++k)
+        hessian[i * p + k] = hessian[i * p + k] / rows + (i == k ? model.l2() : 0.0);
     const int n = static_cast<int>(p), one = 1;
     int info = 0;
     dposv_("L", &n, &one, hessian.data(), &n, gradient.data(), &n, &info);
@@ -77,14 +78,16 @@ TEST(Federation, PolishedFedAvgEqualsCentralMinimizerOnPooledData) {
   const auto central = central_minimizer(*problem.model, x, train.label);
   // Both solve the same strongly convex problem (l2 = 0.01) to |grad| <= 1e-11, so the parameter
   // error is at most |grad| / l2 = 1e-9 each; 1e-8 is the bound.
-  for (std::size_t k = 0; k < central.size(); ++k) EXPECT_NEAR(result.theta[k], central[k], 1e-8) << k;
+  for (std::size_t k = 0; k < central.size(); ++k)
+    EXPECT_NEAR(result.theta[k], central[k], 1e-8) << k;
 }
 
 TEST(Federation, ObjectiveAndGradientMatchPooledComputation) {
   FederatedProblem problem = build_problem(Deck::from_string(kDeck, "test"));
   Federation federation(problem);
   std::vector<double> theta(federation.parameters());
-  for (std::size_t k = 0; k < theta.size(); ++k) theta[k] = 0.01 * static_cast<double>(k % 7) - 0.02;
+  for (std::size_t k = 0; k < theta.size(); ++k)
+    theta[k] = 0.01 * static_cast<double>(k % 7) - 0.02;
   std::vector<double> gradient;
   federation.gradient(theta, gradient);
   const Table& train = problem.data.train;

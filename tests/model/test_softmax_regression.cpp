@@ -39,7 +39,8 @@ double loss_at(const SoftmaxRegression& model, const Problem& p, const std::vect
 double naive_row_loss(const Problem& p, const std::vector<double>& theta, int r) {
   std::vector<double> z(p.classes);
   for (int c = 0; c < p.classes; ++c)
-    for (int j = 0; j < p.features; ++j) z[c] += theta[c * p.features + j] * p.x[r * p.features + j];
+    for (int j = 0; j < p.features; ++j)
+      z[c] += theta[c * p.features + j] * p.x[r * p.features + j];
   double total = 0.0;
   for (double v : z) total += std::exp(v);
   return std::log(total) - z[p.y[r]];
@@ -81,7 +82,8 @@ TEST(SoftmaxRegression, HessianVectorProductMatchesGradientDifferences) {
   Stream stream(5, Purpose::synthetic_model);
   std::vector<double> v(model.parameters());
   for (auto& value : v) value = stream.normal();
-  std::vector<double> hv(model.parameters()), g_plus(model.parameters()), g_minus(model.parameters());
+  std::vector<double> hv(model.parameters()), g_plus(model.parameters()),
+      g_minus(model.parameters());
   model.hessian_vector_sum(p.x.data(), p.rows, p.theta.data(), v.data(), hv.data(), work);
   const double h = 1e-5;
   auto plus = p.theta, minus = p.theta;
@@ -121,12 +123,14 @@ std::vector<double> naive_sgd_step(const Problem& p, std::vector<double> theta,
   for (int r : batch) {
     std::vector<double> z(p.classes);
     for (int c = 0; c < p.classes; ++c)
-      for (int j = 0; j < p.features; ++j) z[c] += theta[c * p.features + j] * p.x[r * p.features + j];
+      for (int j = 0; j < p.features; ++j)
+        z[c] += theta[c * p.features + j] * p.x[r * p.features + j];
     double total = 0.0;
     for (double v : z) total += std::exp(v);
     for (int c = 0; c < p.classes; ++c) {
       const double residual = std::exp(z[c]) / total - (c == p.y[r] ? 1.0 : 0.0);
-      for (int j = 0; j < p.features; ++j) g[c * p.features + j] += residual * p.x[r * p.features + j];
+      for (int j = 0; j < p.features; ++j)
+        g[c * p.features + j] += residual * p.x[r * p.features + j];
     }
   }
   for (std::size_t k = 0; k < theta.size(); ++k)
@@ -137,7 +141,7 @@ std::vector<double> naive_sgd_step(const Problem& p, std::vector<double> theta,
 TEST(SoftmaxRegression, SgdEpochMatchesNaiveUpdatesOnLoopAndBlasPaths) {
   // (features, classes, batch): small shapes take the loop path, large ones the GEMM path.
   for (auto [features, classes, batch] : {std::tuple{5, 2, 1}, std::tuple{7, 3, 4},
-                                         std::tuple{100, 10, 32}, std::tuple{65, 2, 200}}) {
+                                          std::tuple{100, 10, 32}, std::tuple{65, 2, 200}}) {
     const auto p = random_problem(403, features, classes, 40 + batch);
     const double lr = 0.05, l2 = 0.01;
     SoftmaxRegression model(features, classes, l2);
@@ -151,12 +155,14 @@ TEST(SoftmaxRegression, SgdEpochMatchesNaiveUpdatesOnLoopAndBlasPaths) {
     auto expected = p.theta;
     for (int start = 0; start < p.rows; start += batch) {
       std::vector<int> rows;
-      for (int b = start; b < std::min(p.rows, start + batch); ++b) rows.push_back(static_cast<int>(order[b]));
+      for (int b = start; b < std::min(p.rows, start + batch); ++b)
+        rows.push_back(static_cast<int>(order[b]));
       expected = naive_sgd_step(p, expected, rows, lr, l2);
     }
     // Hundreds of sequential updates with differently ordered sums: 1e-10 absolute.
     for (std::size_t k = 0; k < theta.size(); ++k)
-      EXPECT_NEAR(theta[k], expected[k], 1e-10) << "shape " << features << "x" << classes << " b" << batch;
+      EXPECT_NEAR(theta[k], expected[k], 1e-10)
+          << "shape " << features << "x" << classes << " b" << batch;
   }
 }
 

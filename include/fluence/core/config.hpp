@@ -30,7 +30,8 @@ enum class KeyType {
 };
 
 struct KeySpec {
-  std::string path;  // e.g. "federation.learning_rate"; "ldp.client[].ids" inside an array of tables
+  std::string
+      path;  // e.g. "federation.learning_rate"; "ldp.client[].ids" inside an array of tables
   KeyType type;
   std::string default_value;  // TOML text of the default, empty when there is none
   std::string description;
@@ -48,7 +49,8 @@ std::string allowed_text(const KeySpec& spec);
 
 /// Per-attribute privacy levels parsed from an `epsilon` key; +inf means "not randomized".
 struct EpsilonSpec {
-  double all = std::numeric_limits<double>::infinity();  // applies to attributes not in by_attribute
+  double all =
+      std::numeric_limits<double>::infinity();  // applies to attributes not in by_attribute
   std::map<std::string, double> by_attribute;
   double for_attribute(const std::string& name) const;
 };

@@ -8,8 +8,8 @@
 
 namespace fluence {
 
-/// One RAII guard initializes and finalizes MPI, PETSc and SLEPc (DESIGN.md). argc/argv are handed to
-/// PETSc so that its options (-log_view, -newton_ksp_monitor, ...) pass through.
+/// One RAII guard initializes and finalizes MPI, PETSc and SLEPc (DESIGN.md). argc/argv are handed
+/// to PETSc so that its options (-log_view, -newton_ksp_monitor, ...) pass through.
 class Environment {
  public:
   Environment(int* argc, char*** argv);
@@ -21,19 +21,21 @@ class Environment {
 int world_rank();
 int world_size();
 
-/// Runs `work` on every rank; if it throws on any rank, every rank throws an InputError carrying the
-/// message of the lowest failing rank. Use around set-up steps whose failure may be rank-local (a file
-/// one node cannot read) so that no rank is left waiting in a collective.
+/// Runs `work` on every rank; if it throws on any rank, every rank throws an InputError carrying
+/// the message of the lowest failing rank. Use around set-up steps whose failure may be rank-local
+/// (a file one node cannot read) so that no rank is left waiting in a collective.
 void collective_check(const std::function<void()>& work);
 
 /// Broadcasts a string from `root`.
 std::string broadcast_string(const std::string& value, int root = 0);
 
-/// Sum of per-item vectors in global item order, identical on every rank and independent of the rank
-/// count: rank r holds the contiguous item range [first_item(r), first_item(r+1)) and passes the
-/// row-major block `local` (its items × width). Items are gathered to rank 0, summed in item order, and
-/// the result broadcast. This is the order-independent reduction that the determinism promise needs.
-void ordered_sum(std::span<const double> local, int local_items, int width, std::span<double> result);
+/// Sum of per-item vectors in global item order, identical on every rank and independent of the
+/// rank count: rank r holds the contiguous item range [first_item(r), first_item(r+1)) and passes
+/// the row-major block `local` (its items × width). Items are gathered to rank 0, summed in item
+/// order, and the result broadcast. This is the order-independent reduction that the determinism
+/// promise needs.
+void ordered_sum(std::span<const double> local, int local_items, int width,
+                 std::span<double> result);
 
 /// Gathers per-item values (items × width) in global item order onto every rank.
 std::vector<double> ordered_allgather(std::span<const double> local, int local_items, int width);

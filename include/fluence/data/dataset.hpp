@@ -21,7 +21,7 @@ struct Table {
   std::string label_name = "label";
   std::vector<std::string> class_names;
   std::size_t rows = 0;
-  std::vector<double> numeric;          // rows x numeric_count(), row-major
+  std::vector<double> numeric;            // rows x numeric_count(), row-major
   std::vector<std::int32_t> categorical;  // rows x categorical_count(), row-major
   std::vector<std::int32_t> label;        // rows
 
@@ -45,8 +45,8 @@ struct TrainTest {
   Table test;
 };
 
-/// Dense model inputs from a Table: standardized numeric columns, one-hot categorical columns, and a
-/// constant 1 column for the bias. Fitted on training data only.
+/// Dense model inputs from a Table: standardized numeric columns, one-hot categorical columns, and
+/// a constant 1 column for the bias. Fitted on training data only.
 class Encoding {
  public:
   Encoding() = default;

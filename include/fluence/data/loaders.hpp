@@ -22,7 +22,8 @@ TrainTest read_csv(const std::string& train_path, const std::string& test_path,
 
 /// Reads a Weka ARFF file (@relation/@attribute/@data; numeric/real/integer and nominal {..}
 /// attributes; quoted names and values; % comments). Nominal attributes keep their declared value
-/// order. A '?' in a nominal column becomes its own category "?"; in a numeric column it is an error.
+/// order. A '?' in a nominal column becomes its own category "?"; in a numeric column it is an
+/// error.
 TrainTest read_arff(const std::string& train_path, const std::string& test_path,
                     const ColumnSelection& columns);
 

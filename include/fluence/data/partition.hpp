@@ -26,8 +26,9 @@ std::vector<std::vector<std::int64_t>> partition_rows(const Table& train,
                                                       const PartitionConfig& config,
                                                       std::uint64_t seed);
 
-/// Splits `total` items into parts proportional to `fractions` by cumulative rounding (the parts sum
-/// to `total` exactly).
-std::vector<std::int64_t> proportional_counts(std::int64_t total, const std::vector<double>& fractions);
+/// Splits `total` items into parts proportional to `fractions` by cumulative rounding (the parts
+/// sum to `total` exactly).
+std::vector<std::int64_t> proportional_counts(std::int64_t total,
+                                              const std::vector<double>& fractions);
 
 }  // namespace fluence

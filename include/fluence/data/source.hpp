@@ -30,15 +30,16 @@ struct DataConfig {
 };
 
 /// Rows from a planted multinomial logistic model: numeric attributes N(0,1), categorical uniform,
-/// labels drawn from softmax(W x + b). Row r depends only on (seed, r), so any rank can make any row.
+/// labels drawn from softmax(W x + b). Row r depends only on (seed, r), so any rank can make any
+/// row.
 Table generate_synthetic(const SyntheticConfig& config, std::uint64_t seed);
 
 /// Loads (or generates) the data, forms the test set (file, IDX t10k, or a seeded random fraction)
 /// and applies the row limits. Identical on every rank.
 TrainTest load_data(const DataConfig& config, std::uint64_t seed);
 
-/// Splits `all` into train and test with exactly round(fraction * rows) test rows chosen by a seeded
-/// permutation; both keep the original row order.
+/// Splits `all` into train and test with exactly round(fraction * rows) test rows chosen by a
+/// seeded permutation; both keep the original row order.
 TrainTest split_train_test(const Table& all, double test_fraction, std::uint64_t seed);
 
 }  // namespace fluence

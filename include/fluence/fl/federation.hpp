@@ -14,7 +14,7 @@ struct RoundMetrics {
   double train_loss = 0.0;  // h(theta) on the clients' randomized data (NaN when not evaluated)
   double test_loss = 0.0;
   double test_accuracy = 0.0;
-  double wall_time = 0.0;   // seconds since training started
+  double wall_time = 0.0;  // seconds since training started
 };
 
 struct TrainingResult {

@@ -42,8 +42,8 @@ class SoftmaxRegression {
   LossAndAccuracy loss_sum(const double* x, const std::int32_t* y, std::size_t rows,
                            const double* theta, Workspace& work) const;
   /// Sum of per-row gradients, written to `gradient` (overwritten); returns the loss sum.
-  double gradient_sum(const double* x, const std::int32_t* y, std::size_t rows,
-                      const double* theta, double* gradient, Workspace& work) const;
+  double gradient_sum(const double* x, const std::int32_t* y, std::size_t rows, const double* theta,
+                      double* gradient, Workspace& work) const;
   /// Sum of per-row Hessian-vector products H_r v (overwritten into `out`).
   void hessian_vector_sum(const double* x, std::size_t rows, const double* theta, const double* v,
                           double* out, Workspace& work) const;
@@ -56,8 +56,8 @@ class SoftmaxRegression {
                  std::size_t rows, int batch_size, double learning_rate, double* theta,
                  Workspace& work) const;
   /// One full-batch gradient step on (1/n) sum loss + l2/2 ||theta||^2.
-  void gradient_step(const double* x, const std::int32_t* y, std::size_t rows,
-                     double learning_rate, double* theta, Workspace& work) const;
+  void gradient_step(const double* x, const std::int32_t* y, std::size_t rows, double learning_rate,
+                     double* theta, Workspace& work) const;
 
  private:
   // logits = x theta^T for `rows` rows (BLAS for large shapes).

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Runs the issue benchmarks on 2 ranks and prints training wall time (from /metrics/wall_time_s,
+# which excludes data generation and set-up) and effective bandwidth. Usage: bench/run_all.sh [BUILD]
+set -euo pipefail
+build=${1:-build}
+here=$(cd "$(dirname "$0")/.." && pwd)
+ranks=${RANKS:-2}
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+echo "# machine reference (HINTS.md): dgemm ~106 GFLOP/s (2 cores), streaming read ~17 GB/s"
+for deck in bench_seed000 bench_million; do
+  best=""
+  for repeat in 1 2 3; do
+    bash "$here/scripts/mpirun.sh" -n "$ranks" "$build/fluence" train "$here/inputs/$deck.toml" \
+      --out "$out/$deck" --quiet >/dev/null
+    t=$(/usr/bin/python3 -c "import h5py; print(h5py.File('$out/$deck/results.h5')['/metrics/wall_time_s'][-1])")
+    best=$(/usr/bin/python3 -c "print(min(float('$t'), float('${best:-inf}')))")
+  done
+  /usr/bin/python3 - "$out/$deck/results.h5" "$deck" "$best" "$ranks" <<'PY'
+import sys, h5py
+f = h5py.File(sys.argv[1], "r")
+deck, best, ranks = sys.argv[2], float(sys.argv[3]), sys.argv[4]
+rows = int(f["/clients/size"][...].sum())
+width = f["/model/theta"].shape[1]
+rounds = len(f["/metrics/round"])
+deck_text = f.attrs["deck"]
+deck_text = deck_text.decode() if isinstance(deck_text, bytes) else deck_text
+epochs = int([l for l in deck_text.splitlines() if l.strip().startswith("local_epochs")][0].split("=")[1])
+# Bytes of the encoded training matrix streamed per round: local epochs plus one objective pass.
+passes = rounds * (epochs + 1)
+gbytes = rows * width * 8 * passes / 1e9
+print(f"{deck}: {rows} rows x {width} features, {rounds} rounds x {epochs} epochs on {ranks} ranks: "
+      f"training {best:.3f} s (best of 3); {gbytes:.2f} GB of features streamed = {gbytes / best:.1f} GB/s; "
+      f"test accuracy {f['/model/test_accuracy'][()]:.4f}")
+PY
+done
+if [ -x "$build/bench/bench_kernels" ]; then
+  OPENBLAS_NUM_THREADS=1 "$build/bench/bench_kernels" --benchmark_min_time=0.2
+fi
