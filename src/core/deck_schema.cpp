@@ -17,13 +17,14 @@ KeySpec key(std::string path, KeyType type, std::string default_value, std::stri
 
 KeySpec choice(std::string path, std::string default_value, std::vector<std::string> choices,
                std::string description) {
-  KeySpec spec{std::move(path), KeyType::string, std::move(default_value), std::move(description)};
+  KeySpec spec =
+      key(std::move(path), KeyType::string, std::move(default_value), std::move(description));
   spec.choices = std::move(choices);
   return spec;
 }
 
 KeySpec section(std::string path, std::string description) {
-  return KeySpec{std::move(path), KeyType::section, "", std::move(description)};
+  return key(std::move(path), KeyType::section, "", std::move(description));
 }
 
 std::vector<KeySpec> build_schema() {
@@ -81,7 +82,7 @@ std::vector<KeySpec> build_schema() {
       key("ldp.attributes", T::string_array, "[]",
           "categorical attributes (and/or \"label\") randomized by each client"),
       key("ldp.epsilon", T::epsilon, "\"inf\"", "privacy level for every client"),
-      KeySpec{"ldp.client", T::section_array, "", "per-client overrides of epsilon"},
+      key("ldp.client", T::section_array, "", "per-client overrides of epsilon"),
       key("ldp.client[].id", T::integer, "", "the client this override applies to", 0),
       key("ldp.client[].ids", T::integer_array, "", "several clients this override applies to", 0),
       key("ldp.client[].epsilon", T::epsilon, "", "their privacy level"),

@@ -35,12 +35,17 @@ double loss_at(const SoftmaxRegression& model, const Problem& p, const std::vect
   return model.loss_sum(p.x.data(), p.y.data(), p.rows, theta.data(), work).loss_sum;
 }
 
-// Reference loss of one row, written independently of the kernels.
-double naive_row_loss(const Problem& p, const std::vector<double>& theta, int r) {
+// Reference logits of one row, written independently of the kernels.
+std::vector<double> naive_logits(const Problem& p, const std::vector<double>& theta, int r) {
   std::vector<double> z(p.classes);
   for (int c = 0; c < p.classes; ++c)
     for (int j = 0; j < p.features; ++j)
       z[c] += theta[c * p.features + j] * p.x[r * p.features + j];
+  return z;
+}
+
+double naive_row_loss(const Problem& p, const std::vector<double>& theta, int r) {
+  const auto z = naive_logits(p, theta, r);
   double total = 0.0;
   for (double v : z) total += std::exp(v);
   return std::log(total) - z[p.y[r]];
@@ -121,10 +126,7 @@ std::vector<double> naive_sgd_step(const Problem& p, std::vector<double> theta,
                                    const std::vector<int>& batch, double lr, double l2) {
   std::vector<double> g(theta.size(), 0.0);
   for (int r : batch) {
-    std::vector<double> z(p.classes);
-    for (int c = 0; c < p.classes; ++c)
-      for (int j = 0; j < p.features; ++j)
-        z[c] += theta[c * p.features + j] * p.x[r * p.features + j];
+    const auto z = naive_logits(p, theta, r);
     double total = 0.0;
     for (double v : z) total += std::exp(v);
     for (int c = 0; c < p.classes; ++c) {
