@@ -69,7 +69,7 @@ BENCHMARK(BM_GradientSum)->Args({100000, 64, 2})->Args({60000, 785, 10});
 }  // namespace
 
 int main(int argc, char** argv) {
-  fluence::select_blas_core(argc, argv);
+  fluence::select_blas_core(argv);
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   return 0;

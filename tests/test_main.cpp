@@ -8,7 +8,7 @@
 #include "fluence/core/mpi.hpp"
 
 int main(int argc, char** argv) {
-  fluence::select_blas_core(argc, argv);
+  fluence::select_blas_core(argv);
   ::testing::InitGoogleTest(&argc, argv);
   fluence::Environment environment(&argc, &argv);
   if (fluence::world_rank() != 0) {

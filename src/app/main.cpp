@@ -3,7 +3,7 @@
 #include "fluence/core/mpi.hpp"
 
 int main(int argc, char** argv) {
-  fluence::select_blas_core(argc, argv);
+  fluence::select_blas_core(argv);
   auto command_line = fluence::app::parse_command_line(argc, argv);
   if (command_line.exit_code) return *command_line.exit_code;
   std::vector<char*> petsc_argv;

@@ -21,8 +21,7 @@ std::string cpu_flags() {
 }
 }  // namespace
 
-void select_blas_core(int argc, char** argv) {
-  (void)argc;
+void select_blas_core(char** argv) {
   if (std::getenv("OPENBLAS_CORETYPE") || std::getenv("FLUENCE_KEEP_BLAS_CORE")) return;
   const char* core = openblas_get_corename();
   if (!core || std::strcmp(core, "Prescott") != 0) return;

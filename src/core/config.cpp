@@ -80,9 +80,8 @@ std::string value_text(const toml::node& node) {
     out << '"' << s->get() << '"';
   } else if (auto* a = node.as_array()) {
     out << *a;
-  } else if (auto* t = node.as_table()) {
+  } else if (node.is_table()) {
     out << "{...}";
-    (void)t;
   } else if (auto* f = node.as_floating_point()) {
     out << fmt::format("{}", f->get());  // shortest round-trip form: -0.1, not -0.10000000000000001
   } else {

@@ -7,14 +7,6 @@
 
 namespace fluence::log {
 
-namespace {
-bool quiet_output = false;
-}
-
-void set_quiet(bool quiet) {
-  quiet_output = quiet;
-}
-
 bool is_root() {
   int initialized = 0;
   MPI_Initialized(&initialized);
@@ -22,7 +14,6 @@ bool is_root() {
 }
 
 void write_line(const std::string& line) {
-  if (quiet_output) return;
   std::fputs(line.c_str(), stdout);
   std::fputc('\n', stdout);
   std::fflush(stdout);

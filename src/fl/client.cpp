@@ -10,7 +10,7 @@ namespace fluence {
 Client::Client(int id, std::vector<std::int64_t> rows,
                std::vector<std::int32_t> original_categorical,
                std::vector<std::int32_t> original_labels, std::vector<std::int32_t> categorical,
-               std::vector<std::int32_t> labels, std::vector<double> features, int)
+               std::vector<std::int32_t> labels, std::vector<double> features)
     : id_(id),
       rows_(std::move(rows)),
       original_categorical_(std::move(original_categorical)),

@@ -46,8 +46,7 @@ Client make_client(const FederatedProblem& problem, int id) {
   std::vector<double> features(rows.size() * problem.encoding.width());
   problem.encoding.encode(train, rows, categorical.data(), features.data());
   return Client(id, rows, std::move(original_categorical), std::move(original_labels),
-                std::move(categorical), std::move(labels), std::move(features),
-                problem.encoding.width());
+                std::move(categorical), std::move(labels), std::move(features));
 }
 
 TestShard make_test_shard(const Table& test, const Encoding& encoding) {

@@ -7,6 +7,6 @@ namespace fluence {
 /// set OPENBLAS_CORETYPE, this re-executes the program (before MPI starts; same PID, so launchers
 /// are unaffected) with OPENBLAS_CORETYPE=SkylakeX or Haswell. FLUENCE_KEEP_BLAS_CORE=1 disables
 /// it.
-void select_blas_core(int argc, char** argv);
+void select_blas_core(char** argv);
 
 }  // namespace fluence

@@ -74,7 +74,7 @@ class Deck {
   std::vector<double> reals(const std::string& path) const;
   std::vector<long> integers(const std::string& path) const;
   EpsilonSpec epsilon(const std::string& path) const;
-  /// The elements of an array of tables, each as its own sub-deck view keyed from its root.
+  /// Number of elements of an array of tables (0 when absent).
   std::size_t array_size(const std::string& path) const;
   /// Path of element `index` of an array of tables, for use with the getters: "ldp.client[2]".
   static std::string element(const std::string& path, std::size_t index);

@@ -7,7 +7,6 @@
 
 namespace fluence::log {
 
-void set_quiet(bool quiet);
 bool is_root();
 void write_line(const std::string& line);
 void write_error(const std::string& line);

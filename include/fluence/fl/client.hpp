@@ -19,7 +19,7 @@ class Client {
  public:
   Client(int id, std::vector<std::int64_t> rows, std::vector<std::int32_t> original_categorical,
          std::vector<std::int32_t> original_labels, std::vector<std::int32_t> categorical,
-         std::vector<std::int32_t> labels, std::vector<double> features, int feature_width);
+         std::vector<std::int32_t> labels, std::vector<double> features);
 
   int id() const { return id_; }
   std::size_t size() const { return rows_.size(); }
