@@ -30,6 +30,7 @@ bool is_petsc_option(const std::string& arg) {
 const char* kFooter = R"(
 PETSc and SLEPc options come last and pass through to the solvers, e.g.
   mpirun -n 4 fluence train deck.toml --out run1 -log_view -newton_ksp_monitor
+  mpirun -n 4 fluence influence deck.toml -ihvp_ksp_monitor -hessian_eps_view
 
 Exit codes: 0 success, 1 usage error, 2 bad input (deck, data, output directory), 3 runtime failure.
 Deck keys: inputs/README.md. Output datasets: docs/outputs.md.)";
@@ -72,6 +73,20 @@ CommandLine parse_command_line(int argc, char** argv) {
   train->add_option("--set", result.sets, "override a deck key: section.key=value (repeatable)");
   train->add_flag("--quiet", result.quiet, "no per-round progress lines");
 
+  auto* influence = app.add_subcommand(
+      "influence",
+      "train (or load --model) and score every client by the estimated change of the global "
+      "test loss if it were removed (influence functions: PETSc IHVP, SLEPc spectrum), "
+      "optionally against exact retraining; write <out>/results.h5");
+  influence->add_option("deck", result.deck, "input deck (TOML)")->required();
+  influence->add_option("--out", result.out, "output directory (overrides output.dir)");
+  influence->add_option("--set", result.sets,
+                        "override a deck key: section.key=value (repeatable)");
+  influence->add_option("--model", result.model,
+                        "results.h5 of an earlier `fluence train` with the same deck: use its "
+                        "/model/theta instead of training");
+  influence->add_flag("--quiet", result.quiet, "no per-round or per-client progress lines");
+
   std::vector<const char*> args;
   args.push_back(argv[0]);
   for (const auto& arg : own_args) args.push_back(arg.c_str());
@@ -88,13 +103,14 @@ CommandLine parse_command_line(int argc, char** argv) {
     }
     return result;
   }
-  result.command = validate->parsed() ? "validate" : "train";
+  result.command = validate->parsed() ? "validate" : influence->parsed() ? "influence" : "train";
   return result;
 }
 
 int run_command(const CommandLine& command_line) {
   try {
     if (command_line.command == "validate") return run_validate(command_line);
+    if (command_line.command == "influence") return run_influence(command_line);
     return run_train(command_line);
   } catch (const InputError& error) {
     // Input errors are raised identically (or agreed) on every rank: all ranks exit cleanly.

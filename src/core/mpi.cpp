@@ -107,6 +107,20 @@ void ordered_sum(std::span<const double> local, int local_items, int width,
   MPI_Bcast(result.data(), width, MPI_DOUBLE, 0, MPI_COMM_WORLD);
 }
 
+void chain_sum(int local_items, std::span<double> result,
+               const std::function<void(int, std::span<double>)>& add_item) {
+  const int rank = world_rank(), size = world_size();
+  const int width = static_cast<int>(result.size());
+  // Association ((0 + item0) + item1) + ... exactly as ordered_sum, so both agree bitwise.
+  if (rank == 0)
+    std::fill(result.begin(), result.end(), 0.0);
+  else
+    MPI_Recv(result.data(), width, MPI_DOUBLE, rank - 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  for (int item = 0; item < local_items; ++item) add_item(item, result);
+  if (rank + 1 < size) MPI_Send(result.data(), width, MPI_DOUBLE, rank + 1, 0, MPI_COMM_WORLD);
+  MPI_Bcast(result.data(), width, MPI_DOUBLE, size - 1, MPI_COMM_WORLD);
+}
+
 std::vector<double> ordered_allgather(std::span<const double> local, int local_items, int width) {
   GatherLayout layout = gather_layout(local_items, width);
   std::vector<double> gathered(static_cast<std::size_t>(layout.total_items) * width);

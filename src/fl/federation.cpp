@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/mpi.hpp"
 
@@ -14,20 +15,36 @@ double norm2(const std::vector<double>& v) {
   return std::sqrt(s);
 }
 
-Federation::Federation(FederatedProblem& problem) : problem_(problem) {}
+Federation::Federation(FederatedProblem& problem)
+    : problem_(problem),
+      included_(problem.client_rows.size(), 1),
+      train_rows_(problem.total_train_rows) {}
+
+void Federation::exclude_clients(const std::vector<int>& ids) {
+  std::vector<char> included(problem_.client_rows.size(), 1);
+  for (int id : ids) included.at(static_cast<std::size_t>(id)) = 0;
+  std::int64_t rows = 0;
+  for (std::size_t k = 0; k < included.size(); ++k)
+    if (included[k]) rows += static_cast<std::int64_t>(problem_.client_rows[k].size());
+  if (rows == 0) throw InputError("cannot exclude every client of the federation");
+  included_.swap(included);
+  train_rows_ = rows;
+}
 
 double Federation::objective(const std::vector<double>& theta) {
   const auto& model = *problem_.model;
   std::vector<double> losses;
-  for (const auto& client : problem_.clients)
-    losses.push_back(
-        model
-            .loss_sum(client.features(), client.labels().data(), client.size(), theta.data(), work_)
-            .loss_sum);
+  for (std::size_t k = 0; k < problem_.clients.size(); ++k) {
+    const auto& client = problem_.clients[k];
+    losses.push_back(included(k) ? model
+                                       .loss_sum(client.features(), client.labels().data(),
+                                                 client.size(), theta.data(), work_)
+                                       .loss_sum
+                                 : 0.0);
+  }
   double total = 0.0;
   ordered_sum(losses, static_cast<int>(losses.size()), 1, std::span<double>(&total, 1));
-  return total / static_cast<double>(problem_.total_train_rows) +
-         0.5 * model.l2() * std::pow(norm2(theta), 2);
+  return total * inverse_n() + 0.5 * model.l2() * std::pow(norm2(theta), 2);
 }
 
 void Federation::gradient(const std::vector<double>& theta, std::vector<double>& out) {
@@ -36,13 +53,17 @@ void Federation::gradient(const std::vector<double>& theta, std::vector<double>&
   local_buffer_.resize(problem_.clients.size() * p);
   for (std::size_t k = 0; k < problem_.clients.size(); ++k) {
     const auto& client = problem_.clients[k];
-    model.gradient_sum(client.features(), client.labels().data(), client.size(), theta.data(),
-                       local_buffer_.data() + k * p, work_);
+    double* sum = local_buffer_.data() + k * p;
+    if (!included(k)) {
+      std::fill(sum, sum + p, 0.0);
+      continue;
+    }
+    model.gradient_sum(client.features(), client.labels().data(), client.size(), theta.data(), sum,
+                       work_);
   }
   out.resize(p);
   ordered_sum(local_buffer_, static_cast<int>(problem_.clients.size()), static_cast<int>(p), out);
-  const double inverse_n = 1.0 / static_cast<double>(problem_.total_train_rows);
-  for (std::size_t k = 0; k < p; ++k) out[k] = out[k] * inverse_n + model.l2() * theta[k];
+  for (std::size_t k = 0; k < p; ++k) out[k] = out[k] * inverse_n() + model.l2() * theta[k];
 }
 
 void Federation::hessian_vector(const std::vector<double>& theta, const double* v, double* out) {
@@ -51,13 +72,49 @@ void Federation::hessian_vector(const std::vector<double>& theta, const double* 
   local_buffer_.resize(problem_.clients.size() * p);
   for (std::size_t k = 0; k < problem_.clients.size(); ++k) {
     const auto& client = problem_.clients[k];
-    model.hessian_vector_sum(client.features(), client.size(), theta.data(), v,
-                             local_buffer_.data() + k * p, work_);
+    double* sum = local_buffer_.data() + k * p;
+    if (!included(k)) {
+      std::fill(sum, sum + p, 0.0);
+      continue;
+    }
+    model.hessian_vector_sum(client.features(), client.size(), theta.data(), v, sum, work_);
   }
   ordered_sum(local_buffer_, static_cast<int>(problem_.clients.size()), static_cast<int>(p),
               std::span<double>(out, p));
-  const double inverse_n = 1.0 / static_cast<double>(problem_.total_train_rows);
-  for (std::size_t k = 0; k < p; ++k) out[k] = out[k] * inverse_n + model.l2() * v[k];
+  for (std::size_t k = 0; k < p; ++k) out[k] = out[k] * inverse_n() + model.l2() * v[k];
+}
+
+void Federation::hessian_diagonal(const std::vector<double>& theta, std::vector<double>& out) {
+  const auto& model = *problem_.model;
+  const std::size_t p = parameters();
+  local_buffer_.resize(problem_.clients.size() * p);
+  for (std::size_t k = 0; k < problem_.clients.size(); ++k) {
+    const auto& client = problem_.clients[k];
+    double* sum = local_buffer_.data() + k * p;
+    if (!included(k)) {
+      std::fill(sum, sum + p, 0.0);
+      continue;
+    }
+    model.hessian_diagonal_sum(client.features(), client.size(), theta.data(), sum, work_);
+  }
+  out.resize(p);
+  ordered_sum(local_buffer_, static_cast<int>(problem_.clients.size()), static_cast<int>(p), out);
+  for (auto& value : out) value = value * inverse_n() + model.l2();
+}
+
+void Federation::explicit_hessian(const std::vector<double>& theta, std::vector<double>& out) {
+  const auto& model = *problem_.model;
+  const std::size_t p = parameters();
+  out.resize(p * p);
+  std::vector<double> client_hessian(p * p);
+  chain_sum(static_cast<int>(problem_.clients.size()), out, [&](int k, std::span<double> sum) {
+    if (!included(k)) return;
+    const auto& client = problem_.clients[k];
+    model.hessian_sum(client.features(), client.size(), theta.data(), client_hessian.data());
+    for (std::size_t j = 0; j < p * p; ++j) sum[j] += client_hessian[j];
+  });
+  for (auto& value : out) value *= inverse_n();
+  for (std::size_t j = 0; j < p; ++j) out[j * p + j] += model.l2();
 }
 
 std::pair<double, double> Federation::evaluate_test(const std::vector<double>& theta) {
@@ -79,6 +136,23 @@ std::pair<double, double> Federation::evaluate_test(const std::vector<double>& t
   return {totals[0] / n, totals[1] / n};
 }
 
+void Federation::test_gradient(const std::vector<double>& theta, std::vector<double>& out) {
+  const auto& test = problem_.test;
+  const std::size_t p = parameters();
+  std::vector<double> chunk_gradients(static_cast<std::size_t>(test.chunks) * p);
+  const int width = problem_.model->features();
+  for (int k = 0; k < test.chunks; ++k) {
+    const std::size_t begin = k * TestShard::kTestChunkRows;
+    const std::size_t rows = std::min(TestShard::kTestChunkRows, test.rows - begin);
+    problem_.model->gradient_sum(test.features.data() + begin * width, test.labels.data() + begin,
+                                 rows, theta.data(), chunk_gradients.data() + k * p, work_);
+  }
+  out.resize(p);
+  ordered_sum(chunk_gradients, test.chunks, static_cast<int>(p), out);
+  const double inverse_m = 1.0 / static_cast<double>(problem_.data.test.rows);
+  for (auto& value : out) value *= inverse_m;
+}
+
 void Federation::fedavg_round(int round, std::vector<double>& theta,
                               const LocalTrainingConfig& config) {
   const std::size_t p = parameters();
@@ -86,6 +160,10 @@ void Federation::fedavg_round(int round, std::vector<double>& theta,
   for (std::size_t k = 0; k < problem_.clients.size(); ++k) {
     auto& client = problem_.clients[k];
     double* local = local_buffer_.data() + k * p;
+    if (!included(k)) {
+      std::fill(local, local + p, 0.0);
+      continue;
+    }
     std::copy(theta.begin(), theta.end(), local);
     client.train_round(*problem_.model, config, problem_.seed, round, local, work_);
     // The message the server receives: n_i theta_i (seed 000 Eq. 2 numerator).
@@ -93,8 +171,7 @@ void Federation::fedavg_round(int round, std::vector<double>& theta,
     for (std::size_t j = 0; j < p; ++j) local[j] *= weight;
   }
   ordered_sum(local_buffer_, static_cast<int>(problem_.clients.size()), static_cast<int>(p), theta);
-  const double inverse_n = 1.0 / static_cast<double>(problem_.total_train_rows);
-  for (auto& value : theta) value *= inverse_n;
+  for (auto& value : theta) value *= inverse_n();
 }
 
 TrainingResult Federation::train(const FederationConfig& config,

@@ -93,7 +93,7 @@ class NewtonSolver {
 }  // namespace
 
 int newton_polish(Federation& federation, std::vector<double>& theta, double tolerance,
-                  int max_steps) {
+                  int max_steps, bool verbose) {
   const std::size_t p = federation.parameters();
   std::vector<double> gradient(p), direction(p), trial(p), trial_gradient(p);
   federation.gradient(theta, gradient);
@@ -121,8 +121,10 @@ int newton_polish(Federation& federation, std::vector<double>& theta, double tol
       }
       t *= 0.5;
     }
-    log::info("  newton step {:2d}: objective {:.12e}  |grad| {:.3e}  step {:g}  cg iterations {}",
-              step + 1, value, norm2(gradient), t, iterations);
+    if (verbose)
+      log::info(
+          "  newton step {:2d}: objective {:.12e}  |grad| {:.3e}  step {:g}  cg iterations {}",
+          step + 1, value, norm2(gradient), t, iterations);
   }
   if (norm2(gradient) > tolerance)
     log::warn("Newton polish stopped after {} steps with |grad h| = {:.3e} > tolerance {:.1e}",

@@ -158,6 +158,48 @@ void ResultsFile::string(const std::string& path, const std::string& value) {
   H5Tclose(type);
 }
 
+void ResultsFile::distributed_rows(const std::string& path, std::size_t total_rows,
+                                   std::size_t columns, std::size_t first_row, std::size_t rows,
+                                   const double* data) {
+  // Rank 0 holds the file open serially; hand it over to a collective MPI-IO open and back.
+  if (root_) {
+    h5_check(H5Fclose(file_), "close " + partial_path_);
+    file_ = -1;
+  }
+  hid_t access = H5Pcreate(H5P_FILE_ACCESS);
+  H5Pset_fapl_mpio(access, MPI_COMM_WORLD, MPI_INFO_NULL);
+  hid_t shared = H5Fopen(partial_path_.c_str(), H5F_ACC_RDWR, access);
+  H5Pclose(access);
+  h5_check(shared, "parallel open " + partial_path_);
+  create_parents(shared, path);  // metadata calls are collective: every rank makes the same ones
+  const hsize_t dims[2] = {total_rows, columns};
+  hid_t file_space = H5Screate_simple(2, dims, nullptr);
+  hid_t set = H5Dcreate2(shared, path.c_str(), H5T_NATIVE_DOUBLE, file_space, H5P_DEFAULT,
+                         H5P_DEFAULT, H5P_DEFAULT);
+  h5_check(set, "create dataset " + path);
+  const hsize_t start[2] = {first_row, 0}, count[2] = {rows, columns};
+  hid_t memory_space = H5Screate_simple(2, count, nullptr);
+  if (rows > 0) {
+    H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, nullptr, count, nullptr);
+  } else {
+    H5Sselect_none(file_space);
+    H5Sselect_none(memory_space);
+  }
+  hid_t transfer = H5Pcreate(H5P_DATASET_XFER);
+  H5Pset_dxpl_mpio(transfer, H5FD_MPIO_COLLECTIVE);
+  const herr_t status = H5Dwrite(set, H5T_NATIVE_DOUBLE, memory_space, file_space, transfer, data);
+  H5Pclose(transfer);
+  H5Sclose(memory_space);
+  H5Sclose(file_space);
+  H5Dclose(set);
+  H5Fclose(shared);
+  h5_check(status, "collective write " + path);
+  if (root_) {
+    file_ = H5Fopen(partial_path_.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    h5_check(file_, "reopen " + partial_path_);
+  }
+}
+
 std::string ResultsFile::commit() {
   if (root_) {
     h5_check(H5Fclose(file_), "close " + partial_path_);

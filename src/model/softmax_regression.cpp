@@ -166,6 +166,24 @@ void SoftmaxRegression::hessian_vector_sum(const double* x, std::size_t rows, co
   }
 }
 
+void SoftmaxRegression::hessian_diagonal_sum(const double* x, std::size_t rows, const double* theta,
+                                             double* out, Workspace& work) const {
+  const int C = classes_, D = features_;
+  work.reserve(std::min(rows, kChunkRows), C, D);
+  std::fill(out, out + parameters(), 0.0);
+  for (std::size_t start = 0; start < rows; start += kChunkRows) {
+    const std::size_t n = std::min(kChunkRows, rows - start);
+    double* weight = work.logits.data();
+    compute_logits(x + start * D, n, theta, weight);
+    softmax_probabilities(weight, n, C);
+    for (std::size_t k = 0; k < n * C; ++k) weight[k] *= 1.0 - weight[k];  // p_rc (1 - p_rc)
+    double* squares = work.batch.data();
+    const double* xs = x + start * D;
+    for (std::size_t k = 0; k < n * D; ++k) squares[k] = xs[k] * xs[k];
+    accumulate_outer(weight, squares, n, C, D, out);  // out_cd += sum_r w_rc x_rd^2
+  }
+}
+
 void SoftmaxRegression::hessian_sum(const double* x, std::size_t rows, const double* theta,
                                     double* out) const {
   const int C = classes_, D = features_;
@@ -173,32 +191,57 @@ void SoftmaxRegression::hessian_sum(const double* x, std::size_t rows, const dou
   std::fill(out, out + p * p, 0.0);
   Workspace work;
   work.reserve(std::min(rows, kChunkRows), C, D);
+  auto block = [&](int c, int cp) { return out + static_cast<std::size_t>(c) * D * p + cp * D; };
+  // Block (c, c') = sum_r p_rc (delta_cc' - p_rc') x_r x_r^T is symmetric in (c, c') and a
+  // symmetric D x D matrix. Its weight has one sign (>= 0 on the diagonal, <= 0 off it), so it is
+  // a rank-n SYRK of sqrt|w| x. Rows of the weights sum to zero, so the blocks of the last class
+  // follow from the others: only C(C-1)/2 SYRKs (one for two classes).
+  const int computed = C - 1;
   for (std::size_t start = 0; start < rows; start += kChunkRows) {
     const std::size_t n = std::min(kChunkRows, rows - start);
     double* prob = work.logits.data();
     compute_logits(x + start * D, n, theta, prob);
-    softmax_rows(prob, n, C, nullptr);
-    // Block (c, c') = sum_r p_rc (delta_cc' - p_rc') x_r x_r^T, built as x^T (w .* x).
-    for (int c = 0; c < C; ++c) {
-      for (int cp = 0; cp < C; ++cp) {
+    softmax_probabilities(prob, n, C);
+    for (int c = 0; c < computed; ++c) {
+      for (int cp = c; cp < computed; ++cp) {
         double* scaled = work.batch.data();
         for (std::size_t r = 0; r < n; ++r) {
           const double w = prob[r * C + c] * ((c == cp ? 1.0 : 0.0) - prob[r * C + cp]);
+          const double root = std::sqrt(std::abs(w));
           const double* xr = x + (start + r) * D;
-          for (int j = 0; j < D; ++j) scaled[r * D + j] = w * xr[j];
+          for (int j = 0; j < D; ++j) scaled[r * D + j] = root * xr[j];
         }
-        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, D, D, static_cast<int>(n), 1.0,
-                    x + start * D, D, scaled, D, 1.0, out + (c * D) * p + cp * D,
-                    static_cast<int>(p));
+        cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, D, static_cast<int>(n),
+                    c == cp ? 1.0 : -1.0, scaled, D, 1.0, block(c, cp), static_cast<int>(p));
       }
     }
   }
-  // The blocks come from separate GEMMs; average with the transpose so H is exactly symmetric.
-  for (std::size_t i = 0; i < p; ++i)
-    for (std::size_t k = 0; k < i; ++k) {
-      const double mean = 0.5 * (out[i * p + k] + out[k * p + i]);
-      out[i * p + k] = out[k * p + i] = mean;
+  // Complete each computed block from its upper triangle, mirror it to (c', c).
+  for (int c = 0; c < computed; ++c)
+    for (int cp = c; cp < computed; ++cp) {
+      double* b = block(c, cp);
+      for (int i = 0; i < D; ++i)
+        for (int j = 0; j < i; ++j) b[i * p + j] = b[j * p + i];
+      if (cp != c) {
+        double* mirror = block(cp, c);
+        for (int i = 0; i < D; ++i)
+          for (int j = 0; j < D; ++j) mirror[i * p + j] = b[i * p + j];
+      }
     }
+  // Last class: (c, C-1) = -sum_{c' < C-1} (c, c'), then (C-1, C-1) = -sum_c (c, C-1).
+  const int last = C - 1;
+  for (int c = 0; c <= last; ++c) {
+    double* target = block(c, last);
+    for (int cp = 0; cp < last; ++cp) {
+      const double* source = block(c, cp);
+      for (int i = 0; i < D; ++i)
+        for (int j = 0; j < D; ++j) target[i * p + j] -= source[i * p + j];
+    }
+    if (c == last) break;
+    double* mirror = block(last, c);
+    for (int i = 0; i < D; ++i)
+      for (int j = 0; j < D; ++j) mirror[i * p + j] = target[i * p + j];
+  }
 }
 
 void SoftmaxRegression::sgd_batch(const double* const* rows_x, const std::int32_t* labels,

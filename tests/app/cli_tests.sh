@@ -16,13 +16,13 @@ failed=0
 pass() { passed=$((passed + 1)); echo "ok: $1"; }
 fail() { failed=$((failed + 1)); echo "FAILED: $1"; }
 
-# expect_input_error NAME EXPECTED_TEXT DECK [ARGS...]: runs `train` on 2 ranks and checks exit code
-# 2, that stderr names the problem exactly once, and that no results.h5 was written.
+# expect_input_error NAME EXPECTED_TEXT DECK [ARGS...]: runs `train` (or $COMMAND) on 2 ranks and
+# checks exit code 2, that stderr names the problem exactly once, and that no results.h5 was written.
 expect_input_error() {
   local name=$1 expected=$2 deck=$3
   shift 3
   local out=${OUT_DIR:-"$work/out_$name"}
-  "$mpirun" -n 2 "$fluence" train "$deck" --out "$out" "$@" >"$work/stdout" 2>"$work/stderr"
+  "$mpirun" -n 2 "$fluence" "${COMMAND:-train}" "$deck" --out "$out" "$@" >"$work/stdout" 2>"$work/stderr"
   local code=$?
   local count
   count=$(grep -c -F -- "$expected" "$work/stderr")
@@ -142,6 +142,91 @@ expect_input_error non_numeric "text.csv:3: column 'b': 'abc' is not a number" "
 expect_input_error unknown_ldp_attribute "ldp.attributes names \"sex\", which is not an attribute" "$qs" --set 'ldp.attributes=["sex"]'
 touch "$work/plainfile"
 OUT_DIR="$work/plainfile/sub" expect_input_error output_not_writable "output directory '$work/plainfile/sub' cannot be created" "$qs"
+
+# --- fluence influence (issue 3) ------------------------------------------------------------------
+influence_deck="$source_dir/inputs/influence_synthetic.toml"
+for ranks in 1 2 3 4; do
+  "$mpirun" -n "$ranks" "$fluence" influence "$influence_deck" --out "$work/inf$ranks" --quiet \
+    >"$work/inf$ranks.log" 2>&1 || { fail "influence on $ranks ranks"; sed 's/^/    /' "$work/inf$ranks.log" | tail -5; }
+done
+if "$python" - "$work" <<'PY'
+import sys, h5py, numpy as np
+work = sys.argv[1]
+files = [h5py.File(f"{work}/inf{r}/results.h5", "r") for r in (1, 2, 3, 4)]
+f = files[1]
+for path in ("/influence/client_removal_estimate", "/influence/client_removal_actual",
+             "/influence/spearman", "/influence/mae", "/influence/vectors",
+             "/hessian/eigenvalue_min", "/hessian/eigenvalue_max", "/hessian/condition_number",
+             "/ihvp/solver", "/ihvp/iterations", "/ihvp/relative_residual", "/model/theta"):
+    assert path in f, "missing dataset " + path
+N, p = 20, f["/model/theta"].size
+assert f["/influence/client_removal_estimate"].shape == (N,)
+assert f["/influence/vectors"].shape == (N, p)
+assert f["/ihvp/iterations"].shape == (N + 1,)
+assert np.all(f["/ihvp/relative_residual"][...] <= 1e-9)
+assert f["/influence/spearman"][()] >= 0.95, f["/influence/spearman"][()]
+# The vectors were written by their owning ranks: each must reproduce its estimate through the
+# test gradient (s_test route vs vector route), so a row written to the wrong place fails.
+assert np.all(np.abs(f["/influence/vectors"][...]).sum(axis=1) > 0)
+def same(path, a, b):
+    x, y = a[path][()], b[path][()]
+    if isinstance(x, np.ndarray):
+        return x.tobytes() == y.tobytes()
+    return x == y
+names = []
+files[0].visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
+for name in names:
+    if name in ("metrics/wall_time_s", "clients/rank"):
+        continue
+    for r, g in zip((2, 3, 4), files[1:]):
+        assert same(name, files[0], g), f"{name} differs between 1 and {r} ranks"
+PY
+then pass "influence: contract, Spearman >= 0.95, every dataset bitwise identical on 1-4 ranks"; else fail "influence determinism/contract"; fi
+
+"$mpirun" -n 2 "$fluence" train "$influence_deck" --out "$work/inftrain" --quiet >/dev/null 2>&1
+"$mpirun" -n 2 "$fluence" influence "$influence_deck" --out "$work/infmodel" --quiet \
+  --model "$work/inftrain/results.h5" --set influence.retrain=false >"$work/infmodel.log" 2>&1
+if "$python" - "$work/inf2/results.h5" "$work/infmodel/results.h5" <<'PY'
+import sys, h5py
+a, b = (h5py.File(p, "r") for p in sys.argv[1:3])
+for path in ("/model/theta", "/influence/client_removal_estimate", "/influence/vectors"):
+    assert a[path][...].tobytes() == b[path][...].tobytes(), path
+assert "/influence/client_removal_actual" not in b
+PY
+then pass "influence --model reuses a trained model (identical estimates)"; else fail "influence --model"; fi
+
+if "$mpirun" -n 2 "$fluence" influence "$influence_deck" --out "$work/infmon" --quiet \
+  --set influence.retrain=false --set influence.vectors=false -ihvp_ksp_monitor -hessian_eps_view \
+  >"$work/infmon.txt" 2>&1 && grep -q "KSP Residual norm" "$work/infmon.txt" &&
+  grep -q "EPS Object" "$work/infmon.txt"; then
+  pass "influence: -ihvp_ksp_monitor and -hessian_eps_view pass through"
+else
+  fail "influence PETSc/SLEPc options"
+fi
+
+for solver in explicit lissa; do
+  if "$mpirun" -n 2 "$fluence" influence "$influence_deck" --out "$work/inf_$solver" --quiet \
+    --set influence.retrain=false --set influence.vectors=false --set "influence.solver=\"$solver\"" \
+    --set influence.lissa.depth=3000 >"$work/inf_$solver.log" 2>&1 &&
+    "$python" - "$work/inf2/results.h5" "$work/inf_$solver/results.h5" <<'PY'
+import sys, h5py, numpy as np
+cg, other = (h5py.File(p, "r")["/influence/client_removal_estimate"][...] for p in sys.argv[1:3])
+# explicit: exact to rounding; LiSSA with the exact Hessian, depth 3000: Neumann truncation.
+assert np.max(np.abs(other - cg)) <= 1e-3 * np.max(np.abs(cg)), np.max(np.abs(other - cg))
+PY
+  then pass "influence: $solver agrees with cg"; else fail "influence solver $solver"; fi
+done
+
+if "$python" "$source_dir/analysis/plot_influence.py" "$work/inf2/results.h5" -o "$work/inf.png" >/dev/null &&
+  [ -s "$work/inf.png" ]; then
+  pass "analysis/plot_influence.py"
+else
+  fail "analysis/plot_influence.py"
+fi
+
+COMMAND=influence expect_input_error model_missing "--model $work/none.h5: no such file" "$influence_deck" --model "$work/none.h5"
+COMMAND=influence expect_input_error model_mismatch "/model/theta has shape [2, 19], the deck's model is [3, 19]" "$influence_deck" --model "$work/qs2/results.h5"
+COMMAND=influence expect_input_error bad_solver "influence.solver = \"qr\" is not allowed" "$influence_deck" --set 'influence.solver="qr"'
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

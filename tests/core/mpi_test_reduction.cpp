@@ -34,6 +34,21 @@ TEST(OrderedSum, EqualsSequentialSumBitwiseForAnyLayout) {
   }
 }
 
+TEST(ChainSum, EqualsOrderedSumBitwise) {
+  const int items = 37, width = 5;
+  const int rank = world_rank(), ranks = world_size();
+  const int first = items * rank / ranks, end = items * (rank + 1) / ranks;
+  std::vector<double> local;
+  for (int item = first; item < end; ++item)
+    for (int k = 0; k < width; ++k) local.push_back(item_value(item, k));
+  std::vector<double> ordered(width), chained(width);
+  ordered_sum(local, end - first, width, ordered);
+  chain_sum(end - first, chained, [&](int item, std::span<double> sum) {
+    for (int k = 0; k < width; ++k) sum[k] += local[static_cast<std::size_t>(item) * width + k];
+  });
+  for (int k = 0; k < width; ++k) EXPECT_EQ(chained[k], ordered[k]) << "component " << k;
+}
+
 TEST(OrderedSum, AllgatherKeepsItemOrder) {
   const int items = 11;
   const int rank = world_rank(), ranks = world_size();

@@ -8,9 +8,7 @@
 #include "fluence/core/config.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/fl/federation.hpp"
-
-extern "C" void dposv_(const char* uplo, const int* n, const int* nrhs, double* a, const int* lda,
-                       double* b, const int* ldb, int* info);
+#include "support/dense_reference.hpp"
 
 namespace fluence {
 namespace {
@@ -37,34 +35,6 @@ polish = "newton"
 tolerance = 1e-11
 )";
 
-// Minimizer of (1/n) sum loss + l2/2 ||theta||^2 on rows x by plain Newton with a dense Cholesky
-// solve; independent of the federation, PETSc and the ordered reductions.
-std::vector<double> central_minimizer(const SoftmaxRegression& model, const std::vector<double>& x,
-                                      const std::vector<std::int32_t>& y) {
-  const std::size_t rows = y.size(), p = model.parameters();
-  std::vector<double> theta(p, 0.0), gradient(p), hessian(p * p);
-  Workspace work;
-  for (int step = 0; step < 50; ++step) {
-    model.gradient_sum(x.data(), y.data(), rows, theta.data(), gradient.data(), work);
-    double norm = 0.0;
-    for (std::size_t k = 0; k < p; ++k) {
-      gradient[k] = gradient[k] / rows + model.l2() * theta[k];
-      norm += gradient[k] * gradient[k];
-    }
-    if (std::sqrt(norm) < 1e-13) break;
-    model.hessian_sum(x.data(), rows, theta.data(), hessian.data());
-    for (std::size_t i = 0; i < p; ++i)
-      for (std::size_t k = 0; k < p; ++k)
-        hessian[i * p + k] = hessian[i * p + k] / rows + (i == k ? model.l2() : 0.0);
-    const int n = static_cast<int>(p), one = 1;
-    int info = 0;
-    dposv_("L", &n, &one, hessian.data(), &n, gradient.data(), &n, &info);
-    EXPECT_EQ(info, 0);
-    for (std::size_t k = 0; k < p; ++k) theta[k] -= gradient[k];
-  }
-  return theta;
-}
-
 TEST(Federation, PolishedFedAvgEqualsCentralMinimizerOnPooledData) {
   FederatedProblem problem = build_problem(Deck::from_string(kDeck, "test"));
   Federation federation(problem);
@@ -75,7 +45,8 @@ TEST(Federation, PolishedFedAvgEqualsCentralMinimizerOnPooledData) {
   const Table& train = problem.data.train;
   std::vector<double> x(train.rows * problem.encoding.width());
   problem.encoding.encode_all(train, x.data());
-  const auto central = central_minimizer(*problem.model, x, train.label);
+  const auto central =
+      testing::dense_minimizer(*problem.model, x.data(), train.label.data(), train.rows);
   // Both solve the same strongly convex problem (l2 = 0.01) to |grad| <= 1e-11, so the parameter
   // error is at most |grad| / l2 = 1e-9 each; 1e-8 is the issue's bound.
   for (std::size_t k = 0; k < central.size(); ++k)

@@ -6,9 +6,10 @@
 namespace fluence::app {
 
 struct CommandLine {
-  std::string command;  // "train", "validate"
+  std::string command;  // "train", "validate", "influence"
   std::string deck;
   std::string out;                // --out overrides output.dir
+  std::string model;              // influence --model results.h5
   std::vector<std::string> sets;  // --set section.key=value
   bool quiet = false;
   bool skip_data = false;  // validate --no-data
@@ -27,6 +28,7 @@ int run_command(const CommandLine& command_line);
 // One function per command (src/app/<command>.cpp).
 int run_validate(const CommandLine& command_line);
 int run_train(const CommandLine& command_line);
+int run_influence(const CommandLine& command_line);
 
 /// Exit codes (documented in README.md).
 inline constexpr int kExitUsage = 1;

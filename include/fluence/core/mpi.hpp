@@ -37,6 +37,13 @@ std::string broadcast_string(const std::string& value, int root = 0);
 void ordered_sum(std::span<const double> local, int local_items, int width,
                  std::span<double> result);
 
+/// The same sum, bitwise, as ordered_sum, but passed along the ranks as a running partial sum
+/// (rank r adds its items in order to what rank r-1 sent): memory and traffic per rank are one
+/// `width` vector, not all items. For wide items such as explicit Hessians. The items are
+/// accumulated into `result` one at a time by `add_item(k, result)` for local item k.
+void chain_sum(int local_items, std::span<double> result,
+               const std::function<void(int, std::span<double>)>& add_item);
+
 /// Gathers per-item values (items × width) in global item order onto every rank.
 std::vector<double> ordered_allgather(std::span<const double> local, int local_items, int width);
 

@@ -17,6 +17,8 @@ enum class Purpose : std::uint64_t {
   randomized_response = 5,
   local_shuffle = 6,
   row_subsample = 7,
+  lissa_sample = 8,
+  spectrum_start = 9,
 };
 
 class Stream {

@@ -37,8 +37,25 @@ class Federation {
   void gradient(const std::vector<double>& theta, std::vector<double>& out);
   /// Hessian of h at theta applied to v.
   void hessian_vector(const std::vector<double>& theta, const double* v, double* out);
+  /// Diagonal of the Hessian of h at theta (the Jacobi preconditioner).
+  void hessian_diagonal(const std::vector<double>& theta, std::vector<double>& out);
+  /// The explicit p x p Hessian of h at theta, row-major (small p: p^2 doubles on every rank).
+  void explicit_hessian(const std::vector<double>& theta, std::vector<double>& out);
   /// Mean loss and accuracy on the server's test set.
   std::pair<double, double> evaluate_test(const std::vector<double>& theta);
+  /// Gradient of the mean test loss (no regularization): the server's side of s_test.
+  void test_gradient(const std::vector<double>& theta, std::vector<double>& out);
+
+  /// Leaves these clients out of every objective, gradient, Hessian and FedAvg round (exact
+  /// retraining without them); an empty list restores the full federation. Every rank passes the
+  /// same ids.
+  void exclude_clients(const std::vector<int>& ids);
+  /// n: training rows of the included clients.
+  std::int64_t train_rows() const { return train_rows_; }
+  bool client_included(int id) const { return included_[static_cast<std::size_t>(id)] != 0; }
+  bool included(std::size_t local_client) const {
+    return client_included(problem_.clients[local_client].id());
+  }
   /// One FedAvg round: every client trains locally from theta; theta <- sum_i n_i theta_i / n.
   void fedavg_round(int round, std::vector<double>& theta, const LocalTrainingConfig& config);
 
@@ -49,7 +66,11 @@ class Federation {
   FederatedProblem& problem() { return problem_; }
 
  private:
+  double inverse_n() const { return 1.0 / static_cast<double>(train_rows_); }
+
   FederatedProblem& problem_;
+  std::vector<char> included_;  // per client id
+  std::int64_t train_rows_ = 0;
   Workspace work_;
   std::vector<double> local_buffer_;
 };
@@ -57,7 +78,7 @@ class Federation {
 /// Federated Newton steps with CG (PETSc KSP, options prefix "newton_") on the matrix-free Hessian,
 /// with a backtracking line search, until ||grad h|| <= tolerance. Returns the steps taken.
 int newton_polish(Federation& federation, std::vector<double>& theta, double tolerance,
-                  int max_steps);
+                  int max_steps, bool verbose = true);
 
 double norm2(const std::vector<double>& v);
 

@@ -30,6 +30,11 @@ class ResultsFile {
                const std::vector<std::size_t>& shape = {});
   void scalar(const std::string& path, double value);
   void string(const std::string& path, const std::string& value);
+  /// Collective: a [total_rows, columns] float64 dataset written with parallel HDF5 (MPI-IO,
+  /// collective transfer), each rank writing its own rows [first_row, first_row + rows) from
+  /// `data` (rows x columns, row-major). Data never travels to rank 0.
+  void distributed_rows(const std::string& path, std::size_t total_rows, std::size_t columns,
+                        std::size_t first_row, std::size_t rows, const double* data);
   /// Closes and renames to results.h5; returns the final path.
   std::string commit();
 

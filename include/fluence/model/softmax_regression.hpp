@@ -47,8 +47,11 @@ class SoftmaxRegression {
   /// Sum of per-row Hessian-vector products H_r v (overwritten into `out`).
   void hessian_vector_sum(const double* x, std::size_t rows, const double* theta, const double* v,
                           double* out, Workspace& work) const;
-  /// Sum of per-row Hessians, p x p row-major with p = C*D (small p only).
+  /// Sum of per-row Hessians, p x p row-major with p = C*D (small p only); exactly symmetric.
   void hessian_sum(const double* x, std::size_t rows, const double* theta, double* out) const;
+  /// Diagonal of the sum of per-row Hessians (p values): the Jacobi preconditioner's input.
+  void hessian_diagonal_sum(const double* x, std::size_t rows, const double* theta, double* out,
+                            Workspace& work) const;
 
   /// One pass of mini-batch SGD over the rows in `order` on
   /// (1/|B|) sum_B loss + l2/2 ||theta||^2, updating theta in place.

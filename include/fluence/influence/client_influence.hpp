@@ -1,0 +1,51 @@
+#pragma once
+// `fluence influence`: score every client by the estimated change of the global test loss if it
+// were removed (seed 000 Eq. 27 setting; seed 001 Eq. 5 applied to a client's data as the group),
+// optionally checked against exact retraining without each client.
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "fluence/core/config.hpp"
+#include "fluence/fl/federation.hpp"
+#include "fluence/influence/estimators.hpp"
+#include "fluence/influence/ihvp.hpp"
+#include "fluence/influence/spectrum.hpp"
+
+namespace fluence {
+
+struct InfluenceConfig {
+  HessianScope scope = HessianScope::federated;
+  double damping = 0.0;
+  bool auto_damping = true;
+  IhvpConfig ihvp;
+  bool spectrum = true;
+  RemovalGradient removal_gradient = RemovalGradient::regularized;
+  bool vectors = true;
+  bool retrain = false;
+  bool retrain_full = false;  // retrain_mode = "full"
+
+  static InfluenceConfig from_deck(const Deck& deck);
+};
+
+struct ClientInfluence {
+  double base_test_loss = 0.0;
+  std::vector<double> estimate;  // [clients], every rank
+  std::vector<double> actual;    // [clients] when retrained
+  std::vector<double> retrain_gradient_norm;  // [clients] when retrained
+  double spearman = 0.0, mae = 0.0;           // when retrained
+  std::optional<HessianSpectrum> spectrum;
+  double damping = 0.0;  // the damping the solves used (deck value plus any automatic damping)
+  std::vector<std::int64_t> iterations;  // per solve: federated = s_test then each client's
+  std::vector<double> relative_residual;  // vector; client = each client's vector
+  std::vector<double> local_vectors;     // this rank's clients x parameters, client order
+  int first_local_client = 0;
+  int local_clients = 0;
+};
+
+/// Collective. `theta` should be the trained minimizer; `training` is used for full retraining.
+ClientInfluence client_removal_influence(Federation& federation, const std::vector<double>& theta,
+                                         const InfluenceConfig& config,
+                                         const FederationConfig& training, bool progress);
+
+}  // namespace fluence

@@ -1,0 +1,57 @@
+#pragma once
+// The Hessian of the training objective at a fixed theta, as an operator (docs/math.md §2):
+//   federated scope: H = (1/n) sum_j grad^2 l_j(theta) + (l2 + damping) I   (seed 000 Eq. 1 + L2)
+//   client scope:    H_k = (1/n_k) sum_{j in k} grad^2 l_j(theta) + (l2 + damping) I
+// The federated product is a collective (each client contributes only H_k v, reduced in client
+// order, so the result is bitwise identical for any rank count); the client product touches only
+// that client's data and no other rank.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fluence/fl/federation.hpp"
+
+namespace fluence {
+
+enum class HessianScope { federated, client };
+HessianScope parse_hessian_scope(const std::string& name);
+std::string to_string(HessianScope scope);
+
+class HessianOperator {
+ public:
+  virtual ~HessianOperator() = default;
+
+  virtual std::size_t parameters() const = 0;
+  /// True when apply() and friends are collectives that every rank must call together.
+  virtual bool collective() const = 0;
+  /// out = H v.
+  virtual void apply(const double* v, double* out) = 0;
+  /// out = H_B v, with the data term averaged over `batch` rows drawn uniformly with replacement
+  /// from stream (seed, lissa_sample, key0, key1, scope id): an unbiased estimate of H v (LiSSA).
+  virtual void apply_sampled(const double* v, double* out, int batch, std::uint64_t key0,
+                             std::uint64_t key1) = 0;
+  /// diag(H).
+  virtual void diagonal(std::vector<double>& out) = 0;
+  /// H as a dense p x p row-major matrix (small p only).
+  virtual void dense(std::vector<double>& out) = 0;
+  /// Rows the data term averages over (n or n_k).
+  virtual std::int64_t rows() const = 0;
+
+  double damping() const { return damping_; }
+  void set_damping(double damping) { damping_ = damping; }
+
+ protected:
+  double damping_ = 0.0;
+};
+
+/// Hessian of h over all (included) clients of `federation` at `theta` (kept by reference).
+std::unique_ptr<HessianOperator> make_federated_hessian(Federation& federation,
+                                                        const std::vector<double>& theta);
+/// Hessian of the local objective of one client hosted on this rank (index into
+/// problem.clients) at `theta`.
+std::unique_ptr<HessianOperator> make_client_hessian(Federation& federation,
+                                                     std::size_t local_client,
+                                                     const std::vector<double>& theta);
+
+}  // namespace fluence

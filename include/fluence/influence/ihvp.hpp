@@ -1,0 +1,67 @@
+#pragma once
+// Inverse-Hessian-vector products x = H^{-1} b (docs/math.md §3). Four methods, chosen by
+// `[influence] solver`:
+//   cg       PETSc KSP (CG by default) on a matrix-free MatShell of the Hessian operator, options
+//            prefix "ihvp_", Jacobi preconditioner from the exact diagonal, warm-started across
+//            right-hand sides by an H-orthogonal projection onto earlier solutions;
+//   explicit the dense Hessian, Cholesky-factored once (LAPACK), for small p;
+//   lissa    stochastic Neumann-series estimation (Agarwal et al.; seed 001 Table I "SE");
+//   lowrank  projection onto the top-k eigenpairs from SLEPc (an Arnoldi-style approximation to
+//            compare against: exact only on that subspace).
+// Every solve reports its iterations and the true relative residual ||H x - b|| / ||b||.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fluence/core/config.hpp"
+#include "fluence/influence/hessian_operator.hpp"
+
+namespace fluence {
+
+enum class IhvpMethod { cg, explicit_cholesky, lissa, lowrank };
+IhvpMethod parse_ihvp_method(const std::string& name);
+std::string to_string(IhvpMethod method);
+
+struct LissaConfig {
+  double scale = 0.0;  // 0: 1.5 x the largest eigenvalue estimated by power iteration
+  int depth = 5000;
+  int repeats = 1;
+  int batch = 0;  // rows per stochastic Hessian sample; 0 = the exact Hessian (deterministic)
+  double divergence_limit = 1e8;  // stop when ||h_j|| > limit * ||b|| / scale
+};
+
+struct IhvpConfig {
+  IhvpMethod method = IhvpMethod::cg;
+  double rtol = 1e-10;      // CG: stop when ||b - H x|| <= rtol ||b||
+  int max_iterations = 0;   // CG: 0 = 10 p
+  bool jacobi = true;       // CG: Jacobi preconditioner from diag(H)
+  bool warm_start = true;   // CG: H-orthogonal projection onto earlier solutions
+  int explicit_max_parameters = 6000;
+  LissaConfig lissa;
+  int lowrank_rank = 20;
+  double eigen_tolerance = 1e-8;
+
+  static IhvpConfig from_deck(const Deck& deck);
+};
+
+struct SolveReport {
+  int iterations = 0;
+  double relative_residual = 0.0;  // ||H x - b|| / ||b||, recomputed after the solve
+};
+
+class IhvpSolver {
+ public:
+  virtual ~IhvpSolver() = default;
+  /// x = H^{-1} b (x is overwritten). A collective when the operator is.
+  virtual SolveReport solve(const double* b, double* x) = 0;
+  virtual IhvpMethod method() const = 0;
+};
+
+/// The solver for `config.method` on `hessian` (kept by reference). InputError when the method
+/// does not fit (explicit with p above explicit_max_parameters).
+std::unique_ptr<IhvpSolver> make_ihvp_solver(const IhvpConfig& config, HessianOperator& hessian);
+
+/// ||H x - b|| / ||b|| with one product by the operator (0 when b = 0 and x = 0).
+double relative_residual(HessianOperator& hessian, const double* b, const double* x);
+
+}  // namespace fluence

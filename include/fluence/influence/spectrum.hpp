@@ -1,0 +1,34 @@
+#pragma once
+// Extreme eigenvalues of the Hessian operator with SLEPc (Krylov-Schur on the same MatShell the
+// CG solver uses; options prefix "hessian_"), and top-k eigenpairs for the low-rank IHVP.
+#include <vector>
+
+#include "fluence/influence/hessian_operator.hpp"
+
+namespace fluence {
+
+struct HessianSpectrum {
+  double eigenvalue_min = 0.0;
+  double eigenvalue_max = 0.0;
+  double condition_number = 0.0;  // max / min; inf when min <= 0
+  int iterations = 0;             // SLEPc outer iterations (both solves)
+};
+
+/// Smallest and largest eigenvalues to relative accuracy `tolerance`. RuntimeError if SLEPc does
+/// not converge.
+HessianSpectrum hessian_spectrum(HessianOperator& hessian, double tolerance);
+
+struct Eigenpairs {
+  std::vector<double> values;   // k, descending
+  std::vector<double> vectors;  // k x p row-major, orthonormal
+};
+
+/// The k largest eigenpairs.
+Eigenpairs top_eigenpairs(HessianOperator& hessian, int k, double tolerance);
+
+/// The damping rule for a Hessian that is not safely positive definite (docs/math.md §4): when
+/// lambda_min <= 1e-12 lambda_max, damping = 1e-8 lambda_max - lambda_min makes the damped
+/// Hessian's condition number about 1e8; otherwise 0.
+double damping_for(const HessianSpectrum& spectrum);
+
+}  // namespace fluence

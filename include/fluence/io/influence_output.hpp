@@ -1,0 +1,12 @@
+#pragma once
+#include "fluence/influence/client_influence.hpp"
+#include "fluence/io/results.hpp"
+
+namespace fluence {
+
+/// /influence/*, /hessian/*, /ihvp/* of `fluence influence` (docs/outputs.md). Collective: the
+/// parameter-change vectors are written by the ranks that own the clients.
+void write_influence_output(ResultsFile& file, const FederatedProblem& problem,
+                            const InfluenceConfig& config, const ClientInfluence& result);
+
+}  // namespace fluence

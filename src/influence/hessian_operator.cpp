@@ -1,0 +1,186 @@
+#include "fluence/influence/hessian_operator.hpp"
+
+#include <algorithm>
+
+#include "fluence/core/error.hpp"
+#include "fluence/core/mpi.hpp"
+#include "fluence/core/rng.hpp"
+
+namespace fluence {
+
+HessianScope parse_hessian_scope(const std::string& name) {
+  if (name == "federated") return HessianScope::federated;
+  if (name == "client") return HessianScope::client;
+  throw InputError("unknown Hessian scope '" + name + "' (allowed: federated, client)");
+}
+
+std::string to_string(HessianScope scope) {
+  return scope == HessianScope::federated ? "federated" : "client";
+}
+
+namespace {
+
+// Adds the sampled rows' Hessian-vector products of one client: rows are gathered into a batch so
+// that the product is one pass over contiguous memory.
+void sampled_client_product(const SoftmaxRegression& model, const Client& client,
+                            const std::vector<std::int64_t>& local_rows, const double* theta,
+                            const double* v, double* out, std::vector<double>& batch,
+                            Workspace& work) {
+  const int D = model.features();
+  batch.resize(local_rows.size() * D);
+  for (std::size_t b = 0; b < local_rows.size(); ++b)
+    std::copy_n(client.features() + local_rows[b] * D, D, batch.data() + b * D);
+  model.hessian_vector_sum(batch.data(), local_rows.size(), theta, v, out, work);
+}
+
+class FederatedHessian final : public HessianOperator {
+ public:
+  FederatedHessian(Federation& federation, const std::vector<double>& theta)
+      : federation_(federation), theta_(theta) {}
+
+  std::size_t parameters() const override { return federation_.parameters(); }
+  bool collective() const override { return true; }
+  std::int64_t rows() const override { return federation_.train_rows(); }
+
+  void apply(const double* v, double* out) override {
+    federation_.hessian_vector(theta_, v, out);
+    add_damping(v, out);
+  }
+
+  void apply_sampled(const double* v, double* out, int batch, std::uint64_t key0,
+                     std::uint64_t key1) override {
+    auto& problem = federation_.problem();
+    const std::size_t p = parameters();
+    const auto& model = *problem.model;
+    // Draw global row positions over the included clients (same draws on every rank), then each
+    // rank evaluates the draws that fall on its clients, one summed vector per client.
+    std::vector<std::int64_t> cumulative(problem.client_rows.size() + 1, 0);
+    for (std::size_t k = 0; k < problem.client_rows.size(); ++k)
+      cumulative[k + 1] =
+          cumulative[k] + (federation_.client_included(static_cast<int>(k))
+                               ? static_cast<std::int64_t>(problem.client_rows[k].size())
+                               : 0);
+    const int first = problem.clients.empty() ? 0 : problem.clients.front().id();
+    std::vector<std::vector<std::int64_t>> drawn(problem.clients.size());
+    Stream stream(problem.seed, Purpose::lissa_sample, key0, key1, 0);
+    for (int b = 0; b < batch; ++b) {
+      const auto position =
+          static_cast<std::int64_t>(stream.below(static_cast<std::uint64_t>(cumulative.back())));
+      const auto client = static_cast<int>(
+          std::upper_bound(cumulative.begin(), cumulative.end(), position) - cumulative.begin() - 1);
+      const int local = client - first;
+      if (local >= 0 && local < static_cast<int>(drawn.size()))
+        drawn[local].push_back(position - cumulative[client]);
+    }
+    local_sums_.assign(problem.clients.size() * p, 0.0);
+    for (std::size_t k = 0; k < problem.clients.size(); ++k)
+      if (!drawn[k].empty())
+        sampled_client_product(model, problem.clients[k], drawn[k], theta_.data(), v,
+                               local_sums_.data() + k * p, batch_, work_);
+    ordered_sum(local_sums_, static_cast<int>(problem.clients.size()), static_cast<int>(p),
+                std::span<double>(out, p));
+    const double scale = 1.0 / batch;
+    for (std::size_t j = 0; j < p; ++j) out[j] = out[j] * scale + model.l2() * v[j];
+    add_damping(v, out);
+  }
+
+  void diagonal(std::vector<double>& out) override {
+    federation_.hessian_diagonal(theta_, out);
+    for (auto& value : out) value += damping_;
+  }
+
+  void dense(std::vector<double>& out) override {
+    federation_.explicit_hessian(theta_, out);
+    const std::size_t p = parameters();
+    for (std::size_t j = 0; j < p; ++j) out[j * p + j] += damping_;
+  }
+
+ private:
+  void add_damping(const double* v, double* out) const {
+    if (damping_ == 0.0) return;
+    for (std::size_t j = 0; j < parameters(); ++j) out[j] += damping_ * v[j];
+  }
+
+  Federation& federation_;
+  const std::vector<double>& theta_;
+  std::vector<double> local_sums_, batch_;
+  Workspace work_;
+};
+
+class ClientHessian final : public HessianOperator {
+ public:
+  ClientHessian(Federation& federation, std::size_t local_client, const std::vector<double>& theta)
+      : problem_(federation.problem()),
+        client_(problem_.clients.at(local_client)),
+        model_(*problem_.model),
+        theta_(theta) {
+    if (client_.size() == 0)
+      throw InputError("client " + std::to_string(client_.id()) +
+                       " holds no training rows: its local Hessian is undefined");
+  }
+
+  std::size_t parameters() const override { return model_.parameters(); }
+  bool collective() const override { return false; }
+  std::int64_t rows() const override { return static_cast<std::int64_t>(client_.size()); }
+
+  void apply(const double* v, double* out) override {
+    model_.hessian_vector_sum(client_.features(), client_.size(), theta_.data(), v, out, work_);
+    finish(v, out, 1.0 / static_cast<double>(client_.size()));
+  }
+
+  void apply_sampled(const double* v, double* out, int batch, std::uint64_t key0,
+                     std::uint64_t key1) override {
+    Stream stream(problem_.seed, Purpose::lissa_sample, key0, key1,
+                  static_cast<std::uint64_t>(client_.id()) + 1);
+    drawn_.resize(static_cast<std::size_t>(batch));
+    for (auto& row : drawn_) row = static_cast<std::int64_t>(stream.below(client_.size()));
+    sampled_client_product(model_, client_, drawn_, theta_.data(), v, out, batch_, work_);
+    finish(v, out, 1.0 / batch);
+  }
+
+  void diagonal(std::vector<double>& out) override {
+    out.resize(parameters());
+    model_.hessian_diagonal_sum(client_.features(), client_.size(), theta_.data(), out.data(),
+                                work_);
+    const double scale = 1.0 / static_cast<double>(client_.size());
+    for (auto& value : out) value = value * scale + model_.l2() + damping_;
+  }
+
+  void dense(std::vector<double>& out) override {
+    const std::size_t p = parameters();
+    out.resize(p * p);
+    model_.hessian_sum(client_.features(), client_.size(), theta_.data(), out.data());
+    const double scale = 1.0 / static_cast<double>(client_.size());
+    for (auto& value : out) value *= scale;
+    for (std::size_t j = 0; j < p; ++j) out[j * p + j] += model_.l2() + damping_;
+  }
+
+ private:
+  void finish(const double* v, double* out, double scale) const {
+    const double shift = model_.l2() + damping_;
+    for (std::size_t j = 0; j < parameters(); ++j) out[j] = out[j] * scale + shift * v[j];
+  }
+
+  FederatedProblem& problem_;
+  const Client& client_;
+  const SoftmaxRegression& model_;
+  const std::vector<double>& theta_;
+  std::vector<std::int64_t> drawn_;
+  std::vector<double> batch_;
+  Workspace work_;
+};
+
+}  // namespace
+
+std::unique_ptr<HessianOperator> make_federated_hessian(Federation& federation,
+                                                        const std::vector<double>& theta) {
+  return std::make_unique<FederatedHessian>(federation, theta);
+}
+
+std::unique_ptr<HessianOperator> make_client_hessian(Federation& federation,
+                                                     std::size_t local_client,
+                                                     const std::vector<double>& theta) {
+  return std::make_unique<ClientHessian>(federation, local_client, theta);
+}
+
+}  // namespace fluence

@@ -1,0 +1,353 @@
+#include "fluence/influence/ihvp.hpp"
+
+#include <petscksp.h>
+
+#include <cmath>
+#include <limits>
+
+#include "fluence/core/error.hpp"
+#include "fluence/core/log.hpp"
+#include "fluence/core/rng.hpp"
+#include "fluence/influence/spectrum.hpp"
+#include "hessian_shell.hpp"
+
+extern "C" {
+void dpotrf_(const char* uplo, const int* n, double* a, const int* lda, int* info);
+void dpotrs_(const char* uplo, const int* n, const int* nrhs, const double* a, const int* lda,
+             double* b, const int* ldb, int* info);
+}
+
+namespace fluence {
+
+IhvpMethod parse_ihvp_method(const std::string& name) {
+  if (name == "cg") return IhvpMethod::cg;
+  if (name == "explicit") return IhvpMethod::explicit_cholesky;
+  if (name == "lissa") return IhvpMethod::lissa;
+  if (name == "lowrank") return IhvpMethod::lowrank;
+  throw InputError("unknown IHVP solver '" + name + "' (allowed: cg, explicit, lissa, lowrank)");
+}
+
+std::string to_string(IhvpMethod method) {
+  switch (method) {
+    case IhvpMethod::cg: return "cg";
+    case IhvpMethod::explicit_cholesky: return "explicit";
+    case IhvpMethod::lissa: return "lissa";
+    case IhvpMethod::lowrank: return "lowrank";
+  }
+  return "?";
+}
+
+IhvpConfig IhvpConfig::from_deck(const Deck& deck) {
+  IhvpConfig config;
+  config.method = parse_ihvp_method(deck.string("influence.solver"));
+  config.rtol = deck.real("influence.rtol");
+  config.max_iterations = static_cast<int>(deck.integer("influence.max_iterations"));
+  config.jacobi = deck.string("influence.preconditioner") == "jacobi";
+  config.warm_start = deck.boolean("influence.warm_start");
+  config.explicit_max_parameters = static_cast<int>(deck.integer("influence.explicit_max_parameters"));
+  config.lissa.scale = deck.real("influence.lissa.scale");
+  config.lissa.depth = static_cast<int>(deck.integer("influence.lissa.depth"));
+  config.lissa.repeats = static_cast<int>(deck.integer("influence.lissa.repeats"));
+  config.lissa.batch = static_cast<int>(deck.integer("influence.lissa.batch"));
+  config.lissa.divergence_limit = deck.real("influence.lissa.divergence_limit");
+  config.lowrank_rank = static_cast<int>(deck.integer("influence.lowrank_rank"));
+  config.eigen_tolerance = deck.real("influence.eigen_tolerance");
+  return config;
+}
+
+namespace {
+
+double dot(const double* a, const double* b, std::size_t n) {
+  double s = 0.0;
+  for (std::size_t k = 0; k < n; ++k) s += a[k] * b[k];
+  return s;
+}
+
+double norm(const double* a, std::size_t n) { return std::sqrt(dot(a, a, n)); }
+
+}  // namespace
+
+double relative_residual(HessianOperator& hessian, const double* b, const double* x) {
+  const std::size_t p = hessian.parameters();
+  std::vector<double> hx(p);
+  hessian.apply(x, hx.data());
+  for (std::size_t k = 0; k < p; ++k) hx[k] -= b[k];
+  const double scale = norm(b, p);
+  return scale > 0.0 ? norm(hx.data(), p) / scale : norm(hx.data(), p);
+}
+
+namespace {
+
+// Initial guesses from earlier solves: with x_i = H^{-1} b_i known, the H-orthogonal projection
+// of the new solution onto span{x_i} needs only the b_i (H x_i = b_i), no extra products. The basis
+// is kept H-orthonormal: u_i with H u_i = w_i.
+class SolutionRecycler {
+ public:
+  explicit SolutionRecycler(std::size_t p, std::size_t capacity) : p_(p), capacity_(capacity) {}
+
+  /// x0 = sum_i (u_i . b) u_i, the minimizer of the H-norm error over the span.
+  void initial_guess(const double* b, double* x0) const {
+    std::fill(x0, x0 + p_, 0.0);
+    for (std::size_t i = 0; i < basis_.size(); ++i) {
+      const double c = dot(basis_[i].data(), b, p_);
+      for (std::size_t k = 0; k < p_; ++k) x0[k] += c * basis_[i][k];
+    }
+  }
+
+  void add(const double* x, const double* b) {
+    if (basis_.size() == capacity_) return;
+    std::vector<double> u(x, x + p_), w(b, b + p_);
+    for (std::size_t i = 0; i < basis_.size(); ++i) {
+      const double c = dot(images_[i].data(), x, p_);  // u_i^T H x
+      for (std::size_t k = 0; k < p_; ++k) {
+        u[k] -= c * basis_[i][k];
+        w[k] -= c * images_[i][k];
+      }
+    }
+    const double energy = dot(u.data(), w.data(), p_);  // u^T H u
+    if (!(energy > 1e-12 * std::abs(dot(x, b, p_)))) return;  // (nearly) in the span already
+    const double inverse = 1.0 / std::sqrt(energy);
+    for (std::size_t k = 0; k < p_; ++k) {
+      u[k] *= inverse;
+      w[k] *= inverse;
+    }
+    basis_.push_back(std::move(u));
+    images_.push_back(std::move(w));
+  }
+
+ private:
+  std::size_t p_, capacity_;
+  std::vector<std::vector<double>> basis_, images_;
+};
+
+class KrylovSolver final : public IhvpSolver {
+ public:
+  KrylovSolver(const IhvpConfig& config, HessianOperator& hessian)
+      : hessian_(hessian), shell_(hessian), recycler_(hessian.parameters(), 32), config_(config) {
+    const auto p = static_cast<PetscInt>(hessian.parameters());
+    petsc_check(VecCreateSeqWithArray(PETSC_COMM_SELF, 1, p, nullptr, &rhs_), "VecCreateSeq");
+    petsc_check(VecCreateSeqWithArray(PETSC_COMM_SELF, 1, p, nullptr, &solution_),
+                "VecCreateSeq");
+    petsc_check(KSPCreate(PETSC_COMM_SELF, &ksp_), "KSPCreate");
+    petsc_check(KSPSetOperators(ksp_, shell_.matrix(), shell_.matrix()), "KSPSetOperators");
+    petsc_check(KSPSetType(ksp_, KSPCG), "KSPSetType");
+    PC pc;
+    petsc_check(KSPGetPC(ksp_, &pc), "KSPGetPC");
+    petsc_check(PCSetType(pc, config.jacobi ? PCJACOBI : PCNONE), "PCSetType");
+    // Converge on the true residual ||b - H x|| / ||b||, the quantity every solve reports.
+    petsc_check(KSPSetNormType(ksp_, KSP_NORM_UNPRECONDITIONED), "KSPSetNormType");
+    const PetscInt max_iterations = config.max_iterations > 0 ? config.max_iterations : 10 * p + 100;
+    petsc_check(KSPSetTolerances(ksp_, config.rtol, 0.0, PETSC_DEFAULT, max_iterations),
+                "KSPSetTolerances");
+    petsc_check(KSPSetInitialGuessNonzero(ksp_, PETSC_TRUE), "KSPSetInitialGuessNonzero");
+    petsc_check(KSPSetOptionsPrefix(ksp_, "ihvp_"), "KSPSetOptionsPrefix");
+    petsc_check(KSPSetFromOptions(ksp_), "KSPSetFromOptions");
+    petsc_check(KSPSetUp(ksp_), "KSPSetUp");
+  }
+  ~KrylovSolver() override {
+    KSPDestroy(&ksp_);
+    VecDestroy(&solution_);
+    VecDestroy(&rhs_);
+  }
+
+  IhvpMethod method() const override { return IhvpMethod::cg; }
+
+  SolveReport solve(const double* b, double* x) override {
+    const std::size_t p = hessian_.parameters();
+    SolveReport report;
+    if (norm(b, p) == 0.0) {
+      std::fill(x, x + p, 0.0);
+      return report;
+    }
+    if (config_.warm_start)
+      recycler_.initial_guess(b, x);
+    else
+      std::fill(x, x + p, 0.0);
+    petsc_check(VecPlaceArray(rhs_, b), "VecPlaceArray");
+    petsc_check(VecPlaceArray(solution_, x), "VecPlaceArray");
+    petsc_check(KSPSolve(ksp_, rhs_, solution_), "KSPSolve");
+    petsc_check(VecResetArray(solution_), "VecResetArray");
+    petsc_check(VecResetArray(rhs_), "VecResetArray");
+    PetscInt iterations = 0;
+    petsc_check(KSPGetIterationNumber(ksp_, &iterations), "KSPGetIterationNumber");
+    KSPConvergedReason reason;
+    petsc_check(KSPGetConvergedReason(ksp_, &reason), "KSPGetConvergedReason");
+    report.iterations = static_cast<int>(iterations);
+    report.relative_residual = relative_residual(hessian_, b, x);
+    if (reason < 0)
+      log::warn("IHVP: KSP did not converge ({}) after {} iterations; relative residual {:.3e}",
+                KSPConvergedReasons[reason], iterations, report.relative_residual);
+    if (config_.warm_start) recycler_.add(x, b);
+    return report;
+  }
+
+ private:
+  HessianOperator& hessian_;
+  HessianShell shell_;
+  SolutionRecycler recycler_;
+  IhvpConfig config_;
+  Vec rhs_ = nullptr, solution_ = nullptr;
+  KSP ksp_ = nullptr;
+};
+
+class CholeskySolver final : public IhvpSolver {
+ public:
+  CholeskySolver(const IhvpConfig& config, HessianOperator& hessian) : hessian_(hessian) {
+    const std::size_t p = hessian.parameters();
+    if (p > static_cast<std::size_t>(config.explicit_max_parameters))
+      throw InputError(fmt::format(
+          "influence.solver = \"explicit\" needs the dense {} x {} Hessian ({:.1f} GiB per "
+          "rank), above influence.explicit_max_parameters = {}; use solver = \"cg\" or raise "
+          "the limit",
+          p, p, 8.0 * p * p / (1 << 30), config.explicit_max_parameters));
+    hessian.dense(dense_);
+    factor_ = dense_;
+    const int n = static_cast<int>(p);
+    int info = 0;
+    dpotrf_("L", &n, factor_.data(), &n, &info);
+    if (info != 0)
+      throw RuntimeError(fmt::format(
+          "explicit IHVP: the Hessian is not positive definite (Cholesky failed at pivot {}); "
+          "set influence.damping > 0 or influence.auto_damping = true",
+          info));
+  }
+
+  IhvpMethod method() const override { return IhvpMethod::explicit_cholesky; }
+
+  SolveReport solve(const double* b, double* x) override {
+    const std::size_t p = hessian_.parameters();
+    const int n = static_cast<int>(p), one = 1;
+    std::copy(b, b + p, x);
+    int info = 0;
+    // Column-major "L" of the row-major symmetric matrix is the same factorization.
+    dpotrs_("L", &n, &one, factor_.data(), &n, x, &n, &info);
+    if (info != 0) throw RuntimeError("explicit IHVP: dpotrs failed");
+    SolveReport report;
+    report.iterations = 1;
+    // True residual with the dense matrix itself (a product by the operator would cost a pass
+    // over the data and, federated, a reduction).
+    double residual = 0.0, scale = 0.0;
+    for (std::size_t i = 0; i < p; ++i) {
+      const double r = dot(dense_.data() + i * p, x, p) - b[i];
+      residual += r * r;
+      scale += b[i] * b[i];
+    }
+    report.relative_residual = scale > 0.0 ? std::sqrt(residual / scale) : std::sqrt(residual);
+    return report;
+  }
+
+ private:
+  HessianOperator& hessian_;
+  std::vector<double> dense_, factor_;
+};
+
+// Largest eigenvalue by power iteration from a keyed random start (Rayleigh quotients approach it
+// from below), for LiSSA's scale.
+double largest_eigenvalue_estimate(HessianOperator& hessian, int iterations) {
+  const std::size_t p = hessian.parameters();
+  std::vector<double> v(p), hv(p);
+  Stream stream(0, Purpose::spectrum_start, p);
+  for (auto& value : v) value = stream.normal();
+  double estimate = 0.0;
+  for (int it = 0; it < iterations; ++it) {
+    const double length = norm(v.data(), p);
+    for (auto& value : v) value /= length;
+    hessian.apply(v.data(), hv.data());
+    estimate = dot(v.data(), hv.data(), p);
+    v.swap(hv);
+  }
+  return estimate;
+}
+
+class LissaSolver final : public IhvpSolver {
+ public:
+  LissaSolver(const IhvpConfig& config, HessianOperator& hessian)
+      : hessian_(hessian), config_(config.lissa) {
+    if (config_.scale <= 0.0) {
+      config_.scale = 1.5 * largest_eigenvalue_estimate(hessian, 50);
+      log::info("LiSSA: scale = 1.5 x estimated largest eigenvalue = {:.6g}", config_.scale);
+    }
+  }
+
+  IhvpMethod method() const override { return IhvpMethod::lissa; }
+
+  // Koh & Liang's recursion h_j = b + (I - H_j / scale) h_{j-1}, h_0 = b, so that
+  // h_J / scale -> H^{-1} b when every eigenvalue of H lies in (0, 2 scale); averaged over repeats.
+  SolveReport solve(const double* b, double* x) override {
+    const std::size_t p = hessian_.parameters();
+    std::vector<double> h(p), hh(p);
+    std::fill(x, x + p, 0.0);
+    const double limit = config_.divergence_limit * norm(b, p) / config_.scale;
+    for (int repeat = 0; repeat < config_.repeats; ++repeat) {
+      std::copy(b, b + p, h.begin());
+      for (int step = 0; step < config_.depth; ++step) {
+        if (config_.batch > 0)
+          hessian_.apply_sampled(h.data(), hh.data(), config_.batch, solve_count_ * 1000003ULL +
+                                 static_cast<std::uint64_t>(repeat), static_cast<std::uint64_t>(step));
+        else
+          hessian_.apply(h.data(), hh.data());
+        for (std::size_t k = 0; k < p; ++k) h[k] = b[k] + h[k] - hh[k] / config_.scale;
+        const double size = norm(h.data(), p);
+        if (!std::isfinite(size) || size > limit)
+          throw RuntimeError(fmt::format(
+              "LiSSA diverged at step {} of repeat {} (||h|| = {:.3e}): the scale {:.6g} must "
+              "exceed the largest eigenvalue of the (sampled) Hessian; raise influence.lissa.scale "
+              "or influence.lissa.batch",
+              step + 1, repeat + 1, size, config_.scale));
+      }
+      for (std::size_t k = 0; k < p; ++k) x[k] += h[k] / config_.scale / config_.repeats;
+    }
+    ++solve_count_;
+    SolveReport report;
+    report.iterations = config_.depth * config_.repeats;
+    report.relative_residual = relative_residual(hessian_, b, x);
+    return report;
+  }
+
+ private:
+  HessianOperator& hessian_;
+  LissaConfig config_;
+  std::uint64_t solve_count_ = 0;
+};
+
+class LowRankSolver final : public IhvpSolver {
+ public:
+  LowRankSolver(const IhvpConfig& config, HessianOperator& hessian)
+      : hessian_(hessian),
+        pairs_(top_eigenpairs(hessian, config.lowrank_rank, config.eigen_tolerance)) {}
+
+  IhvpMethod method() const override { return IhvpMethod::lowrank; }
+
+  // x = U diag(1/lambda) U^T b: exact on the span of the top eigenvectors, zero off it.
+  SolveReport solve(const double* b, double* x) override {
+    const std::size_t p = hessian_.parameters();
+    std::fill(x, x + p, 0.0);
+    for (std::size_t i = 0; i < pairs_.values.size(); ++i) {
+      const double* u = pairs_.vectors.data() + i * p;
+      const double c = dot(u, b, p) / pairs_.values[i];
+      for (std::size_t k = 0; k < p; ++k) x[k] += c * u[k];
+    }
+    SolveReport report;
+    report.iterations = static_cast<int>(pairs_.values.size());
+    report.relative_residual = relative_residual(hessian_, b, x);
+    return report;
+  }
+
+ private:
+  HessianOperator& hessian_;
+  Eigenpairs pairs_;
+};
+
+}  // namespace
+
+std::unique_ptr<IhvpSolver> make_ihvp_solver(const IhvpConfig& config, HessianOperator& hessian) {
+  switch (config.method) {
+    case IhvpMethod::cg: return std::make_unique<KrylovSolver>(config, hessian);
+    case IhvpMethod::explicit_cholesky: return std::make_unique<CholeskySolver>(config, hessian);
+    case IhvpMethod::lissa: return std::make_unique<LissaSolver>(config, hessian);
+    case IhvpMethod::lowrank: return std::make_unique<LowRankSolver>(config, hessian);
+  }
+  throw InputError("unknown IHVP solver");
+}
+
+}  // namespace fluence

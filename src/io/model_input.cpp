@@ -1,0 +1,99 @@
+#include "fluence/io/model_input.hpp"
+
+#include <fmt/core.h>
+#include <fmt/ranges.h>
+#include <hdf5.h>
+
+#include <filesystem>
+
+#include "fluence/core/error.hpp"
+#include "fluence/core/mpi.hpp"
+
+namespace fluence {
+
+namespace {
+
+// Fixed-length string array attribute, as ResultsFile writes them.
+std::vector<std::string> read_string_attribute(hid_t set, const char* name) {
+  hid_t attr = H5Aopen(set, name, H5P_DEFAULT);
+  if (attr < 0) return {};
+  hid_t type = H5Aget_type(attr);
+  hid_t space = H5Aget_space(attr);
+  const auto count = static_cast<std::size_t>(H5Sget_simple_extent_npoints(space));
+  const std::size_t length = H5Tget_size(type);
+  std::vector<std::string> values;
+  if (H5Tis_variable_str(type) <= 0) {
+    std::vector<char> packed(count * length + 1, '\0');
+    hid_t memory = H5Tcopy(H5T_C_S1);
+    H5Tset_size(memory, length);
+    if (H5Aread(attr, memory, packed.data()) >= 0)
+      for (std::size_t i = 0; i < count; ++i) {
+        const char* start = packed.data() + i * length;
+        values.emplace_back(start, strnlen(start, length));
+      }
+    H5Tclose(memory);
+  }
+  H5Sclose(space);
+  H5Tclose(type);
+  H5Aclose(attr);
+  return values;
+}
+
+std::vector<double> read_on_root(const std::string& path, const FederatedProblem& problem) {
+  if (!std::filesystem::is_regular_file(path))
+    throw InputError(fmt::format("--model {}: no such file", path));
+  H5E_auto2_t handler;
+  void* data;
+  H5Eget_auto2(H5E_DEFAULT, &handler, &data);
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // report our own messages, not HDF5's stack
+  hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  hid_t set = file >= 0 ? H5Dopen2(file, "/model/theta", H5P_DEFAULT) : -1;
+  H5Eset_auto2(H5E_DEFAULT, handler, data);
+  if (file < 0) throw InputError(fmt::format("--model {}: not an HDF5 file", path));
+  if (set < 0) {
+    H5Fclose(file);
+    throw InputError(fmt::format("--model {}: no /model/theta (not a `fluence train` results file)",
+                                 path));
+  }
+  const auto& model = *problem.model;
+  hid_t space = H5Dget_space(set);
+  hsize_t dims[2] = {0, 0};
+  const int rank = H5Sget_simple_extent_ndims(space);
+  H5Sget_simple_extent_dims(space, dims, nullptr);
+  H5Sclose(space);
+  std::vector<double> theta;
+  std::string problem_text;
+  if (rank != 2 || dims[0] != static_cast<hsize_t>(model.classes()) ||
+      dims[1] != static_cast<hsize_t>(model.features())) {
+    problem_text = fmt::format("/model/theta has shape [{}, {}], the deck's model is [{}, {}]",
+                               dims[0], rank == 2 ? dims[1] : 0, model.classes(), model.features());
+  } else if (read_string_attribute(set, "features") !=
+             problem.encoding.column_names(problem.data.train)) {
+    problem_text = "its encoded feature names differ from the deck's encoding";
+  } else if (read_string_attribute(set, "classes") != problem.data.train.class_names) {
+    problem_text = "its class names differ from the deck's data";
+  } else {
+    theta.resize(model.parameters());
+    if (H5Dread(set, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, theta.data()) < 0)
+      problem_text = "/model/theta cannot be read";
+  }
+  H5Dclose(set);
+  H5Fclose(file);
+  if (!problem_text.empty())
+    throw InputError(fmt::format("--model {}: {}; train it with the same deck", path,
+                                 problem_text));
+  return theta;
+}
+
+}  // namespace
+
+std::vector<double> read_trained_theta(const std::string& path, const FederatedProblem& problem) {
+  std::vector<double> theta(problem.model->parameters());
+  collective_check([&] {
+    if (world_rank() == 0) theta = read_on_root(path, problem);
+  });
+  MPI_Bcast(theta.data(), static_cast<int>(theta.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  return theta;
+}
+
+}  // namespace fluence
