@@ -19,9 +19,9 @@ TrainingResult obtain_model(const CommandLine& command_line, Federation& federat
   if (command_line.model.empty())
     return federation.train(config, [&](const RoundMetrics& m) {
       if (command_line.quiet) return;
-      log::info("round {:>5d}/{}  test loss {:.5f}  test acc {:6.2f}%  elapsed {}  ETA {}",
-                m.round, config.rounds, m.test_loss, 100.0 * m.test_accuracy,
-                format_duration(m.wall_time), format_eta(m.wall_time, m.round, config.rounds));
+      log::info("round {:>5d}/{}  test loss {:.5f}  test acc {:6.2f}%  elapsed {}  ETA {}", m.round,
+                config.rounds, m.test_loss, 100.0 * m.test_accuracy, format_duration(m.wall_time),
+                format_eta(m.wall_time, m.round, config.rounds));
     });
   TrainingResult result;
   result.theta = read_trained_theta(command_line.model, federation.problem());

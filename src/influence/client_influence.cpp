@@ -87,9 +87,9 @@ std::vector<double> local_removal_gradients(Federation& federation,
   return gradients;
 }
 
-void federated_scope(Federation& federation, const InfluenceConfig& config, const std::vector<double>& test_gradient,
-                     const std::vector<double>& gradients, HessianOperator& hessian,
-                     bool progress, ClientInfluence& result) {
+void federated_scope(Federation& federation, const InfluenceConfig& config,
+                     const std::vector<double>& test_gradient, const std::vector<double>& gradients,
+                     HessianOperator& hessian, bool progress, ClientInfluence& result) {
   auto& problem = federation.problem();
   const std::size_t p = federation.parameters();
   const int clients = static_cast<int>(problem.client_rows.size());
@@ -104,11 +104,11 @@ void federated_scope(Federation& federation, const InfluenceConfig& config, cons
   std::vector<double> local_estimates(problem.clients.size());
   for (std::size_t k = 0; k < problem.clients.size(); ++k)
     local_estimates[k] = removal_loss_change(
-        s_test, std::vector<double>(gradients.begin() + static_cast<std::ptrdiff_t>(k * p),
-                                    gradients.begin() + static_cast<std::ptrdiff_t>((k + 1) * p)),
+        s_test,
+        std::vector<double>(gradients.begin() + static_cast<std::ptrdiff_t>(k * p),
+                            gradients.begin() + static_cast<std::ptrdiff_t>((k + 1) * p)),
         n);
-  result.estimate =
-      ordered_allgather(local_estimates, static_cast<int>(problem.clients.size()), 1);
+  result.estimate = ordered_allgather(local_estimates, static_cast<int>(problem.clients.size()), 1);
   if (!config.vectors) return;
   // Each client's parameter change needs a solve with the federated Hessian: every rank takes part
   // (the product is a collective), the owner broadcasts its gradient and keeps the vector.
@@ -117,8 +117,9 @@ void federated_scope(Federation& federation, const InfluenceConfig& config, cons
   for (int id = 0; id < clients; ++id) {
     const int owner = problem.layout->owner(id);
     if (owner == world_rank())
-      std::copy_n(gradients.begin() + static_cast<std::ptrdiff_t>((id - result.first_local_client) * p),
-                  p, rhs.begin());
+      std::copy_n(
+          gradients.begin() + static_cast<std::ptrdiff_t>((id - result.first_local_client) * p), p,
+          rhs.begin());
     MPI_Bcast(rhs.data(), static_cast<int>(p), MPI_DOUBLE, owner, MPI_COMM_WORLD);
     const SolveReport solve = removal_parameter_change(*solver, rhs, n, delta);
     result.iterations.push_back(solve.iterations);
@@ -205,10 +206,8 @@ ClientInfluence client_removal_influence(Federation& federation, const std::vect
   result.damping = config.damping;
   result.first_local_client = problem.layout->first_client(world_rank());
   result.local_clients = static_cast<int>(problem.clients.size());
-  result.local_vectors.assign(config.vectors || config.scope == HessianScope::client
-                                  ? problem.clients.size() * p
-                                  : 0,
-                              0.0);
+  result.local_vectors.assign(
+      config.vectors || config.scope == HessianScope::client ? problem.clients.size() * p : 0, 0.0);
 
   auto hessian = make_federated_hessian(federation, theta);
   hessian->set_damping(result.damping);
@@ -220,14 +219,13 @@ ClientInfluence client_removal_influence(Federation& federation, const std::vect
   const auto gradients = local_removal_gradients(federation, theta, config.removal_gradient);
 
   if (config.scope == HessianScope::federated)
-    federated_scope(federation, config, test_gradient, gradients, *hessian, progress,
-                    result);
+    federated_scope(federation, config, test_gradient, gradients, *hessian, progress, result);
   else
     client_scope(federation, theta, config, test_gradient, gradients, progress, result);
   if (!config.vectors) result.local_vectors.clear();
 
-  if (config.retrain) retrain_without_each_client(federation, theta, config, training, progress,
-                                                  result);
+  if (config.retrain)
+    retrain_without_each_client(federation, theta, config, training, progress, result);
   return result;
 }
 

@@ -29,10 +29,14 @@ IhvpMethod parse_ihvp_method(const std::string& name) {
 
 std::string to_string(IhvpMethod method) {
   switch (method) {
-    case IhvpMethod::cg: return "cg";
-    case IhvpMethod::explicit_cholesky: return "explicit";
-    case IhvpMethod::lissa: return "lissa";
-    case IhvpMethod::lowrank: return "lowrank";
+    case IhvpMethod::cg:
+      return "cg";
+    case IhvpMethod::explicit_cholesky:
+      return "explicit";
+    case IhvpMethod::lissa:
+      return "lissa";
+    case IhvpMethod::lowrank:
+      return "lowrank";
   }
   return "?";
 }
@@ -44,7 +48,8 @@ IhvpConfig IhvpConfig::from_deck(const Deck& deck) {
   config.max_iterations = static_cast<int>(deck.integer("influence.max_iterations"));
   config.jacobi = deck.string("influence.preconditioner") == "jacobi";
   config.warm_start = deck.boolean("influence.warm_start");
-  config.explicit_max_parameters = static_cast<int>(deck.integer("influence.explicit_max_parameters"));
+  config.explicit_max_parameters =
+      static_cast<int>(deck.integer("influence.explicit_max_parameters"));
   config.lissa.scale = deck.real("influence.lissa.scale");
   config.lissa.depth = static_cast<int>(deck.integer("influence.lissa.depth"));
   config.lissa.repeats = static_cast<int>(deck.integer("influence.lissa.repeats"));
@@ -63,7 +68,9 @@ double dot(const double* a, const double* b, std::size_t n) {
   return s;
 }
 
-double norm(const double* a, std::size_t n) { return std::sqrt(dot(a, a, n)); }
+double norm(const double* a, std::size_t n) {
+  return std::sqrt(dot(a, a, n));
+}
 
 }  // namespace
 
@@ -104,7 +111,7 @@ class SolutionRecycler {
         w[k] -= c * images_[i][k];
       }
     }
-    const double energy = dot(u.data(), w.data(), p_);  // u^T H u
+    const double energy = dot(u.data(), w.data(), p_);        // u^T H u
     if (!(energy > 1e-12 * std::abs(dot(x, b, p_)))) return;  // (nearly) in the span already
     const double inverse = 1.0 / std::sqrt(energy);
     for (std::size_t k = 0; k < p_; ++k) {
@@ -126,8 +133,7 @@ class KrylovSolver final : public IhvpSolver {
       : hessian_(hessian), shell_(hessian), recycler_(hessian.parameters(), 32), config_(config) {
     const auto p = static_cast<PetscInt>(hessian.parameters());
     petsc_check(VecCreateSeqWithArray(PETSC_COMM_SELF, 1, p, nullptr, &rhs_), "VecCreateSeq");
-    petsc_check(VecCreateSeqWithArray(PETSC_COMM_SELF, 1, p, nullptr, &solution_),
-                "VecCreateSeq");
+    petsc_check(VecCreateSeqWithArray(PETSC_COMM_SELF, 1, p, nullptr, &solution_), "VecCreateSeq");
     petsc_check(KSPCreate(PETSC_COMM_SELF, &ksp_), "KSPCreate");
     petsc_check(KSPSetOperators(ksp_, shell_.matrix(), shell_.matrix()), "KSPSetOperators");
     petsc_check(KSPSetType(ksp_, KSPCG), "KSPSetType");
@@ -136,7 +142,8 @@ class KrylovSolver final : public IhvpSolver {
     petsc_check(PCSetType(pc, config.jacobi ? PCJACOBI : PCNONE), "PCSetType");
     // Converge on the true residual ||b - H x|| / ||b||, the quantity every solve reports.
     petsc_check(KSPSetNormType(ksp_, KSP_NORM_UNPRECONDITIONED), "KSPSetNormType");
-    const PetscInt max_iterations = config.max_iterations > 0 ? config.max_iterations : 10 * p + 100;
+    const PetscInt max_iterations =
+        config.max_iterations > 0 ? config.max_iterations : 10 * p + 100;
     petsc_check(KSPSetTolerances(ksp_, config.rtol, 0.0, PETSC_DEFAULT, max_iterations),
                 "KSPSetTolerances");
     petsc_check(KSPSetInitialGuessNonzero(ksp_, PETSC_TRUE), "KSPSetInitialGuessNonzero");
@@ -282,8 +289,9 @@ class LissaSolver final : public IhvpSolver {
       std::copy(b, b + p, h.begin());
       for (int step = 0; step < config_.depth; ++step) {
         if (config_.batch > 0)
-          hessian_.apply_sampled(h.data(), hh.data(), config_.batch, solve_count_ * 1000003ULL +
-                                 static_cast<std::uint64_t>(repeat), static_cast<std::uint64_t>(step));
+          hessian_.apply_sampled(h.data(), hh.data(), config_.batch,
+                                 solve_count_ * 1000003ULL + static_cast<std::uint64_t>(repeat),
+                                 static_cast<std::uint64_t>(step));
         else
           hessian_.apply(h.data(), hh.data());
         for (std::size_t k = 0; k < p; ++k) h[k] = b[k] + h[k] - hh[k] / config_.scale;
@@ -342,10 +350,14 @@ class LowRankSolver final : public IhvpSolver {
 
 std::unique_ptr<IhvpSolver> make_ihvp_solver(const IhvpConfig& config, HessianOperator& hessian) {
   switch (config.method) {
-    case IhvpMethod::cg: return std::make_unique<KrylovSolver>(config, hessian);
-    case IhvpMethod::explicit_cholesky: return std::make_unique<CholeskySolver>(config, hessian);
-    case IhvpMethod::lissa: return std::make_unique<LissaSolver>(config, hessian);
-    case IhvpMethod::lowrank: return std::make_unique<LowRankSolver>(config, hessian);
+    case IhvpMethod::cg:
+      return std::make_unique<KrylovSolver>(config, hessian);
+    case IhvpMethod::explicit_cholesky:
+      return std::make_unique<CholeskySolver>(config, hessian);
+    case IhvpMethod::lissa:
+      return std::make_unique<LissaSolver>(config, hessian);
+    case IhvpMethod::lowrank:
+      return std::make_unique<LowRankSolver>(config, hessian);
   }
   throw InputError("unknown IHVP solver");
 }

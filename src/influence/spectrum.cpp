@@ -99,8 +99,8 @@ HessianSpectrum hessian_spectrum(HessianOperator& hessian, double tolerance) {
 Eigenpairs top_eigenpairs(HessianOperator& hessian, int k, double tolerance) {
   const std::size_t p = hessian.parameters();
   if (k < 1 || static_cast<std::size_t>(k) > p)
-    throw InputError(fmt::format("influence.lowrank_rank = {} must be in [1, {}] (the parameters)",
-                                 k, p));
+    throw InputError(
+        fmt::format("influence.lowrank_rank = {} must be in [1, {}] (the parameters)", k, p));
   EigenSolve solve(hessian, EPS_LARGEST_REAL, k, tolerance);
   Eigenpairs pairs;
   pairs.values.resize(static_cast<std::size_t>(k));

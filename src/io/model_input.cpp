@@ -52,8 +52,8 @@ std::vector<double> read_on_root(const std::string& path, const FederatedProblem
   if (file < 0) throw InputError(fmt::format("--model {}: not an HDF5 file", path));
   if (set < 0) {
     H5Fclose(file);
-    throw InputError(fmt::format("--model {}: no /model/theta (not a `fluence train` results file)",
-                                 path));
+    throw InputError(
+        fmt::format("--model {}: no /model/theta (not a `fluence train` results file)", path));
   }
   const auto& model = *problem.model;
   hid_t space = H5Dget_space(set);
@@ -80,8 +80,8 @@ std::vector<double> read_on_root(const std::string& path, const FederatedProblem
   H5Dclose(set);
   H5Fclose(file);
   if (!problem_text.empty())
-    throw InputError(fmt::format("--model {}: {}; train it with the same deck", path,
-                                 problem_text));
+    throw InputError(
+        fmt::format("--model {}: {}; train it with the same deck", path, problem_text));
   return theta;
 }
 

@@ -142,6 +142,30 @@ double SoftmaxRegression::gradient_sum(const double* x, const std::int32_t* y, s
   return loss;
 }
 
+void SoftmaxRegression::probabilities(const double* x, std::size_t rows, const double* theta,
+                                      double* out) const {
+  for (std::size_t start = 0; start < rows; start += kChunkRows) {
+    const std::size_t n = std::min(kChunkRows, rows - start);
+    compute_logits(x + start * features_, n, theta, out + start * classes_);
+    softmax_probabilities(out + start * classes_, n, classes_);
+  }
+}
+
+void SoftmaxRegression::hessian_vector_chunk(const double* x, std::size_t n, const double* p,
+                                             const double* v, double* out, double* a) const {
+  const int C = classes_, D = features_;
+  compute_logits(x, n, v, a);  // a_r = V x_r
+  // Per row, (diag(p) - p p^T) a: the softmax Jacobian applied to the directional logits.
+  for (std::size_t r = 0; r < n; ++r) {
+    double* ar = a + r * C;
+    const double* pr = p + r * C;
+    double mean = 0.0;
+    for (int c = 0; c < C; ++c) mean += pr[c] * ar[c];
+    for (int c = 0; c < C; ++c) ar[c] = pr[c] * (ar[c] - mean);
+  }
+  accumulate_outer(a, x, n, C, D, out);
+}
+
 void SoftmaxRegression::hessian_vector_sum(const double* x, std::size_t rows, const double* theta,
                                            const double* v, double* out, Workspace& work) const {
   const int C = classes_, D = features_;
@@ -150,19 +174,21 @@ void SoftmaxRegression::hessian_vector_sum(const double* x, std::size_t rows, co
   for (std::size_t start = 0; start < rows; start += kChunkRows) {
     const std::size_t n = std::min(kChunkRows, rows - start);
     double* p = work.logits.data();
-    double* a = work.scratch.data();
     compute_logits(x + start * D, n, theta, p);
-    softmax_rows(p, n, C, nullptr);
-    compute_logits(x + start * D, n, v, a);  // a_r = V x_r
-    // Per row, (diag(p) - p p^T) a: the softmax Jacobian applied to the directional logits.
-    for (std::size_t r = 0; r < n; ++r) {
-      double* ar = a + r * C;
-      const double* pr = p + r * C;
-      double mean = 0.0;
-      for (int c = 0; c < C; ++c) mean += pr[c] * ar[c];
-      for (int c = 0; c < C; ++c) ar[c] = pr[c] * (ar[c] - mean);
-    }
-    accumulate_outer(a, x + start * D, n, C, D, out);
+    softmax_probabilities(p, n, C);
+    hessian_vector_chunk(x + start * D, n, p, v, out, work.scratch.data());
+  }
+}
+
+void SoftmaxRegression::hessian_vector_sum_at(const double* x, std::size_t rows,
+                                              const double* probabilities, const double* v,
+                                              double* out, Workspace& work) const {
+  const int C = classes_, D = features_;
+  work.reserve(std::min(rows, kChunkRows), C, 0);
+  std::fill(out, out + parameters(), 0.0);
+  for (std::size_t start = 0; start < rows; start += kChunkRows) {
+    const std::size_t n = std::min(kChunkRows, rows - start);
+    hessian_vector_chunk(x + start * D, n, probabilities + start * C, v, out, work.scratch.data());
   }
 }
 

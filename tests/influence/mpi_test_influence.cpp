@@ -82,7 +82,8 @@ TEST_F(InfluenceMpi, FederatedHessianEqualsPooledDenseHessianAndGradientDifferen
   std::vector<double> x;
   std::vector<std::int32_t> y;
   pooled_rows(problem, {}, x, y);
-  const auto dense = testing::dense_objective_hessian(*problem.model, x.data(), y.size(), theta.data());
+  const auto dense =
+      testing::dense_objective_hessian(*problem.model, x.data(), y.size(), theta.data());
   const auto expected = multiply(dense, v);
   // Same sums grouped per client instead of pooled: rounding-level agreement.
   for (std::size_t k = 0; k < p; ++k) EXPECT_NEAR(hv[k], expected[k], 1e-12) << k;
@@ -116,7 +117,8 @@ TEST_F(InfluenceMpi, ExcludedClientsLeaveThePooledObjectiveOfTheOthers) {
   EXPECT_EQ(federation.train_rows(), static_cast<std::int64_t>(y.size()));
   std::vector<double> dense;
   federation.explicit_hessian(theta, dense);
-  const auto expected = testing::dense_objective_hessian(*problem.model, x.data(), y.size(), theta.data());
+  const auto expected =
+      testing::dense_objective_hessian(*problem.model, x.data(), y.size(), theta.data());
   for (std::size_t k = 0; k < dense.size(); ++k) EXPECT_NEAR(dense[k], expected[k], 1e-12) << k;
   federation.exclude_clients({});
   EXPECT_EQ(federation.train_rows(), problem.total_train_rows);

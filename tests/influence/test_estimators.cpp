@@ -81,7 +81,8 @@ std::vector<double> removal_errors(const RemovalSetup& s, RemovalGradient kind,
     std::vector<std::int32_t> gy, ry;
     s.split(static_cast<std::size_t>(size), gx, gy, rx, ry);
     // Exact retraining: the same objective (mean loss + L2) on the remaining rows.
-    const auto retrained = testing::dense_minimizer(s.model, rx.data(), ry.data(), ry.size(), s.theta);
+    const auto retrained =
+        testing::dense_minimizer(s.model, rx.data(), ry.data(), ry.size(), s.theta);
     group_gradient_sum(s.model, gx.data(), gy.data(), gy.size(), s.theta.data(), kind, gradient,
                        work);
     removal_parameter_change(*solver, gradient, static_cast<std::int64_t>(s.data.rows()), delta);
@@ -172,9 +173,9 @@ TEST(Estimators, TestLossChangeFromSTestEqualsGradientDotParameterChange) {
   const double via_s_test = removal_loss_change(s_test, group_gradient, 2064);
   EXPECT_NEAR(via_s_test, loss_change(test_gradient, delta), 1e-12 * std::abs(via_s_test) + 1e-16);
   // Perturbation is minus the removal of the original plus the addition of the perturbed points.
-  EXPECT_NEAR(perturbation_loss_change(s_test, group_gradient, std::vector<double>(delta.size()),
-                                       2064),
-              -via_s_test, 1e-15);
+  EXPECT_NEAR(
+      perturbation_loss_change(s_test, group_gradient, std::vector<double>(delta.size()), 2064),
+      -via_s_test, 1e-15);
 }
 
 TEST(Estimators, SpearmanAndMeanAbsoluteError) {

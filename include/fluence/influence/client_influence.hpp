@@ -30,15 +30,15 @@ struct InfluenceConfig {
 
 struct ClientInfluence {
   double base_test_loss = 0.0;
-  std::vector<double> estimate;  // [clients], every rank
-  std::vector<double> actual;    // [clients] when retrained
+  std::vector<double> estimate;               // [clients], every rank
+  std::vector<double> actual;                 // [clients] when retrained
   std::vector<double> retrain_gradient_norm;  // [clients] when retrained
   double spearman = 0.0, mae = 0.0;           // when retrained
   std::optional<HessianSpectrum> spectrum;
   double damping = 0.0;  // the damping the solves used (deck value plus any automatic damping)
-  std::vector<std::int64_t> iterations;  // per solve: federated = s_test then each client's
+  std::vector<std::int64_t> iterations;   // per solve: federated = s_test then each client's
   std::vector<double> relative_residual;  // vector; client = each client's vector
-  std::vector<double> local_vectors;     // this rank's clients x parameters, client order
+  std::vector<double> local_vectors;      // this rank's clients x parameters, client order
   int first_local_client = 0;
   int local_clients = 0;
 };

@@ -4,10 +4,12 @@
 //   h(theta) = (1/n) sum_j l~_j(theta),   l~_j = l_j + (l2/2) ||theta||^2,
 // and H its Hessian at the minimizer theta^:
 //   removing group G:           d theta = +(1/n) H^{-1} sum_G grad l~_j        (seed 000 Eq. 3-4, 8
-//                                                                                 with the sign fixed)
-//   perturbing G -> G_beta:     d theta = -(1/n) H^{-1} sum_G grad(l_beta - l)  (seed 000 Eq. 6-7, 9)
-//   change of the test loss:    d L_test = grad L_test^T d theta = s_test^T (...)
-//                               with s_test = H^{-1} grad L_test solved once    (seed 001 Eq. 5, 9-11)
+//                                                                                 with the sign
+//                                                                                 fixed)
+//   perturbing G -> G_beta:     d theta = -(1/n) H^{-1} sum_G grad(l_beta - l)  (seed 000 Eq. 6-7,
+//   9) change of the test loss:    d L_test = grad L_test^T d theta = s_test^T (...)
+//                               with s_test = H^{-1} grad L_test solved once    (seed 001 Eq. 5,
+//                               9-11)
 #include <cstdint>
 #include <string>
 #include <vector>

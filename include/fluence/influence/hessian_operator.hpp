@@ -45,7 +45,8 @@ class HessianOperator {
   double damping_ = 0.0;
 };
 
-/// Hessian of h over all (included) clients of `federation` at `theta` (kept by reference).
+/// Hessian of h over the clients included in `federation` when it is made, at `theta` (kept by
+/// reference; its softmax probabilities are cached, so theta must not change).
 std::unique_ptr<HessianOperator> make_federated_hessian(Federation& federation,
                                                         const std::vector<double>& theta);
 /// Hessian of the local objective of one client hosted on this rank (index into

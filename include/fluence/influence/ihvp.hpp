@@ -32,10 +32,10 @@ struct LissaConfig {
 
 struct IhvpConfig {
   IhvpMethod method = IhvpMethod::cg;
-  double rtol = 1e-10;      // CG: stop when ||b - H x|| <= rtol ||b||
-  int max_iterations = 0;   // CG: 0 = 10 p
-  bool jacobi = true;       // CG: Jacobi preconditioner from diag(H)
-  bool warm_start = true;   // CG: H-orthogonal projection onto earlier solutions
+  double rtol = 1e-10;     // CG: stop when ||b - H x|| <= rtol ||b||
+  int max_iterations = 0;  // CG: 0 = 10 p
+  bool jacobi = true;      // CG: Jacobi preconditioner from diag(H)
+  bool warm_start = true;  // CG: H-orthogonal projection onto earlier solutions
   int explicit_max_parameters = 6000;
   LissaConfig lissa;
   int lowrank_rank = 20;

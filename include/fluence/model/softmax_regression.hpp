@@ -47,6 +47,11 @@ class SoftmaxRegression {
   /// Sum of per-row Hessian-vector products H_r v (overwritten into `out`).
   void hessian_vector_sum(const double* x, std::size_t rows, const double* theta, const double* v,
                           double* out, Workspace& work) const;
+  /// Softmax probabilities at theta, rows x C (what a Hessian at fixed theta can cache).
+  void probabilities(const double* x, std::size_t rows, const double* theta, double* out) const;
+  /// hessian_vector_sum with the probabilities at theta given: one pass less over x.
+  void hessian_vector_sum_at(const double* x, std::size_t rows, const double* probabilities,
+                             const double* v, double* out, Workspace& work) const;
   /// Sum of per-row Hessians, p x p row-major with p = C*D (small p only); exactly symmetric.
   void hessian_sum(const double* x, std::size_t rows, const double* theta, double* out) const;
   /// Diagonal of the sum of per-row Hessians (p values): the Jacobi preconditioner's input.
@@ -65,6 +70,9 @@ class SoftmaxRegression {
  private:
   // logits = x theta^T for `rows` rows (BLAS for large shapes).
   void compute_logits(const double* x, std::size_t rows, const double* theta, double* logits) const;
+  // out += sum over n rows of the row Hessians at probabilities p applied to v (a: n x C scratch).
+  void hessian_vector_chunk(const double* x, std::size_t n, const double* p, const double* v,
+                            double* out, double* a) const;
   void sgd_batch(const double* const* rows_x, const std::int32_t* labels, int batch,
                  double learning_rate, double* theta, Workspace& work) const;
 
