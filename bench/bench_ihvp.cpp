@@ -72,8 +72,8 @@ Timing best_of_three(Work&& work) {
 void run_case(const Case& c, bool explicit_too) {
   FederatedProblem problem = build_problem(Deck::from_string(deck_for(c), "bench"));
   Federation federation(problem);
-  const auto trained = federation.train(FederationConfig::from_deck(
-      Deck::from_string(deck_for(c), "bench")));
+  const auto trained =
+      federation.train(FederationConfig::from_deck(Deck::from_string(deck_for(c), "bench")));
   std::vector<double> rhs;
   federation.test_gradient(trained.theta, rhs);
   const std::size_t p = federation.parameters();
@@ -114,8 +114,10 @@ int main(int argc, char** argv) {
   select_blas_core(argv);
   Environment environment(&argc, &argv);
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
-  log::info("# IHVP s_test = H^-1 grad L_test on {} rank(s); CG: rtol 1e-8, Jacobi; explicit: dense "
-            "Hessian + Cholesky + solve", world_size());
+  log::info(
+      "# IHVP s_test = H^-1 grad L_test on {} rank(s); CG: rtol 1e-8, Jacobi; explicit: dense "
+      "Hessian + Cholesky + solve",
+      world_size());
   log::info("{:>8} {:>8} {:>7} {:>3} {:>10} {:>9} {:>6} {:>9} {}", "n", "p", "D", "C", "HVP s",
             "CG s", "iters", "residual", "explicit s");
   log::info("# p sweep (n = 20000, C = 10)");

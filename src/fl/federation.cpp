@@ -31,74 +31,63 @@ void Federation::exclude_clients(const std::vector<int>& ids) {
   train_rows_ = rows;
 }
 
+void Federation::sum_over_clients(std::span<double> out,
+                                  const std::function<void(std::size_t, double*)>& contribution) {
+  const std::size_t width = out.size();
+  local_buffer_.resize(problem_.clients.size() * width);
+  for (std::size_t k = 0; k < problem_.clients.size(); ++k) {
+    double* sum = local_buffer_.data() + k * width;
+    if (included(k))
+      contribution(k, sum);
+    else
+      std::fill(sum, sum + width, 0.0);
+  }
+  ordered_sum(local_buffer_, static_cast<int>(problem_.clients.size()), static_cast<int>(width),
+              out);
+}
+
 double Federation::objective(const std::vector<double>& theta) {
   const auto& model = *problem_.model;
-  std::vector<double> losses;
-  for (std::size_t k = 0; k < problem_.clients.size(); ++k) {
-    const auto& client = problem_.clients[k];
-    losses.push_back(included(k) ? model
-                                       .loss_sum(client.features(), client.labels().data(),
-                                                 client.size(), theta.data(), work_)
-                                       .loss_sum
-                                 : 0.0);
-  }
   double total = 0.0;
-  ordered_sum(losses, static_cast<int>(losses.size()), 1, std::span<double>(&total, 1));
+  sum_over_clients(std::span<double>(&total, 1), [&](std::size_t k, double* sum) {
+    const auto& client = problem_.clients[k];
+    *sum =
+        model
+            .loss_sum(client.features(), client.labels().data(), client.size(), theta.data(), work_)
+            .loss_sum;
+  });
   return total * inverse_n() + 0.5 * model.l2() * std::pow(norm2(theta), 2);
 }
 
 void Federation::gradient(const std::vector<double>& theta, std::vector<double>& out) {
   const auto& model = *problem_.model;
-  const std::size_t p = parameters();
-  local_buffer_.resize(problem_.clients.size() * p);
-  for (std::size_t k = 0; k < problem_.clients.size(); ++k) {
+  out.resize(parameters());
+  sum_over_clients(out, [&](std::size_t k, double* sum) {
     const auto& client = problem_.clients[k];
-    double* sum = local_buffer_.data() + k * p;
-    if (!included(k)) {
-      std::fill(sum, sum + p, 0.0);
-      continue;
-    }
     model.gradient_sum(client.features(), client.labels().data(), client.size(), theta.data(), sum,
                        work_);
-  }
-  out.resize(p);
-  ordered_sum(local_buffer_, static_cast<int>(problem_.clients.size()), static_cast<int>(p), out);
-  for (std::size_t k = 0; k < p; ++k) out[k] = out[k] * inverse_n() + model.l2() * theta[k];
+  });
+  for (std::size_t k = 0; k < out.size(); ++k)
+    out[k] = out[k] * inverse_n() + model.l2() * theta[k];
 }
 
 void Federation::hessian_vector(const std::vector<double>& theta, const double* v, double* out) {
   const auto& model = *problem_.model;
   const std::size_t p = parameters();
-  local_buffer_.resize(problem_.clients.size() * p);
-  for (std::size_t k = 0; k < problem_.clients.size(); ++k) {
+  sum_over_clients(std::span<double>(out, p), [&](std::size_t k, double* sum) {
     const auto& client = problem_.clients[k];
-    double* sum = local_buffer_.data() + k * p;
-    if (!included(k)) {
-      std::fill(sum, sum + p, 0.0);
-      continue;
-    }
     model.hessian_vector_sum(client.features(), client.size(), theta.data(), v, sum, work_);
-  }
-  ordered_sum(local_buffer_, static_cast<int>(problem_.clients.size()), static_cast<int>(p),
-              std::span<double>(out, p));
+  });
   for (std::size_t k = 0; k < p; ++k) out[k] = out[k] * inverse_n() + model.l2() * v[k];
 }
 
 void Federation::hessian_diagonal(const std::vector<double>& theta, std::vector<double>& out) {
   const auto& model = *problem_.model;
-  const std::size_t p = parameters();
-  local_buffer_.resize(problem_.clients.size() * p);
-  for (std::size_t k = 0; k < problem_.clients.size(); ++k) {
+  out.resize(parameters());
+  sum_over_clients(out, [&](std::size_t k, double* sum) {
     const auto& client = problem_.clients[k];
-    double* sum = local_buffer_.data() + k * p;
-    if (!included(k)) {
-      std::fill(sum, sum + p, 0.0);
-      continue;
-    }
     model.hessian_diagonal_sum(client.features(), client.size(), theta.data(), sum, work_);
-  }
-  out.resize(p);
-  ordered_sum(local_buffer_, static_cast<int>(problem_.clients.size()), static_cast<int>(p), out);
+  });
   for (auto& value : out) value = value * inverse_n() + model.l2();
 }
 

@@ -58,21 +58,12 @@ class FederatedHessian final : public HessianOperator {
     auto& problem = federation_.problem();
     const std::size_t p = parameters();
     const auto& model = *problem.model;
-    local_sums_.resize(problem.clients.size() * p);
-    for (std::size_t k = 0; k < problem.clients.size(); ++k) {
-      double* sum = local_sums_.data() + k * p;
-      if (probabilities_[k].empty()) {  // excluded (or empty) client
-        std::fill(sum, sum + p, 0.0);
-        continue;
-      }
+    federation_.sum_over_clients(std::span<double>(out, p), [&](std::size_t k, double* sum) {
       const auto& client = problem.clients[k];
       model.hessian_vector_sum_at(client.features(), client.size(), probabilities_[k].data(), v,
                                   sum, work_);
-    }
-    ordered_sum(local_sums_, static_cast<int>(problem.clients.size()), static_cast<int>(p),
-                std::span<double>(out, p));
-    const double scale = 1.0 / static_cast<double>(federation_.train_rows());
-    for (std::size_t j = 0; j < p; ++j) out[j] = out[j] * scale + (model.l2() + damping_) * v[j];
+    });
+    finish(v, out, 1.0 / static_cast<double>(federation_.train_rows()));
   }
 
   void apply_sampled(const double* v, double* out, int batch, std::uint64_t key0,
@@ -101,15 +92,14 @@ class FederatedHessian final : public HessianOperator {
       if (local >= 0 && local < static_cast<int>(drawn.size()))
         drawn[local].push_back(position - cumulative[client]);
     }
-    local_sums_.assign(problem.clients.size() * p, 0.0);
-    for (std::size_t k = 0; k < problem.clients.size(); ++k)
-      if (!drawn[k].empty())
-        sampled_client_product(model, problem.clients[k], drawn[k], theta_.data(), v,
-                               local_sums_.data() + k * p, batch_, work_);
-    ordered_sum(local_sums_, static_cast<int>(problem.clients.size()), static_cast<int>(p),
-                std::span<double>(out, p));
-    const double scale = 1.0 / batch;
-    for (std::size_t j = 0; j < p; ++j) out[j] = out[j] * scale + (model.l2() + damping_) * v[j];
+    federation_.sum_over_clients(std::span<double>(out, p), [&](std::size_t k, double* sum) {
+      if (drawn[k].empty())
+        std::fill(sum, sum + p, 0.0);
+      else
+        sampled_client_product(model, problem.clients[k], drawn[k], theta_.data(), v, sum, batch_,
+                               work_);
+    });
+    finish(v, out, 1.0 / batch);
   }
 
   void diagonal(std::vector<double>& out) override {
@@ -124,10 +114,15 @@ class FederatedHessian final : public HessianOperator {
   }
 
  private:
+  void finish(const double* v, double* out, double scale) const {
+    const double shift = federation_.problem().model->l2() + damping_;
+    for (std::size_t j = 0; j < parameters(); ++j) out[j] = out[j] * scale + shift * v[j];
+  }
+
   Federation& federation_;
   const std::vector<double>& theta_;
   std::vector<std::vector<double>> probabilities_;  // per local client, rows x C
-  std::vector<double> local_sums_, batch_;
+  std::vector<double> batch_;
   Workspace work_;
 };
 

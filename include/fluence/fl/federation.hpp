@@ -3,6 +3,7 @@
 // member function is a collective; its result is identical on every rank and does not depend on the
 // number of ranks (client and test-chunk contributions are reduced in id order).
 #include <functional>
+#include <span>
 #include <vector>
 
 #include "fluence/fl/problem.hpp"
@@ -50,6 +51,10 @@ class Federation {
   /// retraining without them); an empty list restores the full federation. Every rank passes the
   /// same ids.
   void exclude_clients(const std::vector<int>& ids);
+  /// out = sum over included clients, in client order, of what `contribution(local index, sum)`
+  /// writes (out.size() values); excluded clients add zero. Collective, rank-count independent.
+  void sum_over_clients(std::span<double> out,
+                        const std::function<void(std::size_t, double*)>& contribution);
   /// n: training rows of the included clients.
   std::int64_t train_rows() const { return train_rows_; }
   bool client_included(int id) const { return included_[static_cast<std::size_t>(id)] != 0; }
