@@ -52,7 +52,6 @@ class FederatedHessian final : public HessianOperator {
 
   std::size_t parameters() const override { return federation_.parameters(); }
   bool collective() const override { return true; }
-  std::int64_t rows() const override { return federation_.train_rows(); }
 
   void apply(const double* v, double* out) override {
     auto& problem = federation_.problem();
@@ -142,7 +141,6 @@ class ClientHessian final : public HessianOperator {
 
   std::size_t parameters() const override { return model_.parameters(); }
   bool collective() const override { return false; }
-  std::int64_t rows() const override { return static_cast<std::int64_t>(client_.size()); }
 
   void apply(const double* v, double* out) override {
     model_.hessian_vector_sum_at(client_.features(), client_.size(), probabilities_.data(), v, out,

@@ -18,7 +18,6 @@ class PooledHessian final : public HessianOperator {
 
   std::size_t parameters() const override { return model_.parameters(); }
   bool collective() const override { return false; }
-  std::int64_t rows() const override { return static_cast<std::int64_t>(rows_); }
 
   void apply(const double* v, double* out) override {
     model_.hessian_vector_sum(x_.data(), rows_, theta_.data(), v, out, work_);

@@ -35,8 +35,6 @@ class HessianOperator {
   virtual void diagonal(std::vector<double>& out) = 0;
   /// H as a dense p x p row-major matrix (small p only).
   virtual void dense(std::vector<double>& out) = 0;
-  /// Rows the data term averages over (n or n_k).
-  virtual std::int64_t rows() const = 0;
 
   double damping() const { return damping_; }
   void set_damping(double damping) { damping_ = damping; }
