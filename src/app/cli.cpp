@@ -31,6 +31,7 @@ const char* kFooter = R"(
 PETSc and SLEPc options come last and pass through to the solvers, e.g.
   mpirun -n 4 fluence train deck.toml --out run1 -log_view -newton_ksp_monitor
   mpirun -n 4 fluence influence deck.toml -ihvp_ksp_monitor -hessian_eps_view
+  mpirun -n 4 fluence fldp deck.toml --model run1/results.h5 -newton_ksp_monitor
 
 Exit codes: 0 success, 1 usage error, 2 bad input (deck, data, output directory), 3 runtime failure.
 Deck keys: inputs/README.md. Output datasets: docs/outputs.md.)";
@@ -87,6 +88,19 @@ CommandLine parse_command_line(int argc, char** argv) {
                         "/model/theta instead of training");
   influence->add_flag("--quiet", result.quiet, "no per-round or per-client progress lines");
 
+  auto* fldp = app.add_subcommand(
+      "fldp",
+      "train (or load --model), then estimate the global model after clients change their "
+      "privacy level eps -> eps' or leave (FLDP-FL, influence functions), against the exact "
+      "expected retrain and re-randomized retrains; write <out>/results.h5");
+  fldp->add_option("deck", result.deck, "input deck (TOML) with [fldp] cases")->required();
+  fldp->add_option("--out", result.out, "output directory (overrides output.dir)");
+  fldp->add_option("--set", result.sets, "override a deck key: section.key=value (repeatable)");
+  fldp->add_option("--model", result.model,
+                   "results.h5 of an earlier `fluence train` with the same deck: use its "
+                   "/model/theta instead of training");
+  fldp->add_flag("--quiet", result.quiet, "no per-round or per-case progress lines");
+
   std::vector<const char*> args;
   args.push_back(argv[0]);
   for (const auto& arg : own_args) args.push_back(arg.c_str());
@@ -103,7 +117,10 @@ CommandLine parse_command_line(int argc, char** argv) {
     }
     return result;
   }
-  result.command = validate->parsed() ? "validate" : influence->parsed() ? "influence" : "train";
+  result.command = validate->parsed()    ? "validate"
+                   : influence->parsed() ? "influence"
+                   : fldp->parsed()      ? "fldp"
+                                         : "train";
   return result;
 }
 
@@ -111,6 +128,7 @@ int run_command(const CommandLine& command_line) {
   try {
     if (command_line.command == "validate") return run_validate(command_line);
     if (command_line.command == "influence") return run_influence(command_line);
+    if (command_line.command == "fldp") return run_fldp(command_line);
     return run_train(command_line);
   } catch (const InputError& error) {
     // Input errors are raised identically (or agreed) on every rank: all ranks exit cleanly.

@@ -6,33 +6,11 @@
 #include "fluence/core/mpi.hpp"
 #include "fluence/influence/client_influence.hpp"
 #include "fluence/io/influence_output.hpp"
-#include "fluence/io/model_input.hpp"
 #include "fluence/io/results.hpp"
 #include "fluence/io/training_output.hpp"
+#include "trained_model.hpp"
 
 namespace fluence::app {
-
-namespace {
-
-TrainingResult obtain_model(const CommandLine& command_line, Federation& federation,
-                            const FederationConfig& config) {
-  if (command_line.model.empty())
-    return federation.train(config, [&](const RoundMetrics& m) {
-      if (command_line.quiet) return;
-      log::info("round {:>5d}/{}  test loss {:.5f}  test acc {:6.2f}%  elapsed {}  ETA {}", m.round,
-                config.rounds, m.test_loss, 100.0 * m.test_accuracy, format_duration(m.wall_time),
-                format_eta(m.wall_time, m.round, config.rounds));
-    });
-  TrainingResult result;
-  result.theta = read_trained_theta(command_line.model, federation.problem());
-  std::tie(result.final_metrics.test_loss, result.final_metrics.test_accuracy) =
-      federation.evaluate_test(result.theta);
-  result.final_metrics.train_loss = federation.objective(result.theta);
-  log::info("model: {} (loaded)", command_line.model);
-  return result;
-}
-
-}  // namespace
 
 int run_influence(const CommandLine& command_line) {
   std::vector<std::string> sets = command_line.sets;
@@ -48,18 +26,7 @@ int run_influence(const CommandLine& command_line) {
             problem.client_rows.size(), world_size(), problem.total_train_rows,
             problem.model->parameters());
   Federation federation(problem);
-  TrainingResult model = obtain_model(command_line, federation, training);
-  std::vector<double> gradient;
-  federation.gradient(model.theta, gradient);
-  model.gradient_norm = norm2(gradient);
-  log::info("model: test loss {:.6f}  test accuracy {:.2f}%  |grad h| {:.3e}",
-            model.final_metrics.test_loss, 100.0 * model.final_metrics.test_accuracy,
-            model.gradient_norm);
-  if (model.gradient_norm > 1e-6)
-    log::warn(
-        "|grad h| = {:.3e}: influence functions assume the exact minimizer; use federation.polish "
-        "= \"newton\" (estimates carry an error of the order of the gradient)",
-        model.gradient_norm);
+  TrainingResult model = obtain_trained_model(command_line, federation, training);
 
   Stopwatch clock;
   const ClientInfluence influence =

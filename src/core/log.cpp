@@ -1,5 +1,6 @@
 #include "fluence/core/log.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -40,6 +41,15 @@ std::string format_duration(double seconds) {
 std::string format_eta(double elapsed, long done, long total) {
   if (done <= 0) return "?";
   return format_duration(elapsed / static_cast<double>(done) * static_cast<double>(total - done));
+}
+
+void ProgressLine::done(long count) {
+  if (!enabled_ || total_ < 2) return;
+  const long every = std::max(1L, total_ / 10);
+  if (count % every != 0 && count != total_) return;
+  const double elapsed = clock_.seconds();
+  log::info("  {} {:>5d}/{}  elapsed {}  ETA {}", what_, count, total_, format_duration(elapsed),
+            format_eta(elapsed, count, total_));
 }
 
 }  // namespace fluence

@@ -18,7 +18,17 @@ double norm2(const std::vector<double>& v) {
 Federation::Federation(FederatedProblem& problem)
     : problem_(problem),
       included_(problem.client_rows.size(), 1),
+      objectives_(problem.clients.size()),
       train_rows_(problem.total_train_rows) {}
+
+void Federation::set_local_objective(std::size_t local_client,
+                                     std::shared_ptr<LocalObjective> objective) {
+  objectives_.at(local_client) = std::move(objective);
+}
+
+void Federation::clear_local_objectives() {
+  for (auto& objective : objectives_) objective.reset();
+}
 
 void Federation::exclude_clients(const std::vector<int>& ids) {
   std::vector<char> included(problem_.client_rows.size(), 1);
@@ -51,6 +61,10 @@ double Federation::objective(const std::vector<double>& theta) {
   double total = 0.0;
   sum_over_clients(std::span<double>(&total, 1), [&](std::size_t k, double* sum) {
     const auto& client = problem_.clients[k];
+    if (objectives_[k]) {
+      *sum = objectives_[k]->loss_sum(theta.data());
+      return;
+    }
     *sum =
         model
             .loss_sum(client.features(), client.labels().data(), client.size(), theta.data(), work_)
@@ -64,6 +78,7 @@ void Federation::gradient(const std::vector<double>& theta, std::vector<double>&
   out.resize(parameters());
   sum_over_clients(out, [&](std::size_t k, double* sum) {
     const auto& client = problem_.clients[k];
+    if (objectives_[k]) return objectives_[k]->gradient_sum(theta.data(), sum);
     model.gradient_sum(client.features(), client.labels().data(), client.size(), theta.data(), sum,
                        work_);
   });
@@ -76,6 +91,7 @@ void Federation::hessian_vector(const std::vector<double>& theta, const double* 
   const std::size_t p = parameters();
   sum_over_clients(std::span<double>(out, p), [&](std::size_t k, double* sum) {
     const auto& client = problem_.clients[k];
+    if (objectives_[k]) return objectives_[k]->hessian_vector_sum(theta.data(), v, sum);
     model.hessian_vector_sum(client.features(), client.size(), theta.data(), v, sum, work_);
   });
   for (std::size_t k = 0; k < p; ++k) out[k] = out[k] * inverse_n() + model.l2() * v[k];
@@ -86,6 +102,7 @@ void Federation::hessian_diagonal(const std::vector<double>& theta, std::vector<
   out.resize(parameters());
   sum_over_clients(out, [&](std::size_t k, double* sum) {
     const auto& client = problem_.clients[k];
+    if (objectives_[k]) return objectives_[k]->hessian_diagonal_sum(theta.data(), sum);
     model.hessian_diagonal_sum(client.features(), client.size(), theta.data(), sum, work_);
   });
   for (auto& value : out) value = value * inverse_n() + model.l2();
@@ -99,7 +116,10 @@ void Federation::explicit_hessian(const std::vector<double>& theta, std::vector<
   chain_sum(static_cast<int>(problem_.clients.size()), out, [&](int k, std::span<double> sum) {
     if (!included(k)) return;
     const auto& client = problem_.clients[k];
-    model.hessian_sum(client.features(), client.size(), theta.data(), client_hessian.data());
+    if (objectives_[k])
+      objectives_[k]->hessian_sum(theta.data(), client_hessian.data());
+    else
+      model.hessian_sum(client.features(), client.size(), theta.data(), client_hessian.data());
     for (std::size_t j = 0; j < p * p; ++j) sum[j] += client_hessian[j];
   });
   for (auto& value : out) value *= inverse_n();
@@ -145,6 +165,13 @@ void Federation::test_gradient(const std::vector<double>& theta, std::vector<dou
 void Federation::fedavg_round(int round, std::vector<double>& theta,
                               const LocalTrainingConfig& config) {
   const std::size_t p = parameters();
+  int replaced = 0;
+  for (const auto& objective : objectives_) replaced |= objective != nullptr;
+  // Collective, so that every rank throws together rather than some waiting in the reduction.
+  MPI_Allreduce(MPI_IN_PLACE, &replaced, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD);
+  if (replaced)
+    throw RuntimeError(
+        "FedAvg cannot train a client whose data term is replaced by a local objective");
   local_buffer_.resize(problem_.clients.size() * p);
   for (std::size_t k = 0; k < problem_.clients.size(); ++k) {
     auto& client = problem_.clients[k];

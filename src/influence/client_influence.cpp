@@ -24,51 +24,6 @@ InfluenceConfig InfluenceConfig::from_deck(const Deck& deck) {
 
 namespace {
 
-// Progress with an ETA for loops over clients (rank 0 prints, about ten lines per loop).
-class ClientProgress {
- public:
-  ClientProgress(const char* what, int total, bool enabled)
-      : what_(what), total_(total), enabled_(enabled) {}
-  void done(int count) {
-    if (!enabled_ || total_ < 2) return;
-    const int every = std::max(1, total_ / 10);
-    if (count % every != 0 && count != total_) return;
-    const double elapsed = clock_.seconds();
-    log::info("  {} {:>5d}/{}  elapsed {}  ETA {}", what_, count, total_, format_duration(elapsed),
-              format_eta(elapsed, count, total_));
-  }
-
- private:
-  const char* what_;
-  int total_;
-  bool enabled_;
-  Stopwatch clock_;
-};
-
-void check_spectrum(HessianOperator& hessian, const InfluenceConfig& config,
-                    ClientInfluence& result) {
-  result.spectrum = hessian_spectrum(hessian, config.ihvp.eigen_tolerance);
-  const auto& spectrum = *result.spectrum;
-  log::info("Hessian spectrum: lambda_min {:.6e}  lambda_max {:.6e}  condition number {:.3e}",
-            spectrum.eigenvalue_min, spectrum.eigenvalue_max, spectrum.condition_number);
-  const double extra = damping_for(spectrum);
-  if (extra == 0.0) return;
-  if (config.auto_damping) {
-    result.damping += extra;
-    hessian.set_damping(result.damping);
-    log::warn(
-        "the Hessian is not positive definite (lambda_min = {:.3e}, lambda_max = {:.3e}): adding "
-        "damping {:.3e} (rule: 1e-8 lambda_max - lambda_min; docs/math.md)",
-        spectrum.eigenvalue_min, spectrum.eigenvalue_max, extra);
-  } else {
-    log::warn(
-        "the Hessian is not positive definite (lambda_min = {:.3e}, lambda_max = {:.3e}); IHVPs "
-        "may fail or be meaningless: set influence.damping >= {:.3e} or influence.auto_damping = "
-        "true",
-        spectrum.eigenvalue_min, spectrum.eigenvalue_max, extra);
-  }
-}
-
 // Every local client's removal gradient sum_k grad l~_j (docs/math.md §1), clients x p.
 std::vector<double> local_removal_gradients(Federation& federation,
                                             const std::vector<double>& theta,
@@ -112,7 +67,7 @@ void federated_scope(Federation& federation, const InfluenceConfig& config,
   if (!config.vectors) return;
   // Each client's parameter change needs a solve with the federated Hessian: every rank takes part
   // (the product is a collective), the owner broadcasts its gradient and keeps the vector.
-  ClientProgress bar("parameter-change vectors", clients, progress);
+  ProgressLine bar("parameter-change vectors", clients, progress);
   std::vector<double> rhs(p), delta;
   for (int id = 0; id < clients; ++id) {
     const int owner = problem.layout->owner(id);
@@ -140,7 +95,7 @@ void client_scope(Federation& federation, const std::vector<double>& theta,
   const std::int64_t n = federation.train_rows();
   const auto local = problem.clients.size();
   std::vector<double> local_estimates(local), local_reports(2 * local), delta;
-  ClientProgress bar("local solves on rank 0", static_cast<int>(local), progress);
+  ProgressLine bar("local solves on rank 0", static_cast<int>(local), progress);
   for (std::size_t k = 0; k < local; ++k) {
     // Seed 000 Table 1: the client inverts only its own Hessian; no other party takes part.
     auto hessian = make_client_hessian(federation, k, theta);
@@ -168,7 +123,7 @@ void retrain_without_each_client(Federation& federation, const std::vector<doubl
                                  const InfluenceConfig& config, const FederationConfig& training,
                                  bool progress, ClientInfluence& result) {
   const int clients = static_cast<int>(federation.problem().client_rows.size());
-  ClientProgress bar("retrained without client", clients, progress);
+  ProgressLine bar("retrained without client", clients, progress);
   result.actual.resize(static_cast<std::size_t>(clients));
   result.retrain_gradient_norm.resize(static_cast<std::size_t>(clients));
   std::vector<double> gradient;
@@ -197,6 +152,30 @@ void retrain_without_each_client(Federation& federation, const std::vector<doubl
 
 }  // namespace
 
+void check_hessian_spectrum(HessianOperator& hessian, const InfluenceConfig& config,
+                            std::optional<HessianSpectrum>& result, double& damping) {
+  result = hessian_spectrum(hessian, config.ihvp.eigen_tolerance);
+  const auto& spectrum = *result;
+  log::info("Hessian spectrum: lambda_min {:.6e}  lambda_max {:.6e}  condition number {:.3e}",
+            spectrum.eigenvalue_min, spectrum.eigenvalue_max, spectrum.condition_number);
+  const double extra = damping_for(spectrum);
+  if (extra == 0.0) return;
+  if (config.auto_damping) {
+    damping += extra;
+    hessian.set_damping(damping);
+    log::warn(
+        "the Hessian is not positive definite (lambda_min = {:.3e}, lambda_max = {:.3e}): adding "
+        "damping {:.3e} (rule: 1e-8 lambda_max - lambda_min; docs/math.md)",
+        spectrum.eigenvalue_min, spectrum.eigenvalue_max, extra);
+  } else {
+    log::warn(
+        "the Hessian is not positive definite (lambda_min = {:.3e}, lambda_max = {:.3e}); IHVPs "
+        "may fail or be meaningless: set influence.damping >= {:.3e} or influence.auto_damping = "
+        "true",
+        spectrum.eigenvalue_min, spectrum.eigenvalue_max, extra);
+  }
+}
+
 ClientInfluence client_removal_influence(Federation& federation, const std::vector<double>& theta,
                                          const InfluenceConfig& config,
                                          const FederationConfig& training, bool progress) {
@@ -211,7 +190,7 @@ ClientInfluence client_removal_influence(Federation& federation, const std::vect
 
   auto hessian = make_federated_hessian(federation, theta);
   hessian->set_damping(result.damping);
-  if (config.spectrum) check_spectrum(*hessian, config, result);
+  if (config.spectrum) check_hessian_spectrum(*hessian, config, result.spectrum, result.damping);
 
   std::vector<double> test_gradient;
   federation.test_gradient(theta, test_gradient);

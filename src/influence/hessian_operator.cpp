@@ -36,13 +36,14 @@ void sampled_client_product(const SoftmaxRegression& model, const Client& client
 class FederatedHessian final : public HessianOperator {
  public:
   // theta is fixed: each included local client's softmax probabilities are computed once, so a
-  // product costs two passes over the client's features instead of three.
+  // product costs two passes over the client's features instead of three. Clients whose data term
+  // is a LocalObjective (FLDP's expected loss) are asked for their products directly.
   FederatedHessian(Federation& federation, const std::vector<double>& theta)
       : federation_(federation), theta_(theta) {
     auto& problem = federation.problem();
     probabilities_.resize(problem.clients.size());
     for (std::size_t k = 0; k < problem.clients.size(); ++k) {
-      if (!federation.included(k)) continue;
+      if (!federation.included(k) || federation.local_objective(k)) continue;
       const auto& client = problem.clients[k];
       probabilities_[k].resize(client.size() * problem.model->classes());
       problem.model->probabilities(client.features(), client.size(), theta.data(),
@@ -59,6 +60,8 @@ class FederatedHessian final : public HessianOperator {
     const auto& model = *problem.model;
     federation_.sum_over_clients(std::span<double>(out, p), [&](std::size_t k, double* sum) {
       const auto& client = problem.clients[k];
+      if (auto* objective = federation_.local_objective(k))
+        return objective->hessian_vector_sum(theta_.data(), v, sum);
       model.hessian_vector_sum_at(client.features(), client.size(), probabilities_[k].data(), v,
                                   sum, work_);
     });
@@ -94,6 +97,9 @@ class FederatedHessian final : public HessianOperator {
     federation_.sum_over_clients(std::span<double>(out, p), [&](std::size_t k, double* sum) {
       if (drawn[k].empty())
         std::fill(sum, sum + p, 0.0);
+      else if (auto* objective = federation_.local_objective(k))
+        objective->sampled_hessian_vector_sum(theta_.data(), drawn[k].data(), drawn[k].size(), v,
+                                              sum);
       else
         sampled_client_product(model, problem.clients[k], drawn[k], theta_.data(), v, sum, batch_,
                                work_);
@@ -190,7 +196,70 @@ class ClientHessian final : public HessianOperator {
   Workspace work_;
 };
 
+class FirstBlockHessian final : public HessianOperator {
+ public:
+  FirstBlockHessian(std::unique_ptr<HessianOperator> base, int classes)
+      : base_(std::move(base)),
+        classes_(classes),
+        block_(base_->parameters() / static_cast<std::size_t>(classes)),
+        in_(base_->parameters(), 0.0),
+        out_(base_->parameters()) {}
+
+  std::size_t parameters() const override { return base_->parameters(); }
+  bool collective() const override { return base_->collective(); }
+
+  void apply(const double* v, double* out) override {
+    for_each_block(v, out, [&](const double* in, double* result) { base_->apply(in, result); });
+  }
+
+  void apply_sampled(const double* v, double* out, int batch, std::uint64_t key0,
+                     std::uint64_t key1) override {
+    // The same draws for every block: one sampled H_00 applied to each class row.
+    for_each_block(v, out, [&](const double* in, double* result) {
+      base_->apply_sampled(in, result, batch, key0, key1);
+    });
+  }
+
+  void diagonal(std::vector<double>& out) override {
+    base_->diagonal(out);
+    for (int c = 1; c < classes_; ++c)
+      std::copy_n(out.begin(), block_, out.begin() + static_cast<std::ptrdiff_t>(c * block_));
+  }
+
+  void dense(std::vector<double>& out) override {
+    std::vector<double> full;
+    base_->dense(full);
+    const std::size_t p = parameters();
+    out.assign(p * p, 0.0);
+    for (int c = 0; c < classes_; ++c)
+      for (std::size_t i = 0; i < block_; ++i)
+        std::copy_n(full.begin() + static_cast<std::ptrdiff_t>(i * p), block_,
+                    out.begin() + static_cast<std::ptrdiff_t>((c * block_ + i) * p + c * block_));
+  }
+
+ private:
+  // out_c = H_00 v_c: v_c placed in block 0 of a zero vector, block 0 of the product kept.
+  template <class Product>
+  void for_each_block(const double* v, double* out, Product&& product) {
+    for (int c = 0; c < classes_; ++c) {
+      std::copy_n(v + c * block_, block_, in_.begin());
+      product(in_.data(), out_.data());
+      std::copy_n(out_.begin(), block_, out + c * block_);
+    }
+  }
+
+  std::unique_ptr<HessianOperator> base_;
+  int classes_;
+  std::size_t block_;
+  std::vector<double> in_, out_;
+};
+
 }  // namespace
+
+std::unique_ptr<HessianOperator> make_first_block_hessian(std::unique_ptr<HessianOperator> base,
+                                                          int classes) {
+  return std::make_unique<FirstBlockHessian>(std::move(base), classes);
+}
 
 std::unique_ptr<HessianOperator> make_federated_hessian(Federation& federation,
                                                         const std::vector<double>& theta) {

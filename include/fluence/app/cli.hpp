@@ -6,7 +6,7 @@
 namespace fluence::app {
 
 struct CommandLine {
-  std::string command;  // "train", "validate", "influence"
+  std::string command;  // "train", "validate", "influence", "fldp"
   std::string deck;
   std::string out;                // --out overrides output.dir
   std::string model;              // influence --model results.h5
@@ -29,6 +29,7 @@ int run_command(const CommandLine& command_line);
 int run_validate(const CommandLine& command_line);
 int run_train(const CommandLine& command_line);
 int run_influence(const CommandLine& command_line);
+int run_fldp(const CommandLine& command_line);
 
 /// Exit codes (documented in README.md).
 inline constexpr int kExitUsage = 1;

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <string>
+#include <utility>
 
 namespace fluence::log {
 
@@ -35,6 +36,21 @@ class Stopwatch {
 
  private:
   std::chrono::steady_clock::time_point start_;
+};
+
+/// Progress of a loop with an ETA, about ten lines per loop (rank 0 prints).
+class ProgressLine {
+ public:
+  ProgressLine(std::string what, long total, bool enabled)
+      : what_(std::move(what)), total_(total), enabled_(enabled) {}
+  /// `count` of the total steps are done.
+  void done(long count);
+
+ private:
+  std::string what_;
+  long total_;
+  bool enabled_;
+  Stopwatch clock_;
 };
 
 /// Estimated time remaining after `done` of `total` steps taking `elapsed` seconds, as "1m05s".

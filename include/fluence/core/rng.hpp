@@ -19,6 +19,8 @@ enum class Purpose : std::uint64_t {
   row_subsample = 7,
   lissa_sample = 8,
   spectrum_start = 9,
+  fldp_rerandomization = 10,
+  fldp_expectation_sample = 11,
 };
 
 class Stream {

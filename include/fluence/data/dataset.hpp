@@ -61,6 +61,8 @@ class Encoding {
               const std::int32_t* categorical, double* out) const;
   void encode_all(const Table& table, double* out) const;
 
+  /// First encoded column of the one-hot block of categorical column `column`.
+  int categorical_offset(int column) const { return categorical_offset_[column]; }
   const std::vector<double>& means() const { return mean_; }
   const std::vector<double>& scales() const { return scale_; }
 

@@ -3,9 +3,11 @@
 // member function is a collective; its result is identical on every rank and does not depend on the
 // number of ranks (client and test-chunk contributions are reduced in id order).
 #include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
+#include "fluence/fl/local_objective.hpp"
 #include "fluence/fl/problem.hpp"
 
 namespace fluence {
@@ -55,6 +57,14 @@ class Federation {
   /// writes (out.size() values); excluded clients add zero. Collective, rank-count independent.
   void sum_over_clients(std::span<double> out,
                         const std::function<void(std::size_t, double*)>& contribution);
+  /// Replaces the data term of a client hosted on this rank (index into problem.clients) by
+  /// `objective` in every objective, gradient and Hessian, until cleared (nullptr). FedAvg rounds
+  /// refuse to run while any client has one (they need rows to train on).
+  void set_local_objective(std::size_t local_client, std::shared_ptr<LocalObjective> objective);
+  void clear_local_objectives();
+  LocalObjective* local_objective(std::size_t local_client) const {
+    return objectives_[local_client].get();
+  }
   /// n: training rows of the included clients.
   std::int64_t train_rows() const { return train_rows_; }
   bool client_included(int id) const { return included_[static_cast<std::size_t>(id)] != 0; }
@@ -74,7 +84,8 @@ class Federation {
   double inverse_n() const { return 1.0 / static_cast<double>(train_rows_); }
 
   FederatedProblem& problem_;
-  std::vector<char> included_;  // per client id
+  std::vector<char> included_;                               // per client id
+  std::vector<std::shared_ptr<LocalObjective>> objectives_;  // per local client, usually null
   std::int64_t train_rows_ = 0;
   Workspace work_;
   std::vector<double> local_buffer_;

@@ -43,6 +43,11 @@ struct ClientInfluence {
   int local_clients = 0;
 };
 
+/// Extreme eigenvalues of `hessian` (logged); when it is not safely positive definite, adds the
+/// documented damping to `damping` and the operator if config.auto_damping, else warns.
+void check_hessian_spectrum(HessianOperator& hessian, const InfluenceConfig& config,
+                            std::optional<HessianSpectrum>& spectrum, double& damping);
+
 /// Collective. `theta` should be the trained minimizer; `training` is used for full retraining.
 ClientInfluence client_removal_influence(Federation& federation, const std::vector<double>& theta,
                                          const InfluenceConfig& config,

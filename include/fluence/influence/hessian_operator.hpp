@@ -53,4 +53,11 @@ std::unique_ptr<HessianOperator> make_client_hessian(Federation& federation,
                                                      std::size_t local_client,
                                                      const std::vector<double>& theta);
 
+/// Seed 000 code's Hessian (FLDP-FL, issue "b"): the first class's diagonal block H_00 of `base`
+/// applied to every class row, block-diagonal. For two classes H_00 = H_11, so this is the
+/// block-diagonal approximation; the cross-class blocks are dropped. Each product costs `classes`
+/// products by `base`. Damping is the base operator's.
+std::unique_ptr<HessianOperator> make_first_block_hessian(std::unique_ptr<HessianOperator> base,
+                                                          int classes);
+
 }  // namespace fluence

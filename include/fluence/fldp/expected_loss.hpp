@@ -1,0 +1,102 @@
+#pragma once
+// The expected loss of one client's data after re-randomizing some attributes under new privacy
+// levels eps' (seed 000 Eq. 15, 18), as a function of theta:
+//   E[l(z_eps', theta)] = sum_{f_x in F_x} p_{f_x} l(z_{f_x}, theta),
+// where F_x is the Cartesian product of the changed attributes' values, p_{f_x} the product of
+// k-RR probabilities from the ORIGINAL values (keep e^eps'/(d-1+e^eps'), else 1/(d-1+e^eps')), and
+// z_{f_x} equals the client's randomized point z~ except in the changed attributes.
+//
+// Two exact reductions keep this cheap (docs/math.md §4):
+//  - the label enters the cross-entropy linearly, so its expectation is a soft target q (the k-RR
+//    distribution of the original label): E_y l(x, y) = lse(theta x) - q . theta x. Only the
+//    changed *features* are enumerated;
+//  - a changed categorical feature moves only its one-hot block, so theta x_{f_x} is the logit of
+//    the base row (changed blocks zeroed) plus one column of theta per changed attribute. Every
+//    kernel is a GEMM over the base rows plus O(C F) work per combination; no expanded rows are
+//    stored.
+// Above `enumeration_limit` combinations the feature expectation is a Monte-Carlo average over
+// `samples` draws per row from the k-RR mechanism itself (unbiased; the label stays exact). The
+// draws are split into `batches` independent batches whose spread gives a standard error.
+#include <cstdint>
+#include <vector>
+
+#include "fluence/fl/client.hpp"
+#include "fluence/fl/local_objective.hpp"
+#include "fluence/model/softmax_regression.hpp"
+
+namespace fluence {
+
+struct ChangedAttribute {
+  int column = -1;      // column in Table::categorical; -1 = the label
+  int domain = 2;       // number of values d_f
+  int offset = 0;       // first encoded column of the one-hot block (features only)
+  double epsilon = 1.;  // the new eps'; +inf keeps the original value
+};
+
+struct ExpectationConfig {
+  std::uint64_t enumeration_limit = 4096;  // largest |F_x| over the changed features enumerated
+  int samples = 64;                        // Monte-Carlo draws per row above the limit
+  int batches = 8;                         // independent batches of draws (standard error)
+};
+
+class ExpectedLoss final : public LocalObjective {
+ public:
+  /// `client` supplies z~ (features and labels as trained) and the original values; `seed` and
+  /// `key` select the Monte-Carlo streams (seed, fldp_expectation_sample, global row, key).
+  ExpectedLoss(const SoftmaxRegression& model, const Client& client,
+               const std::vector<ChangedAttribute>& changed, const ExpectationConfig& config,
+               std::uint64_t seed, std::uint64_t key);
+
+  bool exact() const { return exact_; }
+  /// |F_x| when exact, else the draws per row.
+  std::size_t combinations() const { return exact_ ? combos_ : samples_; }
+  /// Monte-Carlo batches (1 when exact).
+  int batches() const { return exact_ ? 1 : batches_; }
+  std::size_t rows() const { return rows_; }
+
+  double loss_sum(const double* theta) override;
+  void gradient_sum(const double* theta, double* out) override;
+  /// The gradient from Monte-Carlo batch `batch` alone (an independent unbiased estimate); when
+  /// exact, the gradient.
+  void batch_gradient_sum(const double* theta, int batch, double* out);
+  void hessian_vector_sum(const double* theta, const double* v, double* out) override;
+  void sampled_hessian_vector_sum(const double* theta, const std::int64_t* rows, std::size_t count,
+                                  const double* v, double* out) override;
+  void hessian_diagonal_sum(const double* theta, double* out) override;
+  void hessian_sum(const double* theta, double* out) override;
+
+ private:
+  struct Feature {
+    int offset, domain;
+    double epsilon;
+    double keep, other;  // k-RR probabilities of reporting the original / one other value
+  };
+  // Calls visit(weight, values) for each combination of row r (values: one per changed feature).
+  template <class Visit>
+  void for_each_combination(std::size_t r, int batch, Visit&& visit) const;
+  // Value loss (and gradient into `gradient` when not null) over rows, draws from `batch` (-1 =
+  // all).
+  double evaluate(const double* theta, double* gradient, int batch);
+  void hessian_vector_rows(const double* theta, const std::int64_t* ids, std::size_t count,
+                           const double* v, double* out);
+  const double* gather(const std::int64_t* ids, std::size_t first, std::size_t count);
+  double combination_logits(const double* base_logits, const double* theta, const std::int32_t* values,
+                             double* logits) const;
+
+  const SoftmaxRegression& model_;
+  int D_, C_;
+  std::size_t rows_;
+  std::vector<Feature> features_;
+  std::vector<double> base_;             // rows x D: z~ encoded, changed one-hot blocks zeroed
+  std::vector<std::int32_t> original_;   // rows x F: original values of the changed features
+  std::vector<double> targets_;          // rows x C: soft label q (or one-hot of the z~ label)
+  bool exact_ = true;
+  std::size_t combos_ = 1;
+  std::vector<std::int32_t> combo_values_;  // combos x F (exact)
+  int samples_ = 0, batches_ = 1;
+  std::vector<std::int32_t> sample_values_;  // rows x samples x F (Monte Carlo)
+  // Scratch, sized once.
+  std::vector<double> chunk_, logits_, second_, accumulated_, z_, u_;
+};
+
+}  // namespace fluence

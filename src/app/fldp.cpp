@@ -1,0 +1,46 @@
+// fluence fldp DECK: parse -> build the federation -> train (or --model) -> for each case, the
+// FLDP-FL estimate of the model after clients change eps -> eps' or leave (seed 000), against the
+// exact expected retrain and re-randomized retrains -> write <out>/results.h5.
+#include "fluence/app/cli.hpp"
+#include "fluence/core/config.hpp"
+#include "fluence/core/log.hpp"
+#include "fluence/core/mpi.hpp"
+#include "fluence/fldp/fldp.hpp"
+#include "fluence/io/fldp_output.hpp"
+#include "fluence/io/results.hpp"
+#include "fluence/io/training_output.hpp"
+#include "trained_model.hpp"
+
+namespace fluence::app {
+
+int run_fldp(const CommandLine& command_line) {
+  std::vector<std::string> sets = command_line.sets;
+  if (!command_line.out.empty()) sets.push_back("output.dir=\"" + command_line.out + "\"");
+  Deck deck = Deck::from_file(command_line.deck, sets);
+  const std::string out_dir = deck.string("output.dir");
+  const InfluenceConfig influence = InfluenceConfig::from_deck(deck);
+  const FederationConfig training = FederationConfig::from_deck(deck);
+  prepare_output_directory(out_dir);
+
+  FederatedProblem problem = build_problem(deck);
+  const FldpConfig config = FldpConfig::from_deck(deck, problem.ldp);
+  log::info("fluence fldp: {} clients on {} rank(s), {} training rows, {} parameters, {} case(s)",
+            problem.client_rows.size(), world_size(), problem.total_train_rows,
+            problem.model->parameters(), config.cases.size());
+  Federation federation(problem);
+  TrainingResult model = obtain_trained_model(command_line, federation, training);
+
+  Stopwatch clock;
+  const FldpResult result =
+      run_fldp(federation, model.theta, influence, config, training, !command_line.quiet);
+  log::info("fldp: {} case(s) in {}", result.cases.size(), format_duration(clock.seconds()));
+
+  ResultsFile file(out_dir);
+  write_run_attributes(file, command_line.invocation, deck.integer("seed"), deck.resolved_toml());
+  write_training_output(file, problem, model);
+  write_fldp_output(file, problem, influence, config, result);
+  log::info("results: {}", file.commit());
+  return 0;
+}
+
+}  // namespace fluence::app

@@ -1,0 +1,337 @@
+#include "fluence/fldp/expected_loss.hpp"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "fluence/core/error.hpp"
+#include "fluence/core/rng.hpp"
+#include "fluence/privacy/randomized_response.hpp"
+
+namespace fluence {
+
+namespace {
+
+constexpr std::size_t kChunkRows = 256;
+
+// Softmax of z (C values) in place; returns log-sum-exp of the input.
+double softmax_in_place(double* z, int C) {
+  double top = z[0];
+  for (int k = 1; k < C; ++k) top = std::max(top, z[k]);
+  double sum = 0.0;
+  for (int k = 0; k < C; ++k) {
+    z[k] = std::exp(z[k] - top);
+    sum += z[k];
+  }
+  const double inverse = 1.0 / sum;
+  for (int k = 0; k < C; ++k) z[k] *= inverse;
+  return top + std::log(sum);
+}
+
+// out (m x C) = x (m x D) theta^T, theta C x D.
+void row_logits(const double* x, std::size_t m, int D, int C, const double* theta, double* out) {
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), C, D, 1.0, x, D, theta,
+              D, 0.0, out, C);
+}
+
+// out (C x D) += a^T (C x m) x (m x D).
+void add_outer(const double* a, const double* x, std::size_t m, int D, int C, double* out) {
+  cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, D, static_cast<int>(m), 1.0, a, C, x, D,
+              1.0, out, D);
+}
+
+}  // namespace
+
+ExpectedLoss::ExpectedLoss(const SoftmaxRegression& model, const Client& client,
+                           const std::vector<ChangedAttribute>& changed,
+                           const ExpectationConfig& config, std::uint64_t seed, std::uint64_t key)
+    : model_(model), D_(model.features()), C_(model.classes()), rows_(client.size()) {
+  const std::size_t n = rows_;
+  base_.assign(client.features(), client.features() + n * D_);
+  targets_.assign(n * C_, 0.0);
+  for (std::size_t r = 0; r < n; ++r) targets_[r * C_ + client.labels()[r]] = 1.0;
+  const std::size_t nc = n == 0 ? 0 : client.original_categorical().size() / n;
+  std::vector<int> columns;
+  for (const auto& attribute : changed) {
+    const double keep = rr_keep_probability(attribute.epsilon, attribute.domain);
+    const double other = attribute.domain > 1 ? (1.0 - keep) / (attribute.domain - 1) : 0.0;
+    if (attribute.column < 0) {
+      // Soft target: the k-RR distribution of the original label (seed 000 Eq. 15 for the label).
+      for (std::size_t r = 0; r < n; ++r) {
+        std::fill_n(targets_.begin() + r * C_, C_, other);
+        targets_[r * C_ + client.original_labels()[r]] = keep;
+      }
+      continue;
+    }
+    features_.push_back({attribute.offset, attribute.domain, attribute.epsilon, keep, other});
+    columns.push_back(attribute.column);
+    for (std::size_t r = 0; r < n; ++r)
+      std::fill_n(base_.begin() + r * D_ + attribute.offset, attribute.domain, 0.0);
+  }
+  const std::size_t F = features_.size();
+  original_.resize(n * F);
+  for (std::size_t r = 0; r < n; ++r)
+    for (std::size_t f = 0; f < F; ++f)
+      original_[r * F + f] = client.original_categorical()[r * nc + columns[f]];
+
+  // |F_x|, saturating, to decide between enumeration and sampling.
+  std::uint64_t product = 1;
+  for (const auto& feature : features_)
+    product = product > config.enumeration_limit ? product : product * feature.domain;
+  exact_ = product <= config.enumeration_limit;
+  if (exact_) {
+    combos_ = product;
+    combo_values_.resize(combos_ * F);
+    for (std::size_t c = 0; c < combos_; ++c) {
+      std::size_t index = c;  // mixed radix, the last feature fastest
+      for (std::size_t f = F; f-- > 0;) {
+        combo_values_[c * F + f] = static_cast<std::int32_t>(index % features_[f].domain);
+        index /= features_[f].domain;
+      }
+    }
+  } else {
+    if (config.samples < config.batches || config.samples % config.batches != 0)
+      throw InputError("fldp.monte_carlo_samples must be a positive multiple of "
+                       "fldp.monte_carlo_batches");
+    samples_ = config.samples;
+    batches_ = config.batches;
+    sample_values_.resize(n * samples_ * F);
+    for (std::size_t r = 0; r < n; ++r) {
+      // One stream per (row, key): the draws do not depend on the rank or on the other rows.
+      Stream stream(seed, Purpose::fldp_expectation_sample,
+                    static_cast<std::uint64_t>(client.rows()[r]), key);
+      for (int s = 0; s < samples_; ++s)
+        for (std::size_t f = 0; f < F; ++f)
+          sample_values_[(r * samples_ + s) * F + f] = randomize_value(
+              original_[r * F + f], features_[f].domain, features_[f].epsilon, stream);
+    }
+  }
+  chunk_.resize(kChunkRows * D_);
+  logits_.resize(kChunkRows * C_);
+  second_.resize(kChunkRows * C_);
+  accumulated_.resize(kChunkRows * C_);
+  z_.resize(C_);
+  u_.resize(C_);
+}
+
+template <class Visit>
+void ExpectedLoss::for_each_combination(std::size_t r, int batch, Visit&& visit) const {
+  const std::size_t F = features_.size();
+  if (exact_) {
+    const std::int32_t* original = original_.data() + r * F;
+    for (std::size_t c = 0; c < combos_; ++c) {
+      const std::int32_t* values = combo_values_.data() + c * F;
+      double weight = 1.0;
+      for (std::size_t f = 0; f < F; ++f)
+        weight *= values[f] == original[f] ? features_[f].keep : features_[f].other;
+      if (weight != 0.0) visit(weight, values);  // eps' = inf: only the original value
+    }
+    return;
+  }
+  const int per_batch = samples_ / batches_;
+  const int first = batch < 0 ? 0 : batch * per_batch;
+  const int end = batch < 0 ? samples_ : first + per_batch;
+  const double weight = 1.0 / (end - first);
+  for (int s = first; s < end; ++s)
+    visit(weight, sample_values_.data() + (r * samples_ + s) * F);
+}
+
+double ExpectedLoss::combination_logits(const double* base_logits, const double* theta,
+                                        const std::int32_t* values, double* logits) const {
+  for (int k = 0; k < C_; ++k) {
+    double z = base_logits[k];
+    for (std::size_t f = 0; f < features_.size(); ++f)
+      z += theta[static_cast<std::size_t>(k) * D_ + features_[f].offset + values[f]];
+    logits[k] = z;
+  }
+  return softmax_in_place(logits, C_);
+}
+
+double ExpectedLoss::evaluate(const double* theta, double* gradient, int batch) {
+  const std::size_t p = model_.parameters();
+  if (gradient) std::fill(gradient, gradient + p, 0.0);
+  double loss = 0.0;
+  double* z = z_.data();
+  for (std::size_t first = 0; first < rows_; first += kChunkRows) {
+    const std::size_t m = std::min(kChunkRows, rows_ - first);
+    const double* x = base_.data() + first * D_;
+    row_logits(x, m, D_, C_, theta, logits_.data());
+    std::fill_n(accumulated_.begin(), m * C_, 0.0);
+    for (std::size_t i = 0; i < m; ++i) {
+      const std::size_t r = first + i;
+      const double* q = targets_.data() + r * C_;
+      double* a_row = accumulated_.data() + i * C_;
+      for_each_combination(r, batch, [&](double weight, const std::int32_t* values) {
+        double target_logit = 0.0;
+        for (int k = 0; k < C_; ++k) target_logit += q[k] * logits_[i * C_ + k];
+        for (std::size_t f = 0; f < features_.size(); ++f)
+          for (int k = 0; k < C_; ++k)
+            target_logit += q[k] * theta[static_cast<std::size_t>(k) * D_ + features_[f].offset +
+                                         values[f]];
+        const double lse = combination_logits(logits_.data() + i * C_, theta, values, z);
+        loss += weight * (lse - target_logit);
+        if (!gradient) return;
+        // d/dtheta [lse - q.theta x] = (p - q) x^T; x = base row + the combination's one-hots.
+        for (int k = 0; k < C_; ++k) {
+          const double a = weight * (z[k] - q[k]);
+          a_row[k] += a;
+          for (std::size_t f = 0; f < features_.size(); ++f)
+            gradient[static_cast<std::size_t>(k) * D_ + features_[f].offset + values[f]] += a;
+        }
+      });
+    }
+    if (gradient) add_outer(accumulated_.data(), x, m, D_, C_, gradient);
+  }
+  return loss;
+}
+
+double ExpectedLoss::loss_sum(const double* theta) { return evaluate(theta, nullptr, -1); }
+
+void ExpectedLoss::gradient_sum(const double* theta, double* out) { evaluate(theta, out, -1); }
+
+void ExpectedLoss::batch_gradient_sum(const double* theta, int batch, double* out) {
+  if (batch < 0 || batch >= batches()) throw RuntimeError("Monte-Carlo batch out of range");
+  evaluate(theta, out, exact_ ? -1 : batch);
+}
+
+const double* ExpectedLoss::gather(const std::int64_t* ids, std::size_t first, std::size_t count) {
+  if (!ids) return base_.data() + first * D_;
+  for (std::size_t i = 0; i < count; ++i)
+    std::copy_n(base_.begin() + ids[first + i] * D_, D_, chunk_.begin() + i * D_);
+  return chunk_.data();
+}
+
+void ExpectedLoss::hessian_vector_rows(const double* theta, const std::int64_t* ids,
+                                       std::size_t count, const double* v, double* out) {
+  const std::size_t p = model_.parameters();
+  std::fill(out, out + p, 0.0);
+  double* z = z_.data();
+  double* u = u_.data();
+  for (std::size_t first = 0; first < count; first += kChunkRows) {
+    const std::size_t m = std::min(kChunkRows, count - first);
+    const double* x = gather(ids, first, m);
+    row_logits(x, m, D_, C_, theta, logits_.data());
+    row_logits(x, m, D_, C_, v, second_.data());  // V x for the base rows
+    std::fill_n(accumulated_.begin(), m * C_, 0.0);
+    for (std::size_t i = 0; i < m; ++i) {
+      const std::size_t r = ids ? static_cast<std::size_t>(ids[first + i]) : first + i;
+      double* s_row = accumulated_.data() + i * C_;
+      for_each_combination(r, -1, [&](double weight, const std::int32_t* values) {
+        combination_logits(logits_.data() + i * C_, theta, values, z);
+        // Row Hessian (diag(p) - p p^T) (x) x x^T applied to V: s = (diag(p) - p p^T) V x.
+        double pu = 0.0;
+        for (int k = 0; k < C_; ++k) {
+          double vx = second_[i * C_ + k];
+          for (std::size_t f = 0; f < features_.size(); ++f)
+            vx += v[static_cast<std::size_t>(k) * D_ + features_[f].offset + values[f]];
+          u[k] = vx;
+          pu += z[k] * vx;
+        }
+        for (int k = 0; k < C_; ++k) {
+          const double s = weight * z[k] * (u[k] - pu);
+          s_row[k] += s;
+          for (std::size_t f = 0; f < features_.size(); ++f)
+            out[static_cast<std::size_t>(k) * D_ + features_[f].offset + values[f]] += s;
+        }
+      });
+    }
+    add_outer(accumulated_.data(), x, m, D_, C_, out);
+  }
+}
+
+void ExpectedLoss::hessian_vector_sum(const double* theta, const double* v, double* out) {
+  hessian_vector_rows(theta, nullptr, rows_, v, out);
+}
+
+void ExpectedLoss::sampled_hessian_vector_sum(const double* theta, const std::int64_t* rows,
+                                              std::size_t count, const double* v, double* out) {
+  hessian_vector_rows(theta, rows, count, v, out);
+}
+
+void ExpectedLoss::hessian_diagonal_sum(const double* theta, double* out) {
+  const std::size_t p = model_.parameters();
+  std::fill(out, out + p, 0.0);
+  double* z = z_.data();
+  for (std::size_t first = 0; first < rows_; first += kChunkRows) {
+    const std::size_t m = std::min(kChunkRows, rows_ - first);
+    const double* x = base_.data() + first * D_;
+    row_logits(x, m, D_, C_, theta, logits_.data());
+    std::fill_n(accumulated_.begin(), m * C_, 0.0);
+    for (std::size_t i = 0; i < m; ++i) {
+      double* d_row = accumulated_.data() + i * C_;
+      for_each_combination(first + i, -1, [&](double weight, const std::int32_t* values) {
+        combination_logits(logits_.data() + i * C_, theta, values, z);
+        for (int k = 0; k < C_; ++k) {
+          const double d = weight * z[k] * (1.0 - z[k]);
+          d_row[k] += d;  // x_j^2 of the base columns; the one-hot entries square to 1
+          for (std::size_t f = 0; f < features_.size(); ++f)
+            out[static_cast<std::size_t>(k) * D_ + features_[f].offset + values[f]] += d;
+        }
+      });
+    }
+    for (std::size_t j = 0; j < m * D_; ++j) chunk_[j] = x[j] * x[j];
+    add_outer(accumulated_.data(), chunk_.data(), m, D_, C_, out);
+  }
+}
+
+void ExpectedLoss::hessian_sum(const double* theta, double* out) {
+  // Dense assembly over expanded rows x_{f_x} (a chunk at a time): block (k, l) of the Hessian is
+  // sum w (p_k delta_kl - p_k p_l) x x^T, one GEMM per block k <= l, then mirrored.
+  const std::size_t p = model_.parameters();
+  std::fill(out, out + p * p, 0.0);
+  std::vector<double> expanded, weighted, coefficients;
+  std::vector<double> probabilities;
+  double* z = z_.data();
+  const auto flush = [&](std::size_t m) {
+    if (m == 0) return;
+    weighted.resize(m * D_);
+    for (int k = 0; k < C_; ++k)
+      for (int l = k; l < C_; ++l) {
+        for (std::size_t e = 0; e < m; ++e) {
+          const double* pe = probabilities.data() + e * C_;
+          const double c = coefficients[e] * ((k == l ? pe[k] : 0.0) - pe[k] * pe[l]);
+          for (int j = 0; j < D_; ++j) weighted[e * D_ + j] = c * expanded[e * D_ + j];
+        }
+        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, D_, D_, static_cast<int>(m), 1.0,
+                    expanded.data(), D_, weighted.data(), D_, 1.0,
+                    out + static_cast<std::size_t>(k) * D_ * p + static_cast<std::size_t>(l) * D_,
+                    static_cast<int>(p));
+      }
+  };
+  const std::size_t limit = 1024;  // expanded rows per GEMM
+  expanded.reserve(limit * D_);
+  for (std::size_t first = 0; first < rows_; first += kChunkRows) {
+    const std::size_t m = std::min(kChunkRows, rows_ - first);
+    const double* x = base_.data() + first * D_;
+    row_logits(x, m, D_, C_, theta, logits_.data());
+    for (std::size_t i = 0; i < m; ++i)
+      for_each_combination(first + i, -1, [&](double weight, const std::int32_t* values) {
+        combination_logits(logits_.data() + i * C_, theta, values, z);
+        expanded.insert(expanded.end(), x + i * D_, x + (i + 1) * D_);
+        const std::size_t e = coefficients.size();
+        for (std::size_t f = 0; f < features_.size(); ++f)
+          expanded[e * D_ + features_[f].offset + values[f]] = 1.0;
+        coefficients.push_back(weight);
+        probabilities.insert(probabilities.end(), z, z + C_);
+        if (coefficients.size() == limit) {
+          flush(limit);
+          expanded.clear();
+          coefficients.clear();
+          probabilities.clear();
+        }
+      });
+  }
+  flush(coefficients.size());
+  // Mirror the upper blocks: H[(l, j), (k, i)] = H[(k, i), (l, j)].
+  for (int k = 0; k < C_; ++k)
+    for (int l = k + 1; l < C_; ++l)
+      for (int i = 0; i < D_; ++i)
+        for (int j = 0; j < D_; ++j)
+          out[(static_cast<std::size_t>(l) * D_ + j) * p + static_cast<std::size_t>(k) * D_ + i] =
+              out[(static_cast<std::size_t>(k) * D_ + i) * p + static_cast<std::size_t>(l) * D_ +
+                  j];
+}
+
+}  // namespace fluence

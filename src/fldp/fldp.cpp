@@ -1,0 +1,361 @@
+// FLDP-FL estimates and their ground truths (seed 000 §4-5; docs/math.md §5).
+#include "fluence/fldp/fldp.hpp"
+
+#include <cmath>
+#include <memory>
+
+#include "fluence/core/error.hpp"
+#include "fluence/core/log.hpp"
+#include "fluence/core/mpi.hpp"
+#include "fluence/core/rng.hpp"
+#include "fluence/influence/estimators.hpp"
+
+namespace fluence {
+
+std::vector<ChangedAttribute> changed_attributes(const FederatedProblem& problem,
+                                                 const FldpChange& change) {
+  std::vector<ChangedAttribute> changed;
+  const LdpPlan& plan = problem.ldp;
+  for (std::size_t a = 0; a < change.epsilon.size(); ++a) {
+    if (std::isnan(change.epsilon[a])) continue;
+    const int column = plan.categorical_column[a];
+    changed.push_back({column, plan.domain[a],
+                       column < 0 ? 0 : problem.encoding.categorical_offset(column),
+                       change.epsilon[a]});
+  }
+  return changed;
+}
+
+Client rerandomized_client(const FederatedProblem& problem, const Client& client,
+                           const std::vector<ChangedAttribute>& changed, std::uint64_t draw) {
+  std::vector<std::int32_t> categorical = client.categorical(), labels = client.labels();
+  const std::size_t n = client.size();
+  const std::size_t nc = static_cast<std::size_t>(problem.data.train.categorical_count());
+  for (const auto& attribute : changed)
+    for (std::size_t i = 0; i < n; ++i) {
+      // From the ORIGINAL value (seed 000 §4.3): the client re-randomizes its true data.
+      Stream stream(problem.seed, Purpose::fldp_rerandomization,
+                    static_cast<std::uint64_t>(client.rows()[i]),
+                    static_cast<std::uint64_t>(attribute.column + 1), draw);
+      const bool label = attribute.column < 0;
+      const std::int32_t original = label ? client.original_labels()[i]
+                                          : client.original_categorical()[i * nc + attribute.column];
+      (label ? labels[i] : categorical[i * nc + attribute.column]) =
+          randomize_value(original, attribute.domain, attribute.epsilon, stream);
+    }
+  std::vector<double> features(n * problem.encoding.width());
+  problem.encoding.encode(problem.data.train, client.rows(), categorical.data(), features.data());
+  return Client(client.id(), client.rows(), client.original_categorical(),
+                client.original_labels(), std::move(categorical), std::move(labels),
+                std::move(features));
+}
+
+namespace {
+
+double distance(const std::vector<double>& a, const std::vector<double>& b) {
+  double s = 0.0;
+  for (std::size_t k = 0; k < a.size(); ++k) s += (a[k] - b[k]) * (a[k] - b[k]);
+  return std::sqrt(s);
+}
+
+// One case on this rank: the changes' expected losses (their owners only) and removals.
+struct CaseState {
+  std::vector<std::shared_ptr<ExpectedLoss>> expected;  // per change; null off-owner or removal
+  std::vector<int> removed;                             // client ids
+  bool monte_carlo = false;                             // some change is sampled (all ranks)
+};
+
+class FldpRunner {
+ public:
+  FldpRunner(Federation& federation, const std::vector<double>& theta,
+             const InfluenceConfig& influence, const FldpConfig& config,
+             const FederationConfig& training, bool progress)
+      : federation_(federation),
+        problem_(federation.problem()),
+        theta_(theta),
+        influence_(influence),
+        config_(config),
+        training_(training),
+        progress_(progress),
+        p_(federation.parameters()) {}
+
+  FldpResult run() {
+    FldpResult result;
+    std::tie(result.base_test_loss, result.base_test_accuracy) = federation_.evaluate_test(theta_);
+    Stopwatch setup;
+    result.damping = influence_.damping;
+    hessian_ = make_federated_hessian(federation_, theta_);
+    hessian_->set_damping(result.damping);
+    if (influence_.spectrum)
+      check_hessian_spectrum(*hessian_, influence_, result.spectrum, result.damping);
+    damping_ = result.damping;
+    if (influence_.scope == HessianScope::federated) {
+      if (config_.hessian_block == HessianBlock::first)
+        hessian_ = make_first_block_hessian(std::move(hessian_), problem_.model->classes());
+      solver_ = make_ihvp_solver(influence_.ihvp, *hessian_);
+    }
+    result.time_setup = setup.seconds();
+    ProgressLine bar("cases", static_cast<long>(config_.cases.size()), progress_);
+    for (std::size_t c = 0; c < config_.cases.size(); ++c) {
+      result.cases.push_back(run_case(config_.cases[c], c));
+      report(config_.cases[c], result.cases.back());
+      bar.done(static_cast<long>(c + 1));
+    }
+    return result;
+  }
+
+ private:
+  int owner(int client) const { return problem_.layout->owner(client); }
+  std::size_t local_index(int client) const {
+    return static_cast<std::size_t>(client - problem_.layout->first_client(world_rank()));
+  }
+
+  CaseState prepare(const FldpCase& c, std::size_t index) {
+    CaseState state;
+    state.expected.resize(c.changes.size());
+    int sampled = 0;
+    for (std::size_t k = 0; k < c.changes.size(); ++k) {
+      const auto& change = c.changes[k];
+      if (change.remove) {
+        state.removed.push_back(change.client);
+        continue;
+      }
+      if (owner(change.client) != world_rank()) continue;
+      state.expected[k] = std::make_shared<ExpectedLoss>(
+          *problem_.model, problem_.clients[local_index(change.client)],
+          changed_attributes(problem_, change), config_.expectation, problem_.seed, index);
+      sampled |= !state.expected[k]->exact();
+    }
+    MPI_Allreduce(MPI_IN_PLACE, &sampled, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD);
+    state.monte_carlo = sampled != 0;
+    return state;
+  }
+
+  // The client's gradient difference b with d theta = -(1/n) H^{-1} b: Eq. 14's
+  // sum [grad E l(z_eps') - grad l(z~)] for a change, -sum grad l~(z~) for a removal (Eq. 27).
+  // `batch` >= 0 uses one Monte-Carlo batch of the expectation.
+  void change_gradient(const FldpChange& change, ExpectedLoss* expected, int batch,
+                       std::vector<double>& out) {
+    const Client& client = problem_.clients[local_index(change.client)];
+    std::vector<double> original;
+    group_gradient_sum(*problem_.model, client.features(), client.labels().data(), client.size(),
+                       theta_.data(),
+                       change.remove ? influence_.removal_gradient : RemovalGradient::loss,
+                       original, work_);
+    out.resize(p_);
+    if (change.remove) {
+      for (std::size_t j = 0; j < p_; ++j) out[j] = -original[j];
+      return;
+    }
+    if (batch < 0)
+      expected->gradient_sum(theta_.data(), out.data());
+    else
+      expected->batch_gradient_sum(theta_.data(), batch, out.data());
+    for (std::size_t j = 0; j < p_; ++j) out[j] -= original[j];
+  }
+
+  // I = -H^{-1} b for one change. Federated scope: every rank takes part in the solve (the
+  // owner broadcasts b); client scope: the owner solves with its own Hessian and broadcasts I
+  // (only the influence vector leaves the client, seed 000 Alg. 1).
+  void influence_vector(const FldpChange& change, ExpectedLoss* expected, int batch,
+                        std::vector<double>& influence, FldpCaseResult& result) {
+    const int root = owner(change.client);
+    std::vector<double> b(p_);
+    influence.resize(p_);
+    SolveReport report;
+    if (root == world_rank()) change_gradient(change, expected, batch, b);
+    if (influence_.scope == HessianScope::federated) {
+      MPI_Bcast(b.data(), static_cast<int>(p_), MPI_DOUBLE, root, MPI_COMM_WORLD);
+      report = solver_->solve(b.data(), influence.data());
+    } else if (root == world_rank()) {
+      std::unique_ptr<HessianOperator> local =
+          make_client_hessian(federation_, local_index(change.client), theta_);
+      local->set_damping(damping_);
+      if (config_.hessian_block == HessianBlock::first)
+        local = make_first_block_hessian(std::move(local), problem_.model->classes());
+      report = make_ihvp_solver(influence_.ihvp, *local)->solve(b.data(), influence.data());
+    }
+    for (auto& value : influence) value = -value;
+    if (influence_.scope == HessianScope::client) {
+      MPI_Bcast(influence.data(), static_cast<int>(p_), MPI_DOUBLE, root, MPI_COMM_WORLD);
+      double numbers[2] = {static_cast<double>(report.iterations), report.relative_residual};
+      MPI_Bcast(numbers, 2, MPI_DOUBLE, root, MPI_COMM_WORLD);
+      report = {static_cast<int>(numbers[0]), numbers[1]};
+    }
+    result.ihvp_iterations += report.iterations;
+    result.ihvp_residual = std::max(result.ihvp_residual, report.relative_residual);
+  }
+
+  // theta^ + (1/n) sum_i I_i (Eq. 19-20), the changes in client order.
+  std::vector<double> estimate(const FldpCase& c, const CaseState& state, int batch,
+                               FldpCaseResult& result) {
+    std::vector<double> theta = theta_, influence;
+    const double inverse_n = 1.0 / static_cast<double>(federation_.train_rows());
+    for (std::size_t k = 0; k < c.changes.size(); ++k) {
+      influence_vector(c.changes[k], state.expected[k].get(), batch, influence, result);
+      for (std::size_t j = 0; j < p_; ++j) theta[j] += inverse_n * influence[j];
+    }
+    return theta;
+  }
+
+  // The standard error of theta_I from the spread of the per-batch estimates (each batch is an
+  // independent unbiased estimate; theta_I is their mean, by linearity).
+  double monte_carlo_error(const FldpCase& c, const CaseState& state) {
+    const int batches = config_.expectation.batches;
+    std::vector<double> mean(p_, 0.0), square(p_, 0.0);
+    FldpCaseResult scratch;
+    for (int b = 0; b < batches; ++b) {
+      const auto theta = estimate(c, state, b, scratch);
+      for (std::size_t j = 0; j < p_; ++j) {
+        mean[j] += theta[j] / batches;
+        square[j] += theta[j] * theta[j] / batches;
+      }
+    }
+    double variance = 0.0;  // of the mean: sum_j s_j^2 / B
+    for (std::size_t j = 0; j < p_; ++j)
+      variance += std::max(0.0, square[j] - mean[j] * mean[j]) * batches / (batches - 1) / batches;
+    return std::sqrt(variance);
+  }
+
+  // The changed objective in the federation: expected losses for changes, exclusions for
+  // removals.
+  void install(const FldpCase& c, const CaseState& state) {
+    for (std::size_t k = 0; k < c.changes.size(); ++k)
+      if (state.expected[k])
+        federation_.set_local_objective(local_index(c.changes[k].client), state.expected[k]);
+    federation_.exclude_clients(state.removed);
+  }
+  void uninstall() {
+    federation_.clear_local_objectives();
+    federation_.exclude_clients({});
+  }
+
+  // Newton steps on the changed objective from theta_I: each a federated gradient and an IHVP
+  // with the changed objective's Hessian at the current point (quadratic convergence to the
+  // expected retrain).
+  void refine(FldpCaseResult& result) {
+    std::vector<double> theta = result.theta_estimate, gradient, step(p_);
+    for (int s = 0; s < config_.newton_steps; ++s) {
+      federation_.gradient(theta, gradient);
+      auto hessian = make_federated_hessian(federation_, theta);
+      hessian->set_damping(influence_.damping);
+      make_ihvp_solver(influence_.ihvp, *hessian)->solve(gradient.data(), step.data());
+      for (std::size_t j = 0; j < p_; ++j) theta[j] -= step[j];
+      result.newton_ed_expected.push_back(config_.retrain ? distance(theta, result.theta_expected)
+                                                          : std::nan(""));
+    }
+    result.theta_newton = theta;
+  }
+
+  std::vector<double> retrain_from_optimum() {
+    std::vector<double> theta = theta_;
+    newton_polish(federation_, theta, training_.tolerance, training_.polish_max_steps, false);
+    return theta;
+  }
+
+  // Retrains on re-randomized data of the changing clients (draws 0 .. retrain_seeds - 1).
+  void rerandomized_retrains(const FldpCase& c, const CaseState& state, FldpCaseResult& result) {
+    federation_.exclude_clients(state.removed);
+    double total_time = 0.0;
+    for (int draw = 0; draw < config_.retrain_seeds; ++draw) {
+      std::vector<std::pair<std::size_t, Client>> saved;
+      for (const auto& change : c.changes) {
+        if (change.remove || owner(change.client) != world_rank()) continue;
+        const std::size_t k = local_index(change.client);
+        Client replacement = rerandomized_client(problem_, problem_.clients[k],
+                                                 changed_attributes(problem_, change),
+                                                 static_cast<std::uint64_t>(draw));
+        std::swap(problem_.clients[k], replacement);
+        saved.emplace_back(k, std::move(replacement));
+      }
+      Stopwatch clock;
+      const std::vector<double> retrained =
+          config_.retrain_full ? federation_.train(training_).theta : retrain_from_optimum();
+      total_time += clock.seconds();
+      for (auto& [k, original] : saved) std::swap(problem_.clients[k], original);
+      const auto [loss, accuracy] = federation_.evaluate_test(retrained);
+      result.test_loss_retrain.push_back(loss);
+      result.test_accuracy_retrain.push_back(accuracy);
+      result.ald.push_back(result.test_loss_estimate - loss);
+      result.aad.push_back(result.test_accuracy_estimate - accuracy);
+      result.ed.push_back(distance(result.theta_estimate, retrained));
+    }
+    federation_.exclude_clients({});
+    result.time_retrain = config_.retrain_seeds > 0 ? total_time / config_.retrain_seeds : 0.0;
+  }
+
+  FldpCaseResult run_case(const FldpCase& c, std::size_t index) {
+    FldpCaseResult result;
+    MPI_Barrier(MPI_COMM_WORLD);
+    Stopwatch clock;
+    const CaseState state = prepare(c, index);
+    result.theta_estimate = estimate(c, state, -1, result);
+    MPI_Barrier(MPI_COMM_WORLD);
+    result.time_estimate = clock.seconds();
+    std::tie(result.test_loss_estimate, result.test_accuracy_estimate) =
+        federation_.evaluate_test(result.theta_estimate);
+    if (state.monte_carlo) result.mc_standard_error = monte_carlo_error(c, state);
+
+    if (config_.retrain || config_.newton_steps > 0) {
+      install(c, state);
+      if (config_.retrain) {
+        result.theta_expected = retrain_from_optimum();
+        std::tie(result.test_loss_expected, result.test_accuracy_expected) =
+            federation_.evaluate_test(result.theta_expected);
+        result.ald_expected = result.test_loss_estimate - result.test_loss_expected;
+        result.aad_expected = result.test_accuracy_estimate - result.test_accuracy_expected;
+        result.ed_expected = distance(result.theta_estimate, result.theta_expected);
+      }
+      if (config_.newton_steps > 0) refine(result);
+      uninstall();
+    }
+    if (config_.retrain) rerandomized_retrains(c, state, result);
+    return result;
+  }
+
+  void report(const FldpCase& c, const FldpCaseResult& result) const {
+    if (!progress_) return;
+    log::info("  {}", c.description);
+    log::info("    estimate: test loss {:.6f}  acc {:.2f}%  in {:.2f} ms ({} IHVP iterations){}",
+              result.test_loss_estimate, 100.0 * result.test_accuracy_estimate,
+              1e3 * result.time_estimate, result.ihvp_iterations,
+              result.mc_standard_error > 0
+                  ? fmt::format("  Monte-Carlo s.e. {:.3e}", result.mc_standard_error)
+                  : std::string());
+    if (config_.retrain) {
+      log::info("    vs expected retrain: ALD {:+.2e}  AAD {:+.3f}%  ED {:.3e}",
+                result.ald_expected, 100.0 * result.aad_expected, result.ed_expected);
+      double mean_ed = 0.0;
+      for (double e : result.ed) mean_ed += e / static_cast<double>(result.ed.size());
+      if (!result.ed.empty())
+        log::info("    vs {} re-randomized retrains: mean ED {:.3e}  (one retrain {:.3f} s)",
+                  result.ed.size(), mean_ed, result.time_retrain);
+    }
+    for (std::size_t s = 0; s < result.newton_ed_expected.size(); ++s)
+      log::info("    Newton step {}: ED to expected retrain {:.3e}", s + 1,
+                result.newton_ed_expected[s]);
+  }
+
+  Federation& federation_;
+  FederatedProblem& problem_;
+  const std::vector<double>& theta_;
+  const InfluenceConfig& influence_;
+  const FldpConfig& config_;
+  const FederationConfig& training_;
+  bool progress_;
+  std::size_t p_;
+  double damping_ = 0.0;
+  std::unique_ptr<HessianOperator> hessian_;
+  std::unique_ptr<IhvpSolver> solver_;
+  Workspace work_;
+};
+
+}  // namespace
+
+FldpResult run_fldp(Federation& federation, const std::vector<double>& theta,
+                    const InfluenceConfig& influence, const FldpConfig& config,
+                    const FederationConfig& training, bool progress) {
+  return FldpRunner(federation, theta, influence, config, training, progress).run();
+}
+
+}  // namespace fluence
