@@ -49,6 +49,10 @@ std::vector<KeySpec> build_schema() {
       key("data.max_train_rows", T::integer, "0", "use only the first N training rows (0 = all)",
           0),
       key("data.max_test_rows", T::integer, "0", "use only the first N test rows (0 = all)", 0),
+      key("data.ink_levels", T::integer, "0",
+          "idx: add a categorical attribute \"ink\" with this many equal-frequency levels "
+          "(q0, q1, ...) of an image's mean pixel intensity (0 = none)",
+          0),
 
       section("data.synthetic", "synthetic generator with a planted multinomial logistic model"),
       key("data.synthetic.rows", T::integer, "10000", "rows generated (train + test)", 2),

@@ -24,6 +24,7 @@ DataConfig DataConfig::from_deck(const Deck& deck) {
   config.standardize = deck.string("data.numeric_scaling") == "standardize";
   config.max_train_rows = deck.integer("data.max_train_rows");
   config.max_test_rows = deck.integer("data.max_test_rows");
+  config.ink_levels = static_cast<int>(deck.integer("data.ink_levels"));
   config.synthetic.rows = deck.integer("data.synthetic.rows");
   config.synthetic.numeric = static_cast<int>(deck.integer("data.synthetic.numeric"));
   config.synthetic.categorical.clear();
@@ -34,6 +35,11 @@ DataConfig DataConfig::from_deck(const Deck& deck) {
   if (config.source != "synthetic" && config.path.empty())
     throw InputError(fmt::format("{}: data.path is required when data.source = \"{}\"",
                                  deck.origin(), config.source));
+  if (config.ink_levels > 0 && config.source != "idx")
+    throw InputError(
+        fmt::format("{}: data.ink_levels = {} applies only to data.source = \"idx\" "
+                    "(here data.source = \"{}\")",
+                    deck.where("data.ink_levels"), config.ink_levels, config.source));
   if (config.source == "synthetic" && config.synthetic.numeric == 0 &&
       config.synthetic.categorical.empty())
     throw InputError(
@@ -120,6 +126,56 @@ TrainTest split_train_test(const Table& all, double test_fraction, std::uint64_t
 }
 
 namespace {
+// Summed in column order so that train and test means, and thus levels, are reproducible exactly.
+std::vector<double> row_means(const Table& table) {
+  const auto nn = static_cast<std::size_t>(table.numeric_count());
+  std::vector<double> means(table.rows, 0.0);
+  if (nn == 0) return means;
+  for (std::size_t r = 0; r < table.rows; ++r) {
+    const double* row = table.numeric.data() + r * nn;
+    means[r] = std::accumulate(row, row + nn, 0.0) / static_cast<double>(nn);
+  }
+  return means;
+}
+
+// The categorical matrix is row-major, so a new column means rebuilding it.
+void append_level_column(Table& table, const Attribute& attribute, const std::vector<double>& means,
+                         const std::vector<double>& thresholds) {
+  const auto nc = static_cast<std::size_t>(table.categorical_count());
+  std::vector<std::int32_t> categorical;
+  categorical.reserve(table.rows * (nc + 1));
+  for (std::size_t r = 0; r < table.rows; ++r) {
+    const auto row = table.categorical.begin() + static_cast<std::ptrdiff_t>(r * nc);
+    categorical.insert(categorical.end(), row, row + static_cast<std::ptrdiff_t>(nc));
+    categorical.push_back(static_cast<std::int32_t>(
+        std::upper_bound(thresholds.begin(), thresholds.end(), means[r]) - thresholds.begin()));
+  }
+  table.categorical = std::move(categorical);
+  table.attributes.push_back(attribute);
+}
+}  // namespace
+
+void add_ink_attribute(TrainTest& data, int levels) {
+  if (levels < 1)
+    throw InputError(fmt::format("ink attribute: {} levels; need at least 1", levels));
+  if (data.train.rows == 0) throw InputError("ink attribute: the training data has no rows");
+  if (data.train.find_attribute("ink") >= 0)
+    throw InputError("ink attribute: the data already have an attribute named \"ink\"");
+  const std::vector<double> train_means = row_means(data.train);
+  std::vector<double> sorted = train_means;
+  std::sort(sorted.begin(), sorted.end());
+  const std::size_t n = sorted.size();
+  std::vector<double> thresholds;
+  for (int j = 1; j < levels; ++j)
+    thresholds.push_back(
+        sorted[static_cast<std::size_t>(j) * n / static_cast<std::size_t>(levels)]);
+  Attribute attribute{"ink", AttributeKind::categorical, {}, data.train.categorical_count()};
+  for (int v = 0; v < levels; ++v) attribute.categories.push_back(fmt::format("q{}", v));
+  append_level_column(data.train, attribute, train_means, thresholds);
+  append_level_column(data.test, attribute, row_means(data.test), thresholds);
+}
+
+namespace {
 Table first_rows(const Table& table, long limit) {
   if (limit <= 0 || static_cast<std::size_t>(limit) >= table.rows) return table;
   std::vector<std::int64_t> rows(limit);
@@ -145,6 +201,8 @@ TrainTest load_data(const DataConfig& config, std::uint64_t seed) {
   if (data.train.rows == 0) throw InputError("the training data has no rows");
   if (data.test.rows == 0)
     throw InputError("the test set is empty: raise data.test_fraction or give data.test_path");
+  // After the row limits, so that the levels are equally frequent on the rows actually trained on.
+  if (config.ink_levels > 0) add_ink_attribute(data, config.ink_levels);
   return data;
 }
 

@@ -12,8 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "fluence/core/config.hpp"
 #include "fluence/core/error.hpp"
 #include "fluence/data/loaders.hpp"
+#include "fluence/data/source.hpp"
 
 namespace fluence {
 namespace {
@@ -522,6 +524,126 @@ TEST_F(IdxTest, TestImageSizeMustMatchTraining) {
   expect_input_error(
       [&] { read_idx(directory_.string()); },
       {path("t10k-images-idx3-ubyte.gz"), path("train-images-idx3-ubyte"), "1x4", "2x2"});
+}
+
+// ---------------------------------------------------------------------------------------------
+// The "ink" attribute (data.ink_levels): equal-frequency levels of a row's mean numeric value.
+
+// A numeric-only table (like an IDX one) with two columns per row, both equal to the row's value,
+// so a row's mean is its value.
+Table two_column_table(const std::vector<double>& values) {
+  Table table;
+  table.attributes = {{"px0", AttributeKind::numeric, {}, 0},
+                      {"px1", AttributeKind::numeric, {}, 1}};
+  table.class_names = {"0", "1"};
+  for (double v : values) {
+    const double row[2] = {v, v};
+    table.append_row(row, nullptr, 0);
+  }
+  return table;
+}
+
+std::vector<std::int32_t> ink_levels_of(const Table& table) {
+  const int column = table.attributes[table.find_attribute("ink")].column;
+  const int nc = table.categorical_count();
+  std::vector<std::int32_t> levels;
+  for (std::size_t r = 0; r < table.rows; ++r) levels.push_back(table.categorical[r * nc + column]);
+  return levels;
+}
+
+TEST(InkAttribute, NamesLevelsAndBalancesTrainingRows) {
+  // 12 distinct means in scrambled order: row r has mean (5 r) mod 12, a permutation of 0..11.
+  std::vector<double> values;
+  for (int r = 0; r < 12; ++r) values.push_back((5 * r) % 12);
+  TrainTest data{two_column_table(values), two_column_table({2.5, 3.0, 9.5, -1.0, 100.0})};
+  add_ink_attribute(data, 4);
+
+  for (const Table* table : {&data.train, &data.test}) {
+    EXPECT_EQ(attribute_names(*table), (Strings{"px0", "px1", "ink"}));
+    const Attribute& ink = table->attributes.back();
+    EXPECT_EQ(ink.kind, AttributeKind::categorical);
+    EXPECT_EQ(ink.categories, (Strings{"q0", "q1", "q2", "q3"}));
+    EXPECT_EQ(ink.column, 0);
+    EXPECT_EQ(table->numeric_count(), 2);
+    EXPECT_EQ(table->categorical.size(), table->rows);
+  }
+  // Brute force: a row's level is its mean's rank (0..11) divided by 3, so three rows per level.
+  const auto train_levels = ink_levels_of(data.train);
+  std::vector<int> counts(4, 0);
+  for (int r = 0; r < 12; ++r) {
+    const int rank = static_cast<int>(
+        std::count_if(values.begin(), values.end(), [&](double v) { return v < values[r]; }));
+    EXPECT_EQ(train_levels[r], rank / 3) << "row " << r;
+    ++counts[train_levels[r]];
+  }
+  EXPECT_EQ(counts, (std::vector<int>{3, 3, 3, 3}));
+  // Training thresholds are 3, 6, 9; a mean equal to a threshold takes the upper level.
+  EXPECT_EQ(ink_levels_of(data.test), (std::vector<std::int32_t>{0, 1, 3, 0, 3}));
+}
+
+TEST(InkAttribute, UnevenRowCountGivesLevelsWithinOneOfEachOther) {
+  std::vector<double> values;
+  for (int r = 0; r < 10; ++r) values.push_back((3 * r) % 10 + 0.5);
+  TrainTest data{two_column_table(values), two_column_table({0.0})};
+  add_ink_attribute(data, 3);
+  std::vector<int> counts(3, 0);
+  for (auto level : ink_levels_of(data.train)) ++counts[level];
+  // Level j holds the ranks floor(j n / L) .. floor((j + 1) n / L) - 1.
+  for (int j = 0; j < 3; ++j) EXPECT_EQ(counts[j], (j + 1) * 10 / 3 - j * 10 / 3) << "level " << j;
+}
+
+TEST(InkAttribute, OneLevelPutsEveryRowInQ0) {
+  TrainTest data{two_column_table({0.1, 0.9, 0.5}), two_column_table({2.0, -2.0})};
+  add_ink_attribute(data, 1);
+  EXPECT_EQ(data.train.attributes.back().categories, (Strings{"q0"}));
+  EXPECT_EQ(ink_levels_of(data.train), (std::vector<std::int32_t>{0, 0, 0}));
+  EXPECT_EQ(ink_levels_of(data.test), (std::vector<std::int32_t>{0, 0}));
+}
+
+TEST(InkAttribute, KeepsExistingCategoricalColumnsRowMajor) {
+  Table train;
+  train.attributes = {{"x", AttributeKind::numeric, {}, 0},
+                      {"colour", AttributeKind::categorical, {"red", "blue"}, 0}};
+  train.class_names = {"0", "1"};
+  for (int r = 0; r < 4; ++r) {
+    const double x = 3 - r;
+    const std::int32_t colour = r % 2;
+    train.append_row(&x, &colour, 0);
+  }
+  TrainTest data{train, train.empty_like()};
+  add_ink_attribute(data, 2);
+  EXPECT_EQ(data.train.attributes.back().column, 1);
+  EXPECT_EQ(data.train.categorical, (std::vector<std::int32_t>{0, 1, 1, 1, 0, 0, 1, 0}));
+  EXPECT_TRUE(data.test.categorical.empty());
+  EXPECT_EQ(data.test.attributes.size(), 3u);
+}
+
+TEST_F(IdxTest, InkLevelsFromTheDeckAddTheAttributeToIdxData) {
+  write_valid_set();
+  const Deck deck = Deck::from_string(
+      fmt::format("[data]\nsource = \"idx\"\npath = \"{}\"\nink_levels = 2\n", directory_.string()),
+      "deck.toml");
+  const DataConfig config = DataConfig::from_deck(deck);
+  EXPECT_EQ(config.ink_levels, 2);
+  const auto data = load_data(config, 1);
+  // Mean pixel values (x 255): train 102, 2.5, 93.75; threshold = the median, 93.75; test 96.
+  EXPECT_EQ(data.train.numeric_count(), 4);
+  EXPECT_EQ(data.train.attributes.back().name, "ink");
+  EXPECT_EQ(ink_levels_of(data.train), (std::vector<std::int32_t>{1, 0, 1}));
+  EXPECT_EQ(ink_levels_of(data.test), (std::vector<std::int32_t>{1}));
+}
+
+TEST(InkAttribute, DeckRejectsInkLevelsForOtherSources) {
+  for (const std::string source : {"csv", "synthetic"}) {
+    const Deck deck = Deck::from_string(
+        fmt::format("[data]\nsource = \"{}\"\npath = \"x.csv\"\nink_levels = 3\n", source),
+        "deck.toml");
+    expect_input_error([&] { DataConfig::from_deck(deck); },
+                       {"deck.toml:4", "data.ink_levels = 3", "data.source = \"idx\"", source});
+  }
+  const Deck none = Deck::from_string("[data]\nsource = \"synthetic\"\n", "deck.toml");
+  EXPECT_EQ(DataConfig::from_deck(none).ink_levels, 0);
+  EXPECT_THROW(Deck::from_string("[data]\nink_levels = -1\n", "deck.toml"), InputError);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ struct DataConfig {
   double test_fraction = 0.2;
   bool standardize = true;
   long max_train_rows = 0, max_test_rows = 0;
+  int ink_levels = 0;  // idx only: levels of the "ink" attribute (0 = none)
   SyntheticConfig synthetic;
 
   static DataConfig from_deck(const Deck& deck);
@@ -37,6 +38,15 @@ Table generate_synthetic(const SyntheticConfig& config, std::uint64_t seed);
 /// Loads (or generates) the data, forms the test set (file, IDX t10k, or a seeded random fraction)
 /// and applies the row limits. Identical on every rank.
 TrainTest load_data(const DataConfig& config, std::uint64_t seed);
+
+/// Appends to train and test a categorical attribute "ink" with `levels` categories "q0", "q1",
+/// ...: the equal-frequency bucket of a row's mean numeric value (for IDX, its mean pixel
+/// intensity). The thresholds are the training means' quantiles t_j = m_(floor(j n / levels)), j
+/// = 1..levels-1 (m sorted ascending, n training rows), and a row's level is the number of
+/// thresholds <= its mean, so with distinct means the training levels differ in size by at most
+/// one; tied means share a level (the upper one at a threshold). The test rows use the training
+/// thresholds.
+void add_ink_attribute(TrainTest& data, int levels);
 
 /// Splits `all` into train and test with exactly round(fraction * rows) test rows chosen by a
 /// seeded permutation; both keep the original row order.
