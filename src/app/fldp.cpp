@@ -1,11 +1,11 @@
 // fluence fldp DECK: parse -> build the federation -> train (or --model) -> for each case, the
 // FLDP-FL estimate of the model after clients change eps -> eps' or leave (seed 000), against the
 // exact expected retrain and re-randomized retrains -> write <out>/results.h5.
+#include "fluence/fldp/fldp.hpp"
 #include "fluence/app/cli.hpp"
 #include "fluence/core/config.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/mpi.hpp"
-#include "fluence/fldp/fldp.hpp"
 #include "fluence/io/fldp_output.hpp"
 #include "fluence/io/results.hpp"
 #include "fluence/io/training_output.hpp"

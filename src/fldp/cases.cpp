@@ -119,9 +119,10 @@ void sweep_cases(const Deck& deck, const LdpPlan& plan, std::vector<FldpCase>& c
   for (const auto& name : names) {
     const auto it = std::find(plan.attributes.begin(), plan.attributes.end(), name);
     if (it == plan.attributes.end())
-      throw InputError(fmt::format("{}: fldp.sweep.attributes names \"{}\", which is not listed "
-                                   "in ldp.attributes",
-                                   deck.where("fldp.sweep.attributes"), name));
+      throw InputError(
+          fmt::format("{}: fldp.sweep.attributes names \"{}\", which is not listed "
+                      "in ldp.attributes",
+                      deck.where("fldp.sweep.attributes"), name));
     applies[static_cast<std::size_t>(it - plan.attributes.begin())] = 1;
   }
   if (names.empty()) std::fill(applies.begin(), applies.end(), 1);

@@ -93,8 +93,9 @@ ExpectedLoss::ExpectedLoss(const SoftmaxRegression& model, const Client& client,
     }
   } else {
     if (config.samples < config.batches || config.samples % config.batches != 0)
-      throw InputError("fldp.monte_carlo_samples must be a positive multiple of "
-                       "fldp.monte_carlo_batches");
+      throw InputError(
+          "fldp.monte_carlo_samples must be a positive multiple of "
+          "fldp.monte_carlo_batches");
     samples_ = config.samples;
     batches_ = config.batches;
     sample_values_.resize(n * samples_ * F);
@@ -134,8 +135,7 @@ void ExpectedLoss::for_each_combination(std::size_t r, int batch, Visit&& visit)
   const int first = batch < 0 ? 0 : batch * per_batch;
   const int end = batch < 0 ? samples_ : first + per_batch;
   const double weight = 1.0 / (end - first);
-  for (int s = first; s < end; ++s)
-    visit(weight, sample_values_.data() + (r * samples_ + s) * F);
+  for (int s = first; s < end; ++s) visit(weight, sample_values_.data() + (r * samples_ + s) * F);
 }
 
 double ExpectedLoss::combination_logits(const double* base_logits, const double* theta,
@@ -168,8 +168,8 @@ double ExpectedLoss::evaluate(const double* theta, double* gradient, int batch) 
         for (int k = 0; k < C_; ++k) target_logit += q[k] * logits_[i * C_ + k];
         for (std::size_t f = 0; f < features_.size(); ++f)
           for (int k = 0; k < C_; ++k)
-            target_logit += q[k] * theta[static_cast<std::size_t>(k) * D_ + features_[f].offset +
-                                         values[f]];
+            target_logit +=
+                q[k] * theta[static_cast<std::size_t>(k) * D_ + features_[f].offset + values[f]];
         const double lse = combination_logits(logits_.data() + i * C_, theta, values, z);
         loss += weight * (lse - target_logit);
         if (!gradient) return;
@@ -187,9 +187,13 @@ double ExpectedLoss::evaluate(const double* theta, double* gradient, int batch) 
   return loss;
 }
 
-double ExpectedLoss::loss_sum(const double* theta) { return evaluate(theta, nullptr, -1); }
+double ExpectedLoss::loss_sum(const double* theta) {
+  return evaluate(theta, nullptr, -1);
+}
 
-void ExpectedLoss::gradient_sum(const double* theta, double* out) { evaluate(theta, out, -1); }
+void ExpectedLoss::gradient_sum(const double* theta, double* out) {
+  evaluate(theta, out, -1);
+}
 
 void ExpectedLoss::batch_gradient_sum(const double* theta, int batch, double* out) {
   if (batch < 0 || batch >= batches()) throw RuntimeError("Monte-Carlo batch out of range");

@@ -38,16 +38,16 @@ Client rerandomized_client(const FederatedProblem& problem, const Client& client
                     static_cast<std::uint64_t>(client.rows()[i]),
                     static_cast<std::uint64_t>(attribute.column + 1), draw);
       const bool label = attribute.column < 0;
-      const std::int32_t original = label ? client.original_labels()[i]
-                                          : client.original_categorical()[i * nc + attribute.column];
+      const std::int32_t original = label
+                                        ? client.original_labels()[i]
+                                        : client.original_categorical()[i * nc + attribute.column];
       (label ? labels[i] : categorical[i * nc + attribute.column]) =
           randomize_value(original, attribute.domain, attribute.epsilon, stream);
     }
   std::vector<double> features(n * problem.encoding.width());
   problem.encoding.encode(problem.data.train, client.rows(), categorical.data(), features.data());
-  return Client(client.id(), client.rows(), client.original_categorical(),
-                client.original_labels(), std::move(categorical), std::move(labels),
-                std::move(features));
+  return Client(client.id(), client.rows(), client.original_categorical(), client.original_labels(),
+                std::move(categorical), std::move(labels), std::move(features));
 }
 
 namespace {
@@ -138,10 +138,9 @@ class FldpRunner {
                        std::vector<double>& out) {
     const Client& client = problem_.clients[local_index(change.client)];
     std::vector<double> original;
-    group_gradient_sum(*problem_.model, client.features(), client.labels().data(), client.size(),
-                       theta_.data(),
-                       change.remove ? influence_.removal_gradient : RemovalGradient::loss,
-                       original, work_);
+    group_gradient_sum(
+        *problem_.model, client.features(), client.labels().data(), client.size(), theta_.data(),
+        change.remove ? influence_.removal_gradient : RemovalGradient::loss, original, work_);
     out.resize(p_);
     if (change.remove) {
       for (std::size_t j = 0; j < p_; ++j) out[j] = -original[j];
@@ -262,9 +261,9 @@ class FldpRunner {
       for (const auto& change : c.changes) {
         if (change.remove || owner(change.client) != world_rank()) continue;
         const std::size_t k = local_index(change.client);
-        Client replacement = rerandomized_client(problem_, problem_.clients[k],
-                                                 changed_attributes(problem_, change),
-                                                 static_cast<std::uint64_t>(draw));
+        Client replacement =
+            rerandomized_client(problem_, problem_.clients[k], changed_attributes(problem_, change),
+                                static_cast<std::uint64_t>(draw));
         std::swap(problem_.clients[k], replacement);
         saved.emplace_back(k, std::move(replacement));
       }

@@ -65,9 +65,10 @@ void write_fldp_output(ResultsFile& file, const FederatedProblem& problem,
   }
 
   file.dataset("/fldp/theta_estimate",
-               case_rows(result, p, [](const FldpCaseResult& c) -> const std::vector<double>& {
-                 return c.theta_estimate;
-               }),
+               case_rows(result, p,
+                         [](const FldpCaseResult& c) -> const std::vector<double>& {
+                           return c.theta_estimate;
+                         }),
                {cases, p});
   file.dataset("/fldp/test_loss_estimate",
                per_case(result, [](const FldpCaseResult& c) { return c.test_loss_estimate; }));
@@ -77,8 +78,7 @@ void write_fldp_output(ResultsFile& file, const FederatedProblem& problem,
                per_case(result, [](const FldpCaseResult& c) { return c.time_estimate; }));
   file.dataset("/fldp/mc_standard_error",
                per_case(result, [](const FldpCaseResult& c) { return c.mc_standard_error; }));
-  file.dataset("/fldp/ihvp_iterations",
-               per_case(result, [](const FldpCaseResult& c) {
+  file.dataset("/fldp/ihvp_iterations", per_case(result, [](const FldpCaseResult& c) {
                  return static_cast<double>(c.ihvp_iterations);
                }));
   file.dataset("/fldp/ihvp_relative_residual",
@@ -87,23 +87,25 @@ void write_fldp_output(ResultsFile& file, const FederatedProblem& problem,
   if (config.newton_steps > 0) {
     const auto steps = static_cast<std::size_t>(config.newton_steps);
     file.dataset("/fldp/theta_newton",
-                 case_rows(result, p, [](const FldpCaseResult& c) -> const std::vector<double>& {
-                   return c.theta_newton;
-                 }),
+                 case_rows(result, p,
+                           [](const FldpCaseResult& c) -> const std::vector<double>& {
+                             return c.theta_newton;
+                           }),
                  {cases, p});
     if (config.retrain)
-      file.dataset(
-          "/fldp/newton_ed_expected",
-          case_rows(result, steps, [](const FldpCaseResult& c) -> const std::vector<double>& {
-            return c.newton_ed_expected;
-          }),
-          {cases, steps});
+      file.dataset("/fldp/newton_ed_expected",
+                   case_rows(result, steps,
+                             [](const FldpCaseResult& c) -> const std::vector<double>& {
+                               return c.newton_ed_expected;
+                             }),
+                   {cases, steps});
   }
   if (!config.retrain) return;
   file.dataset("/fldp/theta_expected",
-               case_rows(result, p, [](const FldpCaseResult& c) -> const std::vector<double>& {
-                 return c.theta_expected;
-               }),
+               case_rows(result, p,
+                         [](const FldpCaseResult& c) -> const std::vector<double>& {
+                           return c.theta_expected;
+                         }),
                {cases, p});
   file.dataset("/fldp/test_loss_expected",
                per_case(result, [](const FldpCaseResult& c) { return c.test_loss_expected; }));
@@ -118,12 +120,11 @@ void write_fldp_output(ResultsFile& file, const FederatedProblem& problem,
   if (config.retrain_seeds == 0) return;
   const auto draws = static_cast<std::size_t>(config.retrain_seeds);
   const auto per_draw = [&](const char* path, auto member) {
-    file.dataset(path,
-                 case_rows(result, draws,
-                           [&](const FldpCaseResult& c) -> const std::vector<double>& {
-                             return c.*member;
-                           }),
-                 {cases, draws});
+    file.dataset(
+        path,
+        case_rows(result, draws,
+                  [&](const FldpCaseResult& c) -> const std::vector<double>& { return c.*member; }),
+        {cases, draws});
   };
   per_draw("/fldp/ald", &FldpCaseResult::ald);
   per_draw("/fldp/aad", &FldpCaseResult::aad);

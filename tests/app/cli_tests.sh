@@ -228,5 +228,81 @@ COMMAND=influence expect_input_error model_missing "--model $work/none.h5: no su
 COMMAND=influence expect_input_error model_mismatch "/model/theta has shape [2, 19], the deck's model is [3, 19]" "$influence_deck" --model "$work/qs2/results.h5"
 COMMAND=influence expect_input_error bad_solver "influence.solver = \"qr\" is not allowed" "$influence_deck" --set 'influence.solver="qr"'
 
+# --- fluence fldp (issue 4) -----------------------------------------------------------------------
+# Monte Carlo forced (enumeration_limit 4 < 5 x 2 combinations) so its streams are covered too.
+fldp_deck="$source_dir/inputs/fldp_synthetic.toml"
+for ranks in 1 2 3 4; do
+  "$mpirun" -n "$ranks" "$fluence" fldp "$fldp_deck" --out "$work/fldp$ranks" --quiet \
+    --set fldp.enumeration_limit=4 --set fldp.monte_carlo_samples=16 --set fldp.monte_carlo_batches=4 \
+    >"$work/fldp$ranks.log" 2>&1 || { fail "fldp on $ranks ranks"; sed 's/^/    /' "$work/fldp$ranks.log" | tail -5; }
+done
+if "$python" - "$work" <<'PY'
+import sys, h5py, numpy as np
+work = sys.argv[1]
+files = [h5py.File(f"{work}/fldp{r}/results.h5", "r") for r in (1, 2, 3, 4)]
+f = files[1]
+cases, clients, p, draws, steps = 7, 5, f["/model/theta"].size, 3, 3
+shapes = {"/fldp/case_eps_from": (cases,), "/fldp/case_eps_to": (cases,),
+          "/fldp/case_clients": (cases, clients), "/fldp/theta_estimate": (cases, p),
+          "/fldp/theta_expected": (cases, p), "/fldp/ald": (cases, draws),
+          "/fldp/aad": (cases, draws), "/fldp/ed": (cases, draws), "/fldp/ed_expected": (cases,),
+          "/fldp/newton_ed_expected": (cases, steps), "/fldp/time_estimate_s": (cases,),
+          "/fldp/time_retrain_s": (cases,), "/fldp/mc_standard_error": (cases,)}
+for path, shape in shapes.items():
+    assert path in f, "missing dataset " + path
+    assert f[path].shape == shape, (path, f[path].shape, shape)
+assert list(f["/fldp/case_clients"][1]) == [1, 0, 0, 0, 0] and f["/fldp/case_eps_to"][1] == 2.0
+assert f["/fldp/case_remove"][3] == 1 and np.isnan(f["/fldp/case_eps_to"][3])
+mc = f["/fldp/mc_standard_error"][...]
+removal = f["/fldp/case_remove"][...] == 1
+assert np.all(mc[~removal] > 0) and np.all(mc[removal] == 0), mc
+# Newton refinement converges to the exact expected retrain.
+assert np.all(f["/fldp/newton_ed_expected"][:, -1] <= 1e-6), f["/fldp/newton_ed_expected"][:, -1]
+names = []
+files[0].visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
+for name in names:
+    if name in ("metrics/wall_time_s", "clients/rank") or name.startswith("fldp/time_"):
+        continue
+    for r, g in zip((2, 3, 4), files[1:]):
+        a, b = files[0][name][()], g[name][()]
+        same = a.tobytes() == b.tobytes() if isinstance(a, np.ndarray) else a == b
+        assert same, f"{name} differs between 1 and {r} ranks"
+PY
+then pass "fldp: contract, Newton refinement, every dataset bitwise identical on 1-4 ranks (Monte Carlo included)"; else fail "fldp determinism/contract"; fi
+
+"$mpirun" -n 2 "$fluence" fldp "$fldp_deck" --out "$work/fldpmodel" --quiet --model "$work/fldp2/results.h5" \
+  --set fldp.enumeration_limit=4 --set fldp.monte_carlo_samples=16 --set fldp.monte_carlo_batches=4 \
+  --set fldp.retrain=false --set fldp.newton_steps=0 >"$work/fldpmodel.log" 2>&1
+if "$python" - "$work/fldp2/results.h5" "$work/fldpmodel/results.h5" <<'PY'
+import sys, h5py
+a, b = (h5py.File(p, "r") for p in sys.argv[1:3])
+for path in ("/model/theta", "/fldp/theta_estimate", "/fldp/mc_standard_error"):
+    assert a[path][...].tobytes() == b[path][...].tobytes(), path
+assert "/fldp/theta_expected" not in b and "/fldp/ed" not in b
+PY
+then pass "fldp --model reuses a trained model (identical estimates)"; else fail "fldp --model"; fi
+
+write_deck fldp_bad <<'EOF'
+[partition]
+clients = 3
+[ldp]
+attributes = ["cat0", "label"]
+epsilon = 2.0
+[[fldp.change]]
+client = 0
+epsilon = { cat1 = 1.0 }
+EOF
+COMMAND=fldp expect_input_error fldp_attribute "epsilon names \"cat1\", which is not listed in ldp.attributes" "$work/fldp_bad.toml"
+COMMAND=fldp expect_input_error fldp_client "client 7 does not exist (partition.clients = 5)" "$fldp_deck" --set 'fldp.sweep.clients=[7]'
+write_deck fldp_none <<'EOF'
+[ldp]
+attributes = ["label"]
+epsilon = 2.0
+[fldp.sweep]
+epsilon = [5.0]
+EOF
+COMMAND=fldp expect_input_error fldp_no_case "every sweep cell was skipped" "$work/fldp_none.toml"
+COMMAND=fldp expect_input_error fldp_samples "fldp.monte_carlo_samples = 10 must be a multiple of fldp.monte_carlo_batches = 4" "$fldp_deck" --set fldp.monte_carlo_samples=10 --set fldp.monte_carlo_batches=4
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

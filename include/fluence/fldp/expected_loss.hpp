@@ -80,16 +80,16 @@ class ExpectedLoss final : public LocalObjective {
   void hessian_vector_rows(const double* theta, const std::int64_t* ids, std::size_t count,
                            const double* v, double* out);
   const double* gather(const std::int64_t* ids, std::size_t first, std::size_t count);
-  double combination_logits(const double* base_logits, const double* theta, const std::int32_t* values,
-                             double* logits) const;
+  double combination_logits(const double* base_logits, const double* theta,
+                            const std::int32_t* values, double* logits) const;
 
   const SoftmaxRegression& model_;
   int D_, C_;
   std::size_t rows_;
   std::vector<Feature> features_;
-  std::vector<double> base_;             // rows x D: z~ encoded, changed one-hot blocks zeroed
-  std::vector<std::int32_t> original_;   // rows x F: original values of the changed features
-  std::vector<double> targets_;          // rows x C: soft label q (or one-hot of the z~ label)
+  std::vector<double> base_;            // rows x D: z~ encoded, changed one-hot blocks zeroed
+  std::vector<std::int32_t> original_;  // rows x F: original values of the changed features
+  std::vector<double> targets_;         // rows x C: soft label q (or one-hot of the z~ label)
   bool exact_ = true;
   std::size_t combos_ = 1;
   std::vector<std::int32_t> combo_values_;  // combos x F (exact)
