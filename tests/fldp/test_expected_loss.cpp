@@ -148,34 +148,45 @@ TEST(ExpectedLoss, EnumerationEqualsBruteForceOverAllRandomizations) {
 
     std::vector<double> gradient(p);
     expected.gradient_sum(s.theta.data(), gradient.data());
-    expect_close(gradient, brute.weighted(p, [&](std::size_t e, double* out) {
-      s.model.gradient_sum(brute.x.data() + e * width, brute.y.data() + e, 1, s.theta.data(), out,
-                           work);
-    }),
+    expect_close(gradient,
+                 brute.weighted(p,
+                                [&](std::size_t e, double* out) {
+                                  s.model.gradient_sum(brute.x.data() + e * width,
+                                                       brute.y.data() + e, 1, s.theta.data(), out,
+                                                       work);
+                                }),
                  kRoundingTolerance, "gradient");
 
     std::vector<double> v(p), hv(p);
     Stream stream(3, Purpose::synthetic_model, 1);
     for (auto& value : v) value = stream.normal();
     expected.hessian_vector_sum(s.theta.data(), v.data(), hv.data());
-    expect_close(hv, brute.weighted(p, [&](std::size_t e, double* out) {
-      s.model.hessian_vector_sum(brute.x.data() + e * width, 1, s.theta.data(), v.data(), out,
-                                 work);
-    }),
+    expect_close(hv,
+                 brute.weighted(p,
+                                [&](std::size_t e, double* out) {
+                                  s.model.hessian_vector_sum(brute.x.data() + e * width, 1,
+                                                             s.theta.data(), v.data(), out, work);
+                                }),
                  kRoundingTolerance, "Hessian-vector product");
 
     std::vector<double> diagonal(p);
     expected.hessian_diagonal_sum(s.theta.data(), diagonal.data());
-    expect_close(diagonal, brute.weighted(p, [&](std::size_t e, double* out) {
-      s.model.hessian_diagonal_sum(brute.x.data() + e * width, 1, s.theta.data(), out, work);
-    }),
+    expect_close(diagonal,
+                 brute.weighted(p,
+                                [&](std::size_t e, double* out) {
+                                  s.model.hessian_diagonal_sum(brute.x.data() + e * width, 1,
+                                                               s.theta.data(), out, work);
+                                }),
                  kRoundingTolerance, "Hessian diagonal");
 
     std::vector<double> dense(p * p);
     expected.hessian_sum(s.theta.data(), dense.data());
-    expect_close(dense, brute.weighted(p * p, [&](std::size_t e, double* out) {
-      s.model.hessian_sum(brute.x.data() + e * width, 1, s.theta.data(), out);
-    }),
+    expect_close(dense,
+                 brute.weighted(p * p,
+                                [&](std::size_t e, double* out) {
+                                  s.model.hessian_sum(brute.x.data() + e * width, 1, s.theta.data(),
+                                                      out);
+                                }),
                  kRoundingTolerance, "dense Hessian");
 
     // Sampled rows (with a repeat) equal the brute force over those rows' combinations.
@@ -184,15 +195,15 @@ TEST(ExpectedLoss, EnumerationEqualsBruteForceOverAllRandomizations) {
                                         hv.data());
     std::vector<double> reference(p, 0.0);
     for (auto r : picked) {
-      ExpectedLoss one_row(s.model,
-                           Client(0, {r}, {s.table.categorical[r * 2], s.table.categorical[r * 2 + 1]},
-                                  {s.table.label[r]},
-                                  {s.randomized_categorical[r * 2],
-                                   s.randomized_categorical[r * 2 + 1]},
-                                  {s.randomized_labels[r]},
-                                  std::vector<double>(s.client->features() + r * width,
-                                                      s.client->features() + (r + 1) * width)),
-                           changed, {}, 1, 0);
+      ExpectedLoss one_row(
+          s.model,
+          Client(0, {r}, {s.table.categorical[r * 2], s.table.categorical[r * 2 + 1]},
+                 {s.table.label[r]},
+                 {s.randomized_categorical[r * 2], s.randomized_categorical[r * 2 + 1]},
+                 {s.randomized_labels[r]},
+                 std::vector<double>(s.client->features() + r * width,
+                                     s.client->features() + (r + 1) * width)),
+          changed, {}, 1, 0);
       std::vector<double> one(p);
       one_row.hessian_vector_sum(s.theta.data(), v.data(), one.data());
       for (std::size_t j = 0; j < p; ++j) reference[j] += one[j];
