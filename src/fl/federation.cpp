@@ -210,8 +210,8 @@ TrainingResult Federation::train(const FederationConfig& config,
     if (on_round) on_round(result.history.back());
   }
   if (config.newton_polish)
-    result.polish_steps =
-        newton_polish(*this, result.theta, config.tolerance, config.polish_max_steps);
+    result.polish_steps = newton_polish(*this, result.theta, config.tolerance,
+                                        config.polish_max_steps, config.polish_verbose);
   std::vector<double> g;
   gradient(result.theta, g);
   result.gradient_norm = norm2(g);

@@ -16,8 +16,9 @@ namespace {
 
 constexpr std::size_t kChunkRows = 256;
 
-// Softmax of z (C values) in place; returns log-sum-exp of the input.
-double softmax_in_place(double* z, int C) {
+// Softmax of z (C values) in place; returns log-sum-exp of the input when asked (the log is a
+// third of the cost of a two-class combination, and gradients and Hessians do not need it).
+double softmax_in_place(double* z, int C, bool want_lse) {
   double top = z[0];
   for (int k = 1; k < C; ++k) top = std::max(top, z[k]);
   double sum = 0.0;
@@ -27,7 +28,7 @@ double softmax_in_place(double* z, int C) {
   }
   const double inverse = 1.0 / sum;
   for (int k = 0; k < C; ++k) z[k] *= inverse;
-  return top + std::log(sum);
+  return want_lse ? top + std::log(sum) : 0.0;
 }
 
 // out (m x C) = x (m x D) theta^T, theta C x D.
@@ -139,14 +140,26 @@ void ExpectedLoss::for_each_combination(std::size_t r, int batch, Visit&& visit)
 }
 
 double ExpectedLoss::combination_logits(const double* base_logits, const double* theta,
-                                        const std::int32_t* values, double* logits) const {
+                                        const std::int32_t* values, double* logits,
+                                        bool want_lse) const {
   for (int k = 0; k < C_; ++k) {
     double z = base_logits[k];
     for (std::size_t f = 0; f < features_.size(); ++f)
       z += theta[static_cast<std::size_t>(k) * D_ + features_[f].offset + values[f]];
     logits[k] = z;
   }
-  return softmax_in_place(logits, C_);
+  if (C_ == 2) {
+    // Two classes: p_1 = 1 / (1 + e^(z_0 - z_1)), one exponential instead of two (the hot path of
+    // the binary tasks of seed 000); lse = max + log1p(e^-|z_0 - z_1|).
+    const double difference = logits[0] - logits[1];
+    const double top = std::max(logits[0], logits[1]);
+    const double exponential = std::exp(-std::abs(difference));
+    const double minority = exponential / (1.0 + exponential);
+    logits[0] = difference >= 0 ? 1.0 - minority : minority;
+    logits[1] = 1.0 - logits[0];
+    return want_lse ? top + std::log1p(exponential) : 0.0;
+  }
+  return softmax_in_place(logits, C_, want_lse);
 }
 
 double ExpectedLoss::evaluate(const double* theta, double* gradient, int batch) {
@@ -164,15 +177,19 @@ double ExpectedLoss::evaluate(const double* theta, double* gradient, int batch) 
       const double* q = targets_.data() + r * C_;
       double* a_row = accumulated_.data() + i * C_;
       for_each_combination(r, batch, [&](double weight, const std::int32_t* values) {
-        double target_logit = 0.0;
-        for (int k = 0; k < C_; ++k) target_logit += q[k] * logits_[i * C_ + k];
-        for (std::size_t f = 0; f < features_.size(); ++f)
-          for (int k = 0; k < C_; ++k)
-            target_logit +=
-                q[k] * theta[static_cast<std::size_t>(k) * D_ + features_[f].offset + values[f]];
-        const double lse = combination_logits(logits_.data() + i * C_, theta, values, z);
-        loss += weight * (lse - target_logit);
-        if (!gradient) return;
+        const double lse =
+            combination_logits(logits_.data() + i * C_, theta, values, z, gradient == nullptr);
+        if (!gradient) {
+          // lse(theta x) - q . theta x; theta x = the base logits plus the combination's columns.
+          double target_logit = 0.0;
+          for (int k = 0; k < C_; ++k) target_logit += q[k] * logits_[i * C_ + k];
+          for (std::size_t f = 0; f < features_.size(); ++f)
+            for (int k = 0; k < C_; ++k)
+              target_logit +=
+                  q[k] * theta[static_cast<std::size_t>(k) * D_ + features_[f].offset + values[f]];
+          loss += weight * (lse - target_logit);
+          return;
+        }
         // d/dtheta [lse - q.theta x] = (p - q) x^T; x = base row + the combination's one-hots.
         for (int k = 0; k < C_; ++k) {
           const double a = weight * (z[k] - q[k]);
@@ -223,7 +240,7 @@ void ExpectedLoss::hessian_vector_rows(const double* theta, const std::int64_t* 
       const std::size_t r = ids ? static_cast<std::size_t>(ids[first + i]) : first + i;
       double* s_row = accumulated_.data() + i * C_;
       for_each_combination(r, -1, [&](double weight, const std::int32_t* values) {
-        combination_logits(logits_.data() + i * C_, theta, values, z);
+        combination_logits(logits_.data() + i * C_, theta, values, z, false);
         // Row Hessian (diag(p) - p p^T) (x) x x^T applied to V: s = (diag(p) - p p^T) V x.
         double pu = 0.0;
         for (int k = 0; k < C_; ++k) {
@@ -266,7 +283,7 @@ void ExpectedLoss::hessian_diagonal_sum(const double* theta, double* out) {
     for (std::size_t i = 0; i < m; ++i) {
       double* d_row = accumulated_.data() + i * C_;
       for_each_combination(first + i, -1, [&](double weight, const std::int32_t* values) {
-        combination_logits(logits_.data() + i * C_, theta, values, z);
+        combination_logits(logits_.data() + i * C_, theta, values, z, false);
         for (int k = 0; k < C_; ++k) {
           const double d = weight * z[k] * (1.0 - z[k]);
           d_row[k] += d;  // x_j^2 of the base columns; the one-hot entries square to 1
@@ -312,7 +329,7 @@ void ExpectedLoss::hessian_sum(const double* theta, double* out) {
     row_logits(x, m, D_, C_, theta, logits_.data());
     for (std::size_t i = 0; i < m; ++i)
       for_each_combination(first + i, -1, [&](double weight, const std::int32_t* values) {
-        combination_logits(logits_.data() + i * C_, theta, values, z);
+        combination_logits(logits_.data() + i * C_, theta, values, z, false);
         expanded.insert(expanded.end(), x + i * D_, x + (i + 1) * D_);
         const std::size_t e = coefficients.size();
         for (std::size_t f = 0; f < features_.size(); ++f)

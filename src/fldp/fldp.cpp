@@ -52,6 +52,11 @@ Client rerandomized_client(const FederatedProblem& problem, const Client& client
 
 namespace {
 
+FederationConfig quiet(FederationConfig config) {
+  config.polish_verbose = false;
+  return config;
+}
+
 double distance(const std::vector<double>& a, const std::vector<double>& b) {
   double s = 0.0;
   for (std::size_t k = 0; k < a.size(); ++k) s += (a[k] - b[k]) * (a[k] - b[k]);
@@ -269,7 +274,7 @@ class FldpRunner {
       }
       Stopwatch clock;
       const std::vector<double> retrained =
-          config_.retrain_full ? federation_.train(training_).theta : retrain_from_optimum();
+          config_.retrain_full ? federation_.train(quiet(training_)).theta : retrain_from_optimum();
       total_time += clock.seconds();
       for (auto& [k, original] : saved) std::swap(problem_.clients[k], original);
       const auto [loss, accuracy] = federation_.evaluate_test(retrained);

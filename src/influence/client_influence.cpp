@@ -131,7 +131,9 @@ void retrain_without_each_client(Federation& federation, const std::vector<doubl
     federation.exclude_clients({id});
     std::vector<double> retrained = theta;
     if (config.retrain_full) {
-      retrained = federation.train(training).theta;
+      FederationConfig quiet = training;
+      quiet.polish_verbose = false;
+      retrained = federation.train(quiet).theta;
     } else {
       // The objective without the client is strictly convex (l2 > 0): its minimizer is unique, so
       // Newton from theta^ finds exactly what retraining from scratch converges to.

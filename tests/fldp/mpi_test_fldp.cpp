@@ -199,7 +199,8 @@ TEST_F(FldpMpi, RemovalMatchesTheRemovalInfluenceAndRetrainsAreDeterministic) {
                 theta.size(), vector.begin());
   MPI_Bcast(vector.data(), static_cast<int>(vector.size()), MPI_DOUBLE, owner, MPI_COMM_WORLD);
   // Two CG solves of one system to rtol 1e-12.
-  EXPECT_LT(distance(delta, vector), 1e-8 * (1.0 + distance(vector, std::vector<double>(theta.size(), 0.0))));
+  EXPECT_LT(distance(delta, vector),
+            1e-8 * (1.0 + distance(vector, std::vector<double>(theta.size(), 0.0))));
 }
 
 TEST_F(FldpMpi, RerandomizationFollowsKaryRandomizedResponse) {
@@ -249,8 +250,7 @@ TEST_F(FldpMpi, FirstBlockHessianIsTheFirstClassBlockOnTheDiagonal) {
       EXPECT_NEAR(out[c * block + i], expected, 1e-13) << "class " << c << " row " << i;
       for (std::size_t j = 0; j < p; ++j) {
         const bool same_block = j / block == c;
-        EXPECT_EQ(dense[(c * block + i) * p + j],
-                  same_block ? full[i * p + (j - c * block)] : 0.0);
+        EXPECT_EQ(dense[(c * block + i) * p + j], same_block ? full[i * p + (j - c * block)] : 0.0);
       }
     }
 }

@@ -27,12 +27,12 @@ struct ClientFixture {
   std::unique_ptr<Client> client;
   std::vector<double> theta;
 
-  ClientFixture() : model(1, 1, 0.0) {
+  explicit ClientFixture(int classes = 3) : model(1, 1, 0.0) {
     SyntheticConfig config;
     config.rows = 40;
     config.numeric = 2;
     config.categorical = {3, 4};
-    config.classes = 3;
+    config.classes = classes;
     table = generate_synthetic(config, 5);
     encoding = Encoding(table, true, true);
     model = SoftmaxRegression(encoding.width(), table.classes(), 1e-3);
@@ -45,7 +45,7 @@ struct ClientFixture {
       randomized_categorical[r * 2] = randomize_value(table.categorical[r * 2], 3, 1.0, stream);
       randomized_categorical[r * 2 + 1] =
           randomize_value(table.categorical[r * 2 + 1], 4, 1.0, stream);
-      randomized_labels[r] = randomize_value(table.label[r], 3, 1.0, stream);
+      randomized_labels[r] = randomize_value(table.label[r], classes, 1.0, stream);
     }
     std::vector<double> features(table.rows * encoding.width());
     encoding.encode(table, rows, randomized_categorical.data(), features.data());
@@ -60,7 +60,7 @@ struct ClientFixture {
     std::vector<ChangedAttribute> changed;
     if (eps0 > 0) changed.push_back({0, 3, encoding.categorical_offset(0), eps0});
     if (eps1 > 0) changed.push_back({1, 4, encoding.categorical_offset(1), eps1});
-    if (eps_label > 0) changed.push_back({-1, 3, 0, eps_label});
+    if (eps_label > 0) changed.push_back({-1, table.classes(), 0, eps_label});
     return changed;
   }
 };
@@ -131,8 +131,11 @@ void expect_close(const std::vector<double>& actual, const std::vector<double>& 
 // Sums of up to 40 x 12 x 3 terms of order one: agreement to 1e-12 relative is rounding.
 constexpr double kRoundingTolerance = 1e-12;
 
-TEST(ExpectedLoss, EnumerationEqualsBruteForceOverAllRandomizations) {
-  ClientFixture s;
+class ExpectedLossClasses : public ::testing::TestWithParam<int> {};
+
+// Three classes (general softmax) and two (the one-exponential fast path).
+TEST_P(ExpectedLossClasses, EnumerationEqualsBruteForceOverAllRandomizations) {
+  ClientFixture s(GetParam());
   const int width = s.encoding.width();
   const std::size_t p = s.model.parameters();
   // Both features and the label; one feature with eps' = inf (kept exactly); the label alone.
@@ -211,6 +214,8 @@ TEST(ExpectedLoss, EnumerationEqualsBruteForceOverAllRandomizations) {
     expect_close(hv, reference, kRoundingTolerance, "sampled Hessian-vector product");
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(ExpectedLoss, ExpectedLossClasses, ::testing::Values(3, 2));
 
 TEST(ExpectedLoss, GradientMatchesFiniteDifferencesOfTheLoss) {
   ClientFixture s;

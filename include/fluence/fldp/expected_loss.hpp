@@ -74,14 +74,15 @@ class ExpectedLoss final : public LocalObjective {
   // Calls visit(weight, values) for each combination of row r (values: one per changed feature).
   template <class Visit>
   void for_each_combination(std::size_t r, int batch, Visit&& visit) const;
-  // Value loss (and gradient into `gradient` when not null) over rows, draws from `batch` (-1 =
-  // all).
+  // The loss over the rows (gradient == nullptr) or the gradient (into `gradient`; returns 0),
+  // draws from `batch` (-1 = all).
   double evaluate(const double* theta, double* gradient, int batch);
   void hessian_vector_rows(const double* theta, const std::int64_t* ids, std::size_t count,
                            const double* v, double* out);
   const double* gather(const std::int64_t* ids, std::size_t first, std::size_t count);
+  // Softmax probabilities of one combination into `logits`; returns the log-sum-exp if asked.
   double combination_logits(const double* base_logits, const double* theta,
-                            const std::int32_t* values, double* logits) const;
+                            const std::int32_t* values, double* logits, bool want_lse) const;
 
   const SoftmaxRegression& model_;
   int D_, C_;
