@@ -116,6 +116,7 @@ ExpectedLoss::ExpectedLoss(const SoftmaxRegression& model, const Client& client,
   accumulated_.resize(kChunkRows * C_);
   z_.resize(C_);
   u_.resize(C_);
+  v_scratch_.resize(C_);
 }
 
 template <class Visit>
@@ -137,6 +138,107 @@ void ExpectedLoss::for_each_combination(std::size_t r, int batch, Visit&& visit)
   const int end = batch < 0 ? samples_ : first + per_batch;
   const double weight = 1.0 / (end - first);
   for (int s = first; s < end; ++s) visit(weight, sample_values_.data() + (r * samples_ + s) * F);
+}
+
+void ExpectedLoss::prepare_factors(const double* theta) {
+  // factor[f][v][k] = exp(theta[k, offset_f + v] - max_k theta[k, offset_f + v]) in (0, 1]; the
+  // per-(f, v) shift is the same for every class, so it cancels in the softmax.
+  factors_.clear();
+  spread_bound_ = 0.0;
+  table_start_.clear();
+  for (const auto& feature : features_) {
+    table_start_.push_back(factors_.size());
+    double widest = 0.0;
+    for (int v = 0; v < feature.domain; ++v) {
+      double top = -std::numeric_limits<double>::infinity(), bottom = -top;
+      for (int k = 0; k < C_; ++k) {
+        const double t = theta[static_cast<std::size_t>(k) * D_ + feature.offset + v];
+        top = std::max(top, t);
+        bottom = std::min(bottom, t);
+      }
+      for (int k = 0; k < C_; ++k)
+        factors_.push_back(
+            std::exp(theta[static_cast<std::size_t>(k) * D_ + feature.offset + v] - top));
+      widest = std::max(widest, top - bottom);
+    }
+    spread_bound_ += widest;
+  }
+  table_rows_ = factors_.size() / static_cast<std::size_t>(C_);
+}
+
+template <class Visit>
+void ExpectedLoss::for_each_probability(std::size_t r, int batch, const double* base_logits,
+                                        const double* theta, Visit&& visit) {
+  const std::size_t F = features_.size();
+  double top = base_logits[0], bottom = base_logits[0];
+  for (int k = 1; k < C_; ++k) {
+    top = std::max(top, base_logits[k]);
+    bottom = std::min(bottom, base_logits[k]);
+  }
+  // e^z of a combination factorizes: e^(b_k) prod_f e^(theta[k, offset_f + v_f]). With every
+  // factor shifted into (0, 1], a product underflows only if the logit spread exceeds ~700; such
+  // rows take the direct path (an exponential per class and combination).
+  if (top - bottom + spread_bound_ > 700.0) {
+    double* z = z_.data();
+    for_each_combination(r, batch, [&](double weight, const std::int32_t* values) {
+      combination_logits(base_logits, theta, values, z, false);
+      visit(weight, values, static_cast<const double*>(z));
+    });
+    return;
+  }
+  // level[f] holds the partial products of the first f features (level[0]: the base row).
+  level_.resize((F + 1) * C_);
+  for (int k = 0; k < C_; ++k) level_[k] = std::exp(base_logits[k] - top);
+  double* p = u_.data();
+  const auto leaf = [&](double weight, const std::int32_t* values, const double* product) {
+    double sum = 0.0;
+    for (int k = 0; k < C_; ++k) sum += product[k];
+    const double inverse = 1.0 / sum;
+    for (int k = 0; k < C_; ++k) p[k] = product[k] * inverse;
+    visit(weight, values, static_cast<const double*>(p));
+  };
+  const auto extend = [&](std::size_t f, std::int32_t v) {
+    const double* factor = factors_.data() + table_start_[f] + static_cast<std::size_t>(v) * C_;
+    const double* from = level_.data() + f * C_;
+    double* to = level_.data() + (f + 1) * C_;
+    for (int k = 0; k < C_; ++k) to[k] = from[k] * factor[k];
+  };
+  if (!exact_) {
+    const int per_batch = samples_ / batches_;
+    const int first = batch < 0 ? 0 : batch * per_batch;
+    const int end = batch < 0 ? samples_ : first + per_batch;
+    const double weight = 1.0 / (end - first);
+    for (int s = first; s < end; ++s) {
+      const std::int32_t* values = sample_values_.data() + (r * samples_ + s) * F;
+      for (std::size_t f = 0; f < F; ++f) extend(f, values[f]);
+      leaf(weight, values, level_.data() + F * C_);
+    }
+    return;
+  }
+  // Exact: a flat, branch-light pass over the combinations (a depth-first walk reuses partial
+  // products but mispredicts its branches; this loop is faster for the small |F| of practice).
+  // Per row, each feature's k-RR weight of every value is tabulated once.
+  const std::int32_t* original = original_.data() + r * F;
+  row_weights_.resize(table_rows_);
+  for (std::size_t f = 0; f < F; ++f) {
+    double* w = row_weights_.data() + table_start_[f] / C_;
+    std::fill_n(w, features_[f].domain, features_[f].other);
+    w[original[f]] = features_[f].keep;
+  }
+  double* product = level_.data() + F * C_;
+  for (std::size_t c = 0; c < combos_; ++c) {
+    const std::int32_t* values = combo_values_.data() + c * F;
+    double weight = 1.0;
+    for (std::size_t f = 0; f < F; ++f) weight *= row_weights_[table_start_[f] / C_ + values[f]];
+    if (weight == 0.0) continue;  // eps' = inf: only the original value
+    for (int k = 0; k < C_; ++k) product[k] = level_[k];
+    for (std::size_t f = 0; f < F; ++f) {
+      const double* factor =
+          factors_.data() + table_start_[f] + static_cast<std::size_t>(values[f]) * C_;
+      for (int k = 0; k < C_; ++k) product[k] *= factor[k];
+    }
+    leaf(weight, values, product);
+  }
 }
 
 double ExpectedLoss::combination_logits(const double* base_logits, const double* theta,
@@ -164,7 +266,10 @@ double ExpectedLoss::combination_logits(const double* base_logits, const double*
 
 double ExpectedLoss::evaluate(const double* theta, double* gradient, int batch) {
   const std::size_t p = model_.parameters();
-  if (gradient) std::fill(gradient, gradient + p, 0.0);
+  if (gradient) {
+    std::fill(gradient, gradient + p, 0.0);
+    prepare_factors(theta);
+  }
   double loss = 0.0;
   double* z = z_.data();
   for (std::size_t first = 0; first < rows_; first += kChunkRows) {
@@ -175,29 +280,33 @@ double ExpectedLoss::evaluate(const double* theta, double* gradient, int batch) 
     for (std::size_t i = 0; i < m; ++i) {
       const std::size_t r = first + i;
       const double* q = targets_.data() + r * C_;
-      double* a_row = accumulated_.data() + i * C_;
-      for_each_combination(r, batch, [&](double weight, const std::int32_t* values) {
-        const double lse =
-            combination_logits(logits_.data() + i * C_, theta, values, z, gradient == nullptr);
-        if (!gradient) {
+      const double* base_logits = logits_.data() + i * C_;
+      if (!gradient) {
+        for_each_combination(r, batch, [&](double weight, const std::int32_t* values) {
           // lse(theta x) - q . theta x; theta x = the base logits plus the combination's columns.
+          const double lse = combination_logits(base_logits, theta, values, z, true);
           double target_logit = 0.0;
-          for (int k = 0; k < C_; ++k) target_logit += q[k] * logits_[i * C_ + k];
+          for (int k = 0; k < C_; ++k) target_logit += q[k] * base_logits[k];
           for (std::size_t f = 0; f < features_.size(); ++f)
             for (int k = 0; k < C_; ++k)
               target_logit +=
                   q[k] * theta[static_cast<std::size_t>(k) * D_ + features_[f].offset + values[f]];
           loss += weight * (lse - target_logit);
-          return;
-        }
-        // d/dtheta [lse - q.theta x] = (p - q) x^T; x = base row + the combination's one-hots.
-        for (int k = 0; k < C_; ++k) {
-          const double a = weight * (z[k] - q[k]);
-          a_row[k] += a;
-          for (std::size_t f = 0; f < features_.size(); ++f)
-            gradient[static_cast<std::size_t>(k) * D_ + features_[f].offset + values[f]] += a;
-        }
-      });
+        });
+        continue;
+      }
+      double* a_row = accumulated_.data() + i * C_;
+      for_each_probability(
+          r, batch, base_logits, theta,
+          [&](double weight, const std::int32_t* values, const double* probabilities) {
+            // d/dtheta [lse - q.theta x] = (p - q) x^T; x = base row + the combination's one-hots.
+            for (int k = 0; k < C_; ++k) {
+              const double a = weight * (probabilities[k] - q[k]);
+              a_row[k] += a;
+              for (std::size_t f = 0; f < features_.size(); ++f)
+                gradient[static_cast<std::size_t>(k) * D_ + features_[f].offset + values[f]] += a;
+            }
+          });
     }
     if (gradient) add_outer(accumulated_.data(), x, m, D_, C_, gradient);
   }
@@ -228,8 +337,8 @@ void ExpectedLoss::hessian_vector_rows(const double* theta, const std::int64_t* 
                                        std::size_t count, const double* v, double* out) {
   const std::size_t p = model_.parameters();
   std::fill(out, out + p, 0.0);
-  double* z = z_.data();
-  double* u = u_.data();
+  prepare_factors(theta);
+  double* u = v_scratch_.data();
   for (std::size_t first = 0; first < count; first += kChunkRows) {
     const std::size_t m = std::min(kChunkRows, count - first);
     const double* x = gather(ids, first, m);
@@ -239,24 +348,25 @@ void ExpectedLoss::hessian_vector_rows(const double* theta, const std::int64_t* 
     for (std::size_t i = 0; i < m; ++i) {
       const std::size_t r = ids ? static_cast<std::size_t>(ids[first + i]) : first + i;
       double* s_row = accumulated_.data() + i * C_;
-      for_each_combination(r, -1, [&](double weight, const std::int32_t* values) {
-        combination_logits(logits_.data() + i * C_, theta, values, z, false);
-        // Row Hessian (diag(p) - p p^T) (x) x x^T applied to V: s = (diag(p) - p p^T) V x.
-        double pu = 0.0;
-        for (int k = 0; k < C_; ++k) {
-          double vx = second_[i * C_ + k];
-          for (std::size_t f = 0; f < features_.size(); ++f)
-            vx += v[static_cast<std::size_t>(k) * D_ + features_[f].offset + values[f]];
-          u[k] = vx;
-          pu += z[k] * vx;
-        }
-        for (int k = 0; k < C_; ++k) {
-          const double s = weight * z[k] * (u[k] - pu);
-          s_row[k] += s;
-          for (std::size_t f = 0; f < features_.size(); ++f)
-            out[static_cast<std::size_t>(k) * D_ + features_[f].offset + values[f]] += s;
-        }
-      });
+      for_each_probability(
+          r, -1, logits_.data() + i * C_, theta,
+          [&](double weight, const std::int32_t* values, const double* z) {
+            // Row Hessian (diag(p) - p p^T) (x) x x^T applied to V: s = (diag(p) - p p^T) V x.
+            double pu = 0.0;
+            for (int k = 0; k < C_; ++k) {
+              double vx = second_[i * C_ + k];
+              for (std::size_t f = 0; f < features_.size(); ++f)
+                vx += v[static_cast<std::size_t>(k) * D_ + features_[f].offset + values[f]];
+              u[k] = vx;
+              pu += z[k] * vx;
+            }
+            for (int k = 0; k < C_; ++k) {
+              const double s = weight * z[k] * (u[k] - pu);
+              s_row[k] += s;
+              for (std::size_t f = 0; f < features_.size(); ++f)
+                out[static_cast<std::size_t>(k) * D_ + features_[f].offset + values[f]] += s;
+            }
+          });
     }
     add_outer(accumulated_.data(), x, m, D_, C_, out);
   }
@@ -274,7 +384,6 @@ void ExpectedLoss::sampled_hessian_vector_sum(const double* theta, const std::in
 void ExpectedLoss::hessian_diagonal_sum(const double* theta, double* out) {
   const std::size_t p = model_.parameters();
   std::fill(out, out + p, 0.0);
-  double* z = z_.data();
   for (std::size_t first = 0; first < rows_; first += kChunkRows) {
     const std::size_t m = std::min(kChunkRows, rows_ - first);
     const double* x = base_.data() + first * D_;
@@ -282,15 +391,16 @@ void ExpectedLoss::hessian_diagonal_sum(const double* theta, double* out) {
     std::fill_n(accumulated_.begin(), m * C_, 0.0);
     for (std::size_t i = 0; i < m; ++i) {
       double* d_row = accumulated_.data() + i * C_;
-      for_each_combination(first + i, -1, [&](double weight, const std::int32_t* values) {
-        combination_logits(logits_.data() + i * C_, theta, values, z, false);
-        for (int k = 0; k < C_; ++k) {
-          const double d = weight * z[k] * (1.0 - z[k]);
-          d_row[k] += d;  // x_j^2 of the base columns; the one-hot entries square to 1
-          for (std::size_t f = 0; f < features_.size(); ++f)
-            out[static_cast<std::size_t>(k) * D_ + features_[f].offset + values[f]] += d;
-        }
-      });
+      for_each_probability(
+          first + i, -1, logits_.data() + i * C_, theta,
+          [&](double weight, const std::int32_t* values, const double* z) {
+            for (int k = 0; k < C_; ++k) {
+              const double d = weight * z[k] * (1.0 - z[k]);
+              d_row[k] += d;  // x_j^2 of the base columns; the one-hot entries square to 1
+              for (std::size_t f = 0; f < features_.size(); ++f)
+                out[static_cast<std::size_t>(k) * D_ + features_[f].offset + values[f]] += d;
+            }
+          });
     }
     for (std::size_t j = 0; j < m * D_; ++j) chunk_[j] = x[j] * x[j];
     add_outer(accumulated_.data(), chunk_.data(), m, D_, C_, out);
@@ -304,7 +414,6 @@ void ExpectedLoss::hessian_sum(const double* theta, double* out) {
   std::fill(out, out + p * p, 0.0);
   std::vector<double> expanded, weighted, coefficients;
   std::vector<double> probabilities;
-  double* z = z_.data();
   const auto flush = [&](std::size_t m) {
     if (m == 0) return;
     weighted.resize(m * D_);
@@ -328,21 +437,21 @@ void ExpectedLoss::hessian_sum(const double* theta, double* out) {
     const double* x = base_.data() + first * D_;
     row_logits(x, m, D_, C_, theta, logits_.data());
     for (std::size_t i = 0; i < m; ++i)
-      for_each_combination(first + i, -1, [&](double weight, const std::int32_t* values) {
-        combination_logits(logits_.data() + i * C_, theta, values, z, false);
-        expanded.insert(expanded.end(), x + i * D_, x + (i + 1) * D_);
-        const std::size_t e = coefficients.size();
-        for (std::size_t f = 0; f < features_.size(); ++f)
-          expanded[e * D_ + features_[f].offset + values[f]] = 1.0;
-        coefficients.push_back(weight);
-        probabilities.insert(probabilities.end(), z, z + C_);
-        if (coefficients.size() == limit) {
-          flush(limit);
-          expanded.clear();
-          coefficients.clear();
-          probabilities.clear();
-        }
-      });
+      for_each_probability(first + i, -1, logits_.data() + i * C_, theta,
+                           [&](double weight, const std::int32_t* values, const double* z) {
+                             expanded.insert(expanded.end(), x + i * D_, x + (i + 1) * D_);
+                             const std::size_t e = coefficients.size();
+                             for (std::size_t f = 0; f < features_.size(); ++f)
+                               expanded[e * D_ + features_[f].offset + values[f]] = 1.0;
+                             coefficients.push_back(weight);
+                             probabilities.insert(probabilities.end(), z, z + C_);
+                             if (coefficients.size() == limit) {
+                               flush(limit);
+                               expanded.clear();
+                               coefficients.clear();
+                               probabilities.clear();
+                             }
+                           });
   }
   flush(coefficients.size());
   // Mirror the upper blocks: H[(l, j), (k, i)] = H[(k, i), (l, j)].

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <numeric>
+#include <tuple>
 
 #include "fluence/core/rng.hpp"
 #include "fluence/data/source.hpp"
@@ -131,11 +132,13 @@ void expect_close(const std::vector<double>& actual, const std::vector<double>& 
 // Sums of up to 40 x 12 x 3 terms of order one: agreement to 1e-12 relative is rounding.
 constexpr double kRoundingTolerance = 1e-12;
 
-class ExpectedLossClasses : public ::testing::TestWithParam<int> {};
+class ExpectedLossClasses : public ::testing::TestWithParam<std::tuple<int, double>> {};
 
-// Three classes (general softmax) and two (the one-exponential fast path).
+// Three classes (general softmax) and two (the two-class fast path of the direct evaluation).
 TEST_P(ExpectedLossClasses, EnumerationEqualsBruteForceOverAllRandomizations) {
-  ClientFixture s(GetParam());
+  ClientFixture s(std::get<0>(GetParam()));
+  // Scale 1: the factorized exponentials; scale 400: logit spreads beyond 700, the direct path.
+  for (auto& value : s.theta) value *= std::get<1>(GetParam());
   const int width = s.encoding.width();
   const std::size_t p = s.model.parameters();
   // Both features and the label; one feature with eps' = inf (kept exactly); the label alone.
@@ -215,7 +218,9 @@ TEST_P(ExpectedLossClasses, EnumerationEqualsBruteForceOverAllRandomizations) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(ExpectedLoss, ExpectedLossClasses, ::testing::Values(3, 2));
+INSTANTIATE_TEST_SUITE_P(ExpectedLoss, ExpectedLossClasses,
+                         ::testing::Combine(::testing::Values(3, 2),
+                                            ::testing::Values(1.0, 400.0)));
 
 TEST(ExpectedLoss, GradientMatchesFiniteDifferencesOfTheLoss) {
   ClientFixture s;

@@ -80,6 +80,12 @@ class ExpectedLoss final : public LocalObjective {
   void hessian_vector_rows(const double* theta, const std::int64_t* ids, std::size_t count,
                            const double* v, double* out);
   const double* gather(const std::int64_t* ids, std::size_t first, std::size_t count);
+  // Calls visit(weight, values, probabilities) for each combination of row r, the softmax
+  // probabilities from factorized exponentials (prepare_factors(theta) first).
+  template <class Visit>
+  void for_each_probability(std::size_t r, int batch, const double* base_logits,
+                            const double* theta, Visit&& visit);
+  void prepare_factors(const double* theta);
   // Softmax probabilities of one combination into `logits`; returns the log-sum-exp if asked.
   double combination_logits(const double* base_logits, const double* theta,
                             const std::int32_t* values, double* logits, bool want_lse) const;
@@ -96,8 +102,13 @@ class ExpectedLoss final : public LocalObjective {
   std::vector<std::int32_t> combo_values_;  // combos x F (exact)
   int samples_ = 0, batches_ = 1;
   std::vector<std::int32_t> sample_values_;  // rows x samples x F (Monte Carlo)
+  std::vector<double> factors_;              // [f][v][k]: e^(theta[k, offset_f + v] - max over k)
+  double spread_bound_ = 0.0;  // sum over f of the widest class spread of theta's columns
+  std::vector<std::size_t> table_start_;  // feature f's first entry in factors_
+  std::size_t table_rows_ = 0;            // sum of the changed features' domains
+  std::vector<double> level_, row_weights_;
   // Scratch, sized once.
-  std::vector<double> chunk_, logits_, second_, accumulated_, z_, u_;
+  std::vector<double> chunk_, logits_, second_, accumulated_, z_, u_, v_scratch_;
 };
 
 }  // namespace fluence
