@@ -9,7 +9,9 @@ TrainingResult obtain_trained_model(const CommandLine& command_line, Federation&
                                     const FederationConfig& config) {
   TrainingResult result;
   if (command_line.model.empty()) {
-    result = federation.train(config, [&](const RoundMetrics& m) {
+    FederationConfig training = config;
+    training.polish_verbose = !command_line.quiet;
+    result = federation.train(training, [&](const RoundMetrics& m) {
       if (command_line.quiet) return;
       log::info("round {:>5d}/{}  test loss {:.5f}  test acc {:6.2f}%  elapsed {}  ETA {}", m.round,
                 config.rounds, m.test_loss, 100.0 * m.test_accuracy, format_duration(m.wall_time),

@@ -235,16 +235,31 @@ class FldpRunner {
   }
 
   // Newton steps on the changed objective from theta_I: each a federated gradient and an IHVP
-  // with the changed objective's Hessian at the current point (quadratic convergence to the
-  // expected retrain).
+  // with the changed objective's Hessian at the current point, with Armijo backtracking (a large
+  // change can put theta_I where the full step overshoots); near the optimum the full step is
+  // taken and the convergence to the expected retrain is quadratic.
   void refine(FldpCaseResult& result) {
-    std::vector<double> theta = result.theta_estimate, gradient, step(p_);
+    std::vector<double> theta = result.theta_estimate, gradient, step(p_), trial(p_);
+    double value = federation_.objective(theta);
     for (int s = 0; s < config_.newton_steps; ++s) {
       federation_.gradient(theta, gradient);
       auto hessian = make_federated_hessian(federation_, theta);
       hessian->set_damping(influence_.damping);
       make_ihvp_solver(influence_.ihvp, *hessian)->solve(gradient.data(), step.data());
-      for (std::size_t j = 0; j < p_; ++j) theta[j] -= step[j];
+      double slope = 0.0;
+      for (std::size_t j = 0; j < p_; ++j) slope -= gradient[j] * step[j];
+      double t = 1.0;
+      for (int halvings = 0; halvings < 30; ++halvings, t *= 0.5) {
+        for (std::size_t j = 0; j < p_; ++j) trial[j] = theta[j] - t * step[j];
+        const double trial_value = federation_.objective(trial);
+        // Accept sufficient decrease, or a change at the rounding level of h near the optimum.
+        if (trial_value <= value + 1e-4 * t * slope ||
+            std::abs(trial_value - value) <= 1e-13 * std::abs(value)) {
+          value = trial_value;
+          break;
+        }
+      }
+      theta.swap(trial);
       result.newton_ed_expected.push_back(config_.retrain ? distance(theta, result.theta_expected)
                                                           : std::nan(""));
     }

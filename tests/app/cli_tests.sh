@@ -282,6 +282,19 @@ assert "/fldp/theta_expected" not in b and "/fldp/ed" not in b
 PY
 then pass "fldp --model reuses a trained model (identical estimates)"; else fail "fldp --model"; fi
 
+mkdir -p "$work/fldp_report/fldp_synthetic/q1/eps_3"
+cp "$work/fldp2/results.h5" "$work/fldp_report/fldp_synthetic/q1/eps_3/"
+if "$python" "$source_dir/analysis/fldp_report.py" "$work/fldp_report" --figures "$work/fldp_fig" \
+  >"$work/fldp_report.txt" 2>&1 && grep -q "Q1 (Table 2)" "$work/fldp_report.txt" && [ -s "$work/fldp_fig/fig1_aad.png" ] &&
+  "$python" "$source_dir/analysis/fldp_report.py" "$work/fldp_report" --markdown --no-figures | grep -q "^| ε | ε' |" &&
+  FLUENCE="$fluence" bash "$source_dir/scripts/run_fldp_experiments.sh" credit_g --out "$work/fldp_dry" --dry-run \
+    >"$work/fldp_dry.txt" 2>&1 && [ "$(grep -c "fluence fldp" "$work/fldp_dry.txt")" -ge 15 ]; then
+  pass "analysis/fldp_report.py tables and figures; run_fldp_experiments.sh --dry-run"
+else
+  fail "fldp report/experiment scripts"
+  tail -5 "$work/fldp_report.txt" "$work/fldp_dry.txt" | sed 's/^/    /'
+fi
+
 write_deck fldp_bad <<'EOF'
 [partition]
 clients = 3

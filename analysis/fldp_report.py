@@ -1,0 +1,934 @@
+#!/usr/bin/python3
+"""Tables and figures of the FLDP-FL experiments (seed 000, Carey & Wu, §5).
+
+Reads the results files that ``scripts/run_fldp_experiments.sh`` writes with
+``fluence fldp`` under ROOT::
+
+    ROOT/<dataset>/q1/eps_<eps>/results.h5   Q1: one client, eps -> eps'
+    ROOT/<dataset>/q2/results.h5             Q2: 1..5 clients, 3 -> 1
+    ROOT/<dataset>/q3/x_<X>/results.h5       Q3: the client holds X of the data
+    ROOT/<dataset>/q4/results.h5             Q4: full retraining vs estimate
+
+for whichever datasets and experiments exist, and prints
+
+* Q1, like seed 000 Table 2: a row per (eps, eps') cell that exists
+  (eps' < eps), per dataset ALD, AAD and ED as mean +- std over the
+  re-randomized retrains, ED_exp (the distance to the exact expected retrain,
+  what the estimator targets) and, when the run made Newton refinement steps
+  (``fldp.newton_steps > 0``), ED_N<k>: the distance of the k-th (last) Newton
+  iterate to the expected retrain;
+* Q2 (seed 000 Fig. 2 top): a row per number m of changing clients;
+* Q3 (seed 000 Fig. 2 bottom): a row per share X of the changing client;
+* Q4 (seed 000 Table 3): per dataset the time of one full federated
+  retraining (mean of ``/fldp/time_retrain_s``), of the estimate
+  (``/fldp/time_estimate_s``), their ratio, the one-off set-up time of the
+  estimator (``/fldp/time_setup_s``: Hessian factorization or
+  preconditioner) and the ratio with the set-up included.
+
+ALD = L(theta_est) - L(theta_retrain) and AAD = Acc(theta_est) -
+Acc(theta_retrain) on the server's test set, ED = ||theta_est -
+theta_retrain||_2 (seed 000 Eq. 28-30); AAD is printed in percentage points,
+like the paper. Standard deviations are over the retrain draws (numpy's
+default, ddof = 0). Cases where clients leave (``case_remove``) are not part of
+these tables and are skipped.
+
+Figures (PNG, into ``--figures DIR``, default ``ROOT/figures``):
+
+* ``fig1_aad.png`` (seed 000 Fig. 1): AAD against eps', a line per training
+  eps, a panel per dataset, error bars = std over the draws;
+* ``fig2_multi.png`` (seed 000 Fig. 2): ALD, AAD and ED against the number of
+  changing clients (top row) and against the changing client's share X
+  (bottom row), a line per dataset, error bars = std over the draws; dashed:
+  the same metric against the exact expected retrain.
+
+Usage::
+
+    analysis/fldp_report.py out/fldp
+    analysis/fldp_report.py out/fldp --markdown > docs/results/fldp.md
+    analysis/fldp_report.py /tmp/fldp-try --figures /tmp/fldp-figs
+    analysis/fldp_report.py out/fldp --no-figures
+
+The tables go to stdout (aligned plain text, or GitHub markdown with
+``--markdown``); notes about missing or unreadable experiments and the paths
+of the written figures go to stderr. Exit status 2 when ROOT holds no results
+(or is not a directory), 0 otherwise.
+
+Needs h5py, numpy and matplotlib (Debian: python3-h5py, python3-numpy,
+python3-matplotlib).
+"""
+
+import argparse
+import math
+import os
+import sys
+import textwrap
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: must precede the pyplot import
+
+import h5py  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+KNOWN_DATASETS = ("acs", "credit_g", "fashion_mnist")
+DATASET_TITLES = {
+    "acs": "ACS Income (synthetic)",
+    "credit_g": "German credit",
+    "fashion_mnist": "Fashion-MNIST",
+}
+EXPERIMENTS = ("q1", "q2", "q3", "q4")
+PM = "\u00b1"
+EPS = "\u03b5"
+FOOTNOTE_WIDTH = 100
+JITTER = 0.025   # fig1: relative x offset between the lines of a panel
+
+
+class ResultsError(Exception):
+    """A results file that cannot be used; the message is for the user."""
+
+
+def note(message):
+    """A note for the user on stderr (skipped or unreadable experiments)."""
+    print(f"fldp_report: {message}", file=sys.stderr)
+
+
+# --------------------------------------------------------------------------
+# Reading
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class Case:
+    """One FLDP case of a results file, with its metrics per retrain draw."""
+
+    eps_from: float
+    eps_to: float
+    clients: int                 # number of changing clients
+    ald: np.ndarray              # [draws]
+    aad: np.ndarray              # [draws], fraction
+    ed: np.ndarray               # [draws]
+    ald_expected: float
+    aad_expected: float
+    ed_expected: float
+    ed_newton: float             # after the last Newton step (NaN: none)
+    newton_steps: int
+    time_estimate: float
+    time_retrain: float
+
+
+@dataclass
+class Run:
+    """The FLDP results of one results file."""
+
+    path: str
+    cases: List[Case]
+    time_setup: float
+    solver: str
+    scope: str
+    train_rows: int
+    parameters: int
+    client0_share: float
+    retrain_mode: str
+    schedule: str
+    base_accuracy: float
+    draws: int
+
+
+def decode(value):
+    """Return an HDF5 string (attribute or dataset value) as ``str``."""
+    if isinstance(value, np.ndarray):
+        if value.size != 1:
+            return str(value)
+        value = value.reshape(-1)[0]
+    if isinstance(value, (bytes, np.bytes_)):
+        return value.decode("utf-8", errors="replace")
+    return str(value)
+
+
+def dataset(h5, name, path):
+    """Dataset ``name`` as a numpy array, or raise a clear ResultsError."""
+    if name not in h5:
+        raise ResultsError(
+            f"{path}: dataset '{name}' is missing (not a 'fluence fldp' "
+            "results file, or run with fldp.retrain = false)")
+    return np.asarray(h5[name][()])
+
+
+def optional(h5, name):
+    """Dataset ``name`` as a numpy array, or None when it is absent."""
+    return np.asarray(h5[name][()]) if name in h5 else None
+
+
+def scalar(h5, name, default=math.nan):
+    """A scalar dataset as a Python number, or ``default`` when absent."""
+    if name not in h5:
+        return default
+    return np.asarray(h5[name][()]).reshape(-1)[0].item()
+
+
+def deck_settings(h5):
+    """The resolved deck (root attribute ``deck``) as a dict, or {}."""
+    text = decode(h5.attrs.get("deck", ""))
+    try:
+        import tomllib  # Python >= 3.11
+    except ImportError:  # pragma: no cover - older Python: no deck details
+        return {}
+    try:
+        return tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, ValueError):
+        return {}
+
+
+def per_draw(values, cases, name, path):
+    """A [cases x draws] dataset as a 2-D float array (1-D: one draw)."""
+    values = np.asarray(values, dtype=float)
+    if values.ndim == 1:
+        values = values.reshape(-1, 1)
+    if values.shape[0] != cases:
+        raise ResultsError(f"{path}: {name} has {values.shape[0]} rows, "
+                           f"expected {cases} (one per case)")
+    return values
+
+
+def per_case(values, cases, name, path):
+    """A [cases] dataset as a 1-D float array of length ``cases``."""
+    values = np.atleast_1d(np.asarray(values, dtype=float)).reshape(-1)
+    if values.size != cases:
+        raise ResultsError(f"{path}: {name} has {values.size} entries, "
+                           f"expected {cases} (one per case)")
+    return values
+
+
+def read_run(path):
+    """Read one ``fluence fldp`` results file into a Run."""
+    if not os.path.isfile(path):
+        raise ResultsError(f"{path}: no such file")
+    if not h5py.is_hdf5(path):
+        raise ResultsError(f"{path}: not an HDF5 file")
+    try:
+        with h5py.File(path, "r") as h5:
+            return parse_run(h5, path)
+    except OSError as err:  # truncated or unreadable HDF5 file
+        raise ResultsError(f"{path}: cannot read HDF5 file ({err})") from err
+
+
+def parse_run(h5, path):
+    """Parse the datasets of an open results file."""
+    eps_from = np.atleast_1d(dataset(h5, "/fldp/case_eps_from", path))
+    eps_from = eps_from.astype(float)
+    n = eps_from.size
+    eps_to = per_case(dataset(h5, "/fldp/case_eps_to", path), n,
+                      "/fldp/case_eps_to", path)
+    mask = np.asarray(dataset(h5, "/fldp/case_clients", path))
+    mask = mask.reshape(n, -1) if n else mask
+    remove = per_case(dataset(h5, "/fldp/case_remove", path), n,
+                      "/fldp/case_remove", path)
+    ald = per_draw(dataset(h5, "/fldp/ald", path), n, "/fldp/ald", path)
+    aad = per_draw(dataset(h5, "/fldp/aad", path), n, "/fldp/aad", path)
+    ed = per_draw(dataset(h5, "/fldp/ed", path), n, "/fldp/ed", path)
+    expected = {
+        key: per_case(dataset(h5, f"/fldp/{key}_expected", path), n,
+                      f"/fldp/{key}_expected", path)
+        for key in ("ald", "aad", "ed")}
+    newton = optional(h5, "/fldp/newton_ed_expected")
+    if newton is not None and newton.size:
+        newton = per_draw(newton, n, "/fldp/newton_ed_expected", path)
+    else:
+        newton = None
+    time_estimate = per_case(dataset(h5, "/fldp/time_estimate_s", path), n,
+                             "/fldp/time_estimate_s", path)
+    retrain_times = optional(h5, "/fldp/time_retrain_s")
+    time_retrain = (per_case(retrain_times, n, "/fldp/time_retrain_s", path)
+                    if retrain_times is not None else np.full(n, math.nan))
+
+    cases = []
+    for i in range(n):
+        if remove[i]:
+            continue
+        cases.append(Case(
+            eps_from=float(eps_from[i]), eps_to=float(eps_to[i]),
+            clients=int(np.count_nonzero(mask[i])),
+            ald=ald[i], aad=aad[i], ed=ed[i],
+            ald_expected=float(expected["ald"][i]),
+            aad_expected=float(expected["aad"][i]),
+            ed_expected=float(expected["ed"][i]),
+            ed_newton=float(newton[i, -1]) if newton is not None else math.nan,
+            newton_steps=newton.shape[1] if newton is not None else 0,
+            time_estimate=float(time_estimate[i]),
+            time_retrain=float(time_retrain[i])))
+
+    deck = deck_settings(h5)
+    federation = deck.get("federation", {})
+    schedule = ""
+    if federation:
+        epochs = federation.get("local_epochs", "?")
+        schedule = (f"{federation.get('rounds', '?')} rounds x {epochs} "
+                    f"epoch{'' if epochs == 1 else 's'}, batch "
+                    f"{federation.get('batch_size', '?')}")
+    sizes = optional(h5, "/clients/size")
+    share = math.nan
+    if sizes is not None and sizes.size and float(np.sum(sizes)) > 0:
+        share = float(sizes.reshape(-1)[0]) / float(np.sum(sizes))
+    theta = optional(h5, "/model/theta")
+    return Run(
+        path=path, cases=cases,
+        time_setup=float(scalar(h5, "/fldp/time_setup_s")),
+        solver=decode(h5["/fldp/solver"][()]) if "/fldp/solver" in h5 else "",
+        scope=(decode(h5["/fldp/hessian_scope"][()])
+               if "/fldp/hessian_scope" in h5 else ""),
+        train_rows=int(np.sum(sizes)) if sizes is not None else 0,
+        parameters=int(theta.size) if theta is not None else 0,
+        client0_share=share,
+        retrain_mode=str(deck.get("fldp", {}).get("retrain_mode", "")),
+        schedule=schedule,
+        base_accuracy=float(scalar(h5, "/fldp/base_test_accuracy")),
+        draws=int(ald.shape[1]) if n else 0)
+
+
+def load(path):
+    """read_run, or None with a note on stderr when the file is unusable."""
+    try:
+        return read_run(path)
+    except ResultsError as err:
+        note(f"skipped: {err}")
+    except (KeyError, ValueError, IndexError) as err:
+        note(f"skipped: {path}: unexpected layout ({err})")
+    return None
+
+
+def number_from_dir(name, prefix):
+    """The number in a directory name like ``eps_3`` / ``x_0.4`` (or None)."""
+    if not name.startswith(prefix):
+        return None
+    text = name[len(prefix):]
+    if text.lower() in ("inf", "infinity"):
+        return math.inf
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def numbered_runs(directory, prefix):
+    """{number: Run} for the ``<prefix><number>/results.h5`` under a dir."""
+    runs = {}
+    if not os.path.isdir(directory):
+        return runs
+    for name in sorted(os.listdir(directory)):
+        value = number_from_dir(name, prefix)
+        path = os.path.join(directory, name, "results.h5")
+        if value is None or not os.path.isdir(os.path.join(directory, name)):
+            continue
+        if not os.path.exists(path):
+            note(f"skipped: {os.path.join(directory, name)}: no results.h5 "
+                 "(run unfinished?)")
+            continue
+        run = load(path)
+        if run is not None:
+            runs[value] = run
+    return runs
+
+
+def single_run(directory):
+    """The Run of ``directory/results.h5``, or None."""
+    path = os.path.join(directory, "results.h5")
+    if not os.path.exists(path):
+        if os.path.isdir(directory):
+            note(f"skipped: {directory}: no results.h5 (run unfinished?)")
+        return None
+    return load(path)
+
+
+@dataclass
+class Dataset:
+    """The experiments found for one dataset."""
+
+    name: str
+    q1: Dict[float, Run] = field(default_factory=dict)
+    q2: Optional[Run] = None
+    q3: Dict[float, Run] = field(default_factory=dict)
+    q4: Optional[Run] = None
+
+    @property
+    def title(self):
+        return DATASET_TITLES.get(self.name, self.name)
+
+    def empty(self):
+        return not (self.q1 or self.q2 or self.q3 or self.q4)
+
+
+def dataset_names(root):
+    """Dataset directories under ROOT: the known ones first, then others."""
+    names = [d for d in sorted(os.listdir(root))
+             if os.path.isdir(os.path.join(root, d))
+             and any(os.path.isdir(os.path.join(root, d, q))
+                     for q in EXPERIMENTS)]
+    known = [d for d in KNOWN_DATASETS if d in names]
+    return known + [d for d in names if d not in KNOWN_DATASETS]
+
+
+def load_root(root):
+    """Every dataset with at least one readable experiment under ROOT."""
+    found = []
+    for name in dataset_names(root):
+        base = os.path.join(root, name)
+        ds = Dataset(name=name,
+                     q1=numbered_runs(os.path.join(base, "q1"), "eps_"),
+                     q2=single_run(os.path.join(base, "q2")),
+                     q3=numbered_runs(os.path.join(base, "q3"), "x_"),
+                     q4=single_run(os.path.join(base, "q4")))
+        missing = [q for q, have in (("q1", ds.q1), ("q2", ds.q2),
+                                     ("q3", ds.q3), ("q4", ds.q4))
+                   if not have]
+        if ds.empty():
+            note(f"{name}: no readable results, skipped")
+            continue
+        if missing:
+            note(f"{name}: no {', '.join(missing)} results")
+        found.append(ds)
+    return found
+
+
+# --------------------------------------------------------------------------
+# Statistics and formatting
+# --------------------------------------------------------------------------
+
+
+def mean_std(values):
+    """(mean, std) over the finite draws; NaN when there are none (std: NaN
+    for a single draw, which has no spread)."""
+    values = np.asarray(values, dtype=float)
+    values = values[np.isfinite(values)]
+    if not values.size:
+        return math.nan, math.nan
+    if values.size == 1:
+        return float(values[0]), math.nan
+    return float(values.mean()), float(values.std())
+
+
+def fmt_eps(value):
+    """An epsilon for a table cell: inf as the infinity sign."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "?"
+    if math.isinf(value):
+        return "\u221e"
+    return f"{value:g}"
+
+
+def fmt_num(value, digits=3):
+    """A number with ``digits`` significant digits, or '-' when NaN."""
+    if value is None or not math.isfinite(value):
+        return "-"
+    if value == 0:
+        return "0"
+    magnitude = abs(value)
+    if 1e-3 <= magnitude < 1e4:
+        decimals = max(0, digits - 1 - int(math.floor(math.log10(magnitude))))
+        return f"{value:.{decimals}f}"
+    return f"{value:.{digits - 1}e}"
+
+
+def fmt_pm(mean, std, digits=3):
+    """'mean ± std' with the same decimals for both, chosen so that the
+    larger of |mean| and std shows ``digits`` significant digits."""
+    if not math.isfinite(mean):
+        return "-"
+    if not math.isfinite(std):
+        return fmt_num(mean, digits)
+    reference = max(abs(mean), std)
+    if reference == 0:
+        return f"0 {PM} 0"
+    if not 1e-4 <= reference < 1e4:
+        return f"{mean:.{digits - 1}e} {PM} {std:.{digits - 1}e}"
+    decimals = max(0, digits - 1 - int(math.floor(math.log10(reference))))
+    return f"{mean:.{decimals}f} {PM} {std:.{decimals}f}"
+
+
+def fmt_pp(mean, std):
+    """AAD in percentage points: '+1.69 ± 0.10'."""
+    if not math.isfinite(mean):
+        return "-"
+    text = f"{100 * mean:+.2f}"
+    if math.isfinite(std):
+        text += f" {PM} {100 * std:.2f}"
+    return text
+
+
+def metric_cells(case):
+    """ALD, AAD, ED (mean ± std over draws), ED_exp, ED after Newton."""
+    return [fmt_pm(*mean_std(case.ald)),
+            fmt_pp(*mean_std(case.aad)),
+            fmt_pm(*mean_std(case.ed)),
+            fmt_num(case.ed_expected),
+            fmt_num(case.ed_newton)]
+
+
+# --------------------------------------------------------------------------
+# Tables
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class Table:
+    """A table: key columns, then a column group per dataset."""
+
+    title: str
+    keys: List[str]
+    groups: List[str]              # dataset titles
+    metrics: List[str]             # column names within a group
+    rows: List[List[str]]          # key cells + group cells, flattened
+    footnote: str = ""
+
+
+def render_plain(table):
+    """An aligned plain-text table with a dataset header over each group."""
+    header = list(table.keys)
+    for _ in table.groups:
+        header.extend(table.metrics)
+    columns = len(header)
+    widths = [len(h) for h in header]
+    for row in table.rows:
+        for j, cell in enumerate(row):
+            widths[j] = max(widths[j], len(cell))
+    nkeys = len(table.keys)
+    nmet = len(table.metrics)
+    # widen a group so its dataset title fits over it
+    for g, title in enumerate(table.groups if nmet else []):
+        span = range(nkeys + g * nmet, nkeys + (g + 1) * nmet)
+        total = sum(widths[j] for j in span) + 2 * (nmet - 1)
+        if len(title) > total:
+            widths[span[-1]] += len(title) - total
+    sep = "  "
+    lines = [table.title, "=" * len(table.title)]
+    if nmet and any(table.groups):
+        group_line = sep.join(" " * widths[j] for j in range(nkeys))
+        for g, title in enumerate(table.groups):
+            span = range(nkeys + g * nmet, nkeys + (g + 1) * nmet)
+            total = sum(widths[j] for j in span) + len(sep) * (nmet - 1)
+            group_line += sep + title.center(total, "-" if title else " ")
+        lines.append(group_line.rstrip())
+
+    def line(cells):
+        out = []
+        for j, cell in enumerate(cells):
+            out.append(cell.ljust(widths[j]) if j < nkeys
+                       else cell.rjust(widths[j]))
+        return sep.join(out).rstrip()
+
+    lines.append(line(header))
+    lines.append(sep.join("-" * widths[j] for j in range(columns)))
+    lines.extend(line(row) for row in table.rows)
+    if table.footnote:
+        lines.extend(textwrap.wrap(table.footnote, FOOTNOTE_WIDTH))
+    return "\n".join(lines)
+
+
+def render_markdown(table):
+    """A GitHub markdown table; columns named '<dataset> <metric>'."""
+    header = list(table.keys)
+    for title in table.groups:
+        header.extend(f"{title} {m}" if len(table.groups) > 1 else m
+                      for m in table.metrics)
+    lines = [f"### {table.title}", ""]
+    if len(table.groups) == 1 and table.groups[0]:
+        lines += [f"Dataset: {table.groups[0]}.", ""]
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("| " + " | ".join(
+        "---" if j < len(table.keys) else "---:"
+        for j in range(len(header))) + " |")
+    for row in table.rows:
+        lines.append("| " + " | ".join(cell.replace("|", "\\|")
+                                       for cell in row) + " |")
+    if table.footnote:
+        lines += ["", table.footnote]
+    return "\n".join(lines)
+
+
+METRICS = ["ALD", "AAD (pp)", "ED", "ED_exp", "ED_Newton"]
+METRIC_NOTE = (
+    "ALD, AAD (percentage points), ED: estimate minus re-randomized "
+    "retrain, mean {pm} std over the draws; ED_exp: distance to the exact "
+    "expected retrain; ED_Newton: after the last Newton refinement step "
+    "('-': none).").format(pm=PM)
+
+
+def grouped_rows(datasets, cases_of):
+    """Rows keyed by a sortable tuple: {key: {dataset name: Case}}."""
+    rows = {}
+    for ds in datasets:
+        for key, case in cases_of(ds):
+            rows.setdefault(key, {})[ds.name] = case
+    return rows
+
+
+def build_rows(keyed, datasets, key_cells):
+    """Rows of cells: key cells, then the metric cells of each dataset."""
+    rows = []
+    for key in sorted(keyed):
+        cells = key_cells(key)
+        for ds in datasets:
+            case = keyed[key].get(ds.name)
+            cells.extend(metric_cells(case) if case is not None
+                         else [""] * len(METRICS))
+        rows.append(cells)
+    return rows
+
+
+def q1_cases(ds):
+    """((-eps, eps'), Case) for the one-client cases of the Q1 runs."""
+    for eps, run in ds.q1.items():
+        for case in run.cases:
+            if case.clients != 1 or not math.isfinite(case.eps_to):
+                continue
+            if math.isfinite(case.eps_from) and case.eps_from != eps:
+                note(f"{run.path}: case eps {case.eps_from:g} differs from "
+                     f"the directory's eps_{fmt_eps(eps)}; using the file's")
+                eps = case.eps_from
+            yield (-eps, case.eps_to), case
+
+
+def table_q1(datasets):
+    """Seed 000 Table 2: one client changes eps -> eps'."""
+    with_q1 = [ds for ds in datasets if ds.q1]
+    if not with_q1:
+        return None
+    keyed = grouped_rows(with_q1, q1_cases)
+    return Table(
+        title=f"Q1 (Table 2): one client changes {EPS} -> {EPS}'",
+        keys=[EPS, f"{EPS}'"], groups=[ds.title for ds in with_q1],
+        metrics=METRICS,
+        rows=build_rows(keyed, with_q1,
+                        lambda k: [fmt_eps(-k[0]), fmt_eps(k[1])]),
+        footnote=METRIC_NOTE)
+
+
+def q2_cases(ds):
+    """((m, eps, eps'), Case) for the Q2 cases."""
+    if ds.q2 is None:
+        return
+    for case in ds.q2.cases:
+        yield (case.clients, -case.eps_from, -case.eps_to), case
+
+
+def table_q2(datasets):
+    """Seed 000 Fig. 2 (top): m clients change eps -> eps'."""
+    with_q2 = [ds for ds in datasets if ds.q2 is not None]
+    if not with_q2:
+        return None
+    keyed = grouped_rows(with_q2, q2_cases)
+    return Table(
+        title=f"Q2 (Fig. 2 top): m clients change {EPS} -> {EPS}'",
+        keys=["m", f"{EPS} -> {EPS}'"], groups=[ds.title for ds in with_q2],
+        metrics=METRICS,
+        rows=build_rows(keyed, with_q2, lambda k: [
+            str(k[0]), f"{fmt_eps(-k[1])} -> {fmt_eps(-k[2])}"]),
+        footnote=METRIC_NOTE)
+
+
+def q3_cases(ds):
+    """((X, eps, eps'), Case) for the one-client cases of the Q3 runs."""
+    for x, run in ds.q3.items():
+        for case in run.cases:
+            if case.clients == 1:
+                yield (x, -case.eps_from, -case.eps_to), case
+
+
+def table_q3(datasets):
+    """Seed 000 Fig. 2 (bottom): the changing client holds X of the data."""
+    with_q3 = [ds for ds in datasets if ds.q3]
+    if not with_q3:
+        return None
+    keyed = grouped_rows(with_q3, q3_cases)
+    return Table(
+        title=f"Q3 (Fig. 2 bottom): the changing client holds X of the "
+              f"training rows, {EPS} -> {EPS}'",
+        keys=["X", f"{EPS} -> {EPS}'"], groups=[ds.title for ds in with_q3],
+        metrics=METRICS,
+        rows=build_rows(keyed, with_q3, lambda k: [
+            f"{100 * k[0]:g}%", f"{fmt_eps(-k[1])} -> {fmt_eps(-k[2])}"]),
+        footnote=METRIC_NOTE)
+
+
+def table_q4(datasets):
+    """Seed 000 Table 3: one full federated retraining vs the estimate."""
+    with_q4 = [ds for ds in datasets if ds.q4 is not None and ds.q4.cases]
+    if not with_q4:
+        return None
+    rows = []
+    for ds in with_q4:
+        run = ds.q4
+        if run.retrain_mode and run.retrain_mode != "full":
+            note(f"{run.path}: fldp.retrain_mode = \"{run.retrain_mode}\", "
+                 "so the retrain time is a Newton re-solve, not full "
+                 "federated training")
+        retrain = [c.time_retrain for c in run.cases]
+        estimate = [c.time_estimate for c in run.cases]
+        t_retrain, s_retrain = mean_std(retrain)
+        t_estimate, s_estimate = mean_std(estimate)
+        ratio = (t_retrain / t_estimate
+                 if math.isfinite(t_retrain) and t_estimate > 0 else math.nan)
+        setup = run.time_setup if math.isfinite(run.time_setup) else 0.0
+        ratio_setup = (t_retrain / (t_estimate + setup)
+                       if math.isfinite(t_retrain) and t_estimate + setup > 0
+                       else math.nan)
+        rows.append([
+            ds.title, f"{run.train_rows:,}" if run.train_rows else "-",
+            f"{run.parameters:,}" if run.parameters else "-",
+            run.schedule or "-", run.solver or "-",
+            fmt_num(t_retrain), fmt_num(t_estimate),
+            fmt_num(ratio), fmt_num(run.time_setup), fmt_num(ratio_setup)])
+    return Table(
+        title="Q4 (Table 3): time of one full federated retraining vs the "
+              "FLDP-FL estimate (one client, seconds)",
+        keys=["dataset", "rows", "p", "schedule", "solver"], groups=[""],
+        metrics=["retrain (s)", "estimate (s)", "ratio", "setup (s)",
+                 "ratio incl. setup"],
+        rows=rows,
+        footnote="retrain: mean of /fldp/time_retrain_s (one retraining from "
+                 "zero with the deck's schedule); estimate: "
+                 "/fldp/time_estimate_s; ratio = retrain / estimate; setup: "
+                 "/fldp/time_setup_s (one-off Hessian factorization or "
+                 "preconditioner, shared by all cases); ratio incl. setup = "
+                 "retrain / (estimate + setup).")
+
+
+def summary_table(datasets):
+    """One line per dataset: training set-up of its runs."""
+    rows = []
+    for ds in datasets:
+        runs = list(ds.q1.values()) + [ds.q2] + list(ds.q3.values()) + [ds.q4]
+        run = next(r for r in runs if r is not None)
+        found = ", ".join(
+            q for q, have in (("Q1", ds.q1), ("Q2", ds.q2), ("Q3", ds.q3),
+                              ("Q4", ds.q4)) if have)
+        rows.append([ds.title, f"{run.train_rows:,}", f"{run.parameters:,}",
+                     str(run.draws), run.scope or "-", run.solver or "-",
+                     found])
+    return Table(
+        title="Runs", keys=["dataset"], groups=[""],
+        metrics=["training rows", "p", "draws", "Hessian", "solver",
+                 "experiments"], rows=rows,
+        footnote="draws: re-randomized retrains per case "
+                 "(fldp.retrain_seeds).")
+
+
+# --------------------------------------------------------------------------
+# Figures
+# --------------------------------------------------------------------------
+
+
+def errorbar_line(ax, x, runs_cases, attribute, scale, **style):
+    """Mean ± std over the draws of ``attribute`` against x."""
+    means, stds = [], []
+    for case in runs_cases:
+        mean, std = mean_std(getattr(case, attribute))
+        means.append(scale * mean)
+        stds.append(scale * std if math.isfinite(std) else 0.0)
+    return ax.errorbar(x, means, yerr=stds, capsize=3, marker="o",
+                       markersize=4, linewidth=1.2, **style)
+
+
+def figure_q1(datasets, path):
+    """Seed 000 Fig. 1: AAD vs eps', a line per eps, a panel per dataset."""
+    with_q1 = [ds for ds in datasets if ds.q1]
+    if not with_q1:
+        note("no Q1 results: fig1_aad.png not written")
+        return None
+    by_dataset = []
+    for ds in with_q1:
+        by_eps = {}
+        for (neg_eps, eps_to), case in q1_cases(ds):
+            by_eps.setdefault(-neg_eps, []).append((eps_to, case))
+        by_dataset.append(by_eps)
+    # one colour per training eps, the same in every panel
+    all_eps = sorted({eps for by_eps in by_dataset for eps in by_eps},
+                     reverse=True)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    fig, axes = plt.subplots(1, len(with_q1), squeeze=False, sharey=True,
+                             figsize=(4.4 * len(with_q1) + 1.6, 4.4))
+    all_eps_to = set()
+    for ax, ds, by_eps in zip(axes[0], with_q1, by_dataset):
+        for eps in sorted(by_eps, reverse=True):
+            i = all_eps.index(eps)
+            points = sorted(by_eps[eps], key=lambda p: p[0])
+            all_eps_to.update(p[0] for p in points)
+            # a small multiplicative offset per line keeps the error bars
+            # of the lines apart on the log axis
+            shift = 1.0 + JITTER * (i - (len(all_eps) - 1) / 2)
+            errorbar_line(ax, [shift * p[0] for p in points],
+                          [p[1] for p in points], "aad", 100.0,
+                          color=colors[i % len(colors)],
+                          label=f"{EPS} = {fmt_eps(eps)}")
+        ax.axhline(0.0, color="0.5", linewidth=0.8, zorder=0)
+        ax.set_xscale("log")
+        ax.set_title(ds.title)
+        ax.set_xlabel(f"new {EPS}'")
+        ax.grid(True, alpha=0.3)
+    ticks = sorted(all_eps_to)
+    for ax in axes[0]:
+        ax.set_xticks(ticks)
+        ax.set_xticklabels([f"{t:g}" for t in ticks])
+        ax.minorticks_off()
+    axes[0][0].set_ylabel("AAD (percentage points)")
+    handles, labels = [], []
+    for ax in axes[0]:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    eps_labels = [f"{EPS} = {fmt_eps(e)}" for e in all_eps]
+    order = sorted(range(len(labels)), key=lambda k: eps_labels.index(labels[k]))
+    fig.legend([handles[k] for k in order], [labels[k] for k in order],
+               loc="center right", fontsize="small", title="training",
+               title_fontsize="small", frameon=False)
+    fig.suptitle(f"AAD when one client changes {EPS} -> {EPS}'\n"
+                 "(estimate - re-randomized retrain, mean \u00b1 std over "
+                 "the draws)")
+    fig.tight_layout(rect=(0, 0, 1 - 1.4 / fig.get_figwidth(), 1))
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+PANELS = (("ald", "ALD", 1.0), ("aad", "AAD (pp)", 100.0), ("ed", "ED", 1.0))
+
+
+def figure_q2_q3(datasets, path):
+    """Seed 000 Fig. 2: ALD/AAD/ED vs m (top) and vs X (bottom)."""
+    have_q2 = [ds for ds in datasets if ds.q2 is not None]
+    have_q3 = [ds for ds in datasets if ds.q3]
+    if not have_q2 and not have_q3:
+        note("no Q2 or Q3 results: fig2_multi.png not written")
+        return None
+    fig, axes = plt.subplots(2, 3, figsize=(13.5, 7.5))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    names = [ds.name for ds in datasets]
+    rows = ((have_q2, q2_cases, "number of changing clients m", False),
+            (have_q3, q3_cases, "changing client's share X (%)", True))
+    pairs = set()
+    for r, (have, cases_of, xlabel, percent) in enumerate(rows):
+        ticks = set()
+        for c, (attr, label, scale) in enumerate(PANELS):
+            ax = axes[r][c]
+            for ds in have:
+                color = colors[names.index(ds.name) % len(colors)]
+                points = sorted(cases_of(ds), key=lambda kc: kc[0])
+                if not points:
+                    continue
+                x = [100 * k[0] if percent else k[0] for k, _ in points]
+                ticks.update(x)
+                pairs.update((-k[1], -k[2]) for k, _ in points)
+                cases = [case for _, case in points]
+                errorbar_line(ax, x, cases, attr, scale, color=color,
+                              label=ds.title)
+                expected = [scale * getattr(case, f"{attr}_expected")
+                            for case in cases]
+                ax.plot(x, expected, linestyle="--", marker="x",
+                        markersize=5, color=color, linewidth=1.0, alpha=0.8)
+            if not have:
+                ax.text(0.5, 0.5, "no results", transform=ax.transAxes,
+                        ha="center", va="center", color="0.5")
+            if attr != "ed":
+                ax.axhline(0.0, color="0.5", linewidth=0.8, zorder=0)
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel(label)
+            ax.grid(True, alpha=0.3)
+        if ticks:
+            for ax in axes[r]:
+                ax.set_xticks(sorted(ticks))
+                ax.set_xticklabels([f"{t:g}" for t in sorted(ticks)])
+                if len(ticks) == 1:
+                    t = next(iter(ticks))
+                    ax.set_xlim(t - 1, t + 1)
+    handles, labels = [], []
+    for ax in axes.flat:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    handles.append(plt.Line2D([], [], color="0.3", linestyle="--",
+                              marker="x"))
+    labels.append("vs exact expected retrain")
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels),
+               fontsize="small", frameon=False)
+    change = (f"{EPS} = {fmt_eps(next(iter(pairs))[0])} -> {EPS}' = "
+              f"{fmt_eps(next(iter(pairs))[1])}" if len(pairs) == 1
+              else f"{EPS} -> {EPS}'")
+    fig.suptitle(f"{change}: top, several clients change; bottom, the "
+                 "changing client holds X of the data\n(solid: estimate vs "
+                 "re-randomized retrains, mean \u00b1 std over the draws)")
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+# --------------------------------------------------------------------------
+# Command line
+# --------------------------------------------------------------------------
+
+
+def parse_args(argv):
+    """Parse the command line."""
+    parser = argparse.ArgumentParser(
+        description="Tables (seed 000 Tables 2-3, Fig. 2 data) and figures "
+                    "(Figs. 1-2) of the FLDP-FL experiments written by "
+                    "scripts/run_fldp_experiments.sh.")
+    parser.add_argument("root", metavar="ROOT",
+                        help="results root: ROOT/<dataset>/{q1/eps_*,q2,"
+                             "q3/x_*,q4}/results.h5")
+    parser.add_argument("--figures", metavar="DIR",
+                        help="directory for fig1_aad.png and fig2_multi.png "
+                             "(default: ROOT/figures)")
+    parser.add_argument("--no-figures", action="store_true",
+                        help="print the tables only")
+    parser.add_argument("--markdown", action="store_true",
+                        help="GitHub markdown tables (for docs/results/"
+                             "fldp.md) instead of aligned plain text")
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    """Entry point; returns the process exit status."""
+    args = parse_args(argv)
+    if not os.path.isdir(args.root):
+        print(f"fldp_report: error: {args.root}: no such directory",
+              file=sys.stderr)
+        return 2
+    datasets = load_root(args.root)
+    if not datasets:
+        print(f"fldp_report: error: no FLDP results under {args.root} "
+              "(expected <dataset>/{q1/eps_*,q2,q3/x_*,q4}/results.h5, as "
+              "written by scripts/run_fldp_experiments.sh)", file=sys.stderr)
+        return 2
+
+    render = render_markdown if args.markdown else render_plain
+    tables = [summary_table(datasets), table_q1(datasets),
+              table_q2(datasets), table_q3(datasets), table_q4(datasets)]
+    if args.markdown:
+        print("## FLDP-FL (seed 000): influence estimate vs retraining")
+        print()
+    print("\n\n".join(render(t) for t in tables if t is not None))
+
+    if args.no_figures:
+        return 0
+    figures = args.figures or os.path.join(args.root, "figures")
+    try:
+        os.makedirs(figures, exist_ok=True)
+        for make, name in ((figure_q1, "fig1_aad.png"),
+                           (figure_q2_q3, "fig2_multi.png")):
+            written = make(datasets, os.path.join(figures, name))
+            if written:
+                note(f"wrote {written}")
+    except OSError as err:
+        print(f"fldp_report: error: cannot write figures to {figures}: {err}",
+              file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
