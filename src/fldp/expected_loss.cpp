@@ -140,6 +140,15 @@ void ExpectedLoss::for_each_combination(std::size_t r, int batch, Visit&& visit)
   for (int s = first; s < end; ++s) visit(weight, sample_values_.data() + (r * samples_ + s) * F);
 }
 
+double ExpectedLoss::top_minus_bottom(const double* logits) const {
+  double top = logits[0], bottom = logits[0];
+  for (int k = 1; k < C_; ++k) {
+    top = std::max(top, logits[k]);
+    bottom = std::min(bottom, logits[k]);
+  }
+  return top - bottom;
+}
+
 void ExpectedLoss::prepare_factors(const double* theta) {
   // factor[f][v][k] = exp(theta[k, offset_f + v] - max_k theta[k, offset_f + v]) in (0, 1]; the
   // per-(f, v) shift is the same for every class, so it cancels in the softmax.
@@ -170,15 +179,12 @@ template <class Visit>
 void ExpectedLoss::for_each_probability(std::size_t r, int batch, const double* base_logits,
                                         const double* theta, Visit&& visit) {
   const std::size_t F = features_.size();
-  double top = base_logits[0], bottom = base_logits[0];
-  for (int k = 1; k < C_; ++k) {
-    top = std::max(top, base_logits[k]);
-    bottom = std::min(bottom, base_logits[k]);
-  }
+  double top = base_logits[0];
+  for (int k = 1; k < C_; ++k) top = std::max(top, base_logits[k]);
   // e^z of a combination factorizes: e^(b_k) prod_f e^(theta[k, offset_f + v_f]). With every
   // factor shifted into (0, 1], a product underflows only if the logit spread exceeds ~700; such
   // rows take the direct path (an exponential per class and combination).
-  if (top - bottom + spread_bound_ > 700.0) {
+  if (top_minus_bottom(base_logits) + spread_bound_ > 700.0) {
     double* z = z_.data();
     for_each_combination(r, batch, [&](double weight, const std::int32_t* values) {
       combination_logits(base_logits, theta, values, z, false);
@@ -264,11 +270,80 @@ double ExpectedLoss::combination_logits(const double* base_logits, const double*
   return softmax_in_place(logits, C_, want_lse);
 }
 
+void ExpectedLoss::exact_row_gradient(std::size_t r, const double* base_logits, const double* q,
+                                      double* a_row) {
+  // All |F_x| combinations of the row at once, as Kronecker products of per-feature vectors
+  // (the last feature fastest, as combo_values_): u_k = e^(b_k - max b) (x)_f factor_f[., k] and
+  // w = (x)_f w_f. Every loop below runs over the combinations and vectorizes.
+  const std::size_t F = features_.size();
+  const std::size_t K = combos_;
+  const std::int32_t* original = original_.data() + r * F;
+  double top = base_logits[0];
+  for (int k = 1; k < C_; ++k) top = std::max(top, base_logits[k]);
+  std::size_t size = 1;
+  double* w = kron_weight_.data();
+  w[0] = 1.0;
+  for (int k = 0; k < C_; ++k)
+    kron_[static_cast<std::size_t>(k) * K] = std::exp(base_logits[k] - top);
+  for (std::size_t f = 0; f < F; ++f) {
+    const int d = features_[f].domain;
+    // Expand in place from the back so that no element is overwritten before it is read.
+    for (std::size_t i = size; i-- > 0;) {
+      const double wi = w[i];
+      for (int v = d; v-- > 0;)
+        w[i * d + v] = wi * (v == original[f] ? features_[f].keep : features_[f].other);
+      for (int k = 0; k < C_; ++k) {
+        double* u = kron_.data() + static_cast<std::size_t>(k) * K;
+        const double ui = u[i];
+        const double* factor = factors_.data() + table_start_[f];
+        for (int v = d; v-- > 0;) u[i * d + v] = ui * factor[static_cast<std::size_t>(v) * C_ + k];
+      }
+    }
+    size *= static_cast<std::size_t>(d);
+  }
+  double* inverse = kron_sum_.data();
+  std::fill_n(inverse, K, 0.0);
+  for (int k = 0; k < C_; ++k) {
+    const double* u = kron_.data() + static_cast<std::size_t>(k) * K;
+    for (std::size_t c = 0; c < K; ++c) inverse[c] += u[c];
+  }
+  for (std::size_t c = 0; c < K; ++c) inverse[c] = 1.0 / inverse[c];
+  for (int k = 0; k < C_; ++k) {
+    // a_k = w (p_k - q_k), overwriting u_k.
+    double* u = kron_.data() + static_cast<std::size_t>(k) * K;
+    double sum = 0.0;
+    for (std::size_t c = 0; c < K; ++c) {
+      u[c] = w[c] * (u[c] * inverse[c] - q[k]);
+      sum += u[c];
+    }
+    a_row[k] += sum;
+    // The one-hot columns: each feature's marginal over the other features' values. In the
+    // mixed-radix layout feature f's value v owns runs of `stride` contiguous combinations.
+    std::size_t stride = K;
+    for (std::size_t f = 0; f < F; ++f) {
+      const std::size_t d = static_cast<std::size_t>(features_[f].domain);
+      stride /= d;
+      double* marginal = marginals_.data() + table_start_[f] + static_cast<std::size_t>(k);
+      for (std::size_t block = 0; block < K; block += d * stride)
+        for (std::size_t v = 0; v < d; ++v) {
+          const double* run = u + block + v * stride;
+          double run_sum = 0.0;
+          for (std::size_t j = 0; j < stride; ++j) run_sum += run[j];
+          marginal[v * static_cast<std::size_t>(C_)] += run_sum;
+        }
+    }
+  }
+}
+
 double ExpectedLoss::evaluate(const double* theta, double* gradient, int batch) {
   const std::size_t p = model_.parameters();
   if (gradient) {
     std::fill(gradient, gradient + p, 0.0);
     prepare_factors(theta);
+    marginals_.assign(factors_.size(), 0.0);
+    kron_.resize(combos_ * C_);
+    kron_weight_.resize(combos_);
+    kron_sum_.resize(combos_);
   }
   double loss = 0.0;
   double* z = z_.data();
@@ -296,6 +371,10 @@ double ExpectedLoss::evaluate(const double* theta, double* gradient, int batch) 
         continue;
       }
       double* a_row = accumulated_.data() + i * C_;
+      if (exact_ && top_minus_bottom(base_logits) + spread_bound_ <= 700.0) {
+        exact_row_gradient(r, base_logits, q, a_row);
+        continue;
+      }
       for_each_probability(
           r, batch, base_logits, theta,
           [&](double weight, const std::int32_t* values, const double* probabilities) {
@@ -310,6 +389,12 @@ double ExpectedLoss::evaluate(const double* theta, double* gradient, int batch) 
     }
     if (gradient) add_outer(accumulated_.data(), x, m, D_, C_, gradient);
   }
+  if (gradient && exact_)
+    for (std::size_t f = 0; f < features_.size(); ++f)
+      for (int v = 0; v < features_[f].domain; ++v)
+        for (int k = 0; k < C_; ++k)
+          gradient[static_cast<std::size_t>(k) * D_ + features_[f].offset + v] +=
+              marginals_[table_start_[f] + static_cast<std::size_t>(v) * C_ + k];
   return loss;
 }
 

@@ -86,6 +86,10 @@ class ExpectedLoss final : public LocalObjective {
   void for_each_probability(std::size_t r, int batch, const double* base_logits,
                             const double* theta, Visit&& visit);
   void prepare_factors(const double* theta);
+  // The exact expectation's gradient terms of row r, vectorized over the combinations: adds
+  // sum_c w_c (p_c - q) to a_row (the base-row part) and the one-hot parts to marginals_.
+  void exact_row_gradient(std::size_t r, const double* base_logits, const double* q, double* a_row);
+  double top_minus_bottom(const double* logits) const;
   // Softmax probabilities of one combination into `logits`; returns the log-sum-exp if asked.
   double combination_logits(const double* base_logits, const double* theta,
                             const std::int32_t* values, double* logits, bool want_lse) const;
@@ -107,6 +111,8 @@ class ExpectedLoss final : public LocalObjective {
   std::vector<std::size_t> table_start_;  // feature f's first entry in factors_
   std::size_t table_rows_ = 0;            // sum of the changed features' domains
   std::vector<double> level_, row_weights_;
+  std::vector<double> kron_, kron_weight_, kron_sum_;  // C x combos, combos, combos
+  std::vector<double> marginals_;                      // [f][v][k] gradient of the one-hot columns
   // Scratch, sized once.
   std::vector<double> chunk_, logits_, second_, accumulated_, z_, u_, v_scratch_;
 };
