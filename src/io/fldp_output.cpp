@@ -1,5 +1,7 @@
 #include "fluence/io/fldp_output.hpp"
 
+#include "fluence/io/influence_output.hpp"
+
 #include <cmath>
 
 namespace fluence {
@@ -58,11 +60,7 @@ void write_fldp_output(ResultsFile& file, const FederatedProblem& problem,
   file.scalar("/fldp/base_test_loss", result.base_test_loss);
   file.scalar("/fldp/base_test_accuracy", result.base_test_accuracy);
   file.scalar("/fldp/time_setup_s", result.time_setup);
-  if (result.spectrum) {
-    file.scalar("/hessian/eigenvalue_min", result.spectrum->eigenvalue_min);
-    file.scalar("/hessian/eigenvalue_max", result.spectrum->eigenvalue_max);
-    file.scalar("/hessian/condition_number", result.spectrum->condition_number);
-  }
+  write_hessian_spectrum(file, result.spectrum);
 
   file.dataset("/fldp/theta_estimate",
                case_rows(result, p,

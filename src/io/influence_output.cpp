@@ -2,6 +2,13 @@
 
 namespace fluence {
 
+void write_hessian_spectrum(ResultsFile& file, const std::optional<HessianSpectrum>& spectrum) {
+  if (!spectrum) return;
+  file.scalar("/hessian/eigenvalue_min", spectrum->eigenvalue_min);
+  file.scalar("/hessian/eigenvalue_max", spectrum->eigenvalue_max);
+  file.scalar("/hessian/condition_number", spectrum->condition_number);
+}
+
 void write_influence_output(ResultsFile& file, const FederatedProblem& problem,
                             const InfluenceConfig& config, const ClientInfluence& result) {
   file.dataset("/influence/client_removal_estimate", result.estimate);
@@ -16,11 +23,7 @@ void write_influence_output(ResultsFile& file, const FederatedProblem& problem,
     file.scalar("/influence/spearman", result.spearman);
     file.scalar("/influence/mae", result.mae);
   }
-  if (result.spectrum) {
-    file.scalar("/hessian/eigenvalue_min", result.spectrum->eigenvalue_min);
-    file.scalar("/hessian/eigenvalue_max", result.spectrum->eigenvalue_max);
-    file.scalar("/hessian/condition_number", result.spectrum->condition_number);
-  }
+  write_hessian_spectrum(file, result.spectrum);
   file.string("/ihvp/solver", to_string(config.ihvp.method));
   file.dataset("/ihvp/iterations", result.iterations);
   file.dataset("/ihvp/relative_residual", result.relative_residual);

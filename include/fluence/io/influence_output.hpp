@@ -4,6 +4,9 @@
 
 namespace fluence {
 
+/// /hessian/eigenvalue_min, eigenvalue_max, condition_number when the spectrum was computed.
+void write_hessian_spectrum(ResultsFile& file, const std::optional<HessianSpectrum>& spectrum);
+
 /// /influence/*, /hessian/*, /ihvp/* of `fluence influence` (docs/outputs.md). Collective: the
 /// parameter-change vectors are written by the ranks that own the clients.
 void write_influence_output(ResultsFile& file, const FederatedProblem& problem,
