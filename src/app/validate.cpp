@@ -1,28 +1,48 @@
-// fluence validate DECK: check a deck (and, unless --no-data, its data, partition and LDP plan),
-// echo the resolved settings on rank 0, run nothing.
+// fluence validate DECK: check a deck (and, unless --no-data, its data, partition, LDP plan and
+// FLDP cases), then echo the resolved settings on rank 0; run nothing. Every check runs before the
+// deck is called valid.
 #include <algorithm>
+#include <optional>
 
 #include "fluence/app/cli.hpp"
 #include "fluence/core/config.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/mpi.hpp"
+#include "fluence/data/partition.hpp"
+#include "fluence/data/source.hpp"
 #include "fluence/fl/problem.hpp"
+#include "fluence/fldp/fldp.hpp"
+#include "fluence/influence/client_influence.hpp"
 
 namespace fluence::app {
 
 int run_validate(const CommandLine& command_line) {
   Deck deck = Deck::from_file(command_line.deck, command_line.sets);
+  // The sections' own cross-key checks (no data needed).
+  DataConfig::from_deck(deck);
+  PartitionConfig::from_deck(deck);
+  FederationConfig::from_deck(deck);
+  InfluenceConfig::from_deck(deck);
+  const bool has_fldp = deck.array_size("fldp.change") > 0 ||
+                        !deck.reals("fldp.sweep.epsilon").empty() ||
+                        deck.boolean("fldp.sweep.remove");
+  std::optional<FederatedProblem> problem;
+  std::size_t fldp_cases = 0;
+  if (!command_line.skip_data) {
+    problem = build_problem(deck);
+    if (has_fldp) fldp_cases = FldpConfig::from_deck(deck, problem->ldp).cases.size();
+  }
   log::info("# {}: deck is valid. Resolved settings (defaults filled in):\n", command_line.deck);
   log::info("{}", deck.resolved_toml());
-  if (command_line.skip_data) return 0;
-  const FederatedProblem problem = build_problem(deck);
-  const auto sizes = problem.client_sizes();
+  if (!problem) return 0;
+  const auto sizes = problem->client_sizes();
   const auto [smallest, largest] = std::minmax_element(sizes.begin(), sizes.end());
   log::info("\n# data: {} training rows, {} test rows, {} encoded features, {} classes",
-            problem.data.train.rows, problem.data.test.rows, problem.encoding.width(),
-            problem.data.train.classes());
+            problem->data.train.rows, problem->data.test.rows, problem->encoding.width(),
+            problem->data.train.classes());
   log::info("# partition: {} clients of {} to {} rows over {} rank(s); model has {} parameters",
-            sizes.size(), *smallest, *largest, world_size(), problem.model->parameters());
+            sizes.size(), *smallest, *largest, world_size(), problem->model->parameters());
+  if (has_fldp) log::info("# fldp: {} case(s)", fldp_cases);
   return 0;
 }
 

@@ -52,6 +52,17 @@ else
   head -5 "$work/validate"
 fi
 
+"$fluence" validate "$source_dir/inputs/fldp_credit_g.toml" --no-data --set 'partition.sizes=[0.5,0.5]' \
+  >"$work/validate_bad.out" 2>"$work/validate_bad.err"
+code=$?
+if [ "$code" -eq 2 ] && grep -q "partition.sizes has 2 entries" "$work/validate_bad.err" &&
+  ! grep -q "deck is valid" "$work/validate_bad.out" &&
+  "$mpirun" -n 2 "$fluence" validate "$source_dir/inputs/fldp_credit_g.toml" 2>&1 | grep -q "# fldp: 4 case(s)"; then
+  pass "validate checks every section (and the fldp cases) before calling a deck valid"
+else
+  fail "validate: exit $code on a bad deck"
+fi
+
 # --- quick start on 1, 2, 3, 4 ranks: identical theta ----------------------------------------------
 for ranks in 1 2 3 4; do
   "$mpirun" -n "$ranks" "$fluence" train "$source_dir/inputs/quickstart.toml" --out "$work/qs$ranks" \
