@@ -85,10 +85,12 @@ ExpectedLoss::ExpectedLoss(const SoftmaxRegression& model, const Client& client,
   if (exact_) {
     combos_ = product;
     combo_values_.resize(combos_ * F);
+    combo_columns_.resize(combos_ * F);
     for (std::size_t c = 0; c < combos_; ++c) {
       std::size_t index = c;  // mixed radix, the last feature fastest
       for (std::size_t f = F; f-- > 0;) {
         combo_values_[c * F + f] = static_cast<std::int32_t>(index % features_[f].domain);
+        combo_columns_[f * combos_ + c] = combo_values_[c * F + f];
         index /= features_[f].domain;
       }
     }
@@ -270,42 +272,60 @@ double ExpectedLoss::combination_logits(const double* base_logits, const double*
   return softmax_in_place(logits, C_, want_lse);
 }
 
+void ExpectedLoss::prepare_combinations(const double* theta) {
+  // Per combination c and class k: T_k(c) = sum_f theta[k, offset_f + v_f(c)], stored as
+  // e^(T_k(c) - max_k T_k(c)) (class-major, contiguous over c). The per-c shift cancels in the
+  // softmax; combination_spread_ bounds max_k T - min_k T for the underflow check.
+  const std::size_t F = features_.size();
+  const std::size_t K = combos_;
+  combination_factor_.resize(K * C_);
+  combination_spread_ = 0.0;
+  std::vector<double> t(C_);
+  for (std::size_t c = 0; c < K; ++c) {
+    double top = -std::numeric_limits<double>::infinity(), bottom = -top;
+    for (int k = 0; k < C_; ++k) {
+      double sum = 0.0;
+      for (std::size_t f = 0; f < F; ++f)
+        sum += theta[static_cast<std::size_t>(k) * D_ + features_[f].offset +
+                     combo_values_[c * F + f]];
+      t[k] = sum;
+      top = std::max(top, sum);
+      bottom = std::min(bottom, sum);
+    }
+    for (int k = 0; k < C_; ++k)
+      combination_factor_[static_cast<std::size_t>(k) * K + c] = std::exp(t[k] - top);
+    combination_spread_ = std::max(combination_spread_, top - bottom);
+  }
+}
+
 void ExpectedLoss::exact_row_gradient(std::size_t r, const double* base_logits, const double* q,
                                       double* a_row) {
-  // All |F_x| combinations of the row at once, as Kronecker products of per-feature vectors
-  // (the last feature fastest, as combo_values_): u_k = e^(b_k - max b) (x)_f factor_f[., k] and
-  // w = (x)_f w_f. Every loop below runs over the combinations and vectorizes.
+  // All |F_x| combinations of the row at once; every loop runs over the combinations (contiguous)
+  // and vectorizes: weights w(c) = prod_f k-RR(v_f(c) | original), unnormalized probabilities
+  // u_k(c) = e^(b_k - max b) e^(T_k(c) - shift(c)), then a_k(c) = w(c) (p_k(c) - q_k).
   const std::size_t F = features_.size();
   const std::size_t K = combos_;
   const std::int32_t* original = original_.data() + r * F;
+  double* w = kron_weight_.data();
+  std::fill_n(w, K, 1.0);
+  for (std::size_t f = 0; f < F; ++f) {
+    const std::int32_t* column = combo_columns_.data() + f * K;
+    const std::int32_t value = original[f];
+    const double keep = features_[f].keep, other = features_[f].other;
+    for (std::size_t c = 0; c < K; ++c) w[c] *= column[c] == value ? keep : other;
+  }
   double top = base_logits[0];
   for (int k = 1; k < C_; ++k) top = std::max(top, base_logits[k]);
-  std::size_t size = 1;
-  double* w = kron_weight_.data();
-  w[0] = 1.0;
-  for (int k = 0; k < C_; ++k)
-    kron_[static_cast<std::size_t>(k) * K] = std::exp(base_logits[k] - top);
-  for (std::size_t f = 0; f < F; ++f) {
-    const int d = features_[f].domain;
-    // Expand in place from the back so that no element is overwritten before it is read.
-    for (std::size_t i = size; i-- > 0;) {
-      const double wi = w[i];
-      for (int v = d; v-- > 0;)
-        w[i * d + v] = wi * (v == original[f] ? features_[f].keep : features_[f].other);
-      for (int k = 0; k < C_; ++k) {
-        double* u = kron_.data() + static_cast<std::size_t>(k) * K;
-        const double ui = u[i];
-        const double* factor = factors_.data() + table_start_[f];
-        for (int v = d; v-- > 0;) u[i * d + v] = ui * factor[static_cast<std::size_t>(v) * C_ + k];
-      }
-    }
-    size *= static_cast<std::size_t>(d);
-  }
   double* inverse = kron_sum_.data();
   std::fill_n(inverse, K, 0.0);
   for (int k = 0; k < C_; ++k) {
-    const double* u = kron_.data() + static_cast<std::size_t>(k) * K;
-    for (std::size_t c = 0; c < K; ++c) inverse[c] += u[c];
+    const double scale = std::exp(base_logits[k] - top);
+    const double* factor = combination_factor_.data() + static_cast<std::size_t>(k) * K;
+    double* u = kron_.data() + static_cast<std::size_t>(k) * K;
+    for (std::size_t c = 0; c < K; ++c) {
+      u[c] = scale * factor[c];
+      inverse[c] += u[c];
+    }
   }
   for (std::size_t c = 0; c < K; ++c) inverse[c] = 1.0 / inverse[c];
   for (int k = 0; k < C_; ++k) {
@@ -341,6 +361,7 @@ double ExpectedLoss::evaluate(const double* theta, double* gradient, int batch) 
     std::fill(gradient, gradient + p, 0.0);
     prepare_factors(theta);
     marginals_.assign(factors_.size(), 0.0);
+    if (exact_) prepare_combinations(theta);
     kron_.resize(combos_ * C_);
     kron_weight_.resize(combos_);
     kron_sum_.resize(combos_);
@@ -371,7 +392,7 @@ double ExpectedLoss::evaluate(const double* theta, double* gradient, int batch) 
         continue;
       }
       double* a_row = accumulated_.data() + i * C_;
-      if (exact_ && top_minus_bottom(base_logits) + spread_bound_ <= 700.0) {
+      if (exact_ && top_minus_bottom(base_logits) + combination_spread_ <= 700.0) {
         exact_row_gradient(r, base_logits, q, a_row);
         continue;
       }

@@ -90,6 +90,7 @@ class ExpectedLoss final : public LocalObjective {
   // sum_c w_c (p_c - q) to a_row (the base-row part) and the one-hot parts to marginals_.
   void exact_row_gradient(std::size_t r, const double* base_logits, const double* q, double* a_row);
   double top_minus_bottom(const double* logits) const;
+  void prepare_combinations(const double* theta);
   // Softmax probabilities of one combination into `logits`; returns the log-sum-exp if asked.
   double combination_logits(const double* base_logits, const double* theta,
                             const std::int32_t* values, double* logits, bool want_lse) const;
@@ -103,7 +104,10 @@ class ExpectedLoss final : public LocalObjective {
   std::vector<double> targets_;         // rows x C: soft label q (or one-hot of the z~ label)
   bool exact_ = true;
   std::size_t combos_ = 1;
-  std::vector<std::int32_t> combo_values_;  // combos x F (exact)
+  std::vector<std::int32_t> combo_values_;   // combos x F (exact)
+  std::vector<std::int32_t> combo_columns_;  // F x combos, the same transposed
+  std::vector<double> combination_factor_;   // C x combos: e^(T_k(c) - max_k T_k(c))
+  double combination_spread_ = 0.0;
   int samples_ = 0, batches_ = 1;
   std::vector<std::int32_t> sample_values_;  // rows x samples x F (Monte Carlo)
   std::vector<double> factors_;              // [f][v][k]: e^(theta[k, offset_f + v] - max over k)
