@@ -329,29 +329,18 @@ void ExpectedLoss::exact_row_gradient(std::size_t r, const double* base_logits, 
   }
   for (std::size_t c = 0; c < K; ++c) inverse[c] = 1.0 / inverse[c];
   for (int k = 0; k < C_; ++k) {
-    // a_k = w (p_k - q_k), overwriting u_k.
-    double* u = kron_.data() + static_cast<std::size_t>(k) * K;
+    // a_k = w (p_k - q_k). Its sum goes to the base row's part; per combination it accumulates
+    // over the rows, and the one-hot columns' gradient (each feature's marginal over the other
+    // features' values) is read off the totals once per evaluation.
+    const double* u = kron_.data() + static_cast<std::size_t>(k) * K;
+    double* total = combination_residual_.data() + static_cast<std::size_t>(k) * K;
     double sum = 0.0;
     for (std::size_t c = 0; c < K; ++c) {
-      u[c] = w[c] * (u[c] * inverse[c] - q[k]);
-      sum += u[c];
+      const double a = w[c] * (u[c] * inverse[c] - q[k]);
+      total[c] += a;
+      sum += a;
     }
     a_row[k] += sum;
-    // The one-hot columns: each feature's marginal over the other features' values. In the
-    // mixed-radix layout feature f's value v owns runs of `stride` contiguous combinations.
-    std::size_t stride = K;
-    for (std::size_t f = 0; f < F; ++f) {
-      const std::size_t d = static_cast<std::size_t>(features_[f].domain);
-      stride /= d;
-      double* marginal = marginals_.data() + table_start_[f] + static_cast<std::size_t>(k);
-      for (std::size_t block = 0; block < K; block += d * stride)
-        for (std::size_t v = 0; v < d; ++v) {
-          const double* run = u + block + v * stride;
-          double run_sum = 0.0;
-          for (std::size_t j = 0; j < stride; ++j) run_sum += run[j];
-          marginal[v * static_cast<std::size_t>(C_)] += run_sum;
-        }
-    }
   }
 }
 
@@ -361,6 +350,7 @@ double ExpectedLoss::evaluate(const double* theta, double* gradient, int batch) 
     std::fill(gradient, gradient + p, 0.0);
     prepare_factors(theta);
     marginals_.assign(factors_.size(), 0.0);
+    combination_residual_.assign(combos_ * C_, 0.0);
     if (exact_) prepare_combinations(theta);
     kron_.resize(combos_ * C_);
     kron_weight_.resize(combos_);
@@ -410,12 +400,19 @@ double ExpectedLoss::evaluate(const double* theta, double* gradient, int batch) 
     }
     if (gradient) add_outer(accumulated_.data(), x, m, D_, C_, gradient);
   }
-  if (gradient && exact_)
-    for (std::size_t f = 0; f < features_.size(); ++f)
+  if (gradient && exact_) {
+    const std::size_t F = features_.size();
+    for (int k = 0; k < C_; ++k)
+      for (std::size_t c = 0; c < combos_; ++c)
+        for (std::size_t f = 0; f < F; ++f)
+          marginals_[table_start_[f] + static_cast<std::size_t>(combo_values_[c * F + f]) * C_ +
+                     k] += combination_residual_[static_cast<std::size_t>(k) * combos_ + c];
+    for (std::size_t f = 0; f < F; ++f)
       for (int v = 0; v < features_[f].domain; ++v)
         for (int k = 0; k < C_; ++k)
           gradient[static_cast<std::size_t>(k) * D_ + features_[f].offset + v] +=
               marginals_[table_start_[f] + static_cast<std::size_t>(v) * C_ + k];
+  }
   return loss;
 }
 

@@ -87,7 +87,8 @@ class ExpectedLoss final : public LocalObjective {
                             const double* theta, Visit&& visit);
   void prepare_factors(const double* theta);
   // The exact expectation's gradient terms of row r, vectorized over the combinations: adds
-  // sum_c w_c (p_c - q) to a_row (the base-row part) and the one-hot parts to marginals_.
+  // sum_c w_c (p_c - q) to a_row (the base-row part) and each combination's residual to
+  // combination_residual_ (the one-hot columns' part, read off once per evaluation).
   void exact_row_gradient(std::size_t r, const double* base_logits, const double* q, double* a_row);
   double top_minus_bottom(const double* logits) const;
   void prepare_combinations(const double* theta);
@@ -117,6 +118,7 @@ class ExpectedLoss final : public LocalObjective {
   std::vector<double> level_, row_weights_;
   std::vector<double> kron_, kron_weight_, kron_sum_;  // C x combos, combos, combos
   std::vector<double> marginals_;                      // [f][v][k] gradient of the one-hot columns
+  std::vector<double> combination_residual_;           // C x combos: a_k(c) summed over the rows
   // Scratch, sized once.
   std::vector<double> chunk_, logits_, second_, accumulated_, z_, u_, v_scratch_;
 };
