@@ -48,9 +48,12 @@ void add_outer(const double* a, const double* x, std::size_t m, int D, int C, do
 ExpectedLoss::ExpectedLoss(const SoftmaxRegression& model, const Client& client,
                            const std::vector<ChangedAttribute>& changed,
                            const ExpectationConfig& config, std::uint64_t seed, std::uint64_t key)
-    : model_(model), D_(model.features()), C_(model.classes()), rows_(client.size()) {
+    : model_(model),
+      D_(model.features()),
+      C_(model.classes()),
+      rows_(client.size()),
+      rows_x_(client.features()) {
   const std::size_t n = rows_;
-  base_.assign(client.features(), client.features() + n * D_);
   targets_.assign(n * C_, 0.0);
   for (std::size_t r = 0; r < n; ++r) targets_[r * C_ + client.labels()[r]] = 1.0;
   const std::size_t nc = n == 0 ? 0 : client.original_categorical().size() / n;
@@ -68,14 +71,15 @@ ExpectedLoss::ExpectedLoss(const SoftmaxRegression& model, const Client& client,
     }
     features_.push_back({attribute.offset, attribute.domain, attribute.epsilon, keep, other});
     columns.push_back(attribute.column);
-    for (std::size_t r = 0; r < n; ++r)
-      std::fill_n(base_.begin() + r * D_ + attribute.offset, attribute.domain, 0.0);
   }
   const std::size_t F = features_.size();
   original_.resize(n * F);
+  randomized_.resize(n * F);
   for (std::size_t r = 0; r < n; ++r)
-    for (std::size_t f = 0; f < F; ++f)
+    for (std::size_t f = 0; f < F; ++f) {
       original_[r * F + f] = client.original_categorical()[r * nc + columns[f]];
+      randomized_[r * F + f] = client.categorical()[r * nc + columns[f]];
+    }
 
   // |F_x|, saturating, to decide between enumeration and sampling.
   std::uint64_t product = 1;
@@ -344,6 +348,36 @@ void ExpectedLoss::exact_row_gradient(std::size_t r, const double* base_logits, 
   }
 }
 
+void ExpectedLoss::base_logits(const double* x, const std::int64_t* ids, std::size_t first,
+                               std::size_t m, const double* matrix, double* out) const {
+  // The client's rows x~ hold a one in each changed block (its randomized value); the base row
+  // x-bar has none, so the logits lose that column of `matrix`.
+  row_logits(x, m, D_, C_, matrix, out);
+  const std::size_t F = features_.size();
+  for (std::size_t i = 0; i < m; ++i) {
+    const std::size_t r = ids ? static_cast<std::size_t>(ids[first + i]) : first + i;
+    for (std::size_t f = 0; f < F; ++f)
+      for (int k = 0; k < C_; ++k)
+        out[i * C_ + k] -=
+            matrix[static_cast<std::size_t>(k) * D_ + features_[f].offset + randomized_[r * F + f]];
+  }
+}
+
+void ExpectedLoss::add_base_outer(const double* a, const double* x, const std::int64_t* ids,
+                                  std::size_t first, std::size_t m, double* out) const {
+  // out += a^T x-bar = a^T x~ minus each row's a at its randomized one-hot columns (also right
+  // for x~ squared, whose entries there are 1 too).
+  add_outer(a, x, m, D_, C_, out);
+  const std::size_t F = features_.size();
+  for (std::size_t i = 0; i < m; ++i) {
+    const std::size_t r = ids ? static_cast<std::size_t>(ids[first + i]) : first + i;
+    for (std::size_t f = 0; f < F; ++f)
+      for (int k = 0; k < C_; ++k)
+        out[static_cast<std::size_t>(k) * D_ + features_[f].offset + randomized_[r * F + f]] -=
+            a[i * C_ + k];
+  }
+}
+
 double ExpectedLoss::evaluate(const double* theta, double* gradient, int batch) {
   const std::size_t p = model_.parameters();
   if (gradient) {
@@ -360,8 +394,8 @@ double ExpectedLoss::evaluate(const double* theta, double* gradient, int batch) 
   double* z = z_.data();
   for (std::size_t first = 0; first < rows_; first += kChunkRows) {
     const std::size_t m = std::min(kChunkRows, rows_ - first);
-    const double* x = base_.data() + first * D_;
-    row_logits(x, m, D_, C_, theta, logits_.data());
+    const double* x = rows_x_ + first * D_;
+    base_logits(x, nullptr, first, m, theta, logits_.data());
     std::fill_n(accumulated_.begin(), m * C_, 0.0);
     for (std::size_t i = 0; i < m; ++i) {
       const std::size_t r = first + i;
@@ -398,7 +432,7 @@ double ExpectedLoss::evaluate(const double* theta, double* gradient, int batch) 
             }
           });
     }
-    if (gradient) add_outer(accumulated_.data(), x, m, D_, C_, gradient);
+    if (gradient) add_base_outer(accumulated_.data(), x, nullptr, first, m, gradient);
   }
   if (gradient && exact_) {
     const std::size_t F = features_.size();
@@ -430,9 +464,9 @@ void ExpectedLoss::batch_gradient_sum(const double* theta, int batch, double* ou
 }
 
 const double* ExpectedLoss::gather(const std::int64_t* ids, std::size_t first, std::size_t count) {
-  if (!ids) return base_.data() + first * D_;
+  if (!ids) return rows_x_ + first * D_;
   for (std::size_t i = 0; i < count; ++i)
-    std::copy_n(base_.begin() + ids[first + i] * D_, D_, chunk_.begin() + i * D_);
+    std::copy_n(rows_x_ + ids[first + i] * D_, D_, chunk_.begin() + i * D_);
   return chunk_.data();
 }
 
@@ -445,8 +479,8 @@ void ExpectedLoss::hessian_vector_rows(const double* theta, const std::int64_t* 
   for (std::size_t first = 0; first < count; first += kChunkRows) {
     const std::size_t m = std::min(kChunkRows, count - first);
     const double* x = gather(ids, first, m);
-    row_logits(x, m, D_, C_, theta, logits_.data());
-    row_logits(x, m, D_, C_, v, second_.data());  // V x for the base rows
+    base_logits(x, ids, first, m, theta, logits_.data());
+    base_logits(x, ids, first, m, v, second_.data());  // V x-bar
     std::fill_n(accumulated_.begin(), m * C_, 0.0);
     for (std::size_t i = 0; i < m; ++i) {
       const std::size_t r = ids ? static_cast<std::size_t>(ids[first + i]) : first + i;
@@ -471,7 +505,7 @@ void ExpectedLoss::hessian_vector_rows(const double* theta, const std::int64_t* 
             }
           });
     }
-    add_outer(accumulated_.data(), x, m, D_, C_, out);
+    add_base_outer(accumulated_.data(), x, ids, first, m, out);
   }
 }
 
@@ -489,8 +523,8 @@ void ExpectedLoss::hessian_diagonal_sum(const double* theta, double* out) {
   std::fill(out, out + p, 0.0);
   for (std::size_t first = 0; first < rows_; first += kChunkRows) {
     const std::size_t m = std::min(kChunkRows, rows_ - first);
-    const double* x = base_.data() + first * D_;
-    row_logits(x, m, D_, C_, theta, logits_.data());
+    const double* x = rows_x_ + first * D_;
+    base_logits(x, nullptr, first, m, theta, logits_.data());
     std::fill_n(accumulated_.begin(), m * C_, 0.0);
     for (std::size_t i = 0; i < m; ++i) {
       double* d_row = accumulated_.data() + i * C_;
@@ -506,7 +540,7 @@ void ExpectedLoss::hessian_diagonal_sum(const double* theta, double* out) {
           });
     }
     for (std::size_t j = 0; j < m * D_; ++j) chunk_[j] = x[j] * x[j];
-    add_outer(accumulated_.data(), chunk_.data(), m, D_, C_, out);
+    add_base_outer(accumulated_.data(), chunk_.data(), nullptr, first, m, out);
   }
 }
 
@@ -537,24 +571,28 @@ void ExpectedLoss::hessian_sum(const double* theta, double* out) {
   expanded.reserve(limit * D_);
   for (std::size_t first = 0; first < rows_; first += kChunkRows) {
     const std::size_t m = std::min(kChunkRows, rows_ - first);
-    const double* x = base_.data() + first * D_;
-    row_logits(x, m, D_, C_, theta, logits_.data());
+    const double* x = rows_x_ + first * D_;
+    base_logits(x, nullptr, first, m, theta, logits_.data());
     for (std::size_t i = 0; i < m; ++i)
-      for_each_probability(first + i, -1, logits_.data() + i * C_, theta,
-                           [&](double weight, const std::int32_t* values, const double* z) {
-                             expanded.insert(expanded.end(), x + i * D_, x + (i + 1) * D_);
-                             const std::size_t e = coefficients.size();
-                             for (std::size_t f = 0; f < features_.size(); ++f)
-                               expanded[e * D_ + features_[f].offset + values[f]] = 1.0;
-                             coefficients.push_back(weight);
-                             probabilities.insert(probabilities.end(), z, z + C_);
-                             if (coefficients.size() == limit) {
-                               flush(limit);
-                               expanded.clear();
-                               coefficients.clear();
-                               probabilities.clear();
-                             }
-                           });
+      for_each_probability(
+          first + i, -1, logits_.data() + i * C_, theta,
+          [&](double weight, const std::int32_t* values, const double* z) {
+            expanded.insert(expanded.end(), x + i * D_, x + (i + 1) * D_);
+            const std::size_t e = coefficients.size();
+            const std::size_t F = features_.size();
+            for (std::size_t f = 0; f < F; ++f)  // x~ -> x-bar -> x_{f_x}
+              expanded[e * D_ + features_[f].offset + randomized_[(first + i) * F + f]] = 0.0;
+            for (std::size_t f = 0; f < F; ++f)
+              expanded[e * D_ + features_[f].offset + values[f]] = 1.0;
+            coefficients.push_back(weight);
+            probabilities.insert(probabilities.end(), z, z + C_);
+            if (coefficients.size() == limit) {
+              flush(limit);
+              expanded.clear();
+              coefficients.clear();
+              probabilities.clear();
+            }
+          });
   }
   flush(coefficients.size());
   // Mirror the upper blocks: H[(l, j), (k, i)] = H[(k, i), (l, j)].

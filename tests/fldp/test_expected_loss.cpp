@@ -201,15 +201,13 @@ TEST_P(ExpectedLossClasses, EnumerationEqualsBruteForceOverAllRandomizations) {
                                         hv.data());
     std::vector<double> reference(p, 0.0);
     for (auto r : picked) {
-      ExpectedLoss one_row(
-          s.model,
-          Client(0, {r}, {s.table.categorical[r * 2], s.table.categorical[r * 2 + 1]},
-                 {s.table.label[r]},
-                 {s.randomized_categorical[r * 2], s.randomized_categorical[r * 2 + 1]},
-                 {s.randomized_labels[r]},
-                 std::vector<double>(s.client->features() + r * width,
-                                     s.client->features() + (r + 1) * width)),
-          changed, {}, 1, 0);
+      const Client single(0, {r}, {s.table.categorical[r * 2], s.table.categorical[r * 2 + 1]},
+                          {s.table.label[r]},
+                          {s.randomized_categorical[r * 2], s.randomized_categorical[r * 2 + 1]},
+                          {s.randomized_labels[r]},
+                          std::vector<double>(s.client->features() + r * width,
+                                              s.client->features() + (r + 1) * width));
+      ExpectedLoss one_row(s.model, single, changed, {}, 1, 0);  // uses `single` in place
       std::vector<double> one(p);
       one_row.hessian_vector_sum(s.theta.data(), v.data(), one.data());
       for (std::size_t j = 0; j < p; ++j) reference[j] += one[j];

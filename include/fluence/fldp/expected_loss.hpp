@@ -41,11 +41,15 @@ struct ExpectationConfig {
 
 class ExpectedLoss final : public LocalObjective {
  public:
-  /// `client` supplies z~ (features and labels as trained) and the original values; `seed` and
-  /// `key` select the Monte-Carlo streams (seed, fldp_expectation_sample, global row, key).
+  /// `client` supplies z~ (features and labels as trained) and the original values; its encoded
+  /// rows are used in place, so it must outlive this object. `seed` and `key` select the
+  /// Monte-Carlo streams (seed, fldp_expectation_sample, global row, key).
   ExpectedLoss(const SoftmaxRegression& model, const Client& client,
                const std::vector<ChangedAttribute>& changed, const ExpectationConfig& config,
                std::uint64_t seed, std::uint64_t key);
+  ExpectedLoss(const SoftmaxRegression&, Client&&, const std::vector<ChangedAttribute>&,
+               const ExpectationConfig&, std::uint64_t,
+               std::uint64_t) = delete;  // a temporary client would dangle
 
   bool exact() const { return exact_; }
   /// |F_x| when exact, else the draws per row.
@@ -80,6 +84,12 @@ class ExpectedLoss final : public LocalObjective {
   void hessian_vector_rows(const double* theta, const std::int64_t* ids, std::size_t count,
                            const double* v, double* out);
   const double* gather(const std::int64_t* ids, std::size_t first, std::size_t count);
+  // Logits of the base rows x-bar (x~ without its changed one-hot entries) for rows `first` ..
+  // `first + m` (of `ids` when given) from x~ = `x`; and out += a^T x-bar.
+  void base_logits(const double* x, const std::int64_t* ids, std::size_t first, std::size_t m,
+                   const double* matrix, double* out) const;
+  void add_base_outer(const double* a, const double* x, const std::int64_t* ids, std::size_t first,
+                      std::size_t m, double* out) const;
   // Calls visit(weight, values, probabilities) for each combination of row r, the softmax
   // probabilities from factorized exponentials (prepare_factors(theta) first).
   template <class Visit>
@@ -100,9 +110,10 @@ class ExpectedLoss final : public LocalObjective {
   int D_, C_;
   std::size_t rows_;
   std::vector<Feature> features_;
-  std::vector<double> base_;            // rows x D: z~ encoded, changed one-hot blocks zeroed
-  std::vector<std::int32_t> original_;  // rows x F: original values of the changed features
-  std::vector<double> targets_;         // rows x C: soft label q (or one-hot of the z~ label)
+  const double* rows_x_;                  // the client's encoded rows x~ (used in place)
+  std::vector<std::int32_t> randomized_;  // rows x F: z~'s values of the changed features
+  std::vector<std::int32_t> original_;    // rows x F: original values of the changed features
+  std::vector<double> targets_;           // rows x C: soft label q (or one-hot of the z~ label)
   bool exact_ = true;
   std::size_t combos_ = 1;
   std::vector<std::int32_t> combo_values_;   // combos x F (exact)
