@@ -258,8 +258,7 @@ double ExpectedLoss::combination_logits(const double* base_logits, const double*
                                         bool want_lse) const {
   for (int k = 0; k < C_; ++k) {
     double z = base_logits[k];
-    for (std::size_t f = 0; f < features_.size(); ++f)
-      z += theta[static_cast<std::size_t>(k) * D_ + features_[f].offset + values[f]];
+    for (std::size_t f = 0; f < features_.size(); ++f) z += theta[entry(k, f, values[f])];
     logits[k] = z;
   }
   if (C_ == 2) {
@@ -289,9 +288,7 @@ void ExpectedLoss::prepare_combinations(const double* theta) {
     double top = -std::numeric_limits<double>::infinity(), bottom = -top;
     for (int k = 0; k < C_; ++k) {
       double sum = 0.0;
-      for (std::size_t f = 0; f < F; ++f)
-        sum += theta[static_cast<std::size_t>(k) * D_ + features_[f].offset +
-                     combo_values_[c * F + f]];
+      for (std::size_t f = 0; f < F; ++f) sum += theta[entry(k, f, combo_values_[c * F + f])];
       t[k] = sum;
       top = std::max(top, sum);
       bottom = std::min(bottom, sum);
@@ -310,7 +307,7 @@ void ExpectedLoss::exact_row_gradient(std::size_t r, const double* base_logits, 
   const std::size_t F = features_.size();
   const std::size_t K = combos_;
   const std::int32_t* original = original_.data() + r * F;
-  double* w = kron_weight_.data();
+  double* w = combination_weights_.data();
   std::fill_n(w, K, 1.0);
   for (std::size_t f = 0; f < F; ++f) {
     const std::int32_t* column = combo_columns_.data() + f * K;
@@ -320,12 +317,12 @@ void ExpectedLoss::exact_row_gradient(std::size_t r, const double* base_logits, 
   }
   double top = base_logits[0];
   for (int k = 1; k < C_; ++k) top = std::max(top, base_logits[k]);
-  double* inverse = kron_sum_.data();
+  double* inverse = combination_inverse_.data();
   std::fill_n(inverse, K, 0.0);
   for (int k = 0; k < C_; ++k) {
     const double scale = std::exp(base_logits[k] - top);
     const double* factor = combination_factor_.data() + static_cast<std::size_t>(k) * K;
-    double* u = kron_.data() + static_cast<std::size_t>(k) * K;
+    double* u = class_terms_.data() + static_cast<std::size_t>(k) * K;
     for (std::size_t c = 0; c < K; ++c) {
       u[c] = scale * factor[c];
       inverse[c] += u[c];
@@ -336,7 +333,7 @@ void ExpectedLoss::exact_row_gradient(std::size_t r, const double* base_logits, 
     // a_k = w (p_k - q_k). Its sum goes to the base row's part; per combination it accumulates
     // over the rows, and the one-hot columns' gradient (each feature's marginal over the other
     // features' values) is read off the totals once per evaluation.
-    const double* u = kron_.data() + static_cast<std::size_t>(k) * K;
+    const double* u = class_terms_.data() + static_cast<std::size_t>(k) * K;
     double* total = combination_residual_.data() + static_cast<std::size_t>(k) * K;
     double sum = 0.0;
     for (std::size_t c = 0; c < K; ++c) {
@@ -355,11 +352,9 @@ void ExpectedLoss::base_logits(const double* x, const std::int64_t* ids, std::si
   row_logits(x, m, D_, C_, matrix, out);
   const std::size_t F = features_.size();
   for (std::size_t i = 0; i < m; ++i) {
-    const std::size_t r = ids ? static_cast<std::size_t>(ids[first + i]) : first + i;
+    const std::size_t r = row_index(ids, first + i);
     for (std::size_t f = 0; f < F; ++f)
-      for (int k = 0; k < C_; ++k)
-        out[i * C_ + k] -=
-            matrix[static_cast<std::size_t>(k) * D_ + features_[f].offset + randomized_[r * F + f]];
+      for (int k = 0; k < C_; ++k) out[i * C_ + k] -= matrix[entry(k, f, randomized_[r * F + f])];
   }
 }
 
@@ -370,11 +365,9 @@ void ExpectedLoss::add_base_outer(const double* a, const double* x, const std::i
   add_outer(a, x, m, D_, C_, out);
   const std::size_t F = features_.size();
   for (std::size_t i = 0; i < m; ++i) {
-    const std::size_t r = ids ? static_cast<std::size_t>(ids[first + i]) : first + i;
+    const std::size_t r = row_index(ids, first + i);
     for (std::size_t f = 0; f < F; ++f)
-      for (int k = 0; k < C_; ++k)
-        out[static_cast<std::size_t>(k) * D_ + features_[f].offset + randomized_[r * F + f]] -=
-            a[i * C_ + k];
+      for (int k = 0; k < C_; ++k) out[entry(k, f, randomized_[r * F + f])] -= a[i * C_ + k];
   }
 }
 
@@ -386,9 +379,9 @@ double ExpectedLoss::evaluate(const double* theta, double* gradient, int batch) 
     marginals_.assign(factors_.size(), 0.0);
     combination_residual_.assign(combos_ * C_, 0.0);
     if (exact_) prepare_combinations(theta);
-    kron_.resize(combos_ * C_);
-    kron_weight_.resize(combos_);
-    kron_sum_.resize(combos_);
+    class_terms_.resize(combos_ * C_);
+    combination_weights_.resize(combos_);
+    combination_inverse_.resize(combos_);
   }
   double loss = 0.0;
   double* z = z_.data();
@@ -408,9 +401,7 @@ double ExpectedLoss::evaluate(const double* theta, double* gradient, int batch) 
           double target_logit = 0.0;
           for (int k = 0; k < C_; ++k) target_logit += q[k] * base_logits[k];
           for (std::size_t f = 0; f < features_.size(); ++f)
-            for (int k = 0; k < C_; ++k)
-              target_logit +=
-                  q[k] * theta[static_cast<std::size_t>(k) * D_ + features_[f].offset + values[f]];
+            for (int k = 0; k < C_; ++k) target_logit += q[k] * theta[entry(k, f, values[f])];
           loss += weight * (lse - target_logit);
         });
         continue;
@@ -428,7 +419,7 @@ double ExpectedLoss::evaluate(const double* theta, double* gradient, int batch) 
               const double a = weight * (probabilities[k] - q[k]);
               a_row[k] += a;
               for (std::size_t f = 0; f < features_.size(); ++f)
-                gradient[static_cast<std::size_t>(k) * D_ + features_[f].offset + values[f]] += a;
+                gradient[entry(k, f, values[f])] += a;
             }
           });
     }
@@ -444,7 +435,7 @@ double ExpectedLoss::evaluate(const double* theta, double* gradient, int batch) 
     for (std::size_t f = 0; f < F; ++f)
       for (int v = 0; v < features_[f].domain; ++v)
         for (int k = 0; k < C_; ++k)
-          gradient[static_cast<std::size_t>(k) * D_ + features_[f].offset + v] +=
+          gradient[entry(k, f, v)] +=
               marginals_[table_start_[f] + static_cast<std::size_t>(v) * C_ + k];
   }
   return loss;
@@ -483,27 +474,27 @@ void ExpectedLoss::hessian_vector_rows(const double* theta, const std::int64_t* 
     base_logits(x, ids, first, m, v, second_.data());  // V x-bar
     std::fill_n(accumulated_.begin(), m * C_, 0.0);
     for (std::size_t i = 0; i < m; ++i) {
-      const std::size_t r = ids ? static_cast<std::size_t>(ids[first + i]) : first + i;
+      const std::size_t r = row_index(ids, first + i);
       double* s_row = accumulated_.data() + i * C_;
-      for_each_probability(
-          r, -1, logits_.data() + i * C_, theta,
-          [&](double weight, const std::int32_t* values, const double* z) {
-            // Row Hessian (diag(p) - p p^T) (x) x x^T applied to V: s = (diag(p) - p p^T) V x.
-            double pu = 0.0;
-            for (int k = 0; k < C_; ++k) {
-              double vx = second_[i * C_ + k];
-              for (std::size_t f = 0; f < features_.size(); ++f)
-                vx += v[static_cast<std::size_t>(k) * D_ + features_[f].offset + values[f]];
-              u[k] = vx;
-              pu += z[k] * vx;
-            }
-            for (int k = 0; k < C_; ++k) {
-              const double s = weight * z[k] * (u[k] - pu);
-              s_row[k] += s;
-              for (std::size_t f = 0; f < features_.size(); ++f)
-                out[static_cast<std::size_t>(k) * D_ + features_[f].offset + values[f]] += s;
-            }
-          });
+      for_each_probability(r, -1, logits_.data() + i * C_, theta,
+                           [&](double weight, const std::int32_t* values, const double* z) {
+                             // Row Hessian (diag(p) - p p^T) (x) x x^T applied to V: s = (diag(p) -
+                             // p p^T) V x.
+                             double pu = 0.0;
+                             for (int k = 0; k < C_; ++k) {
+                               double vx = second_[i * C_ + k];
+                               for (std::size_t f = 0; f < features_.size(); ++f)
+                                 vx += v[entry(k, f, values[f])];
+                               u[k] = vx;
+                               pu += z[k] * vx;
+                             }
+                             for (int k = 0; k < C_; ++k) {
+                               const double s = weight * z[k] * (u[k] - pu);
+                               s_row[k] += s;
+                               for (std::size_t f = 0; f < features_.size(); ++f)
+                                 out[entry(k, f, values[f])] += s;
+                             }
+                           });
     }
     add_base_outer(accumulated_.data(), x, ids, first, m, out);
   }
@@ -528,16 +519,16 @@ void ExpectedLoss::hessian_diagonal_sum(const double* theta, double* out) {
     std::fill_n(accumulated_.begin(), m * C_, 0.0);
     for (std::size_t i = 0; i < m; ++i) {
       double* d_row = accumulated_.data() + i * C_;
-      for_each_probability(
-          first + i, -1, logits_.data() + i * C_, theta,
-          [&](double weight, const std::int32_t* values, const double* z) {
-            for (int k = 0; k < C_; ++k) {
-              const double d = weight * z[k] * (1.0 - z[k]);
-              d_row[k] += d;  // x_j^2 of the base columns; the one-hot entries square to 1
-              for (std::size_t f = 0; f < features_.size(); ++f)
-                out[static_cast<std::size_t>(k) * D_ + features_[f].offset + values[f]] += d;
-            }
-          });
+      for_each_probability(first + i, -1, logits_.data() + i * C_, theta,
+                           [&](double weight, const std::int32_t* values, const double* z) {
+                             for (int k = 0; k < C_; ++k) {
+                               const double d = weight * z[k] * (1.0 - z[k]);
+                               d_row[k] +=
+                                   d;  // x_j^2 of the base columns; the one-hot entries square to 1
+                               for (std::size_t f = 0; f < features_.size(); ++f)
+                                 out[entry(k, f, values[f])] += d;
+                             }
+                           });
     }
     for (std::size_t j = 0; j < m * D_; ++j) chunk_[j] = x[j] * x[j];
     add_base_outer(accumulated_.data(), chunk_.data(), nullptr, first, m, out);

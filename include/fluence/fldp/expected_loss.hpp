@@ -101,6 +101,15 @@ class ExpectedLoss final : public LocalObjective {
   // combination_residual_ (the one-hot columns' part, read off once per evaluation).
   void exact_row_gradient(std::size_t r, const double* base_logits, const double* q, double* a_row);
   double top_minus_bottom(const double* logits) const;
+  // Index into theta (C x D) of class k's column for value `value` of changed feature f.
+  std::size_t entry(int k, std::size_t f, std::int32_t value) const {
+    return static_cast<std::size_t>(k) * D_ + static_cast<std::size_t>(features_[f].offset) +
+           static_cast<std::size_t>(value);
+  }
+  // The client row of position i of a chunk: ids[i] for sampled rows, else i itself.
+  static std::size_t row_index(const std::int64_t* ids, std::size_t i) {
+    return ids ? static_cast<std::size_t>(ids[i]) : i;
+  }
   void prepare_combinations(const double* theta);
   // Softmax probabilities of one combination into `logits`; returns the log-sum-exp if asked.
   double combination_logits(const double* base_logits, const double* theta,
@@ -127,9 +136,10 @@ class ExpectedLoss final : public LocalObjective {
   std::vector<std::size_t> table_start_;  // feature f's first entry in factors_
   std::size_t table_rows_ = 0;            // sum of the changed features' domains
   std::vector<double> level_, row_weights_;
-  std::vector<double> kron_, kron_weight_, kron_sum_;  // C x combos, combos, combos
-  std::vector<double> marginals_;                      // [f][v][k] gradient of the one-hot columns
-  std::vector<double> combination_residual_;           // C x combos: a_k(c) summed over the rows
+  std::vector<double> class_terms_, combination_weights_,
+      combination_inverse_;                   // C x combos, combos, combos
+  std::vector<double> marginals_;             // [f][v][k] gradient of the one-hot columns
+  std::vector<double> combination_residual_;  // C x combos: a_k(c) summed over the rows
   // Scratch, sized once.
   std::vector<double> chunk_, logits_, second_, accumulated_, z_, u_, v_scratch_;
 };
