@@ -32,6 +32,7 @@ PETSc and SLEPc options come last and pass through to the solvers, e.g.
   mpirun -n 4 fluence train deck.toml --out run1 -log_view -newton_ksp_monitor
   mpirun -n 4 fluence influence deck.toml -ihvp_ksp_monitor -hessian_eps_view
   mpirun -n 4 fluence fldp deck.toml --model run1/results.h5 -newton_ksp_monitor
+  mpirun -n 2 fluence whatif deck.toml --set whatif.retrain=true
 
 Exit codes: 0 success, 1 usage error, 2 bad input (deck, data, output directory), 3 runtime failure.
 Deck keys: inputs/README.md. Output datasets: docs/outputs.md.)";
@@ -101,6 +102,19 @@ CommandLine parse_command_line(int argc, char** argv) {
                    "/model/theta instead of training");
   fldp->add_flag("--quiet", result.quiet, "no per-round or per-case progress lines");
 
+  auto* whatif = app.add_subcommand(
+      "whatif",
+      "train (or load --model), then estimate how the test loss would change if a fraction of a "
+      "group's records were randomized with eps-LDP (seed 001), for a grid of fractions and eps "
+      "from one IHVP; optionally against randomized retrains; write <out>/results.h5");
+  whatif->add_option("deck", result.deck, "input deck (TOML) with a [whatif] section")->required();
+  whatif->add_option("--out", result.out, "output directory (overrides output.dir)");
+  whatif->add_option("--set", result.sets, "override a deck key: section.key=value (repeatable)");
+  whatif->add_option("--model", result.model,
+                     "results.h5 of an earlier `fluence train` with the same deck: use its "
+                     "/model/theta instead of training");
+  whatif->add_flag("--quiet", result.quiet, "no per-round or retrain progress lines");
+
   std::vector<const char*> args;
   args.push_back(argv[0]);
   for (const auto& arg : own_args) args.push_back(arg.c_str());
@@ -120,6 +134,7 @@ CommandLine parse_command_line(int argc, char** argv) {
   result.command = validate->parsed()    ? "validate"
                    : influence->parsed() ? "influence"
                    : fldp->parsed()      ? "fldp"
+                   : whatif->parsed()    ? "whatif"
                                          : "train";
   return result;
 }
@@ -129,6 +144,7 @@ int run_command(const CommandLine& command_line) {
     if (command_line.command == "validate") return run_validate(command_line);
     if (command_line.command == "influence") return run_influence(command_line);
     if (command_line.command == "fldp") return run_fldp(command_line);
+    if (command_line.command == "whatif") return run_whatif(command_line);
     return run_train(command_line);
   } catch (const InputError& error) {
     // Input errors are raised identically (or agreed) on every rank: all ranks exit cleanly.

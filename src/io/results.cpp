@@ -94,22 +94,33 @@ ResultsFile::~ResultsFile() {
 }
 
 void ResultsFile::attribute(const std::string& name, const std::string& value) {
+  attribute("/", name, value);
+}
+
+void ResultsFile::attribute(const std::string& name, std::int64_t value) {
+  attribute("/", name, value);
+}
+
+void ResultsFile::attribute(const std::string& path, const std::string& name,
+                            const std::string& value) {
   if (!root_) return;
   hid_t type = string_type(value.size() + 1);
   hid_t space = H5Screate(H5S_SCALAR);
-  hid_t attr = H5Acreate2(file_, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT);
-  h5_check(attr, "attribute " + name);
+  hid_t attr = H5Acreate_by_name(file_, path.c_str(), name.c_str(), type, space, H5P_DEFAULT,
+                                 H5P_DEFAULT, H5P_DEFAULT);
+  h5_check(attr, "attribute " + path + "@" + name);
   h5_check(H5Awrite(attr, type, value.c_str()), "write attribute " + name);
   H5Aclose(attr);
   H5Sclose(space);
   H5Tclose(type);
 }
 
-void ResultsFile::attribute(const std::string& name, std::int64_t value) {
+void ResultsFile::attribute(const std::string& path, const std::string& name, std::int64_t value) {
   if (!root_) return;
   hid_t space = H5Screate(H5S_SCALAR);
-  hid_t attr = H5Acreate2(file_, name.c_str(), H5T_NATIVE_INT64, space, H5P_DEFAULT, H5P_DEFAULT);
-  h5_check(attr, "attribute " + name);
+  hid_t attr = H5Acreate_by_name(file_, path.c_str(), name.c_str(), H5T_NATIVE_INT64, space,
+                                 H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  h5_check(attr, "attribute " + path + "@" + name);
   h5_check(H5Awrite(attr, H5T_NATIVE_INT64, &value), "write attribute " + name);
   H5Aclose(attr);
   H5Sclose(space);

@@ -6,7 +6,7 @@
 namespace fluence::app {
 
 struct CommandLine {
-  std::string command;  // "train", "validate", "influence", "fldp"
+  std::string command;  // "train", "validate", "influence", "fldp", "whatif"
   std::string deck;
   std::string out;                // --out overrides output.dir
   std::string model;              // influence --model results.h5
@@ -30,6 +30,7 @@ int run_validate(const CommandLine& command_line);
 int run_train(const CommandLine& command_line);
 int run_influence(const CommandLine& command_line);
 int run_fldp(const CommandLine& command_line);
+int run_whatif(const CommandLine& command_line);
 
 /// Exit codes (documented in README.md).
 inline constexpr int kExitUsage = 1;

@@ -21,6 +21,9 @@ enum class Purpose : std::uint64_t {
   spectrum_start = 9,
   fldp_rerandomization = 10,
   fldp_expectation_sample = 11,
+  whatif_group_sample = 12,
+  whatif_randomization = 13,
+  whatif_test_sample = 14,
 };
 
 class Stream {

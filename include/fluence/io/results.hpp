@@ -21,6 +21,9 @@ class ResultsFile {
 
   void attribute(const std::string& name, const std::string& value);
   void attribute(const std::string& name, std::int64_t value);
+  /// Attributes of the group or dataset at `path` (which must exist).
+  void attribute(const std::string& path, const std::string& name, const std::string& value);
+  void attribute(const std::string& path, const std::string& name, std::int64_t value);
   void attribute(const std::string& path, const std::string& name,
                  const std::vector<std::string>& values);
   /// Writes a dataset (intermediate groups created); `shape` empty = 1-D of values.size().

@@ -1,0 +1,97 @@
+#pragma once
+// `fluence whatif` (seed 001, docs/math.md §6): a curator holding clean data asks how the test loss
+// would change if a fraction k of the records of a group S were randomized with eps-LDP and the
+// model retrained, for a whole grid of k and eps. One IHVP s_test = H^{-1} grad L(S_te) is solved;
+// every (k, eps) cell is then a sum of per-record scalars s_test^T grad[E l~ - l] over the perturbed
+// records (seed 001 Eq. 11-14, 22):
+//   d L_te(k, eps) ~= -(1/n) sum_{i in S_k} s_test^T grad_theta [E_eps l~(z_i) - l(z_i)].
+// Ground truth: randomize and retrain to the optimum (warm-started), and retrain on the exact
+// expected objective.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fluence/core/config.hpp"
+#include "fluence/fl/federation.hpp"
+#include "fluence/influence/client_influence.hpp"
+
+namespace fluence {
+
+enum class WhatifVariant {
+  rr,     // k-RR over `attributes` (features and/or label), the expected-loss form of Eq. 13
+  rr_l,   // k-RR over the label only (Eq. 14, its missing minus sign restored)
+  rr_flc  // label k-RR with forward loss correction on the perturbed records (Eq. 18, 22)
+};
+std::string to_string(WhatifVariant variant);
+WhatifVariant parse_whatif_variant(const std::string& name);
+
+/// `expected`: the exact E[l~] - l with k-RR probabilities from the original value (what the seed
+/// intends); `paper`: the seed's literal Eq. 13 / Eq. 22 scaling, for comparison (docs/math.md §6).
+enum class EstimateForm { expected, paper };
+
+/// An attribute the `rr` variant randomizes: a categorical feature or the label.
+struct WhatifAttribute {
+  std::string name;
+  int column = -1;  // column in Table::categorical; -1 = the label
+  int domain = 2;
+  int offset = 0;  // first encoded column of the one-hot block (features only)
+};
+
+struct WhatifConfig {
+  std::string group_attribute;
+  int group_column = -1;                // categorical column; -1 = the label
+  std::vector<std::int32_t> group_values;  // value indices selecting the group
+  std::vector<std::string> group_value_names;
+  std::vector<double> fractions;  // k: fraction of the group perturbed
+  std::vector<double> epsilons;
+  std::vector<WhatifAttribute> attributes;  // the rr variant's; rr_l and rr_flc use the label
+  std::vector<WhatifVariant> variants;
+  int repeats = 10;
+  bool retrain = false;
+  bool expected_retrain = true;
+  std::int64_t test_sample = 0;  // 0 = the whole test set
+  EstimateForm rr_form = EstimateForm::expected;
+  EstimateForm flc_form = EstimateForm::expected;
+  bool common_draws = true;  // one k-RR draw per (record, attribute, repeat) for every eps
+  double retrain_tolerance = 1e-8;
+  int retrain_max_iterations = 200;
+  std::uint64_t enumeration_limit = 4096;  // largest product of the rr features' domains
+
+  /// Checks every [whatif] key against the problem's schema (InputError naming the key).
+  static WhatifConfig from_deck(const Deck& deck, const FederatedProblem& problem);
+  std::size_t cells() const { return fractions.size() * epsilons.size(); }
+};
+
+/// Default grids of seed 001 §V: 30 evenly spaced eps in [0.001, 10] and 10 fractions in [1%, 30%].
+std::vector<double> evenly_spaced(double first, double last, int count);
+
+struct WhatifVariantResult {
+  WhatifVariant variant = WhatifVariant::rr_l;
+  std::vector<double> estimated;         // K x E
+  std::vector<double> actual;            // K x E x R, when retrained
+  std::vector<double> expected_retrain;  // K x E, when retrained
+  std::vector<double> mae, spearman;     // K, against actual (mean over repeats)
+  std::vector<double> mae_expected, spearman_expected;  // K, against expected_retrain
+};
+
+struct WhatifResult {
+  std::int64_t group_size = 0;
+  std::vector<std::int64_t> group_rows;  // K: records perturbed at each fraction
+  std::int64_t test_rows = 0;
+  double base_test_loss = 0.0, base_test_accuracy = 0.0;
+  double damping = 0.0;
+  SolveReport s_test_report;
+  std::vector<WhatifVariantResult> variants;
+  double time_ihvp = 0.0, time_cells = 0.0, time_retrain = 0.0;
+  long retrain_count = 0;
+  long retrain_iterations = 0;        // Newton steps over every retrain
+  long retrain_hessian_products = 0;  // products by the perturbed Hessian over every retrain
+  double worst_gradient_norm = 0.0;  // largest final ||grad|| of any retrain
+};
+
+/// Collective. `theta` is the trained minimizer of the clean objective.
+WhatifResult run_whatif(Federation& federation, const std::vector<double>& theta,
+                        const InfluenceConfig& influence, const WhatifConfig& config,
+                        bool progress);
+
+}  // namespace fluence

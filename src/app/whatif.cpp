@@ -1,0 +1,66 @@
+// fluence whatif DECK: parse -> build the curator's data (spread over clients and ranks) -> train
+// (or --model) -> s_test once, then every (fraction, eps) cell of the what-if grid (seed 001), and
+// with whatif.retrain the randomized and expected retrains -> write <out>/results.h5.
+#include "fluence/whatif/whatif.hpp"
+#include "fluence/app/cli.hpp"
+#include "fluence/core/config.hpp"
+#include "fluence/core/log.hpp"
+#include "fluence/core/mpi.hpp"
+#include "fluence/io/results.hpp"
+#include "fluence/io/training_output.hpp"
+#include "fluence/io/whatif_output.hpp"
+#include "trained_model.hpp"
+
+namespace fluence::app {
+
+int run_whatif(const CommandLine& command_line) {
+  std::vector<std::string> sets = command_line.sets;
+  if (!command_line.out.empty()) sets.push_back("output.dir=\"" + command_line.out + "\"");
+  Deck deck = Deck::from_file(command_line.deck, sets);
+  const std::string out_dir = deck.string("output.dir");
+  const InfluenceConfig influence = InfluenceConfig::from_deck(deck);
+  const FederationConfig training = FederationConfig::from_deck(deck);
+  prepare_output_directory(out_dir);
+
+  FederatedProblem problem = build_problem(deck);
+  const WhatifConfig config = WhatifConfig::from_deck(deck, problem);
+  log::info("fluence whatif: {} training rows on {} client(s), {} rank(s), {} parameters; "
+            "{} fractions x {} eps x {} variant(s)",
+            problem.total_train_rows, problem.client_rows.size(), world_size(),
+            problem.model->parameters(), config.fractions.size(), config.epsilons.size(),
+            config.variants.size());
+  Federation federation(problem);
+  Stopwatch training_clock;
+  TrainingResult model = obtain_trained_model(command_line, federation, training);
+  const double training_seconds = training_clock.seconds();
+
+  const WhatifResult result = run_whatif(federation, model.theta, influence, config,
+                                         !command_line.quiet);
+  log::info("whatif: group {} = {} has {} records; S_te {} rows; IHVP {:.3g} s, {} cells {:.3g} s",
+            config.group_attribute, config.group_value_names.front(), result.group_size,
+            result.test_rows, result.time_ihvp,
+            config.cells() * config.variants.size(), result.time_cells);
+  for (const auto& variant : result.variants) {
+    if (!config.retrain) continue;
+    double mae = 0.0, rho = 0.0;
+    for (std::size_t k = 0; k < variant.mae.size(); ++k) {
+      mae += variant.mae[k] / static_cast<double>(variant.mae.size());
+      rho += variant.spearman[k] / static_cast<double>(variant.spearman.size());
+    }
+    log::info("whatif {}: mean MAE {:.3g}, mean Spearman rho {:.3f} over {} fractions",
+              to_string(variant.variant), mae, rho, variant.mae.size());
+  }
+  if (config.retrain)
+    log::info("whatif: {} retrains in {} ({} Newton steps, {} Hessian products)",
+              result.retrain_count, format_duration(result.time_retrain),
+              result.retrain_iterations, result.retrain_hessian_products);
+
+  ResultsFile file(out_dir);
+  write_run_attributes(file, command_line.invocation, deck.integer("seed"), deck.resolved_toml());
+  write_training_output(file, problem, model);
+  write_whatif_output(file, influence, config, result, training_seconds);
+  log::info("results: {}", file.commit());
+  return 0;
+}
+
+}  // namespace fluence::app

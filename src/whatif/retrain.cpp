@@ -1,0 +1,298 @@
+// The what-if ground truth: exact retraining on perturbed records (docs/math.md §6).
+#include "fluence/whatif/retrain.hpp"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "fluence/core/error.hpp"
+
+namespace fluence {
+
+void PseudoRows::reset(int classes_, int width_) {
+  classes = classes_;
+  width = width_;
+  x.clear();
+  weight.clear();
+  target.clear();
+  flc.clear();
+  record_end.clear();
+}
+
+void PseudoRows::add(const double* row, double w, const double* t, bool forward_corrected) {
+  x.insert(x.end(), row, row + width);
+  weight.push_back(w);
+  target.insert(target.end(), t, t + classes);
+  flc.push_back(forward_corrected ? 1 : 0);
+}
+
+namespace {
+
+// Loss of one pseudo-row from its logits z (overwritten with the residual d loss / d z).
+double row_loss_residual(double* z, const double* t, bool forward_corrected, const double* P,
+                         int C) {
+  const double top = *std::max_element(z, z + C);
+  double total = 0.0;
+  for (int k = 0; k < C; ++k) total += std::exp(z[k] - top);
+  const double lse = top + std::log(total);
+  double mass = 0.0;
+  for (int k = 0; k < C; ++k) mass += t[k];
+  double loss = 0.0;
+  if (!forward_corrected) {
+    // Cross-entropy with a soft target: sum_c t_c (lse - z_c); residual p (sum t) - t.
+    for (int k = 0; k < C; ++k) {
+      loss += t[k] * (lse - z[k]);
+      z[k] = std::exp(z[k] - lse) * mass - t[k];
+    }
+    return loss;
+  }
+  // Forward correction: m = P^T p, loss -sum_c t_c log m_c; d/dz_k = p_k (sum t) -
+  // p_k sum_c t_c P_kc / m_c (the softmax Jacobian applied to -sum_c t_c P_.c / m_c).
+  double p[64], ratio[64];
+  if (C > 64) throw RuntimeError("forward loss correction supports at most 64 classes");
+  for (int k = 0; k < C; ++k) p[k] = std::exp(z[k] - lse);
+  for (int c = 0; c < C; ++c) {
+    double m = 0.0;
+    for (int u = 0; u < C; ++u) m += P[u * C + c] * p[u];
+    loss -= t[c] * std::log(m);
+    ratio[c] = t[c] / m;
+  }
+  for (int k = 0; k < C; ++k) {
+    double s = 0.0;
+    for (int c = 0; c < C; ++c) s += P[k * C + c] * ratio[c];
+    z[k] = p[k] * (mass - s);
+  }
+  return loss;
+}
+
+// The Hessian of one pseudo-row's loss in its logits, C x C (symmetric), at logits z:
+//   cross-entropy: T (diag p - p p^T), T = sum t;
+//   l_FLC:         H_kj = delta_kj p_k (T - s_k) + p_k p_j (A_kj - T),
+//                  s_k = sum_c t_c P_kc / m_c,  A_kj = sum_c t_c P_kc P_jc / m_c^2,
+// (differentiating the gradient p_k (T - s_k) once more; P = I gives the cross-entropy).
+void row_hessian(const double* z, const double* t, bool forward_corrected, const double* P, int C,
+                 double* H) {
+  const double top = *std::max_element(z, z + C);
+  double p[64], s[64], ratio[64], ratio2[64];
+  double total = 0.0, mass = 0.0;
+  for (int k = 0; k < C; ++k) total += p[k] = std::exp(z[k] - top);
+  for (int k = 0; k < C; ++k) {
+    p[k] /= total;
+    mass += t[k];
+  }
+  if (!forward_corrected) {
+    for (int k = 0; k < C; ++k)
+      for (int j = 0; j < C; ++j) H[k * C + j] = mass * ((k == j ? p[k] : 0.0) - p[k] * p[j]);
+    return;
+  }
+  for (int c = 0; c < C; ++c) {
+    double m = 0.0;
+    for (int u = 0; u < C; ++u) m += P[u * C + c] * p[u];
+    ratio[c] = t[c] / m;
+    ratio2[c] = t[c] / (m * m);
+  }
+  for (int k = 0; k < C; ++k) {
+    s[k] = 0.0;
+    for (int c = 0; c < C; ++c) s[k] += P[k * C + c] * ratio[c];
+  }
+  for (int k = 0; k < C; ++k)
+    for (int j = 0; j < C; ++j) {
+      double a = 0.0;
+      for (int c = 0; c < C; ++c) a += P[k * C + c] * P[j * C + c] * ratio2[c];
+      H[k * C + j] = (k == j ? p[k] * (mass - s[k]) : 0.0) + p[k] * p[j] * (a - mass);
+    }
+}
+
+}  // namespace
+
+double pseudo_rows_loss_gradient(const PseudoRows& rows_in, std::size_t rows, const double* theta,
+                                 double* gradient, std::vector<double>& scratch) {
+  if (rows == 0) return 0.0;
+  const int C = rows_in.classes, D = rows_in.width;
+  scratch.resize(rows * C);
+  double* z = scratch.data();
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), C, D, 1.0,
+              rows_in.x.data(), D, theta, D, 0.0, z, C);
+  double loss = 0.0;
+  for (std::size_t r = 0; r < rows; ++r) {
+    const double w = rows_in.weight[r];
+    double* zr = z + r * C;
+    loss += w * row_loss_residual(zr, rows_in.target.data() + r * C, rows_in.flc[r] != 0,
+                                  rows_in.distortion.data(), C);
+    for (int k = 0; k < C; ++k) zr[k] *= w;
+  }
+  // gradient += residual^T x
+  cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, D, static_cast<int>(rows), 1.0, z, C,
+              rows_in.x.data(), D, 1.0, gradient, D);
+  return loss;
+}
+
+PerturbedObjective::PerturbedObjective(Federation& federation, const std::vector<PseudoRows>& pseudo)
+    : federation_(federation), pseudo_(pseudo), active_(pseudo.size(), 0) {}
+
+double PerturbedObjective::value_and_gradient(const std::vector<double>& theta,
+                                              std::vector<double>& gradient) {
+  auto& problem = federation_.problem();
+  const auto& model = *problem.model;
+  const std::size_t p = federation_.parameters();
+  sums_.assign(p + 1, 0.0);
+  // One ordered reduction of [gradient sum, loss sum] over clients: rank-count independent.
+  federation_.sum_over_clients(sums_, [&](std::size_t k, double* sum) {
+    const auto& client = problem.clients[k];
+    double loss = model.gradient_sum(client.features(), client.labels().data(), client.size(),
+                                     theta.data(), sum, work_);
+    const PseudoRows& rows = pseudo_[k];
+    loss += pseudo_rows_loss_gradient(rows, rows.rows_of_records(active_[k]), theta.data(), sum,
+                                      scratch_);
+    sum[p] = loss;
+  });
+  const double inverse_n = 1.0 / static_cast<double>(federation_.train_rows());
+  gradient.resize(p);
+  double square = 0.0;
+  for (std::size_t j = 0; j < p; ++j) {
+    gradient[j] = sums_[j] * inverse_n + model.l2() * theta[j];
+    square += theta[j] * theta[j];
+  }
+  return sums_[p] * inverse_n + 0.5 * model.l2() * square;
+}
+
+void PerturbedObjective::prepare_hessian(const std::vector<double>& theta) {
+  auto& problem = federation_.problem();
+  const auto& model = *problem.model;
+  const int C = model.classes();
+  probabilities_.resize(problem.clients.size());
+  blocks_.resize(problem.clients.size());
+  for (std::size_t k = 0; k < problem.clients.size(); ++k) {
+    const auto& client = problem.clients[k];
+    probabilities_[k].resize(client.size() * C);
+    model.probabilities(client.features(), client.size(), theta.data(), probabilities_[k].data());
+    const PseudoRows& rows = pseudo_[k];
+    const std::size_t m = rows.rows_of_records(active_[k]);
+    blocks_[k].resize(m * C * C);
+    if (m == 0) continue;
+    scratch_.resize(m * C);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), C, rows.width, 1.0,
+                rows.x.data(), rows.width, theta.data(), rows.width, 0.0, scratch_.data(), C);
+    for (std::size_t r = 0; r < m; ++r) {
+      double* H = blocks_[k].data() + r * C * C;
+      row_hessian(scratch_.data() + r * C, rows.target.data() + r * C, rows.flc[r] != 0,
+                  rows.distortion.data(), C, H);
+      for (int j = 0; j < C * C; ++j) H[j] *= rows.weight[r];
+    }
+  }
+}
+
+void PerturbedObjective::hessian_vector(const double* v, double* out) {
+  auto& problem = federation_.problem();
+  const auto& model = *problem.model;
+  const int C = model.classes(), D = model.features();
+  const std::size_t p = federation_.parameters();
+  federation_.sum_over_clients(std::span<double>(out, p), [&](std::size_t k, double* sum) {
+    const auto& client = problem.clients[k];
+    model.hessian_vector_sum_at(client.features(), client.size(), probabilities_[k].data(), v, sum,
+                                work_);
+    const PseudoRows& rows = pseudo_[k];
+    const std::size_t m = rows.rows_of_records(active_[k]);
+    if (m == 0) return;
+    scratch_.resize(2 * m * C);
+    double* a = scratch_.data();  // directional logits V x_r
+    double* b = a + m * C;        // H_r a_r
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), C, D, 1.0,
+                rows.x.data(), D, v, D, 0.0, a, C);
+    for (std::size_t r = 0; r < m; ++r) {
+      const double* H = blocks_[k].data() + r * C * C;
+      for (int i = 0; i < C; ++i) {
+        double t = 0.0;
+        for (int j = 0; j < C; ++j) t += H[i * C + j] * a[r * C + j];
+        b[r * C + i] = t;
+      }
+    }
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, D, static_cast<int>(m), 1.0, b, C,
+                rows.x.data(), D, 1.0, sum, D);
+  });
+  const double inverse_n = 1.0 / static_cast<double>(federation_.train_rows());
+  for (std::size_t j = 0; j < p; ++j) out[j] = out[j] * inverse_n + model.l2() * v[j];
+}
+
+namespace {
+
+double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double s = 0.0;
+  for (std::size_t j = 0; j < a.size(); ++j) s += a[j] * b[j];
+  return s;
+}
+
+// Solves H_S step = gradient to relative residual `forcing` by CG preconditioned with the clean
+// Hessian's solver; returns the products by H_S used.
+int preconditioned_newton_step(PerturbedObjective& objective, IhvpSolver& clean_hessian,
+                               const std::vector<double>& gradient, double forcing,
+                               std::vector<double>& step) {
+  const std::size_t p = gradient.size();
+  std::vector<double> r = gradient, z(p), d(p), hd(p);
+  std::fill(step.begin(), step.end(), 0.0);
+  clean_hessian.solve(r.data(), z.data());
+  d = z;
+  double rz = dot(r, z);
+  const double target = forcing * norm2(gradient);
+  int products = 0;
+  for (; products < static_cast<int>(p) + 10;) {
+    objective.hessian_vector(d.data(), hd.data());
+    ++products;
+    const double curvature = dot(d, hd);
+    if (!(curvature > 0.0)) {
+      // Negative curvature (l_FLC is not convex): fall back to the preconditioned gradient.
+      if (products == 1) step = z;
+      break;
+    }
+    const double alpha = rz / curvature;
+    for (std::size_t j = 0; j < p; ++j) {
+      step[j] += alpha * d[j];
+      r[j] -= alpha * hd[j];
+    }
+    if (norm2(r) <= target) break;
+    clean_hessian.solve(r.data(), z.data());
+    const double rz_next = dot(r, z);
+    for (std::size_t j = 0; j < p; ++j) d[j] = z[j] + rz_next / rz * d[j];
+    rz = rz_next;
+  }
+  return products;
+}
+
+}  // namespace
+
+RetrainReport newton_retrain(PerturbedObjective& objective, IhvpSolver& clean_hessian,
+                             std::vector<double>& theta, double tolerance, int max_iterations) {
+  RetrainReport report;
+  const std::size_t p = theta.size();
+  std::vector<double> gradient, trial_gradient, step(p), trial(p);
+  double value = objective.value_and_gradient(theta, gradient);
+  report.gradient_norm = norm2(gradient);
+  while (report.gradient_norm > tolerance && report.iterations < max_iterations) {
+    objective.prepare_hessian(theta);
+    // Inexact Newton forcing term: superlinear convergence without solving early steps exactly.
+    const double forcing = std::min(0.1, std::sqrt(report.gradient_norm));
+    report.hessian_products +=
+        preconditioned_newton_step(objective, clean_hessian, gradient, forcing, step);
+    const double slope = dot(gradient, step);
+    double t = 1.0, trial_value = value;
+    for (int halving = 0; halving < 40; ++halving, t *= 0.5) {
+      for (std::size_t j = 0; j < p; ++j) trial[j] = theta[j] - t * step[j];
+      trial_value = objective.value_and_gradient(trial, trial_gradient);
+      // Armijo, with a rounding allowance so steps near the optimum (decrease ~ 1e-16 |h|) pass.
+      if (trial_value <= value - 1e-4 * t * slope + 1e-14 * (1.0 + std::abs(value))) break;
+    }
+    theta.swap(trial);
+    gradient.swap(trial_gradient);
+    value = trial_value;
+    report.gradient_norm = norm2(gradient);
+    ++report.iterations;
+    if (std::getenv("WHATIF_TRACE")) fprintf(stderr, "it %d t %g value %.15g |g| %.3e hvp %d\n", report.iterations, t, value, report.gradient_norm, report.hessian_products);
+  }
+  report.converged = report.gradient_norm <= tolerance;
+  return report;
+}
+
+}  // namespace fluence

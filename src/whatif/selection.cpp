@@ -1,0 +1,139 @@
+#include "selection.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "fluence/core/error.hpp"
+#include "fluence/core/mpi.hpp"
+#include "fluence/core/rng.hpp"
+
+namespace fluence::whatif_detail {
+
+namespace {
+
+bool in_group(const FederatedProblem& problem, const WhatifConfig& config, const Client& client,
+              std::size_t i) {
+  const std::int32_t value =
+      config.group_column < 0
+          ? client.original_labels()[i]
+          : client.original_categorical()[i * problem.data.train.categorical_count() +
+                                          config.group_column];
+  return std::find(config.group_values.begin(), config.group_values.end(), value) !=
+         config.group_values.end();
+}
+
+double group_key(std::uint64_t seed, std::int64_t row) {
+  return Stream(seed, Purpose::whatif_group_sample, static_cast<std::uint64_t>(row)).uniform();
+}
+
+}  // namespace
+
+GroupSelection select_group(const FederatedProblem& problem, const WhatifConfig& config) {
+  // (key, global row) of every local group record; rows are exact in a double (< 2^53).
+  std::vector<double> local;
+  for (const auto& client : problem.clients)
+    for (std::size_t i = 0; i < client.size(); ++i)
+      if (in_group(problem, config, client, i)) {
+        local.push_back(group_key(problem.seed, client.rows()[i]));
+        local.push_back(static_cast<double>(client.rows()[i]));
+      }
+  const std::vector<double> all =
+      ordered_allgather(local, static_cast<int>(local.size() / 2), 2);
+  std::vector<std::pair<double, double>> order;
+  for (std::size_t j = 0; j < all.size(); j += 2) order.emplace_back(all[j], all[j + 1]);
+  std::sort(order.begin(), order.end());
+
+  GroupSelection selection;
+  selection.group_size = static_cast<std::int64_t>(order.size());
+  if (selection.group_size == 0)
+    throw InputError("whatif.group: no training record has " + config.group_attribute + " = " +
+                     config.group_value_names.front());
+  std::int64_t largest = 0;
+  for (double fraction : config.fractions) {
+    const auto count = static_cast<std::int64_t>(
+        std::llround(fraction * static_cast<double>(selection.group_size)));
+    selection.selected.push_back(std::max<std::int64_t>(count, 1));
+    largest = std::max(largest, selection.selected.back());
+  }
+  // A local record's position in the selection order, if it is among the first `largest`.
+  const std::size_t K = config.fractions.size();
+  selection.rows.resize(problem.clients.size());
+  selection.prefix.resize(problem.clients.size(), std::vector<std::size_t>(K, 0));
+  for (std::size_t c = 0; c < problem.clients.size(); ++c) {
+    const auto& client = problem.clients[c];
+    std::vector<std::pair<std::int64_t, std::size_t>> mine;  // (position, local row)
+    for (std::size_t i = 0; i < client.size(); ++i) {
+      if (!in_group(problem, config, client, i)) continue;
+      const std::pair<double, double> key(group_key(problem.seed, client.rows()[i]),
+                                          static_cast<double>(client.rows()[i]));
+      const auto position = std::lower_bound(order.begin(), order.end(), key) - order.begin();
+      if (position < largest) mine.emplace_back(position, i);
+    }
+    std::sort(mine.begin(), mine.end());
+    for (const auto& [position, row] : mine) {
+      selection.rows[c].push_back(row);
+      for (std::size_t k = 0; k < K; ++k)
+        if (position < selection.selected[k]) ++selection.prefix[c][k];
+    }
+  }
+  return selection;
+}
+
+TestSelection::TestSelection(Federation& federation, std::int64_t sample)
+    : federation_(federation) {
+  const auto& problem = federation.problem();
+  const auto total = static_cast<std::int64_t>(problem.data.test.rows);
+  rows_ = total;
+  if (sample <= 0 || sample >= total) return;
+  whole_ = false;
+  rows_ = sample;
+  std::vector<std::pair<double, std::int64_t>> keys;
+  for (std::int64_t r = 0; r < total; ++r)
+    keys.emplace_back(
+        Stream(problem.seed, Purpose::whatif_test_sample, static_cast<std::uint64_t>(r)).uniform(),
+        r);
+  std::nth_element(keys.begin(), keys.begin() + sample, keys.end());
+  std::vector<char> chosen(static_cast<std::size_t>(total), 0);
+  for (std::int64_t j = 0; j < sample; ++j) chosen[keys[j].second] = 1;
+  const auto& test = problem.test;
+  const int width = problem.model->features();
+  chunk_x_.resize(test.chunks);
+  chunk_y_.resize(test.chunks);
+  for (std::size_t r = 0; r < test.rows; ++r) {
+    if (!chosen[test.first_row + r]) continue;
+    const std::size_t chunk = r / TestShard::kTestChunkRows;
+    chunk_x_[chunk].insert(chunk_x_[chunk].end(), test.features.begin() + r * width,
+                           test.features.begin() + (r + 1) * width);
+    chunk_y_[chunk].push_back(test.labels[r]);
+  }
+}
+
+std::pair<double, double> TestSelection::evaluate(const std::vector<double>& theta) {
+  if (whole_) return federation_.evaluate_test(theta);
+  const auto& model = *federation_.problem().model;
+  std::vector<double> results(chunk_x_.size() * 2);
+  for (std::size_t k = 0; k < chunk_x_.size(); ++k) {
+    const auto r = model.loss_sum(chunk_x_[k].data(), chunk_y_[k].data(), chunk_y_[k].size(),
+                                  theta.data(), work_);
+    results[2 * k] = r.loss_sum;
+    results[2 * k + 1] = static_cast<double>(r.correct);
+  }
+  double totals[2];
+  ordered_sum(results, static_cast<int>(chunk_x_.size()), 2, std::span<double>(totals, 2));
+  return {totals[0] / static_cast<double>(rows_), totals[1] / static_cast<double>(rows_)};
+}
+
+void TestSelection::gradient(const std::vector<double>& theta, std::vector<double>& out) {
+  if (whole_) return federation_.test_gradient(theta, out);
+  const auto& model = *federation_.problem().model;
+  const std::size_t p = model.parameters();
+  std::vector<double> gradients(chunk_x_.size() * p);
+  for (std::size_t k = 0; k < chunk_x_.size(); ++k)
+    model.gradient_sum(chunk_x_[k].data(), chunk_y_[k].data(), chunk_y_[k].size(), theta.data(),
+                       gradients.data() + k * p, work_);
+  out.resize(p);
+  ordered_sum(gradients, static_cast<int>(chunk_x_.size()), static_cast<int>(p), out);
+  for (auto& value : out) value /= static_cast<double>(rows_);
+}
+
+}  // namespace fluence::whatif_detail

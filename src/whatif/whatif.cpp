@@ -1,0 +1,348 @@
+// `fluence whatif` (seed 001): estimates for a grid of (fraction, eps) from one s_test, and their
+// ground truths by exact retraining (docs/math.md §6).
+#include "fluence/whatif/whatif.hpp"
+
+#include <cmath>
+#include <limits>
+#include <memory>
+
+#include "fluence/core/log.hpp"
+#include "fluence/core/mpi.hpp"
+#include "fluence/core/rng.hpp"
+#include "fluence/influence/estimators.hpp"
+#include "fluence/privacy/randomized_response.hpp"
+#include "fluence/whatif/retrain.hpp"
+#include "fluence/whatif/row_influence.hpp"
+#include "selection.hpp"
+
+namespace fluence {
+
+using whatif_detail::GroupSelection;
+using whatif_detail::TestSelection;
+
+namespace {
+
+double nan() { return std::numeric_limits<double>::quiet_NaN(); }
+
+// The label attribute as the rr_l and rr_flc variants randomize it.
+WhatifAttribute label_attribute(const FederatedProblem& problem) {
+  WhatifAttribute label;
+  label.name = "label";
+  label.domain = problem.data.train.classes();
+  return label;
+}
+
+class WhatifRunner {
+ public:
+  WhatifRunner(Federation& federation, const std::vector<double>& theta,
+               const InfluenceConfig& influence, const WhatifConfig& config, bool progress)
+      : federation_(federation),
+        problem_(federation.problem()),
+        theta_(theta),
+        influence_(influence),
+        config_(config),
+        progress_(progress),
+        C_(problem_.model->classes()),
+        D_(problem_.model->features()),
+        K_(config.fractions.size()),
+        E_(config.epsilons.size()),
+        test_(federation, config.test_sample) {}
+
+  WhatifResult run() {
+    WhatifResult result;
+    result.test_rows = test_.rows();
+    std::tie(result.base_test_loss, result.base_test_accuracy) = test_.evaluate(theta_);
+    solve_s_test(result);
+    Stopwatch cells;
+    selection_ = whatif_detail::select_group(problem_, config_);
+    result.group_size = selection_.group_size;
+    result.group_rows = selection_.selected;
+    estimate_cells(result);
+    result.time_cells = cells.seconds();
+    if (config_.retrain) retrain_cells(result);
+    return result;
+  }
+
+ private:
+  void solve_s_test(WhatifResult& result) {
+    result.damping = influence_.damping;
+    hessian_ = make_federated_hessian(federation_, theta_);
+    hessian_->set_damping(result.damping);
+    std::optional<HessianSpectrum> spectrum;  // a diagnostic, not part of the timed IHVP
+    if (influence_.spectrum) check_hessian_spectrum(*hessian_, influence_, spectrum, result.damping);
+    Stopwatch clock;
+    solver_ = make_ihvp_solver(influence_.ihvp, *hessian_);
+    std::vector<double> test_gradient;
+    test_.gradient(theta_, test_gradient);
+    result.s_test_report = fluence::solve_s_test(*solver_, test_gradient, s_test_);
+    result.time_ihvp = clock.seconds();
+  }
+
+  // Every cell's estimate: -(1/n) sum over S_k of the record scalars, per variant. Each client
+  // sums its records in selection order; clients are reduced in id order (rank independent).
+  void estimate_cells(WhatifResult& result) {
+    const std::size_t V = config_.variants.size();
+    const std::size_t width = V * K_ * E_;
+    RowInfluence row(*problem_.model, theta_.data(), s_test_.data(), config_.attributes);
+    const auto nc = static_cast<std::size_t>(problem_.data.train.categorical_count());
+    std::vector<double> running(V * E_), totals(width);
+    federation_.sum_over_clients(totals, [&](std::size_t c, double* sum) {
+      std::fill(sum, sum + width, 0.0);
+      std::fill(running.begin(), running.end(), 0.0);
+      const auto& client = problem_.clients[c];
+      const auto& rows = selection_.rows[c];
+      for (std::size_t j = 0; j < rows.size(); ++j) {
+        const std::size_t i = rows[j];
+        row.set_row(client.features() + i * D_, client.labels()[i],
+                    client.original_categorical().data() + i * nc);
+        for (std::size_t v = 0; v < V; ++v)
+          for (std::size_t e = 0; e < E_; ++e)
+            running[v * E_ + e] += record_scalar(row, config_.variants[v], config_.epsilons[e]);
+        for (std::size_t k = 0; k < K_; ++k) {
+          if (selection_.prefix[c][k] != j + 1) continue;
+          for (std::size_t v = 0; v < V; ++v)
+            std::copy(running.begin() + v * E_, running.begin() + (v + 1) * E_,
+                      sum + (v * K_ + k) * E_);
+        }
+      }
+    });
+    const double inverse_n = 1.0 / static_cast<double>(federation_.train_rows());
+    for (std::size_t v = 0; v < V; ++v) {
+      WhatifVariantResult variant;
+      variant.variant = config_.variants[v];
+      variant.estimated.assign(totals.begin() + v * K_ * E_, totals.begin() + (v + 1) * K_ * E_);
+      for (auto& value : variant.estimated) value *= -inverse_n;
+      result.variants.push_back(std::move(variant));
+    }
+  }
+
+  double record_scalar(const RowInfluence& row, WhatifVariant variant, double epsilon) const {
+    switch (variant) {
+      case WhatifVariant::rr:
+        return row.rr(epsilon, config_.rr_form);
+      case WhatifVariant::rr_l:
+        return row.rr_l(epsilon);
+      case WhatifVariant::rr_flc:
+        return row.rr_flc(epsilon, config_.flc_form);
+    }
+    return 0.0;
+  }
+
+  // The retrains precondition with a deterministic solve with the clean Hessian; LiSSA and the low-rank
+  // projection are approximations, so those fall back to a dense or CG solve.
+  IhvpSolver& retrain_solver() {
+    const IhvpMethod method = influence_.ihvp.method;
+    if (method == IhvpMethod::explicit_cholesky || method == IhvpMethod::cg) return *solver_;
+    if (!retrain_solver_) {
+      IhvpConfig exact = influence_.ihvp;
+      exact.method = federation_.parameters() <= static_cast<std::size_t>(exact.explicit_max_parameters)
+                         ? IhvpMethod::explicit_cholesky
+                         : IhvpMethod::cg;
+      retrain_solver_ = make_ihvp_solver(exact, *hessian_);
+    }
+    return *retrain_solver_;
+  }
+
+  void retrain_cells(WhatifResult& result) {
+    Stopwatch clock;
+    const int R = config_.repeats;
+    const int draws = R + (config_.expected_retrain ? 1 : 0);
+    pseudo_.resize(problem_.clients.size());
+    PerturbedObjective objective(federation_, pseudo_);
+    IhvpSolver& solver = retrain_solver();
+    ProgressLine bar("retrains",
+                     static_cast<long>(config_.variants.size() * E_ * K_ * static_cast<std::size_t>(draws)),
+                     progress_);
+    long done = 0;
+    for (auto& variant : result.variants) {
+      variant.actual.assign(K_ * E_ * static_cast<std::size_t>(R), nan());
+      variant.expected_retrain.assign(K_ * E_, nan());
+      for (std::size_t e = 0; e < E_; ++e)
+        for (int d = 0; d < draws; ++d) {
+          const bool expected = d == R;
+          build_pseudo_rows(variant.variant, e, expected, d);
+          std::vector<double> theta = theta_;  // warm start; then each fraction from the last
+          for (std::size_t k = 0; k < K_; ++k) {
+            std::vector<std::size_t> active;
+            for (const auto& prefix : selection_.prefix) active.push_back(prefix[k]);
+            objective.set_active_records(active);
+            const RetrainReport report = newton_retrain(
+                objective, solver, theta, config_.retrain_tolerance, config_.retrain_max_iterations);
+            result.retrain_iterations += report.iterations;
+            result.retrain_hessian_products += report.hessian_products;
+            result.worst_gradient_norm = std::max(result.worst_gradient_norm, report.gradient_norm);
+            const double change = test_.evaluate(theta).first - result.base_test_loss;
+            if (expected)
+              variant.expected_retrain[k * E_ + e] = change;
+            else
+              variant.actual[(k * E_ + e) * R + d] = change;
+            ++result.retrain_count;
+            bar.done(++done);
+          }
+        }
+      summarize(variant, R);
+    }
+    result.time_retrain = clock.seconds();
+    if (result.worst_gradient_norm > config_.retrain_tolerance)
+      log::warn("whatif: some retrains stopped at ||grad|| = {:.3g} > retrain_tolerance {:.3g} "
+                "(raise whatif.retrain_max_iterations)",
+                result.worst_gradient_norm, config_.retrain_tolerance);
+  }
+
+  // MAE and Spearman rho over the eps grid per fraction, averaged over the draws (seed 001 §V-4).
+  void summarize(WhatifVariantResult& variant, int R) const {
+    variant.mae.assign(K_, nan());
+    variant.spearman.assign(K_, nan());
+    variant.mae_expected.assign(K_, nan());
+    variant.spearman_expected.assign(K_, nan());
+    auto rho = [&](const std::vector<double>& a, const std::vector<double>& b) {
+      return E_ < 2 ? nan() : spearman(a, b);
+    };
+    for (std::size_t k = 0; k < K_; ++k) {
+      const std::vector<double> estimate(variant.estimated.begin() + k * E_,
+                                         variant.estimated.begin() + (k + 1) * E_);
+      double mae = 0.0, correlation = 0.0;
+      for (int r = 0; r < R; ++r) {
+        std::vector<double> actual(E_);
+        for (std::size_t e = 0; e < E_; ++e) actual[e] = variant.actual[(k * E_ + e) * R + r];
+        mae += mean_absolute_error(estimate, actual) / R;
+        correlation += rho(estimate, actual) / R;
+      }
+      if (R > 0) {
+        variant.mae[k] = mae;
+        variant.spearman[k] = correlation;
+      }
+      if (config_.expected_retrain) {
+        const std::vector<double> expected(variant.expected_retrain.begin() + k * E_,
+                                           variant.expected_retrain.begin() + (k + 1) * E_);
+        variant.mae_expected[k] = mean_absolute_error(estimate, expected);
+        variant.spearman_expected[k] = rho(estimate, expected);
+      }
+    }
+  }
+
+  // The stream of one k-RR draw of (record, attribute): shared by every eps with `common` draws,
+  // so that the records flipped at eps are a subset of those flipped at any smaller eps.
+  Stream draw_stream(std::int64_t row, int column, std::size_t e, int draw) const {
+    const std::uint64_t key = config_.common_draws
+                                  ? static_cast<std::uint64_t>(draw)
+                                  : (static_cast<std::uint64_t>(e) << 32) |
+                                        static_cast<std::uint64_t>(draw);
+    return Stream(problem_.seed, Purpose::whatif_randomization, static_cast<std::uint64_t>(row),
+                  static_cast<std::uint64_t>(column + 1), key);
+  }
+
+  // Every local client's pseudo-records for one (variant, eps, draw or the expectation).
+  void build_pseudo_rows(WhatifVariant variant, std::size_t e, bool expected, int draw) {
+    const double epsilon = config_.epsilons[e];
+    const auto nc = static_cast<std::size_t>(problem_.data.train.categorical_count());
+    const std::vector<WhatifAttribute> attributes =
+        variant == WhatifVariant::rr ? config_.attributes
+                                     : std::vector<WhatifAttribute>{label_attribute(problem_)};
+    const bool flc = variant == WhatifVariant::rr_flc;
+    const std::vector<double> P = distortion_matrix(epsilon, C_);
+    std::vector<double> one_hot(C_), soft(C_), moved(D_);
+    for (std::size_t c = 0; c < problem_.clients.size(); ++c) {
+      const auto& client = problem_.clients[c];
+      PseudoRows& rows = pseudo_[c];
+      rows.reset(C_, D_);
+      rows.distortion = P;
+      for (std::size_t i : selection_.rows[c]) {
+        const double* x = client.features() + i * D_;
+        const std::int32_t y = client.labels()[i];
+        const std::int32_t* categorical = client.original_categorical().data() + i * nc;
+        std::fill(one_hot.begin(), one_hot.end(), 0.0);
+        one_hot[y] = 1.0;
+        rows.add(x, -1.0, one_hot.data(), false);  // the clean record leaves the objective
+        if (expected)
+          add_expected_record(rows, attributes, flc, epsilon, x, y, categorical, P, soft, moved);
+        else
+          add_drawn_record(rows, attributes, flc, epsilon, e, draw, client.rows()[i], x, y,
+                           categorical, one_hot, moved);
+        rows.finish_record();
+      }
+    }
+  }
+
+  void add_drawn_record(PseudoRows& rows, const std::vector<WhatifAttribute>& attributes, bool flc,
+                        double epsilon, std::size_t e, int draw, std::int64_t global_row,
+                        const double* x, std::int32_t y, const std::int32_t* categorical,
+                        std::vector<double>& target, std::vector<double>& moved) const {
+    std::copy(x, x + D_, moved.begin());
+    std::int32_t label = y;
+    for (const auto& attribute : attributes) {
+      Stream stream = draw_stream(global_row, attribute.column, e, draw);
+      if (attribute.column < 0) {
+        label = randomize_value(y, attribute.domain, epsilon, stream);
+        continue;
+      }
+      const std::int32_t from = categorical[attribute.column];
+      const std::int32_t to = randomize_value(from, attribute.domain, epsilon, stream);
+      std::swap(moved[attribute.offset + from], moved[attribute.offset + to]);
+    }
+    std::fill(target.begin(), target.end(), 0.0);
+    target[label] = 1.0;
+    rows.add(moved.data(), 1.0, target.data(), flc);
+  }
+
+  // The exact expectation: every combination of the randomized features with its k-RR probability
+  // from the original values, and the label's k-RR distribution as a soft target (the
+  // cross-entropy and l_FLC are linear in the target).
+  void add_expected_record(PseudoRows& rows, const std::vector<WhatifAttribute>& attributes,
+                           bool flc, double epsilon, const double* x, std::int32_t y,
+                           const std::int32_t* categorical, const std::vector<double>& P,
+                           std::vector<double>& soft, std::vector<double>& moved) const {
+    std::vector<const WhatifAttribute*> features;
+    std::fill(soft.begin(), soft.end(), 0.0);
+    soft[y] = 1.0;
+    for (const auto& attribute : attributes) {
+      if (attribute.column >= 0) {
+        features.push_back(&attribute);
+        continue;
+      }
+      for (int k = 0; k < C_; ++k) soft[k] = P[static_cast<std::size_t>(y) * C_ + k];
+    }
+    std::vector<std::int32_t> values(features.size(), 0);
+    for (;;) {
+      double weight = 1.0;
+      std::copy(x, x + D_, moved.begin());
+      for (std::size_t f = 0; f < features.size(); ++f) {
+        const auto& attribute = *features[f];
+        const std::int32_t from = categorical[attribute.column];
+        const KrrProbabilities krr(epsilon, attribute.domain);
+        weight *= values[f] == from ? krr.keep : krr.other;
+        std::swap(moved[attribute.offset + from], moved[attribute.offset + values[f]]);
+      }
+      rows.add(moved.data(), weight, soft.data(), flc);
+      std::size_t f = features.size();  // next combination, last feature fastest
+      while (f > 0 && ++values[f - 1] == features[f - 1]->domain) values[--f] = 0;
+      if (f == 0) break;
+    }
+  }
+
+  Federation& federation_;
+  FederatedProblem& problem_;
+  const std::vector<double>& theta_;
+  const InfluenceConfig& influence_;
+  const WhatifConfig& config_;
+  bool progress_;
+  int C_, D_;
+  std::size_t K_, E_;
+  TestSelection test_;
+  GroupSelection selection_;
+  std::unique_ptr<HessianOperator> hessian_;
+  std::unique_ptr<IhvpSolver> solver_;
+  std::unique_ptr<IhvpSolver> retrain_solver_;
+  std::vector<double> s_test_;
+  std::vector<PseudoRows> pseudo_;
+};
+
+}  // namespace
+
+WhatifResult run_whatif(Federation& federation, const std::vector<double>& theta,
+                        const InfluenceConfig& influence, const WhatifConfig& config,
+                        bool progress) {
+  return WhatifRunner(federation, theta, influence, config, progress).run();
+}
+
+}  // namespace fluence
