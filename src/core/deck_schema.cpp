@@ -53,6 +53,10 @@ std::vector<KeySpec> build_schema() {
           "idx: add a categorical attribute \"ink\" with this many equal-frequency levels "
           "(q0, q1, ...) of an image's mean pixel intensity (0 = none)",
           0),
+      key("data.classes", T::integer_array, "[]",
+          "keep only training and test rows whose label is one of these 0-based class indices, "
+          "relabelled 0, 1, ... in the listed order (at least 2 distinct; [] = every class)",
+          0),
 
       section("data.synthetic", "synthetic generator with a planted multinomial logistic model"),
       key("data.synthetic.rows", T::integer, "10000", "rows generated (train + test)", 2),

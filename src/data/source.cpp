@@ -1,6 +1,7 @@
 #include "fluence/data/source.hpp"
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -12,6 +13,19 @@
 #include "fluence/data/loaders.hpp"
 
 namespace fluence {
+
+namespace {
+// Fails `fluence validate` already, with the key's location; the range is known before loading only
+// for synthetic data.
+void check_classes_early(const Deck& deck, const DataConfig& config) {
+  if (config.classes.empty()) return;
+  const std::optional<int> available =
+      config.source == "synthetic" ? std::optional<int>(config.synthetic.classes) : std::nullopt;
+  const std::string problem = class_selection_problem(config.classes, available);
+  if (!problem.empty())
+    throw InputError(fmt::format("{}: {}", deck.where("data.classes"), problem));
+}
+}  // namespace
 
 DataConfig DataConfig::from_deck(const Deck& deck) {
   DataConfig config;
@@ -25,6 +39,7 @@ DataConfig DataConfig::from_deck(const Deck& deck) {
   config.max_train_rows = deck.integer("data.max_train_rows");
   config.max_test_rows = deck.integer("data.max_test_rows");
   config.ink_levels = static_cast<int>(deck.integer("data.ink_levels"));
+  config.classes = deck.integers("data.classes");
   config.synthetic.rows = deck.integer("data.synthetic.rows");
   config.synthetic.numeric = static_cast<int>(deck.integer("data.synthetic.numeric"));
   config.synthetic.categorical.clear();
@@ -40,6 +55,7 @@ DataConfig DataConfig::from_deck(const Deck& deck) {
         fmt::format("{}: data.ink_levels = {} applies only to data.source = \"idx\" "
                     "(here data.source = \"{}\")",
                     deck.where("data.ink_levels"), config.ink_levels, config.source));
+  check_classes_early(deck, config);
   if (config.source == "synthetic" && config.synthetic.numeric == 0 &&
       config.synthetic.categorical.empty())
     throw InputError(
@@ -112,6 +128,40 @@ Table generate_synthetic(const SyntheticConfig& config, std::uint64_t seed) {
   return table;
 }
 
+std::string class_selection_problem(const std::vector<long>& classes,
+                                    std::optional<int> available) {
+  const std::string range = available ? fmt::format("in [0, {})", *available) : "(0-based)";
+  const std::string head = fmt::format(
+      "data.classes = [{}] is not allowed: expected at least 2 distinct class indices {}",
+      fmt::join(classes, ", "), range);
+  if (classes.size() < 2) return head + "; [] keeps every class";
+  for (const long c : classes) {
+    if (c < 0 || (available && c >= *available))
+      return fmt::format("{}; {} is out of range", head, c);
+    if (std::count(classes.begin(), classes.end(), c) > 1)
+      return fmt::format("{}; {} is listed more than once", head, c);
+  }
+  return {};
+}
+
+Table keep_classes(const Table& table, const std::vector<long>& classes) {
+  const std::string problem = class_selection_problem(classes, table.classes());
+  if (!problem.empty()) throw InputError(problem);
+  // Old label -> new label, -1 for a class that is dropped.
+  std::vector<std::int32_t> new_label(static_cast<std::size_t>(table.classes()), -1);
+  for (std::size_t i = 0; i < classes.size(); ++i)
+    new_label[static_cast<std::size_t>(classes[i])] = static_cast<std::int32_t>(i);
+  std::vector<std::int64_t> kept_rows;
+  for (std::size_t r = 0; r < table.rows; ++r)
+    if (new_label[static_cast<std::size_t>(table.label[r])] >= 0)
+      kept_rows.push_back(static_cast<std::int64_t>(r));
+  Table kept = table.select_rows(kept_rows);
+  for (auto& label : kept.label) label = new_label[static_cast<std::size_t>(label)];
+  kept.class_names.clear();
+  for (long c : classes) kept.class_names.push_back(table.class_names[static_cast<std::size_t>(c)]);
+  return kept;
+}
+
 TrainTest split_train_test(const Table& all, double test_fraction, std::uint64_t seed) {
   const auto n = static_cast<std::int64_t>(all.rows);
   const auto test_rows =
@@ -182,26 +232,45 @@ Table first_rows(const Table& table, long limit) {
   std::iota(rows.begin(), rows.end(), 0);
   return table.select_rows(rows);
 }
+
+bool has_test_file(const DataConfig& config) {
+  return config.source == "idx" || (config.source != "synthetic" && !config.test_path.empty());
+}
+
+// The rows as read or generated; without a test file the test table is empty (with the schema)
+// until split_train_test forms it.
+TrainTest read_source(const DataConfig& config, std::uint64_t seed) {
+  if (config.source == "synthetic") {
+    Table all = generate_synthetic(config.synthetic, seed);
+    Table test = all.empty_like();
+    return {std::move(all), std::move(test)};
+  }
+  if (config.source == "idx") return read_idx(config.path);
+  const ColumnSelection columns{config.label, config.categorical};
+  return config.source == "csv" ? read_csv(config.path, config.test_path, columns)
+                                : read_arff(config.path, config.test_path, columns);
+}
 }  // namespace
 
 TrainTest load_data(const DataConfig& config, std::uint64_t seed) {
-  TrainTest data;
-  const ColumnSelection columns{config.label, config.categorical};
-  if (config.source == "synthetic") {
-    data = split_train_test(generate_synthetic(config.synthetic, seed), config.test_fraction, seed);
-  } else if (config.source == "idx") {
-    data = read_idx(config.path);
-  } else {
-    data = config.source == "csv" ? read_csv(config.path, config.test_path, columns)
-                                  : read_arff(config.path, config.test_path, columns);
-    if (config.test_path.empty()) data = split_train_test(data.train, config.test_fraction, seed);
+  TrainTest data = read_source(config, seed);
+  // Before the split and the row limits, so that test_fraction, max_train_rows and max_test_rows
+  // count kept rows. A pure function of the labels: the same on every rank.
+  if (!config.classes.empty()) {
+    data.train = keep_classes(data.train, config.classes);
+    data.test = keep_classes(data.test, config.classes);
   }
+  if (!has_test_file(config)) data = split_train_test(data.train, config.test_fraction, seed);
   data.train = first_rows(data.train, config.max_train_rows);
   data.test = first_rows(data.test, config.max_test_rows);
-  if (data.train.rows == 0) throw InputError("the training data has no rows");
+  if (data.train.rows == 0)
+    throw InputError(config.classes.empty()
+                         ? "the training data has no rows"
+                         : "the training data has no rows of the classes in data.classes");
   if (data.test.rows == 0)
     throw InputError("the test set is empty: raise data.test_fraction or give data.test_path");
-  // After the row limits, so that the levels are equally frequent on the rows actually trained on.
+  // After the class filter and the row limits, so that the levels are equally frequent on the rows
+  // actually trained on.
   if (config.ink_levels > 0) add_ink_attribute(data, config.ink_levels);
   return data;
 }

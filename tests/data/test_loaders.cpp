@@ -633,6 +633,35 @@ TEST_F(IdxTest, InkLevelsFromTheDeckAddTheAttributeToIdxData) {
   EXPECT_EQ(ink_levels_of(data.test), (std::vector<std::int32_t>{1}));
 }
 
+// data.classes applies before the ink levels, so their thresholds come from the kept rows only.
+TEST_F(IdxTest, ClassesFilterTrainAndTestBeforeTheInkLevels) {
+  write_valid_set();
+  const Deck deck = Deck::from_string(
+      fmt::format("[data]\nsource = \"idx\"\npath = \"{}\"\nink_levels = 2\nclasses = [2, 0, 3]\n",
+                  directory_.string()),
+      "deck.toml");
+  const auto data = load_data(DataConfig::from_deck(deck), 1);
+  // Training labels 0, 3, 1: rows 0 and 1 are kept as classes 1 and 2; the test label 2 becomes 0.
+  EXPECT_EQ(data.train.class_names, (Strings{"2", "0", "3"}));
+  EXPECT_EQ(data.test.class_names, (Strings{"2", "0", "3"}));
+  EXPECT_EQ(data.train.label, (std::vector<std::int32_t>{1, 2}));
+  EXPECT_EQ(data.test.label, (std::vector<std::int32_t>{0}));
+  std::vector<double> kept_pixels;  // training images 0 and 1
+  for (std::size_t i = 0; i < 8; ++i) kept_pixels.push_back(train_pixels_[i] / 255.0);
+  EXPECT_EQ(data.train.numeric, kept_pixels);
+  // Kept means (x 255): 102 and 2.5, so the threshold is 102 and the test image (96) is in q0;
+  // with every row (means 102, 2.5, 93.75) it would be 93.75 and the test image in q1.
+  EXPECT_EQ(ink_levels_of(data.train), (std::vector<std::int32_t>{1, 0}));
+  EXPECT_EQ(ink_levels_of(data.test), (std::vector<std::int32_t>{0}));
+
+  const Deck out_of_range =
+      Deck::from_string(fmt::format("[data]\nsource = \"idx\"\npath = \"{}\"\nclasses = [1, 4]\n",
+                                    directory_.string()),
+                        "deck.toml");
+  expect_input_error([&] { load_data(DataConfig::from_deck(out_of_range), 1); },
+                     {"data.classes = [1, 4]", "[0, 4)", "4 is out of range"});
+}
+
 TEST(InkAttribute, DeckRejectsInkLevelsForOtherSources) {
   for (const std::string source : {"csv", "synthetic"}) {
     const Deck deck = Deck::from_string(

@@ -1,6 +1,7 @@
 #pragma once
 // [data] in the deck: where rows come from, how the test set is formed, how features are encoded.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,7 +25,8 @@ struct DataConfig {
   double test_fraction = 0.2;
   bool standardize = true;
   long max_train_rows = 0, max_test_rows = 0;
-  int ink_levels = 0;  // idx only: levels of the "ink" attribute (0 = none)
+  int ink_levels = 0;         // idx only: levels of the "ink" attribute (0 = none)
+  std::vector<long> classes;  // class indices kept, in their new order (empty = every class)
   SyntheticConfig synthetic;
 
   static DataConfig from_deck(const Deck& deck);
@@ -35,8 +37,9 @@ struct DataConfig {
 /// row.
 Table generate_synthetic(const SyntheticConfig& config, std::uint64_t seed);
 
-/// Loads (or generates) the data, forms the test set (file, IDX t10k, or a seeded random fraction)
-/// and applies the row limits. Identical on every rank.
+/// Loads (or generates) the data, keeps the `classes` (before the test split and the row limits, so
+/// test_fraction and max_train_rows/max_test_rows count kept rows), forms the test set (file, IDX
+/// t10k, or a seeded random fraction) and applies the row limits. Identical on every rank.
 TrainTest load_data(const DataConfig& config, std::uint64_t seed);
 
 /// Appends to train and test a categorical attribute "ink" with `levels` categories "q0", "q1",
@@ -47,6 +50,16 @@ TrainTest load_data(const DataConfig& config, std::uint64_t seed);
 /// one; tied means share a level (the upper one at a threshold). The test rows use the training
 /// thresholds.
 void add_ink_attribute(TrainTest& data, int levels);
+
+/// Why `classes` is not a valid data.classes value for data with `available` classes (nullopt:
+/// not known yet, so the range is not checked); empty when it is valid. Valid: at least 2
+/// distinct indices in [0, available).
+std::string class_selection_problem(const std::vector<long>& classes, std::optional<int> available);
+
+/// The rows whose label is one of `classes`, in their original order, relabelled by position in
+/// `classes` (classes[i] becomes i), with class_names reordered to match. Keeps the schema when
+/// no row is kept. An invalid selection (class_selection_problem) is an InputError.
+Table keep_classes(const Table& table, const std::vector<long>& classes);
 
 /// Splits `all` into train and test with exactly round(fraction * rows) test rows chosen by a
 /// seeded permutation; both keep the original row order.
