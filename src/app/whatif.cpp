@@ -13,6 +13,24 @@
 
 namespace fluence::app {
 
+namespace {
+
+double mean(const std::vector<double>& values) {
+  double total = 0.0;
+  for (double value : values) total += value / static_cast<double>(values.size());
+  return total;
+}
+
+void log_metrics(const std::string& name, const EstimateMetrics& metrics) {
+  log::info(
+      "whatif {}: mean MAE {:.3g}, rho {:.3f} vs randomized retrains; MAE {:.3g}, rho {:.3f} "
+      "vs the expected retrain",
+      name, mean(metrics.mae), mean(metrics.spearman), mean(metrics.mae_expected),
+      mean(metrics.spearman_expected));
+}
+
+}  // namespace
+
 int run_whatif(const CommandLine& command_line) {
   std::vector<std::string> sets = command_line.sets;
   if (!command_line.out.empty()) sets.push_back("output.dir=\"" + command_line.out + "\"");
@@ -24,36 +42,33 @@ int run_whatif(const CommandLine& command_line) {
 
   FederatedProblem problem = build_problem(deck);
   const WhatifConfig config = WhatifConfig::from_deck(deck, problem);
-  log::info("fluence whatif: {} training rows on {} client(s), {} rank(s), {} parameters; "
-            "{} fractions x {} eps x {} variant(s)",
-            problem.total_train_rows, problem.client_rows.size(), world_size(),
-            problem.model->parameters(), config.fractions.size(), config.epsilons.size(),
-            config.variants.size());
+  log::info(
+      "fluence whatif: {} training rows on {} client(s), {} rank(s), {} parameters; "
+      "{} fractions x {} eps x {} variant(s)",
+      problem.total_train_rows, problem.client_rows.size(), world_size(),
+      problem.model->parameters(), config.fractions.size(), config.epsilons.size(),
+      config.variants.size());
   Federation federation(problem);
   Stopwatch training_clock;
   TrainingResult model = obtain_trained_model(command_line, federation, training);
   const double training_seconds = training_clock.seconds();
 
-  const WhatifResult result = run_whatif(federation, model.theta, influence, config,
-                                         !command_line.quiet);
+  const WhatifResult result =
+      run_whatif(federation, model.theta, influence, config, !command_line.quiet);
   log::info("whatif: group {} = {} has {} records; S_te {} rows; IHVP {:.3g} s, {} cells {:.3g} s",
             config.group_attribute, config.group_value_names.front(), result.group_size,
-            result.test_rows, result.time_ihvp,
-            config.cells() * config.variants.size(), result.time_cells);
+            result.test_rows, result.time_ihvp, config.cells() * config.variants.size(),
+            result.time_cells);
   for (const auto& variant : result.variants) {
     if (!config.retrain) continue;
-    double mae = 0.0, rho = 0.0;
-    for (std::size_t k = 0; k < variant.mae.size(); ++k) {
-      mae += variant.mae[k] / static_cast<double>(variant.mae.size());
-      rho += variant.spearman[k] / static_cast<double>(variant.spearman.size());
-    }
-    log::info("whatif {}: mean MAE {:.3g}, mean Spearman rho {:.3f} over {} fractions",
-              to_string(variant.variant), mae, rho, variant.mae.size());
+    log_metrics(to_string(variant.variant) + " (first order)", variant.first);
+    if (config.second_order)
+      log_metrics(to_string(variant.variant) + " (second order)", variant.second);
   }
   if (config.retrain)
     log::info("whatif: {} retrains in {} ({} Newton steps, {} Hessian products)",
-              result.retrain_count, format_duration(result.time_retrain),
-              result.retrain_iterations, result.retrain_hessian_products);
+              result.retrain_count, format_duration(result.time_retrain), result.retrain_iterations,
+              result.retrain_hessian_products);
 
   ResultsFile file(out_dir);
   write_run_attributes(file, command_line.invocation, deck.integer("seed"), deck.resolved_toml());

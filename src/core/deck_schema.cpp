@@ -229,6 +229,9 @@ std::vector<KeySpec> build_schema() {
              "rr_flc estimate: the exact expected change, or seed 001 Eq. 22's literal terms"),
       choice("whatif.draws", "\"common\"", {"common", "independent"},
              "ground truth k-RR draws: shared by every eps (nested flips), or independent per eps"),
+      key("whatif.second_order", T::boolean, "true",
+          "also estimate to second order: per cell d theta = -(1/n) H^-1 b and "
+          "g . d theta + d theta^T H_te d theta / 2 (one IHVP per cell)"),
       key("whatif.retrain_tolerance", T::real, "1e-8",
           "retrains stop when the gradient norm of the perturbed objective is below this", 0.0,
           kInf, true),

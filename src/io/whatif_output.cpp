@@ -13,20 +13,33 @@ std::string joined(const std::vector<std::string>& names) {
   return text;
 }
 
+// MAE and rho per fraction (NaN without retraining); against the expected retrain when it ran.
+void write_metrics(ResultsFile& file, const std::string& base, std::size_t K,
+                   const WhatifConfig& config, const EstimateMetrics& metrics) {
+  auto or_nan = [&](const std::vector<double>& values) {
+    return values.empty() ? std::vector<double>(K, std::nan("")) : values;
+  };
+  file.dataset(base + "mae", or_nan(metrics.mae));
+  file.dataset(base + "spearman", or_nan(metrics.spearman));
+  if (!config.retrain || !config.expected_retrain) return;
+  file.dataset(base + "mae_expected", or_nan(metrics.mae_expected));
+  file.dataset(base + "spearman_expected", or_nan(metrics.spearman_expected));
+}
+
 void write_variant(ResultsFile& file, const WhatifConfig& config,
                    const WhatifVariantResult& variant) {
   const std::string base = "/whatif/" + to_string(variant.variant) + "/";
   const std::size_t K = config.fractions.size(), E = config.epsilons.size();
   file.dataset(base + "estimated", variant.estimated, {K, E});
-  file.dataset(base + "mae", variant.mae.empty() ? std::vector<double>(K, std::nan("")) : variant.mae);
-  file.dataset(base + "spearman",
-               variant.spearman.empty() ? std::vector<double>(K, std::nan("")) : variant.spearman);
+  write_metrics(file, base, K, config, variant.first);
+  if (config.second_order) {
+    file.dataset(base + "second_order/estimated", variant.second_order, {K, E});
+    write_metrics(file, base + "second_order/", K, config, variant.second);
+  }
   if (!config.retrain) return;
   file.dataset(base + "actual", variant.actual, {K, E, static_cast<std::size_t>(config.repeats)});
-  if (!config.expected_retrain) return;
-  file.dataset(base + "expected_retrain", variant.expected_retrain, {K, E});
-  file.dataset(base + "mae_expected", variant.mae_expected);
-  file.dataset(base + "spearman_expected", variant.spearman_expected);
+  if (config.expected_retrain)
+    file.dataset(base + "expected_retrain", variant.expected_retrain, {K, E});
 }
 
 void write_timing(ResultsFile& file, const WhatifConfig& config, const WhatifResult& result,
@@ -37,6 +50,7 @@ void write_timing(ResultsFile& file, const WhatifConfig& config, const WhatifRes
   file.scalar("/whatif/timing/ihvp_s", result.time_ihvp);
   file.scalar("/whatif/timing/influence_cells_s", result.time_cells);
   file.scalar("/whatif/timing/influence_total_s", result.time_ihvp + result.time_cells);
+  file.scalar("/whatif/timing/second_order_s", result.time_second_order);
   file.scalar("/whatif/timing/per_cell_s", result.time_cells / cells);
   file.scalar("/whatif/timing/retrain_total_s", result.time_retrain);
   file.scalar("/whatif/timing/retrain_per_cell_s",

@@ -1,6 +1,6 @@
 // [whatif] deck keys (inputs/README.md) resolved against the problem's schema.
-#include <cmath>
 #include <fmt/format.h>
+#include <cmath>
 
 #include "fluence/core/error.hpp"
 #include "fluence/whatif/whatif.hpp"
@@ -59,8 +59,9 @@ std::int32_t value_index(const std::string& text, const std::vector<std::string>
 
 void resolve_group(const Deck& deck, const Table& schema, WhatifConfig& config) {
   if (!deck.has("whatif.group.attribute"))
-    throw InputError("whatif.group.attribute is required: the attribute whose value selects the "
-                     "group, e.g. group = { attribute = \"sex\", value = 1 }");
+    throw InputError(
+        "whatif.group.attribute is required: the attribute whose value selects the "
+        "group, e.g. group = { attribute = \"sex\", value = 1 }");
   config.group_attribute = deck.string("whatif.group.attribute");
   std::vector<std::string> names = schema.class_names;
   if (config.group_attribute != "label") {
@@ -79,8 +80,8 @@ void resolve_group(const Deck& deck, const Table& schema, WhatifConfig& config) 
   if (values.empty())
     throw InputError("whatif.group: give `value` (a name or 0-based index) or `values` (names)");
   for (const auto& value : values) {
-    config.group_values.push_back(value_index(value, names, "whatif.group.value",
-                                              config.group_attribute));
+    config.group_values.push_back(
+        value_index(value, names, "whatif.group.value", config.group_attribute));
     config.group_value_names.push_back(names[config.group_values.back()]);
   }
 }
@@ -110,10 +111,10 @@ void resolve_attributes(const Deck& deck, const FederatedProblem& problem, Whati
     config.attributes.push_back(attribute);
   }
   if (combinations > config.enumeration_limit)
-    throw InputError(fmt::format(
-        "whatif.attributes: the randomized features have {} value combinations, above "
-        "whatif.enumeration_limit = {} (the rr expectation is enumerated exactly)",
-        combinations, config.enumeration_limit));
+    throw InputError(
+        fmt::format("whatif.attributes: the randomized features have {} value combinations, above "
+                    "whatif.enumeration_limit = {} (the rr expectation is enumerated exactly)",
+                    combinations, config.enumeration_limit));
 }
 
 std::vector<double> checked_grid(const Deck& deck, const std::string& key,
@@ -122,8 +123,7 @@ std::vector<double> checked_grid(const Deck& deck, const std::string& key,
   if (values.empty()) return fallback;
   for (double value : values)
     if (!(value > 0.0) || !(value <= upper) || !std::isfinite(value))
-      throw InputError(
-          fmt::format("{}: value {} is outside (0, {}]", key, value, upper));
+      throw InputError(fmt::format("{}: value {} is outside (0, {}]", key, value, upper));
   return values;
 }
 
@@ -149,11 +149,12 @@ WhatifConfig WhatifConfig::from_deck(const Deck& deck, const FederatedProblem& p
   if (config.test_sample > static_cast<std::int64_t>(problem.data.test.rows))
     throw InputError(fmt::format("whatif.test_sample = {}: the test set has only {} rows",
                                  config.test_sample, problem.data.test.rows));
-  config.rr_form = deck.string("whatif.rr_form") == "paper" ? EstimateForm::paper
-                                                            : EstimateForm::expected;
-  config.flc_form = deck.string("whatif.flc_form") == "paper" ? EstimateForm::paper
-                                                              : EstimateForm::expected;
+  config.rr_form =
+      deck.string("whatif.rr_form") == "paper" ? EstimateForm::paper : EstimateForm::expected;
+  config.flc_form =
+      deck.string("whatif.flc_form") == "paper" ? EstimateForm::paper : EstimateForm::expected;
   config.common_draws = deck.string("whatif.draws") == "common";
+  config.second_order = deck.boolean("whatif.second_order");
   config.retrain_tolerance = deck.real("whatif.retrain_tolerance");
   config.retrain_max_iterations = static_cast<int>(deck.integer("whatif.retrain_max_iterations"));
   for (std::size_t a = 0; a < problem.ldp.attributes.size(); ++a)

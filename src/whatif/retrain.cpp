@@ -5,8 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 
 #include "fluence/core/error.hpp"
 
@@ -108,29 +106,32 @@ void row_hessian(const double* z, const double* t, bool forward_corrected, const
 
 }  // namespace
 
-double pseudo_rows_loss_gradient(const PseudoRows& rows_in, std::size_t rows, const double* theta,
-                                 double* gradient, std::vector<double>& scratch) {
+double pseudo_rows_loss_gradient(const PseudoRows& rows_in, std::size_t first, std::size_t rows,
+                                 const double* theta, double* gradient,
+                                 std::vector<double>& scratch) {
   if (rows == 0) return 0.0;
   const int C = rows_in.classes, D = rows_in.width;
+  const double* x = rows_in.x.data() + first * D;
   scratch.resize(rows * C);
   double* z = scratch.data();
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), C, D, 1.0,
-              rows_in.x.data(), D, theta, D, 0.0, z, C);
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), C, D, 1.0, x, D,
+              theta, D, 0.0, z, C);
   double loss = 0.0;
   for (std::size_t r = 0; r < rows; ++r) {
-    const double w = rows_in.weight[r];
+    const double w = rows_in.weight[first + r];
     double* zr = z + r * C;
-    loss += w * row_loss_residual(zr, rows_in.target.data() + r * C, rows_in.flc[r] != 0,
-                                  rows_in.distortion.data(), C);
+    loss += w * row_loss_residual(zr, rows_in.target.data() + (first + r) * C,
+                                  rows_in.flc[first + r] != 0, rows_in.distortion.data(), C);
     for (int k = 0; k < C; ++k) zr[k] *= w;
   }
   // gradient += residual^T x
-  cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, D, static_cast<int>(rows), 1.0, z, C,
-              rows_in.x.data(), D, 1.0, gradient, D);
+  cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, D, static_cast<int>(rows), 1.0, z, C, x,
+              D, 1.0, gradient, D);
   return loss;
 }
 
-PerturbedObjective::PerturbedObjective(Federation& federation, const std::vector<PseudoRows>& pseudo)
+PerturbedObjective::PerturbedObjective(Federation& federation,
+                                       const std::vector<PseudoRows>& pseudo)
     : federation_(federation), pseudo_(pseudo), active_(pseudo.size(), 0) {}
 
 double PerturbedObjective::value_and_gradient(const std::vector<double>& theta,
@@ -145,7 +146,7 @@ double PerturbedObjective::value_and_gradient(const std::vector<double>& theta,
     double loss = model.gradient_sum(client.features(), client.labels().data(), client.size(),
                                      theta.data(), sum, work_);
     const PseudoRows& rows = pseudo_[k];
-    loss += pseudo_rows_loss_gradient(rows, rows.rows_of_records(active_[k]), theta.data(), sum,
+    loss += pseudo_rows_loss_gradient(rows, 0, rows.rows_of_records(active_[k]), theta.data(), sum,
                                       scratch_);
     sum[p] = loss;
   });
@@ -289,7 +290,6 @@ RetrainReport newton_retrain(PerturbedObjective& objective, IhvpSolver& clean_he
     value = trial_value;
     report.gradient_norm = norm2(gradient);
     ++report.iterations;
-    if (std::getenv("WHATIF_TRACE")) fprintf(stderr, "it %d t %g value %.15g |g| %.3e hvp %d\n", report.iterations, t, value, report.gradient_norm, report.hessian_products);
   }
   report.converged = report.gradient_norm <= tolerance;
   return report;

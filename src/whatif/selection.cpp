@@ -37,8 +37,7 @@ GroupSelection select_group(const FederatedProblem& problem, const WhatifConfig&
         local.push_back(group_key(problem.seed, client.rows()[i]));
         local.push_back(static_cast<double>(client.rows()[i]));
       }
-  const std::vector<double> all =
-      ordered_allgather(local, static_cast<int>(local.size() / 2), 2);
+  const std::vector<double> all = ordered_allgather(local, static_cast<int>(local.size() / 2), 2);
   std::vector<std::pair<double, double>> order;
   for (std::size_t j = 0; j < all.size(); j += 2) order.emplace_back(all[j], all[j + 1]);
   std::sort(order.begin(), order.end());
@@ -82,10 +81,18 @@ GroupSelection select_group(const FederatedProblem& problem, const WhatifConfig&
 TestSelection::TestSelection(Federation& federation, std::int64_t sample)
     : federation_(federation) {
   const auto& problem = federation.problem();
+  const auto& test = problem.test;
   const auto total = static_cast<std::int64_t>(problem.data.test.rows);
+  const int width = problem.model->features();
   rows_ = total;
-  if (sample <= 0 || sample >= total) return;
-  whole_ = false;
+  if (sample <= 0 || sample >= total) {
+    for (int k = 0; k < test.chunks; ++k) {
+      const std::size_t begin = k * TestShard::kTestChunkRows;
+      chunks_.push_back({test.features.data() + begin * width, test.labels.data() + begin,
+                         std::min(TestShard::kTestChunkRows, test.rows - begin)});
+    }
+    return;
+  }
   rows_ = sample;
   std::vector<std::pair<double, std::int64_t>> keys;
   for (std::int64_t r = 0; r < total; ++r)
@@ -95,45 +102,69 @@ TestSelection::TestSelection(Federation& federation, std::int64_t sample)
   std::nth_element(keys.begin(), keys.begin() + sample, keys.end());
   std::vector<char> chosen(static_cast<std::size_t>(total), 0);
   for (std::int64_t j = 0; j < sample; ++j) chosen[keys[j].second] = 1;
-  const auto& test = problem.test;
-  const int width = problem.model->features();
-  chunk_x_.resize(test.chunks);
-  chunk_y_.resize(test.chunks);
+  sample_x_.resize(test.chunks);
+  sample_y_.resize(test.chunks);
   for (std::size_t r = 0; r < test.rows; ++r) {
     if (!chosen[test.first_row + r]) continue;
     const std::size_t chunk = r / TestShard::kTestChunkRows;
-    chunk_x_[chunk].insert(chunk_x_[chunk].end(), test.features.begin() + r * width,
-                           test.features.begin() + (r + 1) * width);
-    chunk_y_[chunk].push_back(test.labels[r]);
+    sample_x_[chunk].insert(sample_x_[chunk].end(), test.features.begin() + r * width,
+                            test.features.begin() + (r + 1) * width);
+    sample_y_[chunk].push_back(test.labels[r]);
   }
+  for (int k = 0; k < test.chunks; ++k)
+    chunks_.push_back({sample_x_[k].data(), sample_y_[k].data(), sample_y_[k].size()});
 }
 
 std::pair<double, double> TestSelection::evaluate(const std::vector<double>& theta) {
-  if (whole_) return federation_.evaluate_test(theta);
-  const auto& model = *federation_.problem().model;
-  std::vector<double> results(chunk_x_.size() * 2);
-  for (std::size_t k = 0; k < chunk_x_.size(); ++k) {
-    const auto r = model.loss_sum(chunk_x_[k].data(), chunk_y_[k].data(), chunk_y_[k].size(),
-                                  theta.data(), work_);
+  std::vector<double> results(chunks_.size() * 2);
+  for (std::size_t k = 0; k < chunks_.size(); ++k) {
+    const auto r =
+        model().loss_sum(chunks_[k].x, chunks_[k].y, chunks_[k].rows, theta.data(), work_);
     results[2 * k] = r.loss_sum;
     results[2 * k + 1] = static_cast<double>(r.correct);
   }
   double totals[2];
-  ordered_sum(results, static_cast<int>(chunk_x_.size()), 2, std::span<double>(totals, 2));
+  ordered_sum(results, static_cast<int>(chunks_.size()), 2, std::span<double>(totals, 2));
   return {totals[0] / static_cast<double>(rows_), totals[1] / static_cast<double>(rows_)};
 }
 
 void TestSelection::gradient(const std::vector<double>& theta, std::vector<double>& out) {
-  if (whole_) return federation_.test_gradient(theta, out);
-  const auto& model = *federation_.problem().model;
-  const std::size_t p = model.parameters();
-  std::vector<double> gradients(chunk_x_.size() * p);
-  for (std::size_t k = 0; k < chunk_x_.size(); ++k)
-    model.gradient_sum(chunk_x_[k].data(), chunk_y_[k].data(), chunk_y_[k].size(), theta.data(),
-                       gradients.data() + k * p, work_);
+  const std::size_t p = model().parameters();
+  std::vector<double> gradients(chunks_.size() * p);
+  for (std::size_t k = 0; k < chunks_.size(); ++k)
+    model().gradient_sum(chunks_[k].x, chunks_[k].y, chunks_[k].rows, theta.data(),
+                         gradients.data() + k * p, work_);
   out.resize(p);
-  ordered_sum(gradients, static_cast<int>(chunk_x_.size()), static_cast<int>(p), out);
+  ordered_sum(gradients, static_cast<int>(chunks_.size()), static_cast<int>(p), out);
   for (auto& value : out) value /= static_cast<double>(rows_);
+}
+
+void TestSelection::hessian(const std::vector<double>& theta, std::vector<double>& out) {
+  const std::size_t p = model().parameters();
+  out.assign(p * p, 0.0);
+  std::vector<double> chunk_hessian(p * p);
+  chain_sum(static_cast<int>(chunks_.size()), out, [&](int k, std::span<double> sum) {
+    model().hessian_sum(chunks_[k].x, chunks_[k].rows, theta.data(), chunk_hessian.data());
+    for (std::size_t j = 0; j < p * p; ++j) sum[j] += chunk_hessian[j];
+  });
+  for (auto& value : out) value /= static_cast<double>(rows_);
+}
+
+void TestSelection::hessian_vector(const std::vector<double>& theta, const double* v, double* out) {
+  const std::size_t p = model().parameters();
+  const int C = model().classes();
+  if (probabilities_.empty())
+    for (const auto& chunk : chunks_) {
+      probabilities_.emplace_back(chunk.rows * C);
+      model().probabilities(chunk.x, chunk.rows, theta.data(), probabilities_.back().data());
+    }
+  std::vector<double> products(chunks_.size() * p);
+  for (std::size_t k = 0; k < chunks_.size(); ++k)
+    model().hessian_vector_sum_at(chunks_[k].x, chunks_[k].rows, probabilities_[k].data(), v,
+                                  products.data() + k * p, work_);
+  ordered_sum(products, static_cast<int>(chunks_.size()), static_cast<int>(p),
+              std::span<double>(out, p));
+  for (std::size_t j = 0; j < p; ++j) out[j] /= static_cast<double>(rows_);
 }
 
 }  // namespace fluence::whatif_detail

@@ -35,13 +35,25 @@ class TestSelection {
   std::pair<double, double> evaluate(const std::vector<double>& theta);
   /// Collective: gradient of the mean loss on S_te.
   void gradient(const std::vector<double>& theta, std::vector<double>& out);
+  /// Collective: the Hessian of the mean loss on S_te, p x p row-major (small p).
+  void hessian(const std::vector<double>& theta, std::vector<double>& out);
+  /// Collective: that Hessian times v (probabilities cached at the first theta given).
+  void hessian_vector(const std::vector<double>& theta, const double* v, double* out);
 
  private:
+  struct Chunk {
+    const double* x;
+    const std::int32_t* y;
+    std::size_t rows;
+  };
+  const SoftmaxRegression& model() const { return *federation_.problem().model; }
+
   Federation& federation_;
-  bool whole_ = true;
   std::int64_t rows_ = 0;
-  std::vector<std::vector<double>> chunk_x_;  // per local chunk: its selected rows
-  std::vector<std::vector<std::int32_t>> chunk_y_;
+  std::vector<Chunk> chunks_;                  // this rank's test chunks, in order
+  std::vector<std::vector<double>> sample_x_;  // a sample's rows per chunk
+  std::vector<std::vector<std::int32_t>> sample_y_;
+  std::vector<std::vector<double>> probabilities_;  // per chunk, for hessian_vector
   Workspace work_;
 };
 

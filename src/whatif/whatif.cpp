@@ -2,6 +2,8 @@
 // ground truths by exact retraining (docs/math.md §6).
 #include "fluence/whatif/whatif.hpp"
 
+#include <cblas.h>
+
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -22,7 +24,9 @@ using whatif_detail::TestSelection;
 
 namespace {
 
-double nan() { return std::numeric_limits<double>::quiet_NaN(); }
+double nan() {
+  return std::numeric_limits<double>::quiet_NaN();
+}
 
 // The label attribute as the rr_l and rr_flc variants randomize it.
 WhatifAttribute label_attribute(const FederatedProblem& problem) {
@@ -59,6 +63,7 @@ class WhatifRunner {
     result.group_rows = selection_.selected;
     estimate_cells(result);
     result.time_cells = cells.seconds();
+    if (config_.second_order) second_order_cells(result);
     if (config_.retrain) retrain_cells(result);
     return result;
   }
@@ -69,7 +74,8 @@ class WhatifRunner {
     hessian_ = make_federated_hessian(federation_, theta_);
     hessian_->set_damping(result.damping);
     std::optional<HessianSpectrum> spectrum;  // a diagnostic, not part of the timed IHVP
-    if (influence_.spectrum) check_hessian_spectrum(*hessian_, influence_, spectrum, result.damping);
+    if (influence_.spectrum)
+      check_hessian_spectrum(*hessian_, influence_, spectrum, result.damping);
     Stopwatch clock;
     solver_ = make_ihvp_solver(influence_.ihvp, *hessian_);
     std::vector<double> test_gradient;
@@ -128,16 +134,17 @@ class WhatifRunner {
     return 0.0;
   }
 
-  // The retrains precondition with a deterministic solve with the clean Hessian; LiSSA and the low-rank
-  // projection are approximations, so those fall back to a dense or CG solve.
+  // The retrains precondition with a deterministic solve with the clean Hessian; LiSSA and the
+  // low-rank projection are approximations, so those fall back to a dense or CG solve.
   IhvpSolver& retrain_solver() {
     const IhvpMethod method = influence_.ihvp.method;
     if (method == IhvpMethod::explicit_cholesky || method == IhvpMethod::cg) return *solver_;
     if (!retrain_solver_) {
       IhvpConfig exact = influence_.ihvp;
-      exact.method = federation_.parameters() <= static_cast<std::size_t>(exact.explicit_max_parameters)
-                         ? IhvpMethod::explicit_cholesky
-                         : IhvpMethod::cg;
+      exact.method =
+          federation_.parameters() <= static_cast<std::size_t>(exact.explicit_max_parameters)
+              ? IhvpMethod::explicit_cholesky
+              : IhvpMethod::cg;
       retrain_solver_ = make_ihvp_solver(exact, *hessian_);
     }
     return *retrain_solver_;
@@ -150,9 +157,10 @@ class WhatifRunner {
     pseudo_.resize(problem_.clients.size());
     PerturbedObjective objective(federation_, pseudo_);
     IhvpSolver& solver = retrain_solver();
-    ProgressLine bar("retrains",
-                     static_cast<long>(config_.variants.size() * E_ * K_ * static_cast<std::size_t>(draws)),
-                     progress_);
+    ProgressLine bar(
+        "retrains",
+        static_cast<long>(config_.variants.size() * E_ * K_ * static_cast<std::size_t>(draws)),
+        progress_);
     long done = 0;
     for (auto& variant : result.variants) {
       variant.actual.assign(K_ * E_ * static_cast<std::size_t>(R), nan());
@@ -166,8 +174,9 @@ class WhatifRunner {
             std::vector<std::size_t> active;
             for (const auto& prefix : selection_.prefix) active.push_back(prefix[k]);
             objective.set_active_records(active);
-            const RetrainReport report = newton_retrain(
-                objective, solver, theta, config_.retrain_tolerance, config_.retrain_max_iterations);
+            const RetrainReport report =
+                newton_retrain(objective, solver, theta, config_.retrain_tolerance,
+                               config_.retrain_max_iterations);
             result.retrain_iterations += report.iterations;
             result.retrain_hessian_products += report.hessian_products;
             result.worst_gradient_norm = std::max(result.worst_gradient_norm, report.gradient_norm);
@@ -180,27 +189,31 @@ class WhatifRunner {
             bar.done(++done);
           }
         }
-      summarize(variant, R);
+      variant.first = metrics(variant, variant.estimated, R);
+      if (config_.second_order) variant.second = metrics(variant, variant.second_order, R);
     }
     result.time_retrain = clock.seconds();
     if (result.worst_gradient_norm > config_.retrain_tolerance)
-      log::warn("whatif: some retrains stopped at ||grad|| = {:.3g} > retrain_tolerance {:.3g} "
-                "(raise whatif.retrain_max_iterations)",
-                result.worst_gradient_norm, config_.retrain_tolerance);
+      log::warn(
+          "whatif: some retrains stopped at ||grad|| = {:.3g} > retrain_tolerance {:.3g} "
+          "(raise whatif.retrain_max_iterations)",
+          result.worst_gradient_norm, config_.retrain_tolerance);
   }
 
   // MAE and Spearman rho over the eps grid per fraction, averaged over the draws (seed 001 §V-4).
-  void summarize(WhatifVariantResult& variant, int R) const {
-    variant.mae.assign(K_, nan());
-    variant.spearman.assign(K_, nan());
-    variant.mae_expected.assign(K_, nan());
-    variant.spearman_expected.assign(K_, nan());
+  EstimateMetrics metrics(const WhatifVariantResult& variant, const std::vector<double>& estimated,
+                          int R) const {
+    EstimateMetrics m;
+    m.mae.assign(K_, nan());
+    m.spearman.assign(K_, nan());
+    m.mae_expected.assign(K_, nan());
+    m.spearman_expected.assign(K_, nan());
     auto rho = [&](const std::vector<double>& a, const std::vector<double>& b) {
       return E_ < 2 ? nan() : spearman(a, b);
     };
     for (std::size_t k = 0; k < K_; ++k) {
-      const std::vector<double> estimate(variant.estimated.begin() + k * E_,
-                                         variant.estimated.begin() + (k + 1) * E_);
+      const std::vector<double> estimate(estimated.begin() + k * E_,
+                                         estimated.begin() + (k + 1) * E_);
       double mae = 0.0, correlation = 0.0;
       for (int r = 0; r < R; ++r) {
         std::vector<double> actual(E_);
@@ -209,25 +222,77 @@ class WhatifRunner {
         correlation += rho(estimate, actual) / R;
       }
       if (R > 0) {
-        variant.mae[k] = mae;
-        variant.spearman[k] = correlation;
+        m.mae[k] = mae;
+        m.spearman[k] = correlation;
       }
       if (config_.expected_retrain) {
         const std::vector<double> expected(variant.expected_retrain.begin() + k * E_,
                                            variant.expected_retrain.begin() + (k + 1) * E_);
-        variant.mae_expected[k] = mean_absolute_error(estimate, expected);
-        variant.spearman_expected[k] = rho(estimate, expected);
+        m.mae_expected[k] = mean_absolute_error(estimate, expected);
+        m.spearman_expected[k] = rho(estimate, expected);
       }
     }
+    return m;
+  }
+
+  // Second order (docs/math.md §6): with b(k, eps) the exact gradient sum of E l~ - l over S_k,
+  // d theta = -(1/n) H^{-1} b and d L_te = g . d theta + d theta^T H_te d theta / 2. The first
+  // term is the first-order estimate; the second dominates when g = grad L_te(theta^) is small,
+  // as it is at an exact optimum when test and training data are alike.
+  void second_order_cells(WhatifResult& result) {
+    Stopwatch clock;
+    const std::size_t p = federation_.parameters();
+    const bool dense = p <= static_cast<std::size_t>(influence_.ihvp.explicit_max_parameters);
+    std::vector<double> test_hessian, g, b(K_ * p), delta(p), hd(p);
+    if (dense) test_.hessian(theta_, test_hessian);
+    test_.gradient(theta_, g);
+    pseudo_.resize(problem_.clients.size());
+    std::vector<double> scratch;
+    const double inverse_n = 1.0 / static_cast<double>(federation_.train_rows());
+    for (auto& variant : result.variants) {
+      variant.second_order.assign(K_ * E_, nan());
+      for (std::size_t e = 0; e < E_; ++e) {
+        build_pseudo_rows(variant.variant, e, true, 0);
+        // b for every fraction: each client adds its records' segment to a running sum.
+        std::fill(b.begin(), b.end(), 0.0);
+        chain_sum(static_cast<int>(problem_.clients.size()), b, [&](int c, std::span<double> sum) {
+          const PseudoRows& rows = pseudo_[c];
+          std::vector<double> running(p, 0.0);
+          std::size_t done = 0;
+          for (std::size_t k = 0; k < K_; ++k) {
+            const std::size_t end = rows.rows_of_records(selection_.prefix[c][k]);
+            pseudo_rows_loss_gradient(rows, done, end - done, theta_.data(), running.data(),
+                                      scratch);
+            done = end;
+            for (std::size_t j = 0; j < p; ++j) sum[k * p + j] += running[j];
+          }
+        });
+        for (std::size_t k = 0; k < K_; ++k) {
+          solver_->solve(b.data() + k * p, delta.data());
+          double first = 0.0, quadratic = 0.0;
+          for (std::size_t j = 0; j < p; ++j) delta[j] *= -inverse_n;
+          if (dense)
+            cblas_dsymv(CblasRowMajor, CblasUpper, static_cast<int>(p), 1.0, test_hessian.data(),
+                        static_cast<int>(p), delta.data(), 1, 0.0, hd.data(), 1);
+          else
+            test_.hessian_vector(theta_, delta.data(), hd.data());
+          for (std::size_t j = 0; j < p; ++j) {
+            first += g[j] * delta[j];
+            quadratic += delta[j] * hd[j];
+          }
+          variant.second_order[k * E_ + e] = first + 0.5 * quadratic;
+        }
+      }
+    }
+    result.time_second_order = clock.seconds();
   }
 
   // The stream of one k-RR draw of (record, attribute): shared by every eps with `common` draws,
   // so that the records flipped at eps are a subset of those flipped at any smaller eps.
   Stream draw_stream(std::int64_t row, int column, std::size_t e, int draw) const {
-    const std::uint64_t key = config_.common_draws
-                                  ? static_cast<std::uint64_t>(draw)
-                                  : (static_cast<std::uint64_t>(e) << 32) |
-                                        static_cast<std::uint64_t>(draw);
+    const std::uint64_t key = config_.common_draws ? static_cast<std::uint64_t>(draw)
+                                                   : (static_cast<std::uint64_t>(e) << 32) |
+                                                         static_cast<std::uint64_t>(draw);
     return Stream(problem_.seed, Purpose::whatif_randomization, static_cast<std::uint64_t>(row),
                   static_cast<std::uint64_t>(column + 1), key);
   }

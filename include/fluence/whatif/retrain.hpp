@@ -18,12 +18,12 @@ namespace fluence {
 /// One client's pseudo-records, grouped by perturbed record (in the group's selection order).
 struct PseudoRows {
   int classes = 2, width = 0;
-  std::vector<double> x;              // rows x width
-  std::vector<double> weight;         // rows
-  std::vector<double> target;         // rows x classes, a distribution over labels
-  std::vector<std::uint8_t> flc;      // rows: 1 = forward-corrected loss with `distortion`
+  std::vector<double> x;                // rows x width
+  std::vector<double> weight;           // rows
+  std::vector<double> target;           // rows x classes, a distribution over labels
+  std::vector<std::uint8_t> flc;        // rows: 1 = forward-corrected loss with `distortion`
   std::vector<std::size_t> record_end;  // per record: one past its last pseudo-row
-  std::vector<double> distortion;     // classes x classes, P[u][v] = P(report v | true u)
+  std::vector<double> distortion;       // classes x classes, P[u][v] = P(report v | true u)
 
   void reset(int classes_, int width_);
   /// Appends a pseudo-row; `finish_record` closes the current record's group.
@@ -34,10 +34,11 @@ struct PseudoRows {
   }
 };
 
-/// sum_j w_j l_j(theta) over the first `rows` pseudo-rows, and its gradient added to `gradient`
-/// (C x D). `scratch` holds rows x C logits.
-double pseudo_rows_loss_gradient(const PseudoRows& rows_in, std::size_t rows, const double* theta,
-                                 double* gradient, std::vector<double>& scratch);
+/// sum_j w_j l_j(theta) over pseudo-rows [first, first + rows), and its gradient added to
+/// `gradient` (C x D). `scratch` holds rows x C logits.
+double pseudo_rows_loss_gradient(const PseudoRows& rows_in, std::size_t first, std::size_t rows,
+                                 const double* theta, double* gradient,
+                                 std::vector<double>& scratch);
 
 class PerturbedObjective {
  public:
@@ -62,7 +63,7 @@ class PerturbedObjective {
 };
 
 struct RetrainReport {
-  int iterations = 0;       // Newton steps
+  int iterations = 0;  // Newton steps
   long hessian_products = 0;
   double gradient_norm = 0.0;
   bool converged = false;
@@ -74,6 +75,6 @@ struct RetrainReport {
 /// (`clean_hessian`, factored once): the two differ only on the perturbed records and by the
 /// move of theta, so one or two products usually suffice.
 RetrainReport newton_retrain(PerturbedObjective& objective, IhvpSolver& clean_hessian,
-                            std::vector<double>& theta, double tolerance, int max_iterations);
+                             std::vector<double>& theta, double tolerance, int max_iterations);
 
 }  // namespace fluence

@@ -2,8 +2,8 @@
 // `fluence whatif` (seed 001, docs/math.md §6): a curator holding clean data asks how the test loss
 // would change if a fraction k of the records of a group S were randomized with eps-LDP and the
 // model retrained, for a whole grid of k and eps. One IHVP s_test = H^{-1} grad L(S_te) is solved;
-// every (k, eps) cell is then a sum of per-record scalars s_test^T grad[E l~ - l] over the perturbed
-// records (seed 001 Eq. 11-14, 22):
+// every (k, eps) cell is then a sum of per-record scalars s_test^T grad[E l~ - l] over the
+// perturbed records (seed 001 Eq. 11-14, 22):
 //   d L_te(k, eps) ~= -(1/n) sum_{i in S_k} s_test^T grad_theta [E_eps l~(z_i) - l(z_i)].
 // Ground truth: randomize and retrain to the optimum (warm-started), and retrain on the exact
 // expected objective.
@@ -39,7 +39,7 @@ struct WhatifAttribute {
 
 struct WhatifConfig {
   std::string group_attribute;
-  int group_column = -1;                // categorical column; -1 = the label
+  int group_column = -1;                   // categorical column; -1 = the label
   std::vector<std::int32_t> group_values;  // value indices selecting the group
   std::vector<std::string> group_value_names;
   std::vector<double> fractions;  // k: fraction of the group perturbed
@@ -53,6 +53,7 @@ struct WhatifConfig {
   EstimateForm rr_form = EstimateForm::expected;
   EstimateForm flc_form = EstimateForm::expected;
   bool common_draws = true;  // one k-RR draw per (record, attribute, repeat) for every eps
+  bool second_order = true;  // also the second-order estimate (one IHVP per cell)
   double retrain_tolerance = 1e-8;
   int retrain_max_iterations = 200;
   std::uint64_t enumeration_limit = 4096;  // largest product of the rr features' domains
@@ -65,13 +66,19 @@ struct WhatifConfig {
 /// Default grids of seed 001 §V: 30 evenly spaced eps in [0.001, 10] and 10 fractions in [1%, 30%].
 std::vector<double> evenly_spaced(double first, double last, int count);
 
+/// How well an estimate tracks the ground truths, per fraction over the eps grid.
+struct EstimateMetrics {
+  std::vector<double> mae, spearman;                    // K, against actual (mean over repeats)
+  std::vector<double> mae_expected, spearman_expected;  // K, against expected_retrain
+};
+
 struct WhatifVariantResult {
   WhatifVariant variant = WhatifVariant::rr_l;
-  std::vector<double> estimated;         // K x E
+  std::vector<double> estimated;         // K x E: the seed's first-order estimate
+  std::vector<double> second_order;      // K x E: g.dtheta + dtheta^T H_te dtheta / 2, when on
   std::vector<double> actual;            // K x E x R, when retrained
   std::vector<double> expected_retrain;  // K x E, when retrained
-  std::vector<double> mae, spearman;     // K, against actual (mean over repeats)
-  std::vector<double> mae_expected, spearman_expected;  // K, against expected_retrain
+  EstimateMetrics first, second;
 };
 
 struct WhatifResult {
@@ -82,11 +89,11 @@ struct WhatifResult {
   double damping = 0.0;
   SolveReport s_test_report;
   std::vector<WhatifVariantResult> variants;
-  double time_ihvp = 0.0, time_cells = 0.0, time_retrain = 0.0;
+  double time_ihvp = 0.0, time_cells = 0.0, time_second_order = 0.0, time_retrain = 0.0;
   long retrain_count = 0;
   long retrain_iterations = 0;        // Newton steps over every retrain
   long retrain_hessian_products = 0;  // products by the perturbed Hessian over every retrain
-  double worst_gradient_norm = 0.0;  // largest final ||grad|| of any retrain
+  double worst_gradient_norm = 0.0;   // largest final ||grad|| of any retrain
 };
 
 /// Collective. `theta` is the trained minimizer of the clean objective.
