@@ -125,8 +125,8 @@ LossAndAccuracy SoftmaxRegression::loss_sum(const double* x, const std::int32_t*
 }
 
 double SoftmaxRegression::gradient_sum(const double* x, const std::int32_t* y, std::size_t rows,
-                                       const double* theta, double* gradient,
-                                       Workspace& work) const {
+                                       const double* theta, double* gradient, Workspace& work,
+                                       double* probabilities) const {
   const int C = classes_, D = features_;
   work.reserve(std::min(rows, kChunkRows), C, 0);
   std::fill(gradient, gradient + parameters(), 0.0);
@@ -136,6 +136,7 @@ double SoftmaxRegression::gradient_sum(const double* x, const std::int32_t* y, s
     double* residual = work.logits.data();
     compute_logits(x + start * D, n, theta, residual);
     loss += softmax_rows(residual, n, C, y + start);
+    if (probabilities) std::copy(residual, residual + n * C, probabilities + start * C);
     for (std::size_t r = 0; r < n; ++r) residual[r * C + y[start + r]] -= 1.0;  // p - onehot(y)
     accumulate_outer(residual, x + start * D, n, C, D, gradient);  // gradient += residual^T x
   }

@@ -140,11 +140,16 @@ double PerturbedObjective::value_and_gradient(const std::vector<double>& theta,
   const auto& model = *problem.model;
   const std::size_t p = federation_.parameters();
   sums_.assign(p + 1, 0.0);
+  const int C = model.classes();
+  probabilities_.resize(problem.clients.size());
+  probabilities_theta_ = theta;
   // One ordered reduction of [gradient sum, loss sum] over clients: rank-count independent.
   federation_.sum_over_clients(sums_, [&](std::size_t k, double* sum) {
     const auto& client = problem.clients[k];
+    // The probabilities at theta are kept: a Newton step from here needs them for its Hessian.
+    probabilities_[k].resize(client.size() * C);
     double loss = model.gradient_sum(client.features(), client.labels().data(), client.size(),
-                                     theta.data(), sum, work_);
+                                     theta.data(), sum, work_, probabilities_[k].data());
     const PseudoRows& rows = pseudo_[k];
     loss += pseudo_rows_loss_gradient(rows, 0, rows.rows_of_records(active_[k]), theta.data(), sum,
                                       scratch_);
@@ -164,12 +169,16 @@ void PerturbedObjective::prepare_hessian(const std::vector<double>& theta) {
   auto& problem = federation_.problem();
   const auto& model = *problem.model;
   const int C = model.classes();
+  const bool cached = theta == probabilities_theta_;  // the last value_and_gradient's theta
   probabilities_.resize(problem.clients.size());
   blocks_.resize(problem.clients.size());
   for (std::size_t k = 0; k < problem.clients.size(); ++k) {
     const auto& client = problem.clients[k];
-    probabilities_[k].resize(client.size() * C);
-    model.probabilities(client.features(), client.size(), theta.data(), probabilities_[k].data());
+    if (!cached) {
+      probabilities_[k].resize(client.size() * C);
+      model.probabilities(client.features(), client.size(), theta.data(),
+                          probabilities_[k].data());
+    }
     const PseudoRows& rows = pseudo_[k];
     const std::size_t m = rows.rows_of_records(active_[k]);
     blocks_[k].resize(m * C * C);

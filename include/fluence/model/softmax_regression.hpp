@@ -41,9 +41,11 @@ class SoftmaxRegression {
   /// Sum of cross-entropy losses and number of correct argmax predictions over `rows` rows.
   LossAndAccuracy loss_sum(const double* x, const std::int32_t* y, std::size_t rows,
                            const double* theta, Workspace& work) const;
-  /// Sum of per-row gradients, written to `gradient` (overwritten); returns the loss sum.
+  /// Sum of per-row gradients, written to `gradient` (overwritten); returns the loss sum. When
+  /// `probabilities` is given, the softmax probabilities (rows x C) are stored there on the way,
+  /// saving a Newton method the separate pass of probabilities().
   double gradient_sum(const double* x, const std::int32_t* y, std::size_t rows, const double* theta,
-                      double* gradient, Workspace& work) const;
+                      double* gradient, Workspace& work, double* probabilities = nullptr) const;
   /// Sum of per-row Hessian-vector products H_r v (overwritten into `out`).
   void hessian_vector_sum(const double* x, std::size_t rows, const double* theta, const double* v,
                           double* out, Workspace& work) const;
