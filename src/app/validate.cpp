@@ -1,8 +1,10 @@
 // fluence validate DECK: check a deck (and, unless --no-data, its data, partition, LDP plan and
-// FLDP cases), then echo the resolved settings on rank 0; run nothing. Every check runs before the
-// deck is called valid.
+// FLDP cases and what-if grid), then echo the resolved settings on rank 0; run nothing. Every check
+// runs before the deck is called valid.
 #include <algorithm>
 #include <optional>
+
+#include <fmt/ranges.h>
 
 #include "fluence/app/cli.hpp"
 #include "fluence/core/config.hpp"
@@ -13,6 +15,7 @@
 #include "fluence/fl/problem.hpp"
 #include "fluence/fldp/fldp.hpp"
 #include "fluence/influence/client_influence.hpp"
+#include "fluence/whatif/whatif.hpp"
 
 namespace fluence::app {
 
@@ -26,11 +29,14 @@ int run_validate(const CommandLine& command_line) {
   const bool has_fldp = deck.array_size("fldp.change") > 0 ||
                         !deck.reals("fldp.sweep.epsilon").empty() ||
                         deck.boolean("fldp.sweep.remove");
+  const bool has_whatif = deck.has("whatif.group.attribute");
   std::optional<FederatedProblem> problem;
   std::size_t fldp_cases = 0;
+  std::optional<WhatifConfig> whatif;
   if (!command_line.skip_data) {
     problem = build_problem(deck);
     if (has_fldp) fldp_cases = FldpConfig::from_deck(deck, problem->ldp).cases.size();
+    if (has_whatif) whatif = WhatifConfig::from_deck(deck, *problem);
   }
   log::info("# {}: deck is valid. Resolved settings (defaults filled in):\n", command_line.deck);
   log::info("{}", deck.resolved_toml());
@@ -43,6 +49,11 @@ int run_validate(const CommandLine& command_line) {
   log::info("# partition: {} clients of {} to {} rows over {} rank(s); model has {} parameters",
             sizes.size(), *smallest, *largest, world_size(), problem->model->parameters());
   if (has_fldp) log::info("# fldp: {} case(s)", fldp_cases);
+  if (whatif)
+    log::info("# whatif: group {} in {{{}}}, {} fractions x {} eps x {} variant(s)",
+              whatif->group_attribute,
+              fmt::format("{}", fmt::join(whatif->group_value_names, ", ")),
+              whatif->fractions.size(), whatif->epsilons.size(), whatif->variants.size());
   return 0;
 }
 

@@ -66,6 +66,12 @@ std::vector<KeySpec> build_schema() {
       key("data.synthetic.classes", T::integer, "2", "label classes", 2),
       key("data.synthetic.signal", T::real, "2.0",
           "scale of the planted model's weights (larger = more separable)", 0.0),
+      key("data.synthetic.label_offset", T::real, "0.0",
+          "added to class 0's planted logit: shifts the classes' base rates (Adult: 76% class 0)"),
+      key("data.synthetic.cat0_signal", T::real, "1.0",
+          "multiplies cat0's planted weights: a group attribute strongly tied to the label "
+          "(Adult's sex)",
+          0.0),
 
       section("partition", "how training rows are divided among clients"),
       key("partition.clients", T::integer, "5", "number of clients N", 1),

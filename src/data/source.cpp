@@ -47,6 +47,8 @@ DataConfig DataConfig::from_deck(const Deck& deck) {
     config.synthetic.categorical.push_back(static_cast<int>(d));
   config.synthetic.classes = static_cast<int>(deck.integer("data.synthetic.classes"));
   config.synthetic.signal = deck.real("data.synthetic.signal");
+  config.synthetic.label_offset = deck.real("data.synthetic.label_offset");
+  config.synthetic.cat0_signal = deck.real("data.synthetic.cat0_signal");
   if (config.source != "synthetic" && config.path.empty())
     throw InputError(fmt::format("{}: data.path is required when data.source = \"{}\"",
                                  deck.origin(), config.source));
@@ -87,6 +89,10 @@ Table generate_synthetic(const SyntheticConfig& config, std::uint64_t seed) {
   std::vector<double> weights(static_cast<std::size_t>(config.classes) * inputs);
   Stream model_stream(seed, Purpose::synthetic_model);
   for (auto& w : weights) w = scale * model_stream.normal();
+  if (nc > 0)  // cat0's weights follow the numeric ones in each class's row
+    for (int c = 0; c < config.classes; ++c)
+      for (int v = 0; v < config.categorical[0]; ++v)
+        weights[static_cast<std::size_t>(c) * inputs + config.numeric + v] *= config.cat0_signal;
 
   table.rows = static_cast<std::size_t>(config.rows);
   table.numeric.resize(table.rows * config.numeric);
@@ -102,7 +108,7 @@ Table generate_synthetic(const SyntheticConfig& config, std::uint64_t seed) {
       categorical[j] = static_cast<std::int32_t>(row_stream.below(config.categorical[j]));
     for (int c = 0; c < config.classes; ++c) {
       const double* w = weights.data() + static_cast<std::size_t>(c) * inputs;
-      double z = w[inputs - 1];
+      double z = w[inputs - 1] + (c == 0 ? config.label_offset : 0.0);
       for (int j = 0; j < config.numeric; ++j) z += w[j] * numeric[j];
       int offset = config.numeric;
       for (int j = 0; j < nc; ++j) {

@@ -23,7 +23,8 @@ WhatifVariant parse_whatif_variant(const std::string& name) {
   if (name == "rr") return WhatifVariant::rr;
   if (name == "rr_l") return WhatifVariant::rr_l;
   if (name == "rr_flc") return WhatifVariant::rr_flc;
-  throw InputError(fmt::format("unknown what-if variant \"{}\" (allowed: rr, rr_l, rr_flc)", name));
+  throw InputError(
+      fmt::format("whatif.variants: unknown variant \"{}\" (allowed: rr, rr_l, rr_flc)", name));
 }
 
 std::vector<double> evenly_spaced(double first, double last, int count) {

@@ -176,8 +176,7 @@ void PerturbedObjective::prepare_hessian(const std::vector<double>& theta) {
     const auto& client = problem.clients[k];
     if (!cached) {
       probabilities_[k].resize(client.size() * C);
-      model.probabilities(client.features(), client.size(), theta.data(),
-                          probabilities_[k].data());
+      model.probabilities(client.features(), client.size(), theta.data(), probabilities_[k].data());
     }
     const PseudoRows& rows = pseudo_[k];
     const std::size_t m = rows.rows_of_records(active_[k]);

@@ -16,6 +16,8 @@ struct SyntheticConfig {
   std::vector<int> categorical{3, 4};
   int classes = 2;
   double signal = 2.0;
+  double label_offset = 0.0;  // added to class 0's planted logit (shifts the base rate)
+  double cat0_signal = 1.0;   // multiplies cat0's planted weights (a group tied to the label)
 };
 
 struct DataConfig {

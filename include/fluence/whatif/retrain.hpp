@@ -60,7 +60,7 @@ class PerturbedObjective {
   Workspace work_;
   std::vector<double> scratch_, sums_;
   std::vector<std::vector<double>> probabilities_, blocks_;  // per local client
-  std::vector<double> probabilities_theta_;                 // where probabilities_ were taken
+  std::vector<double> probabilities_theta_;                  // where probabilities_ were taken
 };
 
 struct RetrainReport {
