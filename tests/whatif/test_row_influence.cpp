@@ -316,6 +316,29 @@ TEST(WhatifRowInfluence, ScalarsDecayLikeExpMinusEpsilon) {
   }
 }
 
+// Far beyond the seed's grid (eps <= 10) the scalars are ~e^-eps ~ 1e-17: they must come out as
+// multiples of `other`, not as differences of O(1) terms (whose rounding, ~1e-16, would swamp
+// them). Against rr_l = other (C u_y - sum u), and by the exact e^-2 decay from 38 to 40 (the next
+// order, e^-38 / p_min, and rounding are below 1e-14; 1e-9 leaves a wide margin).
+TEST(WhatifRowInfluence, ScalarsKeepTheirDigitsAtVeryLargeEpsilon) {
+  const Fixture f(3);
+  for (std::size_t r = 0; r < f.records(); ++r) {
+    const auto x = f.clean_row(r);
+    const RowInfluence label = f.influence({f.label}, x, r);
+    for (double eps : {30.0, 35.0, 40.0}) {
+      const double rr_l = label.rr_l(eps);
+      EXPECT_NEAR(label.rr(eps, EstimateForm::expected), rr_l, 1e-12 * std::abs(rr_l));
+      EXPECT_NEAR(label.rr(eps, EstimateForm::paper), 2.0 * rr_l, 1e-12 * std::abs(rr_l));
+    }
+    const RowInfluence all = f.influence({f.a, f.b, f.label}, x, r);
+    for (auto form : {EstimateForm::expected, EstimateForm::paper}) {
+      EXPECT_NEAR(all.rr(38.0, form) / all.rr(40.0, form), std::exp(2.0), 1e-9) << "record " << r;
+      EXPECT_NEAR(label.rr_flc(38.0, form) / label.rr_flc(40.0, form), std::exp(2.0), 1e-9)
+          << "record " << r;
+    }
+  }
+}
+
 TEST(WhatifRowInfluence, InfiniteEpsilonGivesZero) {
   const double inf = std::numeric_limits<double>::infinity();
   const Fixture f(3);
@@ -331,8 +354,7 @@ TEST(WhatifRowInfluence, InfiniteEpsilonGivesZero) {
     const RowInfluence row = f.influence({f.label}, x, r);
     EXPECT_EQ(row.rr_l(inf), 0.0);
     EXPECT_EQ(row.rr_flc(inf, EstimateForm::paper), 0.0);
-    // The kept label's term is u_y - (u_y p_y) / p_y: zero up to two roundings of |u_y| < 10.
-    EXPECT_NEAR(row.rr_flc(inf, EstimateForm::expected), 0.0, 1e-14);
+    EXPECT_EQ(row.rr_flc(inf, EstimateForm::expected), 0.0);
   }
 }
 
