@@ -130,6 +130,33 @@ double pseudo_rows_loss_gradient(const PseudoRows& rows_in, std::size_t first, s
   return loss;
 }
 
+void pseudo_rows_hessian_vector(const PseudoRows& rows_in, std::size_t first, std::size_t rows,
+                                const double* theta, const double* v, double* out) {
+  if (rows == 0) return;
+  const int C = rows_in.classes, D = rows_in.width;
+  if (C > 64) throw RuntimeError("forward loss correction supports at most 64 classes");
+  const double* x = rows_in.x.data() + first * D;
+  // Per row r: logits z_r = theta x_r, directional logits a_r = V x_r, and b_r = w_r H_r a_r;
+  // then out += b^T x (the chain rule through the logits, as in PerturbedObjective).
+  std::vector<double> z(rows * C), a(rows * C), b(rows * C), H(static_cast<std::size_t>(C) * C);
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), C, D, 1.0, x, D,
+              theta, D, 0.0, z.data(), C);
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), C, D, 1.0, x, D, v,
+              D, 0.0, a.data(), C);
+  for (std::size_t r = 0; r < rows; ++r) {
+    row_hessian(z.data() + r * C, rows_in.target.data() + (first + r) * C,
+                rows_in.flc[first + r] != 0, rows_in.distortion.data(), C, H.data());
+    const double w = rows_in.weight[first + r];
+    for (int i = 0; i < C; ++i) {
+      double t = 0.0;
+      for (int j = 0; j < C; ++j) t += H[i * C + j] * a[r * C + j];
+      b[r * C + i] = w * t;
+    }
+  }
+  cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, D, static_cast<int>(rows), 1.0, b.data(),
+              C, x, D, 1.0, out, D);
+}
+
 PerturbedObjective::PerturbedObjective(Federation& federation,
                                        const std::vector<PseudoRows>& pseudo)
     : federation_(federation), pseudo_(pseudo), active_(pseudo.size(), 0) {}

@@ -129,8 +129,13 @@ double RowInfluence::rr(double epsilon, EstimateForm form) const {
   if (form == EstimateForm::paper) {
     // Eq. 13: (1 - prod keep) sum over every (feature combination, label) other than the
     // original of [s^T grad l(f, c) - s^T grad l(z)], unweighted.
-    double keep_all = label_randomized_ ? label_krr.keep : 1.0;
-    for (const auto& k : krr) keep_all *= k.keep;
+    // 1 - prod keep as -expm1(sum log keep), log keep = -log1p((d - 1) e^-eps): no cancellation
+    // against 1 at large eps.
+    auto log_keep = [&](int domain) {
+      return std::isinf(epsilon) ? 0.0 : -std::log1p((domain - 1) * std::exp(-epsilon));
+    };
+    double log_keep_all = label_randomized_ ? log_keep(label_domain_) : 0.0;
+    for (const auto& feature : features_) log_keep_all += log_keep(feature.domain);
     const double base = dot(u_.data(), p_.data(), C_) - u_[y_];
     double bracket = 0.0;
     for (std::size_t c = 0; c < combos_; ++c) {
@@ -141,10 +146,11 @@ double RowInfluence::rr(double epsilon, EstimateForm form) const {
         bracket += a_[c] - uf[y_] - base;
       }
     }
-    return (1.0 - keep_all) * bracket;
+    return -std::expm1(log_keep_all) * bracket;
   }
   // Expected: sum_{f != alpha} P(f) (T_f - T_alpha) + (T_alpha - s^T grad l(z)); the second
-  // term is the label's u . (e_y - q). Written as differences, so large eps loses no digits.
+  // term is the label's u . (e_y - q) = other (d u_y - sum_k u_k) (keep + (d - 1) other = 1).
+  // Written as differences and multiples of `other`, so large eps loses no digits.
   const double t_alpha = a_[alpha_] - label_term(uf_.data() + alpha_ * C_);
   double total = 0.0;
   for (std::size_t c = 0; c < combos_; ++c) {
@@ -154,7 +160,13 @@ double RowInfluence::rr(double epsilon, EstimateForm form) const {
       weight *= combo_values_[c * F + f] == original_[f] ? krr[f].keep : krr[f].other;
     total += weight * (a_[c] - label_term(uf_.data() + c * C_) - t_alpha);
   }
-  return total + (u_[y_] - label_term(u_.data()));
+  double label_gap = 0.0;
+  if (label_randomized_) {
+    double sum = 0.0;
+    for (int k = 0; k < C_; ++k) sum += u_[k];
+    label_gap = label_krr.other * (label_domain_ * u_[y_] - sum);
+  }
+  return total + label_gap;
 }
 
 double RowInfluence::rr_flc(double epsilon, EstimateForm form) const {
@@ -164,10 +176,12 @@ double RowInfluence::rr_flc(double epsilon, EstimateForm form) const {
   const KrrProbabilities krr(epsilon, C_);
   const double up = dot(u_.data(), p_.data(), C_);
   const double gap = krr.keep - krr.other;
-  auto flc_minus_clean = [&](int c) {  // s^T grad l_FLC(x, c) - s^T grad l(x, y)
+  // s^T grad l_FLC(x, c) - s^T grad l(x, y) = u_y - w_c / m_c, written as
+  // [other (u_y - u . p) + gap p_c (u_y - u_c)] / m_c: for c = y a multiple of `other`, so
+  // large eps loses no digits to u_y - w_y / m_y.
+  auto flc_minus_clean = [&](int c) {
     const double m = krr.other + gap * p_[c];
-    const double w = krr.other * up + gap * u_[c] * p_[c];
-    return u_[y_] - w / m;
+    return (krr.other * (u_[y_] - up) + gap * p_[c] * (u_[y_] - u_[c])) / m;
   };
   double total = 0.0;
   for (int c = 0; c < C_; ++c) {

@@ -39,6 +39,11 @@ struct PseudoRows {
 double pseudo_rows_loss_gradient(const PseudoRows& rows_in, std::size_t first, std::size_t rows,
                                  const double* theta, double* gradient,
                                  std::vector<double>& scratch);
+/// sum_j w_j Hess l_j(theta) v over pseudo-rows [first, first + rows), added to `out` (C x D), with
+/// the exact per-row Hessians PerturbedObjective uses (no caching: a reference for tests and
+/// one-off products, not the retrain's hot path).
+void pseudo_rows_hessian_vector(const PseudoRows& rows_in, std::size_t first, std::size_t rows,
+                                const double* theta, const double* v, double* out);
 
 class PerturbedObjective {
  public:
