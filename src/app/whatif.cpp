@@ -11,14 +11,22 @@
 #include "fluence/io/whatif_output.hpp"
 #include "trained_model.hpp"
 
+#include <cmath>
+
 namespace fluence::app {
 
 namespace {
 
+// Mean over the defined (finite) values.
 double mean(const std::vector<double>& values) {
   double total = 0.0;
-  for (double value : values) total += value / static_cast<double>(values.size());
-  return total;
+  int count = 0;
+  for (double value : values)
+    if (std::isfinite(value)) {
+      total += value;
+      ++count;
+    }
+  return count > 0 ? total / count : std::nan("");
 }
 
 void log_metrics(const std::string& name, const EstimateMetrics& metrics) {

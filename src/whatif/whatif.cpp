@@ -214,16 +214,23 @@ class WhatifRunner {
     for (std::size_t k = 0; k < K_; ++k) {
       const std::vector<double> estimate(estimated.begin() + k * E_,
                                          estimated.begin() + (k + 1) * E_);
+      // rho is undefined for a draw whose changes are all equal (no record flipped at any eps, as
+      // happens for tiny groups): such draws are left out of the mean.
       double mae = 0.0, correlation = 0.0;
+      int defined = 0;
       for (int r = 0; r < R; ++r) {
         std::vector<double> actual(E_);
         for (std::size_t e = 0; e < E_; ++e) actual[e] = variant.actual[(k * E_ + e) * R + r];
         mae += mean_absolute_error(estimate, actual) / R;
-        correlation += rho(estimate, actual) / R;
+        const double value = rho(estimate, actual);
+        if (std::isfinite(value)) {
+          correlation += value;
+          ++defined;
+        }
       }
       if (R > 0) {
         m.mae[k] = mae;
-        m.spearman[k] = correlation;
+        m.spearman[k] = defined > 0 ? correlation / defined : nan();
       }
       if (config_.expected_retrain) {
         const std::vector<double> expected(variant.expected_retrain.begin() + k * E_,

@@ -1,7 +1,7 @@
-// `fluence whatif` (seed 001) at 1-4 ranks: every estimator's sign and scale against exact retraining
-// in the small-perturbation limit (slope tests), the retrain machinery against retraining a
-// federation whose data were actually changed, and forward loss correction recovering the clean
-// minimizer (seed 001 Theorem 1).
+// `fluence whatif` (seed 001) at 1-4 ranks: every estimator's sign and scale against exact
+// retraining in the small-perturbation limit (slope tests), the retrain machinery against
+// retraining a federation whose data were actually changed, and forward loss correction recovering
+// the clean minimizer (seed 001 Theorem 1).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -217,8 +217,8 @@ tolerance = 1e-11
   const std::vector<double> corrected = retrain(true), naive = retrain(false);
   const double bias_corrected = distance(corrected, theta), bias_naive = distance(naive, theta);
   EXPECT_LT(bias_corrected, 0.02 * bias_naive) << "naive " << bias_naive;
-  EXPECT_GT(bias_naive, 0.1 * std::sqrt(std::inner_product(theta.begin(), theta.end(),
-                                                            theta.begin(), 0.0)));
+  EXPECT_GT(bias_naive,
+            0.1 * std::sqrt(std::inner_product(theta.begin(), theta.end(), theta.begin(), 0.0)));
 }
 
 }  // namespace

@@ -1,0 +1,264 @@
+#!/usr/bin/env bash
+# Run seed 001's what-if evaluation of eps-LDP (Carey, Van & Wu, §V: Table III, Figs. 1-2) with
+# `fluence whatif` on the decks inputs/whatif_<dataset>.toml, then summarize it with
+# analysis/whatif_report.py.
+#
+# Usage:
+#   scripts/run_whatif_experiments.sh [DATASET...] [--ranks N] [--out ROOT]
+#                                     [--only table3,fig2] [--set key=value ...] [--quiet]
+#                                     [--dry-run] [--no-report]
+#
+#   DATASET      adult, credit_g, fashion_mnist (default: all three, in that order)
+#   --ranks N    MPI ranks per run (default 2, or $SLURM_NTASKS inside a SLURM job)
+#   --out ROOT   results root (default out/whatif): experiment <x> of <dataset> goes to
+#                ROOT/<dataset>/<x>
+#   --only LIST  comma-separated subset of the experiments table3,fig2 (default: both)
+#   --set K=V    extra deck override appended to every run after the experiment's own
+#                (repeatable; e.g. --set whatif.repeats=1 --set 'whatif.epsilons=[0.5,5.0]' for
+#                a quick trial; the last --set of a key wins)
+#   --quiet      pass --quiet to fluence (no per-round or retrain progress lines)
+#   --dry-run    print the commands without running them (and without the report)
+#   --no-report  do not run analysis/whatif_report.py at the end
+#
+# Experiments (every run: `fluence whatif inputs/whatif_<dataset>.toml --set ... --out DIR`):
+#   table3          Table III / Fig. 1: the deck as it is: the group's labels randomized with k-RR,
+#                   estimates rr_l and rr_flc over 10 group fractions 1%..30% x 30 eps 0.001..10,
+#                   against randomized retrains and the exact expected retrain per cell.
+#   fig2/features   Fig. 2: variant rr at group fraction 0.75, randomizing two categorical
+#                   features (adult: cat1, cat2; credit_g: housing, job; fashion_mnist: ink, its
+#                   only categorical attribute),
+#   fig2/label      ... randomizing the label only,
+#   fig2/both       ... randomizing the features and the label together.
+#
+# Report (unless --no-report or --dry-run), for whatever exists under ROOT: Table III over the
+# table3 runs (figures in ROOT/figures), and for each dataset with all three fig2 runs the
+# features / label / both comparison (figures in ROOT/figures/<dataset>_fig2).
+#
+# A run whose results.h5 already exists is skipped, so an interrupted sweep resumes where it
+# stopped (fluence writes results.h5.partial and renames it only when complete). Every command is
+# printed before it runs. A failed run does not stop the others: the failures are listed at the
+# end, the report still covers what exists, and the exit status is 1 (2 for a usage error).
+#
+# Environment: FLUENCE (the binary, default build/fluence), MPIRUN (the launcher, default
+# scripts/mpirun.sh, which allows running as root and oversubscription; e.g. MPIRUN=srun),
+# PYTHON (default /usr/bin/python3 when present).
+#
+# Examples:
+#   scripts/run_whatif_experiments.sh credit_g --ranks 2
+#   scripts/run_whatif_experiments.sh credit_g --out /tmp/whatif-try --set whatif.repeats=1 \
+#       --set 'whatif.epsilons=[0.5,5.0]' --set 'whatif.fractions=[0.1,0.3]'
+#   sbatch jobs/whatif.sbatch      # all three datasets, one SLURM array task each
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+all_datasets=(adult credit_g fashion_mnist)
+all_experiments=(table3 fig2)
+fig2_variants=(features label both)
+
+usage() {
+  sed -n '2,/^set -euo pipefail/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"
+}
+
+die() {
+  echo "run_whatif_experiments: error: $*" >&2
+  exit 2
+}
+
+# fig2_features DATASET: the categorical features that Fig. 2 randomizes, as a TOML string list
+fig2_features() {
+  case "$1" in
+    adult) echo '"cat1","cat2"' ;;
+    credit_g) echo '"housing","job"' ;;
+    fashion_mnist) echo '"ink"' ;;
+  esac
+}
+
+ranks="${SLURM_NTASKS:-2}"
+root="out/whatif"
+only=""
+dry_run=0
+report=1
+datasets=()
+extra=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -h | --help) usage; exit 0 ;;
+    --ranks) [ $# -ge 2 ] || die "--ranks needs a value"; ranks="$2"; shift 2 ;;
+    --ranks=*) ranks="${1#--ranks=}"; shift ;;
+    --out) [ $# -ge 2 ] || die "--out needs a value"; root="$2"; shift 2 ;;
+    --out=*) root="${1#--out=}"; shift ;;
+    --only) [ $# -ge 2 ] || die "--only needs a value"; only="$2"; shift 2 ;;
+    --only=*) only="${1#--only=}"; shift ;;
+    --set) [ $# -ge 2 ] || die "--set needs key=value"; extra+=(--set "$2"); shift 2 ;;
+    --set=*) extra+=(--set "${1#--set=}"); shift ;;
+    --quiet) extra+=(--quiet); shift ;;
+    --dry-run) dry_run=1; shift ;;
+    --no-report) report=0; shift ;;
+    -*) die "unknown option '$1' (see --help)" ;;
+    *) datasets+=("$1"); shift ;;
+  esac
+done
+
+[[ "$ranks" =~ ^[1-9][0-9]*$ ]] || die "--ranks must be a positive integer (got '$ranks')"
+[ -n "$root" ] || die "--out needs a non-empty directory"
+[ ${#datasets[@]} -gt 0 ] || datasets=("${all_datasets[@]}")
+for ds in "${datasets[@]}"; do
+  case " ${all_datasets[*]} " in
+    *" $ds "*) ;;
+    *) die "unknown dataset '$ds' (known: ${all_datasets[*]})" ;;
+  esac
+  [ -f "$repo/inputs/whatif_$ds.toml" ] || die "dataset '$ds': no deck inputs/whatif_$ds.toml"
+done
+experiments=("${all_experiments[@]}")
+if [ -n "$only" ]; then
+  IFS=',' read -r -a experiments <<<"$only"
+  [ ${#experiments[@]} -gt 0 ] || die "--only needs at least one of table3,fig2"
+  for x in "${experiments[@]}"; do
+    case "$x" in
+      table3 | fig2) ;;
+      *) die "--only: unknown experiment '$x' (table3,fig2)" ;;
+    esac
+  done
+fi
+
+fluence="${FLUENCE:-$repo/build/fluence}"
+if [ -n "${MPIRUN:-}" ]; then
+  read -r -a mpirun <<<"$MPIRUN"
+else
+  mpirun=("$repo/scripts/mpirun.sh")
+fi
+if [ -z "${PYTHON:-}" ]; then
+  if [ -x /usr/bin/python3 ]; then PYTHON=/usr/bin/python3; else PYTHON=python3; fi
+fi
+if [ "$dry_run" -eq 0 ] && [ ! -x "$fluence" ]; then
+  die "no executable $fluence (build it with make, or set FLUENCE=/path/to/fluence)"
+fi
+
+# print_cmd ARGS...: the command as a copy-pasteable shell line (words with shell metacharacters in
+# single quotes)
+print_cmd() {
+  local out="+" word q="'"
+  for word in "$@"; do
+    if [[ "$word" =~ ^[A-Za-z0-9_./=:,+@%-]+$ ]]; then
+      out+=" $word"
+    else
+      out+=" '${word//$q/$q\\$q$q}'"
+    fi
+  done
+  echo "$out"
+}
+
+ran=0
+skipped=0
+failed=()
+# whatif_run DIR DECK SET...: run `fluence whatif DECK SET... --out DIR` unless DIR/results.h5
+# exists
+whatif_run() {
+  local dir="$1" deck="$2"
+  shift 2
+  if [ -f "$dir/results.h5" ]; then
+    echo "= skip $dir (results.h5 exists)"
+    skipped=$((skipped + 1))
+    return 0
+  fi
+  local cmd=("${mpirun[@]}" -n "$ranks" "$fluence" whatif "$deck" "$@" ${extra[@]+"${extra[@]}"}
+    --out "$dir")
+  print_cmd "${cmd[@]}"
+  [ "$dry_run" -eq 1 ] && return 0
+  mkdir -p "$dir"
+  local start=$SECONDS status=0
+  "${cmd[@]}" || status=$?
+  if [ "$status" -ne 0 ]; then
+    echo "! FAILED (exit status $status) after $((SECONDS - start)) s: $dir" >&2
+    failed+=("$dir")
+    return 0
+  fi
+  echo "= done $dir in $((SECONDS - start)) s"
+  ran=$((ran + 1))
+}
+
+run_dataset() {
+  local ds="$1" deck="$repo/inputs/whatif_$1.toml" base="$root/$1" x variant attributes
+  local features
+  features="$(fig2_features "$ds")"
+  for x in "${experiments[@]}"; do
+    echo "== $ds $x"
+    case "$x" in
+      table3)
+        whatif_run "$base/table3" "$deck"
+        ;;
+      fig2)
+        for variant in "${fig2_variants[@]}"; do
+          case "$variant" in
+            features) attributes="[$features]" ;;
+            label) attributes='["label"]' ;;
+            both) attributes="[$features,\"label\"]" ;;
+          esac
+          whatif_run "$base/fig2/$variant" "$deck" --set 'whatif.variants=["rr"]' \
+            --set 'whatif.fractions=[0.75]' --set "whatif.attributes=$attributes"
+        done
+        ;;
+    esac
+  done
+}
+
+echo "# whatif experiments: ${datasets[*]} (${experiments[*]}) into $root with $ranks rank(s)"
+for ds in "${datasets[@]}"; do
+  run_dataset "$ds"
+done
+if [ "$dry_run" -eq 1 ]; then
+  echo "# dry run: nothing was run"
+else
+  echo "# $ran run(s) done, $skipped skipped (results.h5 existed), ${#failed[@]} failed"
+fi
+
+status=0
+# run_report ARGS...: run analysis/whatif_report.py ARGS..., remembering a failure in status
+run_report() {
+  local cmd=("$PYTHON" "$repo/analysis/whatif_report.py" "$@") rc=0
+  print_cmd "${cmd[@]}"
+  "${cmd[@]}" || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    echo "run_whatif_experiments: the report exited with status $rc" >&2
+    status="$rc"
+  fi
+}
+
+if [ "$dry_run" -eq 0 ] && [ "$report" -eq 1 ]; then
+  # Table III over every dataset's table3 run under ROOT (not only the ones run now)
+  runs=()
+  labels=()
+  for ds in "${all_datasets[@]}"; do
+    if [ -f "$root/$ds/table3/results.h5" ]; then
+      runs+=("$root/$ds/table3")
+      labels+=("$ds")
+    fi
+  done
+  reported=0
+  if [ ${#runs[@]} -gt 0 ]; then
+    echo "== report: Table III"
+    run_report "${runs[@]}" --labels "${labels[@]}" --figures "$root/figures"
+    reported=1
+  fi
+  # Fig. 2 per dataset with all three runs
+  for ds in "${all_datasets[@]}"; do
+    runs=()
+    for variant in "${fig2_variants[@]}"; do
+      if [ -f "$root/$ds/fig2/$variant/results.h5" ]; then runs+=("$root/$ds/fig2/$variant"); fi
+    done
+    if [ ${#runs[@]} -eq ${#fig2_variants[@]} ]; then
+      echo "== report: $ds Fig. 2"
+      run_report "${runs[@]}" --labels "${fig2_variants[@]}" --figures "$root/figures/${ds}_fig2"
+      reported=1
+    elif [ ${#runs[@]} -gt 0 ]; then
+      echo "# report: $ds Fig. 2 skipped (${#runs[@]} of ${#fig2_variants[@]} runs complete)"
+    fi
+  done
+  [ "$reported" -eq 1 ] || echo "# report: no complete run under $root"
+fi
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "run_whatif_experiments: ${#failed[@]} run(s) failed (rerun the script to retry them):" >&2
+  printf '  %s\n' "${failed[@]}" >&2
+  exit 1
+fi
+exit "$status"
