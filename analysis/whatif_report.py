@@ -88,6 +88,7 @@ from matplotlib.colors import LogNorm, Normalize  # noqa: E402
 
 VARIANTS = ("rr", "rr_l", "rr_flc")        # file order = display order
 VARIANT_TITLES = {"rr": "RR", "rr_l": "RR-L", "rr_flc": "RR-FLC"}
+SECOND_ORDER = "_2"  # suffix of the second-order pseudo-variants (/whatif/<v>/second_order)
 TIMING_KEYS = ("initial_training_s", "ihvp_s", "influence_cells_s",
                "influence_total_s", "per_cell_s", "retrain_total_s",
                "retrain_per_cell_s", "retrain_count")
@@ -143,7 +144,14 @@ class Variant:
 
     @property
     def title(self):
+        if self.name.endswith(SECOND_ORDER):
+            base = self.name[:-len(SECOND_ORDER)]
+            return VARIANT_TITLES.get(base, base) + " 2nd"
         return VARIANT_TITLES.get(self.name, self.name)
+
+    @property
+    def first_order(self):
+        return not self.name.endswith(SECOND_ORDER)
 
     @property
     def retrained(self):
@@ -242,11 +250,13 @@ def agreement(estimated, actual):
     return quiet_nanmean(mae, axis=1), quiet_nanmean(rho, axis=1)
 
 
-def read_variant(group, name, k_count, e_count, path):
-    """Read ``/whatif/<name>``; metrics missing from the file are computed
-    from the arrays when possible, else NaN."""
+def read_variant(group, name, k_count, e_count, path, second_order=False):
+    """Read ``/whatif/<name>`` (its ``second_order`` estimate when asked, as
+    the pseudo-variant ``<name>_2``); metrics missing from the file are
+    computed from the arrays when possible, else NaN."""
     sub = group[name]
-    estimated = array(sub, "estimated", (k_count, e_count), path)
+    source = sub["second_order"] if second_order else sub
+    estimated = array(source, "estimated", (k_count, e_count), path)
     if estimated is None:
         raise ResultsError(f"{path}: {sub.name}/estimated is missing")
     actual = None
@@ -257,7 +267,7 @@ def read_variant(group, name, k_count, e_count, path):
                        path)
     expected = array(sub, "expected_retrain", (k_count, e_count), path)
     nan = np.full(k_count, math.nan)
-    metrics = {key: array(sub, key, (k_count,), path)
+    metrics = {key: array(source, key, (k_count,), path)
                for key in ("mae", "spearman", "mae_expected",
                            "spearman_expected")}
     if metrics["mae"] is None and actual is not None:
@@ -267,8 +277,9 @@ def read_variant(group, name, k_count, e_count, path):
             estimated, expected[:, :, None])
     metrics = {key: nan if value is None else value
                for key, value in metrics.items()}
-    return Variant(name=name, estimated=estimated, actual=actual,
-                   expected=expected, **metrics)
+    return Variant(name=name + (SECOND_ORDER if second_order else ""),
+                   estimated=estimated, actual=actual, expected=expected,
+                   **metrics)
 
 
 def read_timing(group):
@@ -298,6 +309,10 @@ def parse_whatif(h5, path):
     rows = array(group, "group_rows", (k_count,), path)
     variants = {name: read_variant(group, name, k_count, e_count, path)
                 for name in VARIANTS if name in group}
+    for name in VARIANTS:
+        if name in group and "second_order" in group[name]:
+            variants[name + SECOND_ORDER] = read_variant(
+                group, name, k_count, e_count, path, second_order=True)
     if not variants:
         raise ResultsError(f"{path}: /whatif has none of the variants "
                            f"{', '.join(VARIANTS)}")
@@ -615,7 +630,8 @@ def per_cell_times(run):
     cells = run.fractions.size * run.eps.size
     influence = t["per_cell_s"]
     if not math.isfinite(influence) and cells:
-        influence = t["influence_cells_s"] / (cells * len(run.variants))
+        first = [v for v in run.variants.values() if v.first_order]
+        influence = t["influence_cells_s"] / (cells * len(first))
     retrain = t["retrain_per_cell_s"]
     if not math.isfinite(retrain) and t["retrain_count"] > 0:
         retrain = t["retrain_total_s"] / t["retrain_count"]
@@ -664,7 +680,8 @@ def table_iv(run):
                  "retraining; 'all groups' = initial training (+ IHVP) + "
                  f"{k_count} x {e_count} cells, as in the seed. Measured: "
                  "initial training + influence_total_s (IHVP and all cells "
-                 f"of the {len(run.variants)} variant(s)) vs initial "
+                 f"of the {sum(v.first_order for v in run.variants.values())} "
+                 f"variant(s)) vs initial "
                  "training + retrain_total_s ("
                  f"{int(count) if math.isfinite(count) else '?'} "
                  "retrainings). speed-up = retraining / influence.")
