@@ -139,6 +139,12 @@ CommandLine parse_command_line(int argc, char** argv) {
   return result;
 }
 
+Deck read_command_deck(const CommandLine& command_line) {
+  std::vector<std::string> sets = command_line.sets;
+  if (!command_line.out.empty()) sets.push_back("output.dir=\"" + command_line.out + "\"");
+  return Deck::from_file(command_line.deck, sets);
+}
+
 int run_command(const CommandLine& command_line) {
   try {
     if (command_line.command == "validate") return run_validate(command_line);

@@ -12,9 +12,7 @@
 namespace fluence::app {
 
 int run_train(const CommandLine& command_line) {
-  std::vector<std::string> sets = command_line.sets;
-  if (!command_line.out.empty()) sets.push_back("output.dir=\"" + command_line.out + "\"");
-  Deck deck = Deck::from_file(command_line.deck, sets);
+  Deck deck = read_command_deck(command_line);
   const std::string out_dir = deck.string("output.dir");
   prepare_output_directory(out_dir);
 

@@ -382,8 +382,10 @@ then pass "whatif --model reuses a trained model (identical estimates; no retrai
 if "$python" "$source_dir/analysis/whatif_report.py" "$work/whatif2" --figures "$work/whatif_fig" \
   >"$work/whatif_report.txt" 2>&1 && grep -q "Table III" "$work/whatif_report.txt" &&
   grep -q "Table IV" "$work/whatif_report.txt" && ls "$work/whatif_fig"/fig1_*.png >/dev/null 2>&1 &&
-  "$python" "$source_dir/analysis/whatif_report.py" "$work/whatif2" --markdown --no-figures | grep -q "^|"; then
-  pass "analysis/whatif_report.py tables and figures"
+  "$python" "$source_dir/analysis/whatif_report.py" "$work/whatif2" --markdown --no-figures | grep -q "^|" &&
+  FLUENCE="$fluence" bash "$source_dir/scripts/run_whatif_experiments.sh" adult credit_g --out "$work/whatif_dry" \
+    --dry-run >"$work/whatif_dry.txt" 2>&1 && [ "$(grep -c "fluence whatif" "$work/whatif_dry.txt")" -eq 8 ]; then
+  pass "analysis/whatif_report.py tables and figures; run_whatif_experiments.sh --dry-run"
 else
   fail "whatif report"
   tail -5 "$work/whatif_report.txt" | sed 's/^/    /'

@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include "fluence/core/config.hpp"
+
 namespace fluence::app {
 
 struct CommandLine {
@@ -21,6 +23,9 @@ struct CommandLine {
 
 /// Parses argv; prints help/version/usage errors itself (once, even under mpirun).
 CommandLine parse_command_line(int argc, char** argv);
+
+/// The command's deck: --set overrides applied, then --out as output.dir.
+Deck read_command_deck(const CommandLine& command_line);
 
 /// Runs the parsed command inside an initialized Environment; returns the process exit code.
 int run_command(const CommandLine& command_line);
