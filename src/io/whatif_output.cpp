@@ -21,6 +21,8 @@ void write_metrics(ResultsFile& file, const std::string& base, std::size_t K,
   };
   file.dataset(base + "mae", or_nan(metrics.mae));
   file.dataset(base + "spearman", or_nan(metrics.spearman));
+  file.dataset(base + "mae_per_draw", or_nan(metrics.mae_per_draw));
+  file.dataset(base + "spearman_per_draw", or_nan(metrics.spearman_per_draw));
   if (!config.retrain || !config.expected_retrain) return;
   file.dataset(base + "mae_expected", or_nan(metrics.mae_expected));
   file.dataset(base + "spearman_expected", or_nan(metrics.spearman_expected));

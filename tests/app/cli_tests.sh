@@ -349,7 +349,7 @@ for v in ("rr", "rr_l", "rr_flc"):
     assert f[f"/whatif/{v}/estimated"].shape == (K, E)
     assert f[f"/whatif/{v}/actual"].shape == (K, E, R)
     assert f[f"/whatif/{v}/expected_retrain"].shape == (K, E)
-    for m in ("mae", "spearman", "mae_expected", "spearman_expected"):
+    for m in ("mae", "spearman", "mae_per_draw", "spearman_per_draw", "mae_expected", "spearman_expected"):
         assert f[f"/whatif/{v}/{m}"].shape == (K,)
         assert f[f"/whatif/{v}/second_order/{m}"].shape == (K,)
     assert np.all(np.isfinite(f[f"/whatif/{v}/actual"][...]))

@@ -68,7 +68,8 @@ std::vector<double> evenly_spaced(double first, double last, int count);
 
 /// How well an estimate tracks the ground truths, per fraction over the eps grid.
 struct EstimateMetrics {
-  std::vector<double> mae, spearman;                    // K, against actual (mean over repeats)
+  std::vector<double> mae, spearman;  // K, against the mean of the randomized retrains' changes
+  std::vector<double> mae_per_draw, spearman_per_draw;  // K, per draw, averaged over the draws
   std::vector<double> mae_expected, spearman_expected;  // K, against expected_retrain
 };
 
