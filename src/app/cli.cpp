@@ -115,6 +115,31 @@ CommandLine parse_command_line(int argc, char** argv) {
                      "/model/theta instead of training");
   whatif->add_flag("--quiet", result.quiet, "no per-round or retrain progress lines");
 
+  auto* privacy = app.add_subcommand(
+      "privacy",
+      "the (eps, delta) of DP-SGD / DP-FedAvg from the RDP accountant of the Poisson-subsampled "
+      "Gaussian mechanism (--noise), or the noise multiplier for a target eps (--epsilon)");
+  auto& accounting = result.privacy;
+  auto* noise = privacy->add_option("--noise", accounting.noise,
+                                    "noise multiplier z (noise std / clipping norm)");
+  auto* target = privacy->add_option("--epsilon", accounting.epsilon,
+                                     "target eps: print the smallest noise multiplier reaching it");
+  noise->excludes(target);
+  privacy
+      ->add_option("--sampling-rate", accounting.sampling_rate,
+                   "Poisson sampling rate q per step (batch / N, or clients sampled / N)")
+      ->required()
+      ->check(CLI::Range(0.0, 1.0));
+  privacy->add_option("--steps", accounting.steps, "number of steps (rounds) composed")
+      ->required()
+      ->check(CLI::NonNegativeNumber);
+  privacy->add_option("--delta", accounting.delta, "delta of the (eps, delta) guarantee")
+      ->required()
+      ->check(CLI::Range(0.0, 1.0));
+  privacy->add_flag("--json", accounting.json,
+                    "print exactly {\"epsilon\": ..., \"delta\": ..., \"order\": ...} (with "
+                    "--epsilon also \"noise_multiplier\")");
+
   std::vector<const char*> args;
   args.push_back(argv[0]);
   for (const auto& arg : own_args) args.push_back(arg.c_str());
@@ -135,6 +160,7 @@ CommandLine parse_command_line(int argc, char** argv) {
                    : influence->parsed() ? "influence"
                    : fldp->parsed()      ? "fldp"
                    : whatif->parsed()    ? "whatif"
+                   : privacy->parsed()   ? "privacy"
                                          : "train";
   return result;
 }
@@ -151,6 +177,7 @@ int run_command(const CommandLine& command_line) {
     if (command_line.command == "influence") return run_influence(command_line);
     if (command_line.command == "fldp") return run_fldp(command_line);
     if (command_line.command == "whatif") return run_whatif(command_line);
+    if (command_line.command == "privacy") return run_privacy(command_line);
     return run_train(command_line);
   } catch (const InputError& error) {
     // Input errors are raised identically (or agreed) on every rank: all ranks exit cleanly.

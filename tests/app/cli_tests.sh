@@ -398,5 +398,25 @@ COMMAND=whatif expect_input_error whatif_ldp "whatif models a curator holding th
 COMMAND=whatif expect_input_error whatif_variant "whatif.variants" "$whatif_deck" --set 'whatif.variants=["rr_x"]'
 COMMAND=whatif expect_input_error whatif_test_sample "whatif.test_sample = 5000: the test set has only 800 rows" "$whatif_deck" --set whatif.test_sample=5000
 
+# --- fluence privacy (issue 8: the RDP accountant) -------------------------------------------------
+if "$fluence" privacy --noise 1.3 --sampling-rate 0.0025 --steps 6000 --delta 1e-5 --json >"$work/privacy.json" 2>&1 &&
+  "$fluence" privacy --epsilon 0.7242234026106222 --sampling-rate 0.0025 --steps 6000 --delta 1e-5 --json \
+    >"$work/privacy_inverse.json" 2>&1 &&
+  "$python" - "$work/privacy.json" "$work/privacy_inverse.json" <<'PY'
+import json, sys
+forward = json.load(open(sys.argv[1]))
+assert list(forward) == ["epsilon", "delta", "order"], forward
+assert abs(forward["epsilon"] - 0.7242234026) < 1e-9 and forward["order"] == 19 and forward["delta"] == 1e-5
+inverse = json.load(open(sys.argv[2]))
+assert abs(inverse["noise_multiplier"] - 1.3) < 1e-7, inverse
+PY
+then pass "privacy: --json eps and order (tensorflow/privacy reference), --epsilon inverts it"; else fail "privacy accountant CLI"; fi
+"$fluence" privacy --sampling-rate 0.01 --steps 10 --delta 1e-5 >"$work/stdout" 2>"$work/stderr"
+code=$?
+if [ "$code" -eq 2 ] && grep -q "give either --noise" "$work/stderr"; then pass "privacy: neither --noise nor --epsilon is an input error"; else fail "privacy without --noise (exit $code)"; fi
+"$fluence" privacy --noise 1 --epsilon 1 --sampling-rate 0.01 --steps 10 --delta 1e-5 >"$work/stdout" 2>"$work/stderr"
+code=$?
+if [ "$code" -eq 1 ] && grep -q "excludes" "$work/stderr"; then pass "privacy: --noise and --epsilon together is a usage error"; else fail "privacy --noise with --epsilon (exit $code)"; fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -1,4 +1,5 @@
 #pragma once
+#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
@@ -8,7 +9,7 @@
 namespace fluence::app {
 
 struct CommandLine {
-  std::string command;  // "train", "validate", "influence", "fldp", "whatif"
+  std::string command;  // "train", "validate", "influence", "fldp", "whatif", "privacy"
   std::string deck;
   std::string out;                // --out overrides output.dir
   std::string model;              // influence --model results.h5
@@ -19,6 +20,13 @@ struct CommandLine {
   // PETSc/SLEPc options (everything from the first single-dash option on), with argv[0] first.
   std::vector<std::string> petsc_args;
   std::optional<int> exit_code;  // set when parsing already finished the job (help, version, error)
+  // fluence privacy: the accountant's inputs (unset = NaN / -1).
+  struct Accounting {
+    double noise = std::nan(""), epsilon = std::nan(""), sampling_rate = std::nan("");
+    double delta = std::nan("");
+    long steps = -1;
+    bool json = false;
+  } privacy;
 };
 
 /// Parses argv; prints help/version/usage errors itself (once, even under mpirun).
@@ -36,6 +44,7 @@ int run_train(const CommandLine& command_line);
 int run_influence(const CommandLine& command_line);
 int run_fldp(const CommandLine& command_line);
 int run_whatif(const CommandLine& command_line);
+int run_privacy(const CommandLine& command_line);
 
 /// Exit codes (documented in README.md).
 inline constexpr int kExitUsage = 1;
