@@ -1,11 +1,16 @@
 // fluence train DECK: parse -> build the federation -> train -> write <out>/results.h5.
 #include <fmt/core.h>
 
+#include <functional>
+#include <optional>
+
 #include "fluence/app/cli.hpp"
 #include "fluence/core/config.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/fl/federation.hpp"
+#include "fluence/fl/private_training.hpp"
+#include "fluence/io/privacy_output.hpp"
 #include "fluence/io/results.hpp"
 #include "fluence/io/training_output.hpp"
 
@@ -25,15 +30,31 @@ int run_train(const CommandLine& command_line) {
       problem.client_rows.size(), world_size(), problem.total_train_rows,
       problem.model->parameters(), setup_clock.seconds());
 
+  const PrivacyConfig privacy =
+      PrivacyConfig::from_deck(deck, static_cast<int>(problem.client_rows.size()), config.rounds);
   Federation federation(problem);
-  const auto result = federation.train(config, [&](const RoundMetrics& m) {
-    if (command_line.quiet) return;
-    log::info(
-        "round {:>5d}/{}  train loss {:.5f}  test loss {:.5f}  test acc {:6.2f}%  elapsed {}  "
-        "ETA {}",
-        m.round, config.rounds, m.train_loss, m.test_loss, 100.0 * m.test_accuracy,
-        format_duration(m.wall_time), format_eta(m.wall_time, m.round, config.rounds));
-  });
+  std::optional<PrivateTraining> private_training;
+  std::function<void(int, std::vector<double>&)> round_step;
+  if (privacy.enabled()) {
+    private_training.emplace(federation, privacy);
+    round_step = [&](int round, std::vector<double>& theta) {
+      private_training->round(round, theta, config.local);
+    };
+    log::info("privacy: {} with q = {}, noise multiplier z = {:.4g} (updates {:.4g}), delta = {}",
+              deck.string("privacy.mode"), privacy.sampling_rate, privacy.noise_multiplier,
+              private_training->history().update_noise_multiplier, privacy.delta);
+  }
+  const auto result = federation.train(
+      config,
+      [&](const RoundMetrics& m) {
+        if (command_line.quiet) return;
+        log::info(
+            "round {:>5d}/{}  train loss {:.5f}  test loss {:.5f}  test acc {:6.2f}%  elapsed {}  "
+            "ETA {}",
+            m.round, config.rounds, m.train_loss, m.test_loss, 100.0 * m.test_accuracy,
+            format_duration(m.wall_time), format_eta(m.wall_time, m.round, config.rounds));
+      },
+      round_step);
   log::info("final: test loss {:.6f}  test accuracy {:.2f}%  |grad h| {:.3e}",
             result.final_metrics.test_loss, 100.0 * result.final_metrics.test_accuracy,
             result.gradient_norm);
@@ -41,6 +62,13 @@ int run_train(const CommandLine& command_line) {
   ResultsFile file(out_dir);
   write_run_attributes(file, command_line.invocation, deck.integer("seed"), deck.resolved_toml());
   write_training_output(file, problem, result);
+  if (private_training && !private_training->history().epsilon.empty()) {
+    const auto& history = private_training->history();
+    log::info("privacy: eps = {:.4g} at delta = {} after {} rounds (best RDP order {})",
+              history.epsilon.back(), history.delta, history.epsilon.size(),
+              history.best_order.back());
+    write_privacy_output(file, privacy, history);
+  }
   log::info("results: {}", file.commit());
   return 0;
 }

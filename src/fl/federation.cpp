@@ -191,7 +191,8 @@ void Federation::fedavg_round(int round, std::vector<double>& theta,
 }
 
 TrainingResult Federation::train(const FederationConfig& config,
-                                 const std::function<void(const RoundMetrics&)>& on_round) {
+                                 const std::function<void(const RoundMetrics&)>& on_round,
+                                 const std::function<void(int, std::vector<double>&)>& round_step) {
   TrainingResult result;
   result.theta.assign(parameters(), 0.0);
   Stopwatch clock;
@@ -205,7 +206,10 @@ TrainingResult Federation::train(const FederationConfig& config,
     return metrics;
   };
   for (int round = 1; round <= config.rounds; ++round) {
-    fedavg_round(round, result.theta, config.local);
+    if (round_step)
+      round_step(round, result.theta);
+    else
+      fedavg_round(round, result.theta, config.local);
     result.history.push_back(metrics_at(round));
     if (on_round) on_round(result.history.back());
   }

@@ -418,5 +418,53 @@ if [ "$code" -eq 2 ] && grep -q "give either --noise" "$work/stderr"; then pass 
 code=$?
 if [ "$code" -eq 1 ] && grep -q "excludes" "$work/stderr"; then pass "privacy: --noise and --epsilon together is a usage error"; else fail "privacy --noise with --epsilon (exit $code)"; fi
 
+# --- private training (issue 8: DP-FedAvg, FeO2) --------------------------------------------------
+write_deck private_train <<'EOF'
+seed = 4
+[data.synthetic]
+rows = 4000
+numeric = 4
+categorical = [3]
+classes = 2
+[partition]
+clients = 60
+scheme = "label_shards"
+shards_per_client = 1
+[federation]
+rounds = 12
+batch_size = 16
+[privacy]
+mode = "feo2"
+sampling_rate = 0.3
+noise_multiplier = 0.9
+count_noise = 2.0
+opt_out_fraction = 0.2
+opt_out_label = 1
+ratio = 0.5
+clip = 0.3
+EOF
+for ranks in 1 2 3 4; do
+  "$mpirun" -n "$ranks" "$fluence" train "$work/private_train.toml" --out "$work/private$ranks" --quiet \
+    >"$work/private$ranks.log" 2>&1 || { fail "private train on $ranks ranks"; tail -3 "$work/private$ranks.log"; }
+done
+if "$python" - "$work" <<'PY'
+import sys, h5py, numpy as np
+work = sys.argv[1]
+files = [h5py.File(f"{work}/private{r}/results.h5", "r") for r in (1, 2, 3, 4)]
+f = files[0]
+for name in ("epsilon", "best_order", "clip_norm", "sampled_private", "sampled_opt_out"):
+    assert f["/privacy/" + name].shape == (12,), name
+assert np.all(np.diff(f["/privacy/epsilon"][...]) > 0)
+assert len(f["/privacy/opt_out_clients"][...]) == 12
+assert f["/privacy/clip_norm"][0] == 0.3 and len(set(f["/privacy/clip_norm"][...])) > 1
+for path in ("/model/theta", "/privacy/epsilon", "/privacy/clip_norm", "/metrics/test_loss", "/privacy/opt_out_clients"):
+    for other in files[1:]:
+        assert np.array_equal(f[path][...], other[path][...]), path
+PY
+then pass "private train (FeO2, adaptive clipping): /privacy contract, bitwise identical on 1-4 ranks"; else fail "private train determinism/contract"; fi
+expect_input_error private_polish "would void the differential privacy" "$work/private_train.toml" --set 'federation.polish="newton"'
+expect_input_error private_count_noise "privacy.count_noise: z_b = 0.9 (the default, expected sampled clients / 20) leaves no budget" "$work/private_train.toml" --set privacy.count_noise=0 --set privacy.noise_multiplier=2.0
+expect_input_error private_opt_out "privacy.opt_out_fraction = 0.2 applies to privacy.mode = \"feo2\"" "$work/private_train.toml" --set 'privacy.mode="dp-fedavg"'
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -24,6 +24,9 @@ enum class Purpose : std::uint64_t {
   whatif_group_sample = 12,
   whatif_randomization = 13,
   whatif_test_sample = 14,
+  client_sampling = 15,
+  server_noise = 16,
+  opt_out = 17,
 };
 
 class Stream {

@@ -75,8 +75,10 @@ class Federation {
   void fedavg_round(int round, std::vector<double>& theta, const LocalTrainingConfig& config);
 
   /// Runs the configured rounds (and polish); `on_round` is called on every rank after each round.
+  /// `round_step(round, theta)` replaces the FedAvg round when given (private training).
   TrainingResult train(const FederationConfig& config,
-                       const std::function<void(const RoundMetrics&)>& on_round = {});
+                       const std::function<void(const RoundMetrics&)>& on_round = {},
+                       const std::function<void(int, std::vector<double>&)>& round_step = {});
 
   FederatedProblem& problem() { return problem_; }
 

@@ -20,7 +20,7 @@ double sampled_gaussian_rdp(double q, double noise_multiplier, double order);
 struct PrivacySpent {
   double epsilon = 0.0;
   double delta = 0.0;
-  double order = 0.0;         // the order attaining the minimum
+  double order = 0.0;          // the order attaining the minimum
   bool order_at_edge = false;  // the optimum is the grid's smallest or largest order
 };
 

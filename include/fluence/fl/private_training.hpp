@@ -1,0 +1,83 @@
+#pragma once
+// Client-level differentially private federated training (seed 004): DP-FedAvg with adaptive
+// clipping (§2.1; McMahan et al. 2018, Andrew et al. 2019) and FeO2's opt-out aggregation
+// (Algorithm 1), accounted by the RDP accountant. docs/math.md §8.
+//
+// Per round t: every client is sampled independently with probability q (stream keyed by round and
+// client, so a restart or another rank count draws the same clients); a sampled client trains
+// locally from theta, clips its update to S and reports b = 1[||update|| <= S]; the server
+//   private:  Delta_p = sum_private clip(update) / D_p + N(0, (z_u S / D_p)^2 I),
+//   opt-out:  Delta_np = sum_opt_out clip(update) / N_np^t,
+//   theta  += Delta_p                                                  (DP-FedAvg)
+//   theta  += (N_np^t Delta_np + r D_p Delta_p) / (N_np^t + r D_p)        (FeO2)
+// with D_p = q N_p (the expected number of private clients: the fixed denominator of McMahan et
+// al., whose sensitivity analysis needs it) or the realized N_p^t (Algorithm 1, `denominator =
+// "realized"`). The noise comes from the server's stream (seed, server_noise, round).
+#include <cstdint>
+#include <vector>
+
+#include "fluence/core/config.hpp"
+#include "fluence/fl/federation.hpp"
+#include "fluence/privacy/adaptive_clip.hpp"
+#include "fluence/privacy/rdp_accountant.hpp"
+
+namespace fluence {
+
+enum class PrivacyMode { none, dp_fedavg, feo2 };
+
+struct PrivacyConfig {
+  PrivacyMode mode = PrivacyMode::none;
+  double sampling_rate = 1.0;     // q
+  double noise_multiplier = 1.0;  // z (overall, updates and clipped count together)
+  double target_epsilon = 0.0;    // > 0: z solved for it over the configured rounds
+  double delta = 1e-5;
+  double clip = 1.0;  // S (the initial S with adaptive clipping)
+  bool adaptive_clip = true;
+  double target_quantile = 0.5;     // kappa
+  double clip_learning_rate = 0.2;  // eta_b
+  double count_noise = 0.0;         // z_b; 0 = expected sampled clients / 20 (Andrew et al.)
+  double opt_out_fraction = 0.0;    // rho_np (FeO2)
+  int opt_out_label = -1;           // >= 0: opt-out clients drawn among holders of this label
+  double ratio = 1.0;               // FeO2's r
+  bool realized_denominator = false;
+
+  /// [privacy] keys, checked against the number of clients; z is solved from `epsilon` when given.
+  static PrivacyConfig from_deck(const Deck& deck, int clients, int rounds);
+  bool enabled() const { return mode != PrivacyMode::none; }
+};
+
+/// What a private run reports (/privacy/* in docs/outputs.md).
+struct PrivacyHistory {
+  double noise_multiplier = 0.0, update_noise_multiplier = 0.0, count_noise = 0.0, delta = 0.0;
+  std::vector<int> opt_out_clients;                                 // ids, ascending
+  std::vector<double> epsilon, best_order, clip_norm;              // per round (S used)
+  std::vector<std::int64_t> sampled_private, sampled_opt_out;      // per round
+};
+
+class PrivateTraining {
+ public:
+  PrivateTraining(Federation& federation, const PrivacyConfig& config);
+  /// Collective: one round from theta (in/out).
+  void round(int round, std::vector<double>& theta, const LocalTrainingConfig& local);
+  const PrivacyHistory& history() const { return history_; }
+  /// Is client `id` sampled in `round`? (The same on every rank.)
+  bool sampled(int round, int id) const;
+
+ private:
+  Federation& federation_;
+  PrivacyConfig config_;
+  AdaptiveClip clip_;
+  RdpAccountant accountant_;
+  std::vector<char> opt_out_;  // per client id
+  std::int64_t private_clients_ = 0;
+  PrivacyHistory history_;
+  std::vector<double> updates_, sums_, noise_;  // scratch
+  Workspace work_;
+};
+
+/// Opt-out client ids (FeO2): round(rho N) clients, uniformly at random, or among the clients
+/// holding `label` when label >= 0 (seed 004 §5.1's skewed variant). Every rank gets the same ids.
+std::vector<int> choose_opt_out_clients(const FederatedProblem& problem, double fraction,
+                                        int label);
+
+}  // namespace fluence

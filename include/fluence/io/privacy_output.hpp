@@ -1,0 +1,11 @@
+#pragma once
+#include "fluence/fl/private_training.hpp"
+#include "fluence/io/results.hpp"
+
+namespace fluence {
+
+/// /privacy/* of a private `fluence train` (docs/outputs.md). Rank 0 writes.
+void write_privacy_output(ResultsFile& file, const PrivacyConfig& config,
+                          const PrivacyHistory& history);
+
+}  // namespace fluence

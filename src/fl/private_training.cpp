@@ -1,0 +1,191 @@
+// DP-FedAvg with adaptive clipping and FeO2's opt-out aggregation (seed 004; docs/math.md §8).
+#include "fluence/fl/private_training.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "fluence/core/error.hpp"
+#include "fluence/core/log.hpp"
+#include "fluence/core/mpi.hpp"
+#include "fluence/core/rng.hpp"
+
+namespace fluence {
+
+PrivacyConfig PrivacyConfig::from_deck(const Deck& deck, int clients, int rounds) {
+  PrivacyConfig config;
+  const std::string mode = deck.string("privacy.mode");
+  config.mode = mode == "dp-fedavg" ? PrivacyMode::dp_fedavg
+                : mode == "feo2"    ? PrivacyMode::feo2
+                                    : PrivacyMode::none;
+  config.sampling_rate = deck.real("privacy.sampling_rate");
+  config.noise_multiplier = deck.real("privacy.noise_multiplier");
+  config.delta = deck.real("privacy.delta");
+  config.clip = deck.real("privacy.clip");
+  config.adaptive_clip = deck.boolean("privacy.adaptive_clip");
+  config.target_quantile = deck.real("privacy.target_quantile");
+  config.clip_learning_rate = deck.real("privacy.clip_learning_rate");
+  config.count_noise = deck.real("privacy.count_noise");
+  config.opt_out_fraction = deck.real("privacy.opt_out_fraction");
+  config.opt_out_label = static_cast<int>(deck.integer("privacy.opt_out_label"));
+  config.ratio = deck.real("privacy.ratio");
+  config.realized_denominator = deck.string("privacy.denominator") == "realized";
+  if (!config.enabled()) return config;
+  if (config.mode == PrivacyMode::dp_fedavg && config.opt_out_fraction > 0.0)
+    throw InputError(fmt::format(
+        "privacy.opt_out_fraction = {} applies to privacy.mode = \"feo2\" (here \"dp-fedavg\")",
+        config.opt_out_fraction));
+  if (deck.string("federation.polish") == "newton")
+    throw InputError(
+        "federation.polish = \"newton\" uses every client's exact gradient and would void the "
+        "differential privacy of privacy.mode = \"" +
+        mode + "\"; set federation.polish = \"none\"");
+  if (config.count_noise == 0.0)
+    config.count_noise = config.sampling_rate * static_cast<double>(clients) / 20.0;
+  if (deck.has("privacy.epsilon")) {
+    config.target_epsilon = deck.real("privacy.epsilon");
+    config.noise_multiplier =
+        noise_for_epsilon(config.sampling_rate, rounds, config.target_epsilon, config.delta);
+  }
+  if (config.adaptive_clip && !(2.0 * config.count_noise > config.noise_multiplier))
+    throw InputError(fmt::format(
+        "privacy.count_noise: z_b = {:g}{} leaves no budget for the updates at noise multiplier z "
+        "= {:g} (adaptive clipping needs 2 z_b > z): raise privacy.count_noise or set "
+        "privacy.adaptive_clip = false",
+        config.count_noise,
+        deck.real("privacy.count_noise") == 0.0 ? " (the default, expected sampled clients / 20)"
+                                                 : "",
+        config.noise_multiplier));
+  return config;
+}
+
+std::vector<int> choose_opt_out_clients(const FederatedProblem& problem, double fraction,
+                                        int label) {
+  const int clients = static_cast<int>(problem.client_rows.size());
+  std::vector<int> candidates;
+  for (int id = 0; id < clients; ++id) {
+    if (label < 0) {
+      candidates.push_back(id);
+      continue;
+    }
+    for (std::int64_t row : problem.client_rows[id])
+      if (problem.data.train.label[static_cast<std::size_t>(row)] == label) {
+        candidates.push_back(id);
+        break;
+      }
+  }
+  const auto wanted = static_cast<std::size_t>(std::llround(fraction * clients));
+  if (wanted > candidates.size())
+    throw InputError(fmt::format(
+        "privacy.opt_out_fraction = {} asks for {} opt-out clients, but only {} clients hold "
+        "label {} (privacy.opt_out_label)",
+        fraction, wanted, candidates.size(), label));
+  Stream stream(problem.seed, Purpose::opt_out);
+  stream.shuffle(std::span<int>(candidates));
+  candidates.resize(wanted);
+  std::sort(candidates.begin(), candidates.end());
+  return candidates;
+}
+
+PrivateTraining::PrivateTraining(Federation& federation, const PrivacyConfig& config)
+    : federation_(federation),
+      config_(config),
+      clip_(config.clip, config.target_quantile, config.clip_learning_rate) {
+  const auto& problem = federation.problem();
+  const int clients = static_cast<int>(problem.client_rows.size());
+  opt_out_.assign(clients, 0);
+  if (config.mode == PrivacyMode::feo2)
+    history_.opt_out_clients =
+        choose_opt_out_clients(problem, config.opt_out_fraction, config.opt_out_label);
+  for (int id : history_.opt_out_clients) opt_out_[id] = 1;
+  private_clients_ = clients - static_cast<std::int64_t>(history_.opt_out_clients.size());
+  history_.noise_multiplier = config.noise_multiplier;
+  history_.count_noise = config.adaptive_clip ? config.count_noise : 0.0;
+  history_.update_noise_multiplier =
+      config.adaptive_clip ? update_noise_multiplier(config.noise_multiplier, config.count_noise)
+                           : config.noise_multiplier;
+  history_.delta = config.delta;
+}
+
+bool PrivateTraining::sampled(int round, int id) const {
+  if (config_.sampling_rate >= 1.0) return true;
+  Stream stream(federation_.problem().seed, Purpose::client_sampling,
+                static_cast<std::uint64_t>(round), static_cast<std::uint64_t>(id));
+  return stream.uniform() < config_.sampling_rate;
+}
+
+void PrivateTraining::round(int round, std::vector<double>& theta,
+                            const LocalTrainingConfig& local) {
+  auto& problem = federation_.problem();
+  const auto& model = *problem.model;
+  const std::size_t p = theta.size();
+  const double S = clip_.clip();
+  // Train the sampled local clients first (in parallel across ranks), then reduce in id order.
+  std::vector<std::size_t> chosen;
+  for (std::size_t k = 0; k < problem.clients.size(); ++k)
+    if (sampled(round, problem.clients[k].id())) chosen.push_back(k);
+  updates_.resize(chosen.size() * p);
+  std::vector<double> unclipped(chosen.size());
+  for (std::size_t j = 0; j < chosen.size(); ++j) {
+    double* update = updates_.data() + j * p;
+    std::copy(theta.begin(), theta.end(), update);
+    problem.clients[chosen[j]].train_round(model, local, problem.seed, round, update, work_);
+    double square = 0.0;
+    for (std::size_t i = 0; i < p; ++i) {
+      update[i] -= theta[i];
+      square += update[i] * update[i];
+    }
+    const double norm = std::sqrt(square);
+    unclipped[j] = norm <= S ? 1.0 : 0.0;
+    const double scale = S / std::max(norm, S);  // Clip(update, S), Algorithm 1
+    for (std::size_t i = 0; i < p; ++i) update[i] *= scale;
+  }
+  // [private sum (p) | opt-out sum (p) | private count | opt-out count | unclipped count]
+  sums_.assign(2 * p + 3, 0.0);
+  chain_sum(static_cast<int>(chosen.size()), sums_, [&](int j, std::span<double> sum) {
+    const bool out = opt_out_[problem.clients[chosen[j]].id()] != 0;
+    const double* update = updates_.data() + static_cast<std::size_t>(j) * p;
+    double* target = sum.data() + (out ? p : 0);
+    for (std::size_t i = 0; i < p; ++i) target[i] += update[i];
+    sum[2 * p + (out ? 1 : 0)] += 1.0;
+    sum[2 * p + 2] += unclipped[j];
+  });
+  const double n_private = sums_[2 * p], n_opt_out = sums_[2 * p + 1];
+  history_.sampled_private.push_back(static_cast<std::int64_t>(n_private));
+  history_.sampled_opt_out.push_back(static_cast<std::int64_t>(n_opt_out));
+  history_.clip_norm.push_back(S);
+
+  // The server's noise: the same stream on every rank, so no broadcast is needed.
+  Stream server(problem.seed, Purpose::server_noise, static_cast<std::uint64_t>(round));
+  const double expected_private = config_.sampling_rate * static_cast<double>(private_clients_);
+  const double d_private = config_.realized_denominator ? n_private : expected_private;
+  const double sigma = d_private > 0.0 ? history_.update_noise_multiplier * S / d_private : 0.0;
+  std::vector<double> delta_private(p, 0.0);
+  if (d_private > 0.0)
+    for (std::size_t i = 0; i < p; ++i)
+      delta_private[i] = sums_[i] / d_private + sigma * server.normal();
+  if (config_.mode == PrivacyMode::dp_fedavg) {
+    for (std::size_t i = 0; i < p; ++i) theta[i] += delta_private[i];
+  } else {
+    const double weight_private = config_.ratio * d_private;
+    const double total = n_opt_out + weight_private;
+    if (total > 0.0)
+      for (std::size_t i = 0; i < p; ++i)
+        theta[i] += (sums_[p + i] + weight_private * delta_private[i]) / total;
+  }
+  if (config_.adaptive_clip) {
+    // b_bar over all sampled clients, with the count noise z_b (Algorithm 1's last line).
+    const double expected_all =
+        config_.sampling_rate * static_cast<double>(problem.client_rows.size());
+    const double denominator = config_.realized_denominator ? n_private + n_opt_out : expected_all;
+    const double noisy = sums_[2 * p + 2] + config_.count_noise * server.normal();
+    if (denominator > 0.0) clip_.update(noisy / denominator);
+  }
+  accountant_.add_steps(config_.sampling_rate, config_.noise_multiplier, 1);
+  const PrivacySpent spent = accountant_.spent(config_.delta);
+  history_.epsilon.push_back(spent.epsilon);
+  history_.best_order.push_back(spent.order);
+}
+
+}  // namespace fluence

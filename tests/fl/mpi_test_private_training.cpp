@@ -1,0 +1,146 @@
+// DP-FedAvg and FeO2 at 1-4 ranks: the server noise has the stated standard deviation, client
+// sampling is Bernoulli(q), and FeO2 without private clients is plain federated averaging.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "fluence/core/config.hpp"
+#include "fluence/core/error.hpp"
+#include "fluence/fl/private_training.hpp"
+
+namespace fluence {
+namespace {
+
+std::string deck_text(const std::string& privacy, const std::string& partition = "") {
+  return R"(
+seed = 12
+[data.synthetic]
+rows = 2500
+numeric = 3
+categorical = [3]
+classes = 2
+[partition]
+clients = 40
+)" + partition + R"(
+[model]
+l2 = 1e-3
+[federation]
+rounds = 1
+local_epochs = 1
+batch_size = 10
+learning_rate = 0.1
+[privacy]
+)" + privacy;
+}
+
+// With local steps of size ~0 every update is 0, so theta moves by the server noise alone:
+// N(0, (z S / (q N))^2) per coordinate (adaptive clipping off: the updates get all of z). 400
+// rounds x p coordinates give the sample standard deviation to ~1% (its relative standard error
+// is 1/sqrt(2 x draws)); the bound is 5%.
+TEST(PrivateTraining, ServerNoiseHasTheStatedStandardDeviation) {
+  const Deck deck = Deck::from_string(deck_text(R"(
+mode = "dp-fedavg"
+sampling_rate = 0.25
+noise_multiplier = 1.3
+clip = 0.7
+adaptive_clip = false
+)"),
+                                      "test");
+  FederatedProblem problem = build_problem(deck);
+  Federation federation(problem);
+  const PrivacyConfig config = PrivacyConfig::from_deck(deck, 40, 400);
+  PrivateTraining training(federation, config);
+  LocalTrainingConfig local;
+  local.learning_rate = 1e-300;
+  std::vector<double> theta(federation.parameters(), 0.0);
+  double sum = 0.0, square = 0.0, draws = 0.0;
+  for (int round = 1; round <= 400; ++round) {
+    std::vector<double> before = theta;
+    training.round(round, theta, local);
+    for (std::size_t k = 0; k < theta.size(); ++k) {
+      const double step = theta[k] - before[k];
+      sum += step;
+      square += step * step;
+      draws += 1.0;
+    }
+  }
+  const double sigma = 1.3 * 0.7 / (0.25 * 40);
+  const double mean = sum / draws, sd = std::sqrt(square / draws - mean * mean);
+  EXPECT_NEAR(sd, sigma, 0.05 * sigma);
+  EXPECT_NEAR(mean, 0.0, 5.0 * sigma / std::sqrt(draws));
+  // The accountant composed 400 rounds at (q, z).
+  EXPECT_NEAR(training.history().epsilon.back(), dp_sgd_epsilon(0.25, 1.3, 400, 1e-5).epsilon,
+              1e-12);
+}
+
+// Sampled counts per round are Binomial(N, q): over 400 rounds the mean is within 4 standard
+// errors of q N and every client's inclusion frequency within 5 standard errors of q.
+TEST(PrivateTraining, ClientsAreSampledWithRateQ) {
+  const Deck deck = Deck::from_string(deck_text("mode = \"dp-fedavg\"\nsampling_rate = 0.2\nadaptive_clip = false\n"),
+                                      "test");
+  FederatedProblem problem = build_problem(deck);
+  Federation federation(problem);
+  PrivateTraining training(federation, PrivacyConfig::from_deck(deck, 40, 400));
+  std::vector<double> frequency(40, 0.0);
+  double total = 0.0;
+  for (int round = 1; round <= 400; ++round)
+    for (int id = 0; id < 40; ++id)
+      if (training.sampled(round, id)) {
+        frequency[id] += 1.0 / 400;
+        total += 1.0;
+      }
+  EXPECT_NEAR(total / 400, 8.0, 4.0 * std::sqrt(40 * 0.2 * 0.8 / 400));
+  for (double f : frequency) EXPECT_NEAR(f, 0.2, 5.0 * std::sqrt(0.2 * 0.8 / 400));
+}
+
+// FeO2 with every client opted out, r = 1, q = 1 and a clip no update reaches is the plain average
+// of the client updates: with equal client sizes, exactly FedAvg's size-weighted average (up to
+// rounding: the two sum in different orders).
+TEST(PrivateTraining, Feo2WithoutPrivateClientsIsFedAvg) {
+  const Deck deck = Deck::from_string(deck_text(R"(
+mode = "feo2"
+sampling_rate = 1.0
+opt_out_fraction = 1.0
+ratio = 1.0
+clip = 1e6
+adaptive_clip = false
+)"),
+                                      "test");
+  FederatedProblem problem = build_problem(deck);
+  for (const auto& rows : problem.client_rows) ASSERT_EQ(rows.size(), problem.client_rows[0].size());
+  Federation federation(problem);
+  PrivateTraining training(federation, PrivacyConfig::from_deck(deck, 40, 3));
+  const FederationConfig fedavg = FederationConfig::from_deck(deck);
+  std::vector<double> feo2(federation.parameters(), 0.0), plain = feo2;
+  for (int round = 1; round <= 3; ++round) {
+    training.round(round, feo2, fedavg.local);
+    federation.fedavg_round(round, plain, fedavg.local);
+  }
+  for (std::size_t k = 0; k < plain.size(); ++k) EXPECT_NEAR(feo2[k], plain[k], 1e-12);
+  EXPECT_EQ(training.history().opt_out_clients.size(), 40u);
+}
+
+// The skewed variant (seed 004 §5.1): with one label per client, the opt-out clients are all
+// holders of the given label, round(rho N) of them, and the same on every rank.
+TEST(PrivateTraining, SkewedOptOutDrawsAmongHoldersOfTheLabel) {
+  const Deck deck = Deck::from_string(
+      deck_text("mode = \"feo2\"\nopt_out_fraction = 0.2\nopt_out_label = 1\n",
+                "scheme = \"label_shards\"\nshards_per_client = 1\n"),
+      "test");
+  FederatedProblem problem = build_problem(deck);
+  const std::vector<int> chosen = choose_opt_out_clients(problem, 0.2, 1);
+  ASSERT_EQ(chosen.size(), 8u);
+  int holders = 0;
+  for (int id = 0; id < 40; ++id) {
+    bool holds = false;
+    for (auto row : problem.client_rows[id]) holds |= problem.data.train.label[row] == 1;
+    holders += holds;
+    if (std::find(chosen.begin(), chosen.end(), id) != chosen.end()) EXPECT_TRUE(holds) << id;
+  }
+  EXPECT_LT(holders, 40);  // the restriction is not vacuous
+  EXPECT_THROW(choose_opt_out_clients(problem, 0.9, 1), InputError);
+}
+
+}  // namespace
+}  // namespace fluence
