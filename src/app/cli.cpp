@@ -140,6 +140,15 @@ CommandLine parse_command_line(int argc, char** argv) {
                     "print exactly {\"epsilon\": ..., \"delta\": ..., \"order\": ...} (with "
                     "--epsilon also \"noise_multiplier\")");
 
+  auto* feo2_theory = app.add_subcommand(
+      "feo2-theory",
+      "simulate seed 004's federated point estimation: the server's variance for each FeO2 "
+      "ratio r against Lemma 1's sigma_s^2(r) and r*; write <out>/results.h5");
+  feo2_theory->add_option("deck", result.deck, "input deck (TOML) with [feo2_theory]")->required();
+  feo2_theory->add_option("--out", result.out, "output directory (overrides output.dir)");
+  feo2_theory->add_option("--set", result.sets,
+                          "override a deck key: section.key=value (repeatable)");
+
   std::vector<const char*> args;
   args.push_back(argv[0]);
   for (const auto& arg : own_args) args.push_back(arg.c_str());
@@ -156,12 +165,13 @@ CommandLine parse_command_line(int argc, char** argv) {
     }
     return result;
   }
-  result.command = validate->parsed()    ? "validate"
-                   : influence->parsed() ? "influence"
-                   : fldp->parsed()      ? "fldp"
-                   : whatif->parsed()    ? "whatif"
-                   : privacy->parsed()   ? "privacy"
-                                         : "train";
+  result.command = validate->parsed()      ? "validate"
+                   : influence->parsed()   ? "influence"
+                   : fldp->parsed()        ? "fldp"
+                   : whatif->parsed()      ? "whatif"
+                   : privacy->parsed()     ? "privacy"
+                   : feo2_theory->parsed() ? "feo2-theory"
+                                           : "train";
   return result;
 }
 
@@ -178,6 +188,7 @@ int run_command(const CommandLine& command_line) {
     if (command_line.command == "fldp") return run_fldp(command_line);
     if (command_line.command == "whatif") return run_whatif(command_line);
     if (command_line.command == "privacy") return run_privacy(command_line);
+    if (command_line.command == "feo2-theory") return run_feo2_theory(command_line);
     return run_train(command_line);
   } catch (const InputError& error) {
     // Input errors are raised identically (or agreed) on every rank: all ranks exit cleanly.

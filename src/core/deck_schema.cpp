@@ -145,6 +145,21 @@ std::vector<KeySpec> build_schema() {
              "divide the private sum by the expected (q N_p, McMahan et al.) or the realized "
              "number of sampled private clients (seed 004 Algorithm 1)"),
 
+      section("feo2_theory", "`fluence feo2-theory`: federated point estimation (seed 004 §4)"),
+      key("feo2_theory.clients", T::integer, "100", "N clients", 2),
+      key("feo2_theory.opt_out_fraction", T::real, "0.1", "rho_np: fraction of opt-out clients",
+          0.0, 1.0),
+      key("feo2_theory.samples", T::integer, "20", "n_s samples per client", 1),
+      key("feo2_theory.tau2", T::real, "1.0", "tau^2: variance of the clients' points phi_j", 0.0),
+      key("feo2_theory.beta2", T::real, "1.0", "beta^2: variance of a sample around phi_j", 0.0),
+      key("feo2_theory.gamma2", T::real, "0.01",
+          "gamma^2: the privacy noise variance at the server (a private client adds N(0, N_p "
+          "gamma^2))",
+          0.0),
+      key("feo2_theory.ratios", T::real_array, "[0.0, 0.01, 0.1, 0.5, 0.9, 1.0]",
+          "the ratios r simulated (r* is added)", 0.0),
+      key("feo2_theory.trials", T::integer, "20000", "independent rounds simulated", 1),
+
       section("influence",
               "influence functions: Hessian, IHVP solvers, estimators (seeds 000, 001)"),
       choice("influence.hessian", "\"federated\"", {"federated", "client"},

@@ -55,7 +55,7 @@ PrivacyConfig PrivacyConfig::from_deck(const Deck& deck, int clients, int rounds
         "privacy.adaptive_clip = false",
         config.count_noise,
         deck.real("privacy.count_noise") == 0.0 ? " (the default, expected sampled clients / 20)"
-                                                 : "",
+                                                : "",
         config.noise_multiplier));
   return config;
 }

@@ -14,8 +14,7 @@ void write_privacy_output(ResultsFile& file, const PrivacyConfig& config,
   file.dataset("/privacy/clip_norm", history.clip_norm);
   file.dataset("/privacy/sampled_private", history.sampled_private);
   file.dataset("/privacy/sampled_opt_out", history.sampled_opt_out);
-  std::vector<std::int64_t> opt_out(history.opt_out_clients.begin(),
-                                    history.opt_out_clients.end());
+  std::vector<std::int64_t> opt_out(history.opt_out_clients.begin(), history.opt_out_clients.end());
   file.dataset("/privacy/opt_out_clients", opt_out);
   file.string("/privacy/mode", config.mode == PrivacyMode::feo2 ? "feo2" : "dp-fedavg");
 }

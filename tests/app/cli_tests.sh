@@ -466,5 +466,25 @@ expect_input_error private_polish "would void the differential privacy" "$work/p
 expect_input_error private_count_noise "privacy.count_noise: z_b = 0.9 (the default, expected sampled clients / 20) leaves no budget" "$work/private_train.toml" --set privacy.count_noise=0 --set privacy.noise_multiplier=2.0
 expect_input_error private_opt_out "privacy.opt_out_fraction = 0.2 applies to privacy.mode = \"feo2\"" "$work/private_train.toml" --set 'privacy.mode="dp-fedavg"'
 
+write_deck feo2_theory <<'EOF'
+seed = 5
+[feo2_theory]
+clients = 30
+samples = 4
+trials = 3000
+ratios = [0.2, 1.0]
+EOF
+"$mpirun" -n 1 "$fluence" feo2-theory "$work/feo2_theory.toml" --out "$work/pe1" >"$work/pe1.log" 2>&1 &&
+  "$mpirun" -n 3 "$fluence" feo2-theory "$work/feo2_theory.toml" --out "$work/pe3" >"$work/pe3.log" 2>&1
+if grep -q "(r\*)" "$work/pe1.log" && "$python" - "$work/pe1/results.h5" "$work/pe3/results.h5" <<'PY'
+import sys, h5py, numpy as np
+a, b = (h5py.File(p, "r") for p in sys.argv[1:])
+assert a["/feo2_theory/ratio"].shape == (3,) and a["/feo2_theory/ratio"][2] == a["/feo2_theory/r_star"][()]
+for path in ("/feo2_theory/empirical_variance", "/feo2_theory/theoretical_variance"):
+    assert np.array_equal(a[path][...], b[path][...]), path
+PY
+then pass "feo2-theory: Lemma 1 table, r*, identical on 1 and 3 ranks"; else fail "feo2-theory"; fi
+COMMAND=feo2-theory expect_input_error feo2_theory_groups "feo2_theory.opt_out_fraction = 0 leaves 0 opt-out" "$work/feo2_theory.toml" --set feo2_theory.opt_out_fraction=0
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -22,7 +22,8 @@ categorical = [3]
 classes = 2
 [partition]
 clients = 40
-)" + partition + R"(
+)" + partition +
+         R"(
 [model]
 l2 = 1e-3
 [federation]
@@ -77,8 +78,8 @@ adaptive_clip = false
 // Sampled counts per round are Binomial(N, q): over 400 rounds the mean is within 4 standard
 // errors of q N and every client's inclusion frequency within 5 standard errors of q.
 TEST(PrivateTraining, ClientsAreSampledWithRateQ) {
-  const Deck deck = Deck::from_string(deck_text("mode = \"dp-fedavg\"\nsampling_rate = 0.2\nadaptive_clip = false\n"),
-                                      "test");
+  const Deck deck = Deck::from_string(
+      deck_text("mode = \"dp-fedavg\"\nsampling_rate = 0.2\nadaptive_clip = false\n"), "test");
   FederatedProblem problem = build_problem(deck);
   Federation federation(problem);
   PrivateTraining training(federation, PrivacyConfig::from_deck(deck, 40, 400));
@@ -108,7 +109,8 @@ adaptive_clip = false
 )"),
                                       "test");
   FederatedProblem problem = build_problem(deck);
-  for (const auto& rows : problem.client_rows) ASSERT_EQ(rows.size(), problem.client_rows[0].size());
+  for (const auto& rows : problem.client_rows)
+    ASSERT_EQ(rows.size(), problem.client_rows[0].size());
   Federation federation(problem);
   PrivateTraining training(federation, PrivacyConfig::from_deck(deck, 40, 3));
   const FederationConfig fedavg = FederationConfig::from_deck(deck);
@@ -124,10 +126,10 @@ adaptive_clip = false
 // The skewed variant (seed 004 §5.1): with one label per client, the opt-out clients are all
 // holders of the given label, round(rho N) of them, and the same on every rank.
 TEST(PrivateTraining, SkewedOptOutDrawsAmongHoldersOfTheLabel) {
-  const Deck deck = Deck::from_string(
-      deck_text("mode = \"feo2\"\nopt_out_fraction = 0.2\nopt_out_label = 1\n",
-                "scheme = \"label_shards\"\nshards_per_client = 1\n"),
-      "test");
+  const Deck deck =
+      Deck::from_string(deck_text("mode = \"feo2\"\nopt_out_fraction = 0.2\nopt_out_label = 1\n",
+                                  "scheme = \"label_shards\"\nshards_per_client = 1\n"),
+                        "test");
   FederatedProblem problem = build_problem(deck);
   const std::vector<int> chosen = choose_opt_out_clients(problem, 0.2, 1);
   ASSERT_EQ(chosen.size(), 8u);

@@ -9,7 +9,8 @@
 namespace fluence::app {
 
 struct CommandLine {
-  std::string command;  // "train", "validate", "influence", "fldp", "whatif", "privacy"
+  std::string
+      command;  // "train", "validate", "influence", "fldp", "whatif", "privacy", "feo2-theory"
   std::string deck;
   std::string out;                // --out overrides output.dir
   std::string model;              // influence --model results.h5
@@ -45,6 +46,7 @@ int run_influence(const CommandLine& command_line);
 int run_fldp(const CommandLine& command_line);
 int run_whatif(const CommandLine& command_line);
 int run_privacy(const CommandLine& command_line);
+int run_feo2_theory(const CommandLine& command_line);
 
 /// Exit codes (documented in README.md).
 inline constexpr int kExitUsage = 1;

@@ -27,6 +27,7 @@ enum class Purpose : std::uint64_t {
   client_sampling = 15,
   server_noise = 16,
   opt_out = 17,
+  point_estimation = 18,
 };
 
 class Stream {

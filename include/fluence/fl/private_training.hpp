@@ -49,9 +49,9 @@ struct PrivacyConfig {
 /// What a private run reports (/privacy/* in docs/outputs.md).
 struct PrivacyHistory {
   double noise_multiplier = 0.0, update_noise_multiplier = 0.0, count_noise = 0.0, delta = 0.0;
-  std::vector<int> opt_out_clients;                                 // ids, ascending
-  std::vector<double> epsilon, best_order, clip_norm;              // per round (S used)
-  std::vector<std::int64_t> sampled_private, sampled_opt_out;      // per round
+  std::vector<int> opt_out_clients;                            // ids, ascending
+  std::vector<double> epsilon, best_order, clip_norm;          // per round (S used)
+  std::vector<std::int64_t> sampled_private, sampled_opt_out;  // per round
 };
 
 class PrivateTraining {

@@ -1,0 +1,41 @@
+// fluence feo2-theory DECK: simulate seed 004's federated point estimation (§4) and compare the
+// server's empirical variance for each ratio r with Lemma 1's sigma_s^2(r) and r*; write
+// <out>/results.h5.
+#include "fluence/app/cli.hpp"
+#include "fluence/core/log.hpp"
+#include "fluence/core/mpi.hpp"
+#include "fluence/fl/point_estimation.hpp"
+#include "fluence/io/results.hpp"
+
+namespace fluence::app {
+
+int run_feo2_theory(const CommandLine& command_line) {
+  Deck deck = read_command_deck(command_line);
+  const std::string out_dir = deck.string("output.dir");
+  const PointEstimationConfig config = PointEstimationConfig::from_deck(deck);
+  prepare_output_directory(out_dir);
+  Stopwatch clock;
+  const PointEstimationResult result = simulate_point_estimation(config);
+  log::info(
+      "federated point estimation: N = {} ({} opt out), n_s = {}, sigma_c^2 = {:.4g}, "
+      "gamma^2 = {:.4g}, {} trials on {} rank(s) in {}",
+      config.clients, config.opt_out_clients(), config.samples, config.client_variance(),
+      config.gamma2, config.trials, world_size(), format_duration(clock.seconds()));
+  log::info("{:>12}  {:>14}  {:>14}  {:>9}", "r", "empirical", "sigma_s^2(r)", "rel. diff");
+  for (std::size_t k = 0; k < result.ratios.size(); ++k)
+    log::info("{:>12.6g}  {:>14.6g}  {:>14.6g}  {:>8.2f}%{}", result.ratios[k],
+              result.empirical_variance[k], result.theoretical_variance[k],
+              100.0 * (result.empirical_variance[k] / result.theoretical_variance[k] - 1.0),
+              k + 1 == result.ratios.size() ? "  (r*)" : "");
+  ResultsFile file(out_dir);
+  write_run_attributes(file, command_line.invocation, deck.integer("seed"), deck.resolved_toml());
+  file.dataset("/feo2_theory/ratio", result.ratios);
+  file.dataset("/feo2_theory/empirical_variance", result.empirical_variance);
+  file.dataset("/feo2_theory/theoretical_variance", result.theoretical_variance);
+  file.scalar("/feo2_theory/r_star", result.r_star);
+  file.scalar("/feo2_theory/client_variance", config.client_variance());
+  log::info("results: {}", file.commit());
+  return 0;
+}
+
+}  // namespace fluence::app
