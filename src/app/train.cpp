@@ -33,16 +33,18 @@ int run_train(const CommandLine& command_line) {
   const PrivacyConfig privacy =
       PrivacyConfig::from_deck(deck, static_cast<int>(problem.client_rows.size()), config.rounds);
   Federation federation(problem);
+  const PersonalizationConfig personalization = PersonalizationConfig::from_deck(deck, config);
   std::optional<PrivateTraining> private_training;
   std::function<void(int, std::vector<double>&)> round_step;
-  if (privacy.enabled()) {
-    private_training.emplace(federation, privacy);
+  if (privacy.enabled() || personalization.ditto) {
+    private_training.emplace(federation, privacy, personalization);
     round_step = [&](int round, std::vector<double>& theta) {
       private_training->round(round, theta, config.local);
     };
-    log::info("privacy: {} with q = {}, noise multiplier z = {:.4g} (updates {:.4g}), delta = {}",
-              deck.string("privacy.mode"), privacy.sampling_rate, privacy.noise_multiplier,
-              private_training->history().update_noise_multiplier, privacy.delta);
+    if (privacy.enabled())
+      log::info("privacy: {} with q = {}, noise multiplier z = {:.4g} (updates {:.4g}), delta = {}",
+                deck.string("privacy.mode"), privacy.sampling_rate, privacy.noise_multiplier,
+                private_training->history().update_noise_multiplier, privacy.delta);
   }
   const auto result = federation.train(
       config,
@@ -68,6 +70,14 @@ int run_train(const CommandLine& command_line) {
               history.epsilon.back(), history.delta, history.epsilon.size(),
               history.best_order.back());
     write_privacy_output(file, privacy, history);
+  }
+  if (private_training && !private_training->metrics().acc_g.empty()) {
+    const auto& m = private_training->metrics();
+    log::info(
+        "feo2 metrics (final): Acc_g {:.4f}  Acc_g,p {:.4f}  Acc_g,np {:.4f}  Acc_l,p {:.4f}  "
+        "Acc_l,np {:.4f}",
+        m.acc_g.back(), m.acc_g_p.back(), m.acc_g_np.back(), m.acc_l_p.back(), m.acc_l_np.back());
+    write_feo2_output(file, m);
   }
   log::info("results: {}", file.commit());
   return 0;

@@ -82,6 +82,10 @@ std::vector<KeySpec> build_schema() {
       key("partition.shards_per_client", T::integer, "2",
           "label_shards: shards per client (seed 000 §5.1 / McMahan et al.)", 1),
       key("partition.column", T::string, "", "column: the categorical attribute to split on"),
+      key("partition.local_test_fraction", T::real, "0.0",
+          "fraction of every client's rows held out as its local test data (seed 004's "
+          "Acc_g,p / Acc_l,p metrics)",
+          0.0, 1.0),
       key("partition.sizes", T::real_array, "[]",
           "optional size skew: fraction of training rows per client (iid, dirichlet, label_shards)",
           0.0, kInf, true),
@@ -144,6 +148,18 @@ std::vector<KeySpec> build_schema() {
       choice("privacy.denominator", "\"expected\"", {"expected", "realized"},
              "divide the private sum by the expected (q N_p, McMahan et al.) or the realized "
              "number of sampled private clients (seed 004 Algorithm 1)"),
+
+      section("personalization", "Ditto personal models (seed 004 §2.2)"),
+      choice("personalization.method", "\"none\"", {"none", "ditto"},
+             "none, or Ditto: every client keeps a personal model trained toward the global one"),
+      key("personalization.lambda_private", T::real, "0.005",
+          "lambda_p: Ditto's proximal weight for private clients", 0.0),
+      key("personalization.lambda_opt_out", T::real, "0.005",
+          "lambda_np: Ditto's proximal weight for opt-out clients", 0.0),
+      key("personalization.learning_rate", T::real, "0.0",
+          "eta_p: personal SGD step (0 = federation.learning_rate)", 0.0),
+      key("personalization.metrics_every", T::integer, "1",
+          "evaluate the /feo2 metrics every this many rounds (and after the last)", 1),
 
       section("feo2_theory", "`fluence feo2-theory`: federated point estimation (seed 004 §4)"),
       key("feo2_theory.clients", T::integer, "100", "N clients", 2),

@@ -36,4 +36,17 @@ void Client::train_round(const SoftmaxRegression& model, const LocalTrainingConf
   }
 }
 
+void Client::train_personal(const SoftmaxRegression& model, const LocalTrainingConfig& config,
+                            std::uint64_t seed, int round, double* theta, const double* center,
+                            double lambda, Workspace& work) {
+  for (int epoch = 0; epoch < config.epochs; ++epoch) {
+    std::iota(order_.begin(), order_.end(), 0);
+    Stream stream(seed, Purpose::personal_shuffle, static_cast<std::uint64_t>(id_),
+                  static_cast<std::uint64_t>(round), static_cast<std::uint64_t>(epoch));
+    stream.shuffle(std::span<std::int64_t>(order_));
+    model.sgd_epoch(features(), labels_.data(), order_.data(), size(), config.batch_size,
+                    config.learning_rate, theta, work, center, lambda);
+  }
+}
+
 }  // namespace fluence

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
@@ -60,6 +61,21 @@ PrivacyConfig PrivacyConfig::from_deck(const Deck& deck, int clients, int rounds
   return config;
 }
 
+PersonalizationConfig PersonalizationConfig::from_deck(const Deck& deck,
+                                                       const FederationConfig& federation) {
+  PersonalizationConfig config;
+  config.ditto = deck.string("personalization.method") == "ditto";
+  config.lambda_private = deck.real("personalization.lambda_private");
+  config.lambda_opt_out = deck.real("personalization.lambda_opt_out");
+  config.local = federation.local;
+  config.local.full_batch = false;
+  const double rate = deck.real("personalization.learning_rate");
+  if (rate > 0.0) config.local.learning_rate = rate;
+  config.metrics_every = static_cast<int>(deck.integer("personalization.metrics_every"));
+  config.rounds = federation.rounds;
+  return config;
+}
+
 std::vector<int> choose_opt_out_clients(const FederatedProblem& problem, double fraction,
                                         int label) {
   const int clients = static_cast<int>(problem.client_rows.size());
@@ -88,9 +104,11 @@ std::vector<int> choose_opt_out_clients(const FederatedProblem& problem, double 
   return candidates;
 }
 
-PrivateTraining::PrivateTraining(Federation& federation, const PrivacyConfig& config)
+PrivateTraining::PrivateTraining(Federation& federation, const PrivacyConfig& config,
+                                 const PersonalizationConfig& personalization)
     : federation_(federation),
       config_(config),
+      personalization_(personalization),
       clip_(config.clip, config.target_quantile, config.clip_learning_rate) {
   const auto& problem = federation.problem();
   const int clients = static_cast<int>(problem.client_rows.size());
@@ -98,13 +116,28 @@ PrivateTraining::PrivateTraining(Federation& federation, const PrivacyConfig& co
   if (config.mode == PrivacyMode::feo2)
     history_.opt_out_clients =
         choose_opt_out_clients(problem, config.opt_out_fraction, config.opt_out_label);
+  if (config.mode == PrivacyMode::none) {
+    // The non-private baseline (FedAvg over sampled clients, with Ditto): every client is
+    // "opted out", nothing is clipped or noised.
+    for (int id = 0; id < clients; ++id) history_.opt_out_clients.push_back(id);
+    config_.adaptive_clip = false;
+    config_.clip = std::numeric_limits<double>::infinity();
+    config_.noise_multiplier = 0.0;
+    clip_ = AdaptiveClip(config_.clip, 0.0, 0.0);
+  }
+  personal_.resize(problem.clients.size());
+  const int rounds = std::max(personalization.rounds, 0);
+  for (auto* series : {&metrics_.acc_g, &metrics_.acc_g_p, &metrics_.acc_g_np, &metrics_.acc_l_p,
+                       &metrics_.acc_l_np, &metrics_.var_g_p, &metrics_.var_g_np, &metrics_.var_l_p,
+                       &metrics_.var_l_np})
+    series->assign(static_cast<std::size_t>(rounds), std::numeric_limits<double>::quiet_NaN());
   for (int id : history_.opt_out_clients) opt_out_[id] = 1;
   private_clients_ = clients - static_cast<std::int64_t>(history_.opt_out_clients.size());
-  history_.noise_multiplier = config.noise_multiplier;
-  history_.count_noise = config.adaptive_clip ? config.count_noise : 0.0;
+  history_.noise_multiplier = config_.noise_multiplier;
+  history_.count_noise = config_.adaptive_clip ? config_.count_noise : 0.0;
   history_.update_noise_multiplier =
-      config.adaptive_clip ? update_noise_multiplier(config.noise_multiplier, config.count_noise)
-                           : config.noise_multiplier;
+      config_.adaptive_clip ? update_noise_multiplier(config_.noise_multiplier, config_.count_noise)
+                            : config_.noise_multiplier;
   history_.delta = config.delta;
 }
 
@@ -128,6 +161,7 @@ void PrivateTraining::round(int round, std::vector<double>& theta,
   updates_.resize(chosen.size() * p);
   std::vector<double> unclipped(chosen.size());
   for (std::size_t j = 0; j < chosen.size(); ++j) {
+    if (personalization_.ditto) personal_step(chosen[j], round, theta);
     double* update = updates_.data() + j * p;
     std::copy(theta.begin(), theta.end(), update);
     problem.clients[chosen[j]].train_round(model, local, problem.seed, round, update, work_);
@@ -138,7 +172,7 @@ void PrivateTraining::round(int round, std::vector<double>& theta,
     }
     const double norm = std::sqrt(square);
     unclipped[j] = norm <= S ? 1.0 : 0.0;
-    const double scale = S / std::max(norm, S);  // Clip(update, S), Algorithm 1
+    const double scale = std::isinf(S) ? 1.0 : S / std::max(norm, S);  // Clip(update, S)
     for (std::size_t i = 0; i < p; ++i) update[i] *= scale;
   }
   // [private sum (p) | opt-out sum (p) | private count | opt-out count | unclipped count]
@@ -182,10 +216,71 @@ void PrivateTraining::round(int round, std::vector<double>& theta,
     const double noisy = sums_[2 * p + 2] + config_.count_noise * server.normal();
     if (denominator > 0.0) clip_.update(noisy / denominator);
   }
-  accountant_.add_steps(config_.sampling_rate, config_.noise_multiplier, 1);
-  const PrivacySpent spent = accountant_.spent(config_.delta);
-  history_.epsilon.push_back(spent.epsilon);
-  history_.best_order.push_back(spent.order);
+  if (config_.enabled()) {
+    accountant_.add_steps(config_.sampling_rate, config_.noise_multiplier, 1);
+    const PrivacySpent spent = accountant_.spent(config_.delta);
+    history_.epsilon.push_back(spent.epsilon);
+    history_.best_order.push_back(spent.order);
+  }
+  if (round <= personalization_.rounds &&
+      (round % personalization_.metrics_every == 0 || round == personalization_.rounds))
+    evaluate(round, theta);
+}
+
+void PrivateTraining::personal_step(std::size_t local, int round,
+                                    const std::vector<double>& received) {
+  auto& client = federation_.problem().clients[local];
+  auto& personal = personal_[local];
+  if (personal.empty()) personal = received;  // theta_j <- theta^0 when not initialized
+  const double lambda =
+      opt_out_[client.id()] ? personalization_.lambda_opt_out : personalization_.lambda_private;
+  client.train_personal(*federation_.problem().model, personalization_.local,
+                        federation_.problem().seed, round, personal.data(), received.data(), lambda,
+                        work_);
+}
+
+// Accuracy means and variances over clients' local test data, reduced in client order.
+void PrivateTraining::evaluate(int round, const std::vector<double>& theta) {
+  auto& problem = federation_.problem();
+  const auto& model = *problem.model;
+  const std::size_t t = static_cast<std::size_t>(round - 1);
+  metrics_.acc_g[t] = federation_.evaluate_test(theta).second;
+  // [g, g^2, l, l^2, count] for private clients, then the same for opt-out clients.
+  std::vector<double> totals(10);
+  federation_.sum_over_clients(totals, [&](std::size_t k, double* sum) {
+    std::fill(sum, sum + 10, 0.0);
+    const auto& client = problem.clients[k];
+    const std::size_t m = client.local_test_size();
+    if (m == 0) return;
+    auto accuracy = [&](const std::vector<double>& parameters) {
+      const auto r = model.loss_sum(client.local_test_features(), client.local_test_labels(), m,
+                                    parameters.data(), work_);
+      return static_cast<double>(r.correct) / static_cast<double>(m);
+    };
+    const double global = accuracy(theta);
+    const double personal = personal_[k].empty() ? global : accuracy(personal_[k]);
+    double* group = sum + (opt_out_[client.id()] ? 5 : 0);
+    group[0] = global;
+    group[1] = global * global;
+    group[2] = personal;
+    group[3] = personal * personal;
+    group[4] = 1.0;
+  });
+  auto mean = [](double total, double count) {
+    return count > 0 ? total / count : std::numeric_limits<double>::quiet_NaN();
+  };
+  auto variance = [&](double total, double square, double count) {
+    return count > 0 ? square / count - mean(total, count) * mean(total, count)
+                     : std::numeric_limits<double>::quiet_NaN();
+  };
+  metrics_.acc_g_p[t] = mean(totals[0], totals[4]);
+  metrics_.var_g_p[t] = variance(totals[0], totals[1], totals[4]);
+  metrics_.acc_l_p[t] = mean(totals[2], totals[4]);
+  metrics_.var_l_p[t] = variance(totals[2], totals[3], totals[4]);
+  metrics_.acc_g_np[t] = mean(totals[5], totals[9]);
+  metrics_.var_g_np[t] = variance(totals[5], totals[6], totals[9]);
+  metrics_.acc_l_np[t] = mean(totals[7], totals[9]);
+  metrics_.var_l_np[t] = variance(totals[7], totals[8], totals[9]);
 }
 
 }  // namespace fluence

@@ -1,9 +1,11 @@
 #include "fluence/fl/problem.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "fluence/core/error.hpp"
 #include "fluence/core/mpi.hpp"
+#include "fluence/core/rng.hpp"
 #include "fluence/data/partition.hpp"
 #include "fluence/data/source.hpp"
 
@@ -49,6 +51,25 @@ Client make_client(const FederatedProblem& problem, int id) {
                 std::move(categorical), std::move(labels), std::move(features));
 }
 
+// Seed 004 evaluates models on each client's own test data: a fraction of every client's rows,
+// drawn by a shuffle keyed by the client (the same on every rank), is held out of its training.
+void split_local_test_rows(FederatedProblem& problem, double fraction) {
+  problem.client_test_rows.assign(problem.client_rows.size(), {});
+  if (fraction <= 0.0) return;
+  for (std::size_t id = 0; id < problem.client_rows.size(); ++id) {
+    auto& rows = problem.client_rows[id];
+    const auto held = static_cast<std::size_t>(std::llround(fraction * rows.size()));
+    if (held == 0 || held >= rows.size()) continue;
+    Stream stream(problem.seed, Purpose::local_test_split, id);
+    stream.shuffle(std::span<std::int64_t>(rows));
+    std::vector<std::int64_t> test(rows.end() - static_cast<std::ptrdiff_t>(held), rows.end());
+    rows.resize(rows.size() - held);
+    std::sort(rows.begin(), rows.end());
+    std::sort(test.begin(), test.end());
+    problem.client_test_rows[id] = std::move(test);
+  }
+}
+
 TestShard make_test_shard(const Table& test, const Encoding& encoding) {
   TestShard shard;
   const auto chunk_rows = TestShard::kTestChunkRows;
@@ -82,14 +103,25 @@ FederatedProblem build_problem(const Deck& deck) {
     problem.ldp = LdpPlan::from_deck(deck, problem.data.train, partition_config.clients);
   });
   problem.total_train_rows = static_cast<std::int64_t>(problem.data.train.rows);
+  split_local_test_rows(problem, deck.real("partition.local_test_fraction"));
+  for (const auto& rows : problem.client_test_rows)
+    problem.total_train_rows -= static_cast<std::int64_t>(rows.size());
   problem.encoding =
       Encoding(problem.data.train, data_config.standardize, deck.boolean("model.bias"));
   problem.model = std::make_unique<SoftmaxRegression>(
       problem.encoding.width(), problem.data.train.classes(), deck.real("model.l2"));
   problem.layout = std::make_unique<ClientLayout>(problem.client_sizes(), world_size());
   const int rank = world_rank();
-  for (int id = problem.layout->first_client(rank); id < problem.layout->end_client(rank); ++id)
+  for (int id = problem.layout->first_client(rank); id < problem.layout->end_client(rank); ++id) {
     problem.clients.push_back(make_client(problem, id));
+    const auto& test_rows = problem.client_test_rows[id];
+    if (test_rows.empty()) continue;
+    std::vector<double> features(test_rows.size() * problem.encoding.width());
+    problem.encoding.encode(problem.data.train, test_rows, nullptr, features.data());
+    std::vector<std::int32_t> labels;
+    for (auto row : test_rows) labels.push_back(problem.data.train.label[row]);
+    problem.clients.back().set_local_test(std::move(features), std::move(labels));
+  }
   problem.test = make_test_shard(problem.data.test, problem.encoding);
   return problem;
 }

@@ -272,10 +272,19 @@ void SoftmaxRegression::hessian_sum(const double* x, std::size_t rows, const dou
 }
 
 void SoftmaxRegression::sgd_batch(const double* const* rows_x, const std::int32_t* labels,
-                                  int batch, double learning_rate, double* theta,
-                                  Workspace& work) const {
+                                  int batch, double learning_rate, double* theta, Workspace& work,
+                                  const double* center, double proximal) const {
+  // theta <- (1 - lr (l2 + proximal)) theta - lr grad + lr proximal center: the L2 and proximal
+  // gradients are taken at the old theta, as the data gradient is.
+  const double shrink = 1.0 - learning_rate * (l2_ + (center ? proximal : 0.0));
+  sgd_batch_update(rows_x, labels, batch, learning_rate, shrink, theta, work);
+  if (center) axpy(learning_rate * proximal, center, theta, static_cast<int>(parameters()));
+}
+
+void SoftmaxRegression::sgd_batch_update(const double* const* rows_x, const std::int32_t* labels,
+                                         int batch, double learning_rate, double shrink,
+                                         double* theta, Workspace& work) const {
   const int C = classes_, D = features_;
-  const double shrink = 1.0 - learning_rate * l2_;
   const double step = learning_rate / batch;
   double* g = work.logits.data();
   if (static_cast<std::size_t>(batch) * C * D >= kBlasWork) {
@@ -306,7 +315,8 @@ void SoftmaxRegression::sgd_batch(const double* const* rows_x, const std::int32_
 
 void SoftmaxRegression::sgd_epoch(const double* x, const std::int32_t* y, const std::int64_t* order,
                                   std::size_t rows, int batch_size, double learning_rate,
-                                  double* theta, Workspace& work) const {
+                                  double* theta, Workspace& work, const double* center,
+                                  double proximal) const {
   const int D = features_;
   work.reserve(static_cast<std::size_t>(batch_size), classes_, D);
   std::vector<const double*>& pointers = work.batch_rows;
@@ -320,7 +330,7 @@ void SoftmaxRegression::sgd_epoch(const double* x, const std::int32_t* y, const 
       pointers[b] = x + r * D;
       labels[b] = y[r];
     }
-    sgd_batch(pointers.data(), labels.data(), batch, learning_rate, theta, work);
+    sgd_batch(pointers.data(), labels.data(), batch, learning_rate, theta, work, center, proximal);
   }
 }
 

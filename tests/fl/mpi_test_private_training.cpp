@@ -1,12 +1,14 @@
 // DP-FedAvg and FeO2 at 1-4 ranks: the server noise has the stated standard deviation, client
 // sampling is Bernoulli(q), and FeO2 without private clients is plain federated averaging.
 #include <gtest/gtest.h>
+#include <mpi.h>
 
 #include <algorithm>
 #include <cmath>
 
 #include "fluence/core/config.hpp"
 #include "fluence/core/error.hpp"
+#include "fluence/core/mpi.hpp"
 #include "fluence/fl/private_training.hpp"
 
 namespace fluence {
@@ -142,6 +144,47 @@ TEST(PrivateTraining, SkewedOptOutDrawsAmongHoldersOfTheLabel) {
   }
   EXPECT_LT(holders, 40);  // the restriction is not vacuous
   EXPECT_THROW(choose_opt_out_clients(problem, 0.9, 1), InputError);
+}
+
+// The local test split holds out round(fraction x rows) of every client's rows, disjoint from
+// its training rows; and the non-private Ditto run's Acc_g,np is the mean over clients of the
+// global model's accuracy on their local test data, recomputed here directly.
+TEST(PrivateTraining, LocalTestMetricsMatchDirectEvaluation) {
+  const Deck deck =
+      Deck::from_string(deck_text("mode = \"none\"\n", "local_test_fraction = 0.25\n") +
+                            "[personalization]\nmethod = \"ditto\"\n",
+                        "test");
+  FederatedProblem problem = build_problem(deck);
+  std::int64_t held = 0;
+  for (std::size_t id = 0; id < problem.client_rows.size(); ++id) {
+    const auto& train = problem.client_rows[id];
+    const auto& test = problem.client_test_rows[id];
+    EXPECT_EQ(test.size(),
+              static_cast<std::size_t>(std::llround(0.25 * (train.size() + test.size()))));
+    for (auto row : test) EXPECT_FALSE(std::binary_search(train.begin(), train.end(), row));
+    held += static_cast<std::int64_t>(test.size());
+  }
+  EXPECT_EQ(problem.total_train_rows + held, static_cast<std::int64_t>(problem.data.train.rows));
+  Federation federation(problem);
+  FederationConfig training = FederationConfig::from_deck(deck);
+  training.rounds = 2;
+  const PersonalizationConfig personalization = PersonalizationConfig::from_deck(deck, training);
+  PrivateTraining run(federation, PrivacyConfig::from_deck(deck, 40, 2), personalization);
+  std::vector<double> theta(federation.parameters(), 0.0);
+  run.round(1, theta, training.local);
+  run.round(2, theta, training.local);
+  double local[2] = {0.0, 0.0};  // sum of client accuracies, clients
+  Workspace work;
+  for (const auto& client : problem.clients) {
+    const auto r = problem.model->loss_sum(client.local_test_features(), client.local_test_labels(),
+                                           client.local_test_size(), theta.data(), work);
+    local[0] += static_cast<double>(r.correct) / static_cast<double>(client.local_test_size());
+    local[1] += 1.0;
+  }
+  MPI_Allreduce(MPI_IN_PLACE, local, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  EXPECT_NEAR(run.metrics().acc_g_np[1], local[0] / local[1], 1e-12);
+  EXPECT_TRUE(std::isnan(run.metrics().acc_g_p[1]));  // no private clients in the baseline
+  EXPECT_GT(run.metrics().acc_l_np[1], 0.0);
 }
 
 }  // namespace

@@ -168,5 +168,34 @@ TEST(SoftmaxRegression, SgdEpochMatchesNaiveUpdatesOnLoopAndBlasPaths) {
   }
 }
 
+// Ditto's personal step (seed 004 Eq. 2): SGD on the batch loss + l2/2 ||theta||^2 +
+// lambda/2 ||theta - center||^2 is the plain step plus lr lambda (center - theta_old), on both
+// kernel paths.
+TEST(SoftmaxRegression, ProximalSgdEpochAddsThePullTowardTheCenter) {
+  for (auto [features, classes, batch] : {std::tuple{7, 3, 4}, std::tuple{100, 10, 32}}) {
+    const auto p = random_problem(203, features, classes, 70 + batch);
+    const double lr = 0.05, l2 = 0.01, lambda = 0.3;
+    SoftmaxRegression model(features, classes, l2);
+    std::vector<std::int64_t> order(p.rows);
+    std::iota(order.begin(), order.end(), 0);
+    std::vector<double> center(p.theta.size());
+    for (std::size_t k = 0; k < center.size(); ++k) center[k] = std::cos(0.3 * k);
+    auto theta = p.theta;
+    Workspace work;
+    model.sgd_epoch(p.x.data(), p.y.data(), order.data(), p.rows, batch, lr, theta.data(), work,
+                    center.data(), lambda);
+    auto expected = p.theta;
+    for (int start = 0; start < p.rows; start += batch) {
+      std::vector<int> rows;
+      for (int b = start; b < std::min(p.rows, start + batch); ++b) rows.push_back(b);
+      auto next = naive_sgd_step(p, expected, rows, lr, l2);
+      for (std::size_t k = 0; k < next.size(); ++k)
+        next[k] -= lr * lambda * (expected[k] - center[k]);
+      expected = next;
+    }
+    for (std::size_t k = 0; k < theta.size(); ++k) EXPECT_NEAR(theta[k], expected[k], 1e-10);
+  }
+}
+
 }  // namespace
 }  // namespace fluence

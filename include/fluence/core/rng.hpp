@@ -28,6 +28,8 @@ enum class Purpose : std::uint64_t {
   server_noise = 16,
   opt_out = 17,
   point_estimation = 18,
+  personal_shuffle = 19,
+  local_test_split = 20,
 };
 
 class Stream {

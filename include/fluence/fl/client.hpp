@@ -36,6 +36,20 @@ class Client {
   /// (seed, client, round, epoch), so the result does not depend on the hosting rank.
   void train_round(const SoftmaxRegression& model, const LocalTrainingConfig& config,
                    std::uint64_t seed, int round, double* theta, Workspace& work);
+  /// Ditto's personal step (seed 004 Eq. 2): SGD on f(theta) + lambda/2 ||theta - center||^2 from
+  /// `theta` (the client's persistent personal model, in/out), its own shuffle stream.
+  void train_personal(const SoftmaxRegression& model, const LocalTrainingConfig& config,
+                      std::uint64_t seed, int round, double* theta, const double* center,
+                      double lambda, Workspace& work);
+
+  /// The client's own held-out test rows (partition.local_test_fraction; encoded, clean).
+  void set_local_test(std::vector<double> features, std::vector<std::int32_t> labels) {
+    local_test_features_ = std::move(features);
+    local_test_labels_ = std::move(labels);
+  }
+  std::size_t local_test_size() const { return local_test_labels_.size(); }
+  const double* local_test_features() const { return local_test_features_.data(); }
+  const std::int32_t* local_test_labels() const { return local_test_labels_.data(); }
 
  private:
   int id_;
@@ -44,6 +58,8 @@ class Client {
   std::vector<std::int32_t> categorical_, labels_;
   std::vector<double> features_;
   std::vector<std::int64_t> order_;  // shuffle buffer
+  std::vector<double> local_test_features_;
+  std::vector<std::int32_t> local_test_labels_;
 };
 
 }  // namespace fluence

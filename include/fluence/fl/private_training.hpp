@@ -46,6 +46,27 @@ struct PrivacyConfig {
   bool enabled() const { return mode != PrivacyMode::none; }
 };
 
+/// Ditto personalization (seed 004 §2.2): every client keeps a personal model theta_j and, when
+/// sampled, trains f_j(theta_j) + lambda/2 ||theta_j - theta^t||^2 from it (lambda_private or
+/// lambda_opt_out by its privacy choice); the personal models persist across rounds.
+struct PersonalizationConfig {
+  bool ditto = false;
+  double lambda_private = 0.005, lambda_opt_out = 0.005;
+  LocalTrainingConfig local;  // epochs and batch of the federation, personal learning rate
+  int metrics_every = 1;      // evaluate the /feo2 metrics every this many rounds (and the last)
+  int rounds = 0;
+
+  static PersonalizationConfig from_deck(const Deck& deck, const FederationConfig& federation);
+};
+
+/// Seed 004 §5.2's metrics per evaluated round (NaN elsewhere): Acc_g on the server's test set;
+/// the means over private (p) and opt-out (np) clients of the global (g) and personal (l) models'
+/// accuracy on each client's local test data, with their variances across clients.
+struct Feo2Metrics {
+  std::vector<double> acc_g, acc_g_p, acc_g_np, acc_l_p, acc_l_np;
+  std::vector<double> var_g_p, var_g_np, var_l_p, var_l_np;
+};
+
 /// What a private run reports (/privacy/* in docs/outputs.md).
 struct PrivacyHistory {
   double noise_multiplier = 0.0, update_noise_multiplier = 0.0, count_noise = 0.0, delta = 0.0;
@@ -56,16 +77,24 @@ struct PrivacyHistory {
 
 class PrivateTraining {
  public:
-  PrivateTraining(Federation& federation, const PrivacyConfig& config);
+  PrivateTraining(Federation& federation, const PrivacyConfig& config,
+                  const PersonalizationConfig& personalization = {});
   /// Collective: one round from theta (in/out).
   void round(int round, std::vector<double>& theta, const LocalTrainingConfig& local);
   const PrivacyHistory& history() const { return history_; }
+  const Feo2Metrics& metrics() const { return metrics_; }
   /// Is client `id` sampled in `round`? (The same on every rank.)
   bool sampled(int round, int id) const;
 
  private:
+  void personal_step(std::size_t local, int round, const std::vector<double>& received);
+  void evaluate(int round, const std::vector<double>& theta);
+
   Federation& federation_;
   PrivacyConfig config_;
+  PersonalizationConfig personalization_;
+  Feo2Metrics metrics_;
+  std::vector<std::vector<double>> personal_;  // per local client; empty until first sampled
   AdaptiveClip clip_;
   RdpAccountant accountant_;
   std::vector<char> opt_out_;  // per client id

@@ -42,7 +42,8 @@ struct FederatedProblem {
   std::uint64_t seed = 0;
   TrainTest data;
   Encoding encoding;
-  std::vector<std::vector<std::int64_t>> client_rows;  // every client's training rows
+  std::vector<std::vector<std::int64_t>> client_rows;       // every client's training rows
+  std::vector<std::vector<std::int64_t>> client_test_rows;  // held-out local test rows (or empty)
   LdpPlan ldp;
   std::unique_ptr<ClientLayout> layout;
   std::vector<Client> clients;  // hosted on this rank, ascending id

@@ -61,10 +61,11 @@ class SoftmaxRegression {
                             Workspace& work) const;
 
   /// One pass of mini-batch SGD over the rows in `order` on
-  /// (1/|B|) sum_B loss + l2/2 ||theta||^2, updating theta in place.
+  /// (1/|B|) sum_B loss + l2/2 ||theta||^2, updating theta in place. With a `center`, the
+  /// objective gains proximal/2 ||theta - center||^2 (Ditto's personal objective, seed 004 Eq. 2).
   void sgd_epoch(const double* x, const std::int32_t* y, const std::int64_t* order,
                  std::size_t rows, int batch_size, double learning_rate, double* theta,
-                 Workspace& work) const;
+                 Workspace& work, const double* center = nullptr, double proximal = 0.0) const;
   /// One full-batch gradient step on (1/n) sum loss + l2/2 ||theta||^2.
   void gradient_step(const double* x, const std::int32_t* y, std::size_t rows, double learning_rate,
                      double* theta, Workspace& work) const;
@@ -76,7 +77,10 @@ class SoftmaxRegression {
   void hessian_vector_chunk(const double* x, std::size_t n, const double* p, const double* v,
                             double* out, double* a) const;
   void sgd_batch(const double* const* rows_x, const std::int32_t* labels, int batch,
-                 double learning_rate, double* theta, Workspace& work) const;
+                 double learning_rate, double* theta, Workspace& work, const double* center,
+                 double proximal) const;
+  void sgd_batch_update(const double* const* rows_x, const std::int32_t* labels, int batch,
+                        double learning_rate, double shrink, double* theta, Workspace& work) const;
 
   int features_, classes_;
   double l2_;
