@@ -1,6 +1,6 @@
-// fluence validate DECK: check a deck (and, unless --no-data, its data, partition, LDP plan and
-// FLDP cases and what-if grid), then echo the resolved settings on rank 0; run nothing. Every check
-// runs before the deck is called valid.
+// fluence validate DECK: check a deck (and, unless --no-data, its data, partition, LDP plan, FLDP
+// cases, what-if grid and private-training set-up), then echo the resolved settings on rank 0; run
+// nothing. Every check runs before the deck is called valid.
 #include <algorithm>
 #include <optional>
 
@@ -12,6 +12,7 @@
 #include "fluence/core/mpi.hpp"
 #include "fluence/data/partition.hpp"
 #include "fluence/data/source.hpp"
+#include "fluence/fl/private_training.hpp"
 #include "fluence/fl/problem.hpp"
 #include "fluence/fldp/fldp.hpp"
 #include "fluence/influence/client_influence.hpp"
@@ -37,6 +38,11 @@ int run_validate(const CommandLine& command_line) {
     problem = build_problem(deck);
     if (has_fldp) fldp_cases = FldpConfig::from_deck(deck, problem->ldp).cases.size();
     if (has_whatif) whatif = WhatifConfig::from_deck(deck, *problem);
+    const FederationConfig federation = FederationConfig::from_deck(deck);
+    const PrivacyConfig privacy = PrivacyConfig::from_deck(
+        deck, static_cast<int>(problem->client_rows.size()), federation.rounds);
+    if (privacy.mode == PrivacyMode::feo2)
+      choose_opt_out_clients(*problem, privacy.opt_out_fraction, privacy.opt_out_label);
   }
   log::info("# {}: deck is valid. Resolved settings (defaults filled in):\n", command_line.deck);
   log::info("{}", deck.resolved_toml());

@@ -1,0 +1,834 @@
+#!/usr/bin/python3
+"""Tables and figures of the FeO2 experiments (seed 004, Aldaghri,
+Mahdavifar & Beirami, "FeO2: Federated Learning with Opt-Out Differential
+Privacy", §5: Tables 1-2).
+
+Reads the results files that ``scripts/run_feo2_experiments.sh`` writes with
+``fluence train`` under ROOT::
+
+    ROOT/<setup>/<algorithm>/results.h5
+
+with set-ups ``noniid`` (opt-out clients drawn at random) and ``skewed``
+(opt-out clients drawn among the holders of one label) and algorithms
+``nonprivate``, ``dpfedavg`` and ``feo2_r<r>`` (other run directories under a
+set-up are reported too, after these).  Every run is a ``fluence train`` of
+inputs/feo2_fashion_mnist.toml; its algorithm and hyperparameters (privacy
+mode, r = ``privacy.ratio``, lambda_p / lambda_np =
+``personalization.lambda_private`` / ``lambda_opt_out``, the opt-out label)
+come from the resolved deck in the root attribute ``deck``.
+
+Printed on stdout (aligned plain text, or GitHub markdown with
+``--markdown``):
+
+* Runs: a line per run (mode, rounds, opt-out clients, noise multiplier z,
+  final (eps, delta), final clipping norm S, wall time);
+* per set-up, the seed's Table 1 analog: a row per algorithm with its
+  hyperparameters, then Acc_g (the global model on the server's test set),
+  Acc_g,p and Acc_g,np (the global model on the private / opt-out clients'
+  local test data, mean over clients), Delta_g = Acc_g,np - Acc_g,p, Acc_l,p
+  and Acc_l,np (the Ditto personal models on their own local test data) and
+  Delta_l = Acc_l,np - Acc_l,p, all in % at the final round (``/feo2/*``,
+  always evaluated there).  In parentheses, as in the seed, the variance
+  across clients of the per-client accuracy taken as a fraction, times 100
+  (= %^2 / 100; the scale the seed's numbers fit: its 93.75 (0.13) is a
+  standard deviation of 3.6 points).  The title gives the (eps, delta) of
+  the private runs (the final ``/privacy/epsilon``, ``/privacy/delta``);
+* per set-up, the line "FeO2 vs DP-FedAvg: best Acc_g gain +x.xx% (r = ...)"
+  (percentage points of Acc_g, the best FeO2 run against DP-FedAvg).
+
+'-' marks a value that does not exist (NaN): Acc_g,p of the non-private
+run (every client counts as opt-out there), the opt-out columns of
+DP-FedAvg, and so on.
+
+Figures (PNG, unless ``--no-figures``; into ``--figures DIR``, default
+``ROOT/figures``):
+
+* ``feo2_acc_g.png``: Acc_g per round (``/metrics/test_accuracy``, every
+  round), a line per algorithm, a panel per set-up;
+* ``feo2_clip_norm.png``: the clipping norm S per round
+  (``/privacy/clip_norm``; adaptive clipping moves it) of the private runs,
+  a panel per set-up.
+
+Usage::
+
+    analysis/feo2_report.py out/feo2
+    analysis/feo2_report.py out/feo2 --markdown > docs/results/feo2.md
+    analysis/feo2_report.py /tmp/feo2-try --figures /tmp/feo2-figs
+    analysis/feo2_report.py out/feo2 --no-figures
+
+Notes about missing, unfinished or unreadable runs and the paths of the
+written figures go to stderr.  Exit status 2 when ROOT is not a directory,
+holds no readable run, or the figures cannot be written; 0 otherwise.
+
+Needs h5py, numpy and matplotlib (Debian: python3-h5py, python3-numpy,
+python3-matplotlib); the deck is parsed with tomllib (Python >= 3.11; on
+older Pythons the hyperparameters show as '?').
+"""
+
+import argparse
+import math
+import os
+import re
+import sys
+import textwrap
+import warnings
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: must precede the pyplot import
+
+import h5py  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+SETUPS = ("noniid", "skewed")             # known set-ups, in display order
+BASELINES = ("nonprivate", "dpfedavg")    # first rows, in this order
+FEO2_DIR = re.compile(r"^feo2_r(?P<r>[0-9.eE+-]+)$")
+MODE_TITLES = {"none": "Non-private", "dp-fedavg": "DP-FedAvg",
+               "feo2": "FeO2"}
+DIR_MODES = {"nonprivate": "none", "dpfedavg": "dp-fedavg"}
+METRICS = ("acc_g", "acc_g_p", "acc_g_np", "acc_l_p", "acc_l_np",
+           "var_g_p", "var_g_np", "var_l_p", "var_l_np", "delta_g",
+           "delta_l")
+EPS = "\u03b5"
+DELTA = "\u0394"
+LAMBDA = "\u03bb"
+FOOTNOTE_WIDTH = 100
+
+
+class ResultsError(Exception):
+    """A results file that cannot be used; the message is for the user."""
+
+
+def note(message):
+    """A note for the user on stderr."""
+    print(f"feo2_report: {message}", file=sys.stderr)
+
+
+# --------------------------------------------------------------------------
+# Reading
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    """One ``fluence train`` run of a set-up."""
+
+    setup: str
+    name: str                     # the run directory's name
+    path: str
+    mode: str                     # privacy.mode: none, dp-fedavg, feo2
+    ratio: float                  # privacy.ratio (FeO2's r)
+    lambda_p: float
+    lambda_np: float
+    personalization: str          # personalization.method
+    opt_out_fraction: float
+    opt_out_label: int            # -1: opt-out clients drawn at random
+    rounds: int
+    final: Dict[str, float]       # the /feo2 metrics at the last round
+    test_accuracy: np.ndarray     # [T], /metrics/test_accuracy
+    clip_norm: Optional[np.ndarray]   # [T], private runs only
+    epsilon: float                # final /privacy/epsilon (NaN: no DP)
+    delta: float
+    noise_multiplier: float
+    opt_out_clients: int          # len(/privacy/opt_out_clients)
+    wall_time: float              # /metrics/wall_time_s[-1]
+    deck: Dict = field(default_factory=dict)
+
+    @property
+    def private(self):
+        return self.mode in ("dp-fedavg", "feo2")
+
+    @property
+    def algorithm(self):
+        return MODE_TITLES.get(self.mode, self.mode or "?")
+
+    @property
+    def order(self):
+        """Sort key: non-private, DP-FedAvg, FeO2 by r, then the rest."""
+        if self.name in BASELINES:
+            return (BASELINES.index(self.name), 0.0, self.name)
+        if self.mode == "feo2":
+            r = self.ratio if math.isfinite(self.ratio) else math.inf
+            return (2, r, self.name)
+        return (3, 0.0, self.name)
+
+
+def decode(value):
+    """Return an HDF5 string (attribute or dataset value) as ``str``."""
+    if isinstance(value, np.ndarray):
+        if value.size != 1:
+            return str(value)
+        value = value.reshape(-1)[0]
+    if isinstance(value, (bytes, np.bytes_)):
+        return value.decode("utf-8", errors="replace")
+    return str(value)
+
+
+def deck_settings(h5):
+    """The resolved deck (root attribute ``deck``) as a dict, or {}."""
+    text = decode(h5.attrs.get("deck", ""))
+    try:
+        import tomllib  # Python >= 3.11
+    except ImportError:  # pragma: no cover - older Python: no deck details
+        return {}
+    try:
+        return tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, ValueError):
+        return {}
+
+
+def series(h5, name):
+    """A 1-D float dataset, or None when absent."""
+    if name not in h5:
+        return None
+    return np.atleast_1d(np.asarray(h5[name][()], dtype=float)).reshape(-1)
+
+
+def scalar(h5, name, default=math.nan):
+    """A scalar dataset as a float, or ``default`` when absent."""
+    if name not in h5:
+        return default
+    return float(np.asarray(h5[name][()]).reshape(-1)[0])
+
+
+def last(values):
+    """The last entry of a series (NaN when absent or empty)."""
+    if values is None or not values.size:
+        return math.nan
+    return float(values[-1])
+
+
+def number(value, default=math.nan):
+    """A deck value as a float (``default`` when missing or not a number)."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def parse_run(h5, setup, name, path):
+    """Parse an open results file of a ``fluence train`` run."""
+    if "metrics" not in h5 or "test_accuracy" not in h5["metrics"]:
+        raise ResultsError(f"{path}: no /metrics/test_accuracy (not a "
+                           "'fluence train' results file)")
+    deck = deck_settings(h5)
+    privacy = deck.get("privacy", {})
+    personal = deck.get("personalization", {})
+    test_accuracy = series(h5, "/metrics/test_accuracy")
+    final = {}
+    if "feo2" in h5:
+        for key in METRICS:
+            final[key] = last(series(h5, f"/feo2/{key}"))
+    else:
+        note(f"{path}: no /feo2 metrics (personalization.method = "
+             f"\"{personal.get('method', '?')}\"?); only Acc_g is reported")
+        final = {key: math.nan for key in METRICS}
+        final["acc_g"] = last(test_accuracy)
+    mode = str(privacy.get("mode", ""))
+    if not mode:
+        mode = (decode(h5["/privacy/mode"][()]) if "/privacy/mode" in h5
+                else ("none" if "privacy" not in h5 else ""))
+    opt_out = (int(np.asarray(h5["/privacy/opt_out_clients"][()]).size)
+               if "/privacy/opt_out_clients" in h5 else 0)
+    wall = series(h5, "/metrics/wall_time_s")
+    return Run(
+        setup=setup, name=name, path=path, mode=mode,
+        ratio=number(privacy.get("ratio")),
+        lambda_p=number(personal.get("lambda_private")),
+        lambda_np=number(personal.get("lambda_opt_out")),
+        personalization=str(personal.get("method", "")),
+        opt_out_fraction=number(privacy.get("opt_out_fraction")),
+        opt_out_label=int(number(privacy.get("opt_out_label"), -1)),
+        rounds=int(test_accuracy.size),
+        final=final, test_accuracy=test_accuracy,
+        clip_norm=series(h5, "/privacy/clip_norm"),
+        epsilon=last(series(h5, "/privacy/epsilon")),
+        delta=scalar(h5, "/privacy/delta"),
+        noise_multiplier=scalar(h5, "/privacy/noise_multiplier"),
+        opt_out_clients=opt_out, wall_time=last(wall), deck=deck)
+
+
+def read_run(setup, name, path):
+    """Read one results file into a Run, or None with a note."""
+    try:
+        if not h5py.is_hdf5(path):
+            raise ResultsError(f"{path}: not an HDF5 file")
+        with h5py.File(path, "r") as h5:
+            run = parse_run(h5, setup, name, path)
+    except ResultsError as err:
+        note(f"skipped: {err}")
+        return None
+    except OSError as err:  # truncated or unreadable HDF5 file
+        note(f"skipped: {path}: cannot read HDF5 file ({err})")
+        return None
+    except (KeyError, ValueError, IndexError, TypeError) as err:
+        note(f"skipped: {path}: unexpected layout ({err})")
+        return None
+    check_name(run)
+    return run
+
+
+def check_name(run):
+    """Note when the deck does not match what the directory name says."""
+    expected_mode = DIR_MODES.get(run.name)
+    match = FEO2_DIR.match(run.name)
+    if match:
+        expected_mode = "feo2"
+        r = number(match.group("r"))
+        if (math.isfinite(r) and math.isfinite(run.ratio)
+                and abs(r - run.ratio) > 1e-9 * max(1.0, abs(r))):
+            note(f"{run.setup}/{run.name}: the deck has privacy.ratio = "
+                 f"{run.ratio:g}, not {r:g}")
+    if expected_mode and run.mode and run.mode != expected_mode:
+        note(f"{run.setup}/{run.name}: the deck has privacy.mode = "
+             f"\"{run.mode}\", not \"{expected_mode}\"")
+
+
+def expected_names():
+    """The run directories scripts/run_feo2_experiments.sh writes."""
+    return list(BASELINES) + ["feo2_r0.01", "feo2_r0.1", "feo2_r0.9"]
+
+
+def setup_names(root):
+    """Set-up directories under ROOT: the known ones first, then any other
+    directory holding a run directory with a results.h5."""
+    names = []
+    for name in sorted(os.listdir(root)):
+        base = os.path.join(root, name)
+        if name == "figures" or not os.path.isdir(base):
+            continue
+        if name in SETUPS or any(
+                os.path.isfile(os.path.join(base, sub, "results.h5"))
+                for sub in os.listdir(base)):
+            names.append(name)
+    known = [s for s in SETUPS if s in names]
+    return known + [s for s in names if s not in SETUPS]
+
+
+def load_setup(root, setup):
+    """The readable runs of one set-up, sorted; notes what is missing."""
+    base = os.path.join(root, setup)
+    runs = []
+    present = set()
+    for name in sorted(os.listdir(base)):
+        directory = os.path.join(base, name)
+        if not os.path.isdir(directory):
+            continue
+        path = os.path.join(directory, "results.h5")
+        if not os.path.isfile(path):
+            note(f"skipped: {directory}: no results.h5 (run unfinished?)")
+            present.add(name)
+            continue
+        present.add(name)
+        run = read_run(setup, name, path)
+        if run is not None:
+            runs.append(run)
+    missing = [n for n in expected_names() if n not in present]
+    if missing and runs:
+        note(f"{setup}: no run {', '.join(missing)} (not run yet?)")
+    runs.sort(key=lambda run: run.order)
+    return runs
+
+
+def load_root(root):
+    """{setup: [Run]} for every set-up with at least one readable run."""
+    found = {}
+    names = setup_names(root)
+    for setup in names:
+        runs = load_setup(root, setup)
+        if runs:
+            found[setup] = runs
+        else:
+            note(f"{setup}: no readable run, skipped")
+    missing = [s for s in SETUPS if s not in names]
+    if found and missing:
+        note(f"no runs for the set-up(s) {', '.join(missing)}")
+    return found
+
+
+# --------------------------------------------------------------------------
+# Formatting and rendering
+# --------------------------------------------------------------------------
+
+
+def finite(value):
+    return value is not None and math.isfinite(value)
+
+
+def fmt_pct(fraction):
+    """An accuracy (fraction) in % with 2 decimals, or '-'."""
+    return f"{100 * fraction:.2f}" if finite(fraction) else "-"
+
+
+def fmt_var(variance):
+    """A variance of accuracies (fractions) x 100, 3 significant digits."""
+    if not finite(variance):
+        return "-"
+    value = 100 * max(variance, 0.0)  # E[x^2] - E[x]^2 can round below 0
+    if value == 0:
+        return "0"
+    return f"{value:.2f}" if value >= 0.01 else f"{value:.1g}"
+
+
+def fmt_acc_var(accuracy, variance):
+    """'93.75 (0.13)', '93.75' without a variance, '-' without a mean."""
+    if not finite(accuracy):
+        return "-"
+    if not finite(variance):
+        return fmt_pct(accuracy)
+    return f"{fmt_pct(accuracy)} ({fmt_var(variance)})"
+
+
+def fmt_value(value):
+    """A hyperparameter like 0.005 or 0.1 ('?' when unknown)."""
+    return f"{value:g}" if finite(value) else "?"
+
+
+def fmt_eps(value):
+    """eps with up to 3 significant digits ('-' when NaN)."""
+    return f"{value:.3g}" if finite(value) else "-"
+
+
+def fmt_delta(value):
+    """delta like 1e-4 or 2.5e-6 ('-' when NaN)."""
+    if not finite(value):
+        return "-"
+    if value <= 0:
+        return "0"
+    mantissa, exponent = f"{value:.1e}".split("e")
+    return f"{mantissa.removesuffix('.0')}e{int(exponent)}"
+
+
+def fmt_num(value, digits=3):
+    """A number with ``digits`` significant digits, or '-'."""
+    return f"{value:.{digits}g}" if finite(value) else "-"
+
+
+@dataclass
+class Table:
+    """Key columns, then column groups (a title over its columns)."""
+
+    title: str
+    keys: List[str]
+    groups: List[Tuple[str, List[str]]]   # (group title, column names)
+    rows: List[List[str]]
+    footnote: str = ""
+
+    def header(self):
+        return self.keys + [c for _, columns in self.groups for c in columns]
+
+
+def column_widths(table):
+    """Widths of the columns, widened so each group title fits its span."""
+    header = table.header()
+    widths = [len(h) for h in header]
+    for row in table.rows:
+        for j, cell in enumerate(row):
+            widths[j] = max(widths[j], len(cell))
+    start = len(table.keys)
+    for title, columns in table.groups:
+        span = range(start, start + len(columns))
+        total = sum(widths[j] for j in span) + 2 * (len(columns) - 1)
+        if columns and len(title) > total:
+            widths[span[-1]] += len(title) - total
+        start += len(columns)
+    return widths
+
+
+def group_line(table, widths):
+    """The line of group titles centred over their columns."""
+    nkeys = len(table.keys)
+    parts = [" " * sum(widths[:nkeys]) + "  " * (nkeys - 1)]
+    start = nkeys
+    for title, columns in table.groups:
+        span = widths[start:start + len(columns)]
+        total = sum(span) + 2 * (len(columns) - 1)
+        parts.append(title.center(total, "-") if title else " " * total)
+        start += len(columns)
+    return "  ".join(parts).rstrip()
+
+
+def render_plain(table):
+    """An aligned plain-text table (keys left, numbers right aligned)."""
+    widths = column_widths(table)
+    nkeys = len(table.keys)
+
+    def line(cells):
+        return "  ".join(cell.ljust(widths[j]) if j < nkeys
+                         else cell.rjust(widths[j])
+                         for j, cell in enumerate(cells)).rstrip()
+
+    lines = [table.title, "=" * len(table.title)]
+    if any(title for title, _ in table.groups):
+        lines.append(group_line(table, widths))
+    lines.append(line(table.header()))
+    lines.append("  ".join("-" * w for w in widths))
+    lines.extend(line(row) for row in table.rows)
+    if table.footnote:
+        lines.extend(textwrap.wrap(table.footnote, FOOTNOTE_WIDTH))
+    return "\n".join(lines)
+
+
+def render_markdown(table):
+    """A GitHub markdown table; columns named '<group> <column>'."""
+    header = list(table.keys)
+    for title, columns in table.groups:
+        header.extend(f"{title} {c}".strip() for c in columns)
+    lines = [f"### {table.title}", "",
+             "| " + " | ".join(header) + " |",
+             "| " + " | ".join("---" if j < len(table.keys) else "---:"
+                               for j in range(len(header))) + " |"]
+    for row in table.rows:
+        lines.append("| " + " | ".join(cell.replace("|", "\\|")
+                                       for cell in row) + " |")
+    if table.footnote:
+        lines += ["", table.footnote]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------
+# Tables
+# --------------------------------------------------------------------------
+
+
+def hyperparameters(run):
+    """The seed's hyperparameter cell: lambda_np, lambda_p, or r and both."""
+    lam_p, lam_np = fmt_value(run.lambda_p), fmt_value(run.lambda_np)
+    if run.personalization and run.personalization != "ditto":
+        ratio = f"r = {fmt_value(run.ratio)}, " if run.mode == "feo2" else ""
+        return f"{ratio}no Ditto"
+    if run.mode == "none":
+        return f"{LAMBDA}_np = {lam_np}"
+    if run.mode == "dp-fedavg":
+        return f"{LAMBDA}_p = {lam_p}"
+    lambdas = (f"{LAMBDA}_p = {LAMBDA}_np = {lam_p}" if lam_p == lam_np
+               else f"{LAMBDA}_p = {lam_p}, {LAMBDA}_np = {lam_np}")
+    if run.mode == "feo2":
+        return f"r = {fmt_value(run.ratio)}, {lambdas}"
+    return lambdas
+
+
+def describe_setup(setup, runs):
+    """'non-IID, opt-out clients at random' and the like, from the decks."""
+    feo2 = [run for run in runs if run.mode == "feo2"]
+    labels = sorted({run.opt_out_label for run in feo2})
+    fractions = sorted({run.opt_out_fraction for run in feo2
+                        if finite(run.opt_out_fraction)})
+    share = (f"{100 * fractions[0]:g}% of the clients opt out"
+             if len(fractions) == 1 else "clients opt out")
+    if not feo2:
+        return "no FeO2 run"
+    if labels == [-1]:
+        return f"{share}, drawn at random"
+    if len(labels) == 1 and labels[0] >= 0:
+        return f"{share}, drawn among the holders of label {labels[0]}"
+    return f"{share}, opt-out labels " + ", ".join(
+        "any" if label < 0 else str(label) for label in labels)
+
+
+def privacy_summary(runs):
+    """'(3.6, 1e-04)-DP' over the private runs (each listed if they
+    differ), or 'no private run'."""
+    private = [run for run in runs if run.private]
+    if not private:
+        return "no private run"
+    pairs = {(fmt_eps(run.epsilon), fmt_delta(run.delta)) for run in private}
+    if len(pairs) == 1:
+        eps, delta = next(iter(pairs))
+        return f"private clients ({eps}, {delta})-DP"
+    return "private clients " + "; ".join(
+        f"{run.name} ({fmt_eps(run.epsilon)}, {fmt_delta(run.delta)})-DP"
+        for run in private)
+
+
+def rounds_summary(runs):
+    """'300 rounds', or the rounds per run when they differ."""
+    rounds = {run.rounds for run in runs}
+    if len(rounds) == 1:
+        return f"{next(iter(rounds))} rounds"
+    return "rounds " + ", ".join(f"{run.name} {run.rounds}" for run in runs)
+
+
+VAR_NOTE = ("(var): variance across clients of the per-client accuracy as a "
+            "fraction, x 100 (= %^2 / 100, the scale of the seed's Tables "
+            "1-2). ")
+
+
+def table_one(setup, runs):
+    """The seed's Table 1 analog for one set-up."""
+    rows = []
+    for run in runs:
+        m = run.final
+        rows.append([
+            run.name, run.algorithm, hyperparameters(run),
+            fmt_pct(m["acc_g"]),
+            fmt_acc_var(m["acc_g_p"], m["var_g_p"]),
+            fmt_acc_var(m["acc_g_np"], m["var_g_np"]),
+            fmt_pct(m["delta_g"]),
+            fmt_acc_var(m["acc_l_p"], m["var_l_p"]),
+            fmt_acc_var(m["acc_l_np"], m["var_l_np"]),
+            fmt_pct(m["delta_l"])])
+    return Table(
+        title=f"{setup}: {describe_setup(setup, runs)}; "
+              f"{privacy_summary(runs)}; {rounds_summary(runs)}",
+        keys=["run", "algorithm", "hyperparameters"],
+        groups=[("global model", [
+                    "Acc_g%", "Acc_g,p% (var)", "Acc_g,np% (var)",
+                    f"{DELTA}_g%"]),
+                ("personalized local models", [
+                    "Acc_l,p% (var)", "Acc_l,np% (var)", f"{DELTA}_l%"])],
+        rows=rows,
+        footnote="Final round. Acc_g: the global model on the server's test "
+                 "set; Acc_g,p / Acc_g,np: on the private / opt-out clients' "
+                 "local test data, mean over clients; Acc_l: the clients' "
+                 f"Ditto personal models; {DELTA} = np - p. " + VAR_NOTE
+                 + "'-': no such clients (non-private: every client counts as "
+                 "opt-out; DP-FedAvg: none opts out) or not evaluated.")
+
+
+def gain_line(runs):
+    """'FeO2 vs DP-FedAvg: best Acc_g gain +x.xx% (r = ...)'."""
+    dp = [run for run in runs if run.mode == "dp-fedavg"
+          and finite(run.final["acc_g"])]
+    feo2 = [run for run in runs if run.mode == "feo2"
+            and finite(run.final["acc_g"])]
+    if not dp or not feo2:
+        missing = "DP-FedAvg" if not dp else "FeO2"
+        return f"FeO2 vs DP-FedAvg: - (no {missing} run)"
+    base = dp[0]
+    best = max(feo2, key=lambda run: run.final["acc_g"])
+    gain = 100 * (best.final["acc_g"] - base.final["acc_g"])
+    ties = [run for run in feo2
+            if abs(run.final["acc_g"] - best.final["acc_g"]) < 1e-12]
+    r = ", ".join(fmt_value(run.ratio) for run in ties)
+    return f"FeO2 vs DP-FedAvg: best Acc_g gain {gain:+.2f}% (r = {r})"
+
+
+def table_runs(setups):
+    """A line per run: what it did, for the record."""
+    rows = []
+    for setup, runs in setups.items():
+        for run in runs:
+            opt_out = str(run.opt_out_clients) if run.mode == "feo2" else "-"
+            if run.mode == "feo2" and run.opt_out_label >= 0:
+                opt_out += f" (label {run.opt_out_label})"
+            clip = last(run.clip_norm) if run.clip_norm is not None \
+                else math.nan
+            rows.append([
+                setup, run.name, run.mode or "?", run.personalization or "?",
+                str(run.rounds), opt_out, fmt_num(run.noise_multiplier, 4),
+                (f"({fmt_eps(run.epsilon)}, {fmt_delta(run.delta)})"
+                 if run.private else "-"),
+                fmt_num(clip, 3), fmt_num(run.wall_time, 3)])
+    return Table(
+        title="Runs", keys=["set-up", "run", "privacy.mode",
+                            "personalization"],
+        groups=[("", ["rounds",
+                      "opt-out clients", "z", f"({EPS}, {DELTA.lower()})",
+                      "final S", "train s"])],
+        rows=rows,
+        footnote=f"z: overall noise multiplier (solved for the target {EPS} "
+                 f"over the rounds); ({EPS}, {DELTA.lower()}): the "
+                 "accountant's value after the last round; final S: the "
+                 "clipping norm of the last round (adaptive clipping); train "
+                 "s: /metrics/wall_time_s of the last round (excludes "
+                 "set-up).")
+
+
+# --------------------------------------------------------------------------
+# Figures
+# --------------------------------------------------------------------------
+
+
+def run_colors(setups):
+    """One colour per run name, the same in every panel."""
+    names = []
+    for runs in setups.values():
+        for run in runs:
+            if run.name not in names:
+                names.append(run.name)
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    return {name: cycle[i % len(cycle)] for i, name in enumerate(names)}
+
+
+def run_style(run):
+    """Line style: the baselines dashed / dash-dotted, so that a FeO2 run
+    drawn over them (r near 1 is close to DP-FedAvg) leaves them visible."""
+    return {"none": "-.", "dp-fedavg": "--"}.get(run.mode, "-")
+
+
+def run_label(run):
+    """Legend entry: algorithm and r."""
+    if run.mode == "feo2":
+        return f"FeO2, r = {fmt_value(run.ratio)}"
+    if run.name in BASELINES or run.mode in MODE_TITLES:
+        return run.algorithm
+    return run.name
+
+
+def panels(count):
+    """A figure with ``count`` panels in a row."""
+    fig, axes = plt.subplots(1, count, squeeze=False, sharey=True,
+                             figsize=(max(8.5, 5.6 * count + 0.6), 4.6))
+    return fig, axes[0]
+
+
+def legend(fig, axes):
+    """One legend for all panels, below them."""
+    handles, labels = [], []
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    if handles:
+        fig.legend(handles, labels, loc="lower center",
+                   ncol=min(len(labels), 5), fontsize="small", frameon=False)
+
+
+def figure_acc_g(setups, path):
+    """Acc_g per round, a line per run, a panel per set-up."""
+    colors = run_colors(setups)
+    fig, axes = panels(len(setups))
+    for ax, (setup, runs) in zip(axes, setups.items()):
+        for run in runs:
+            rounds = np.arange(1, run.test_accuracy.size + 1)
+            ax.plot(rounds, 100 * run.test_accuracy, linewidth=1.2,
+                    linestyle=run_style(run), color=colors[run.name],
+                    label=run_label(run), zorder=3 if run.mode != "feo2"
+                    else 2)
+        ax.set_title(f"{setup}: {describe_setup(setup, runs)}", fontsize=9)
+        ax.set_xlabel("round")
+        ax.grid(True, alpha=0.3)
+    axes[0].set_ylabel("Acc_g (%): global model on the server's test set")
+    legend(fig, axes)
+    fig.suptitle("Global model accuracy per round (/metrics/test_accuracy)")
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    return save(fig, path)
+
+
+def figure_clip_norm(setups, path):
+    """The clipping norm per round of the private runs, a panel per
+    set-up; None (with a note) when no run is private."""
+    private = {setup: [run for run in runs
+                       if run.clip_norm is not None and run.clip_norm.size]
+               for setup, runs in setups.items()}
+    if not any(private.values()):
+        note("no private run with /privacy/clip_norm: "
+             f"{os.path.basename(path)} not written")
+        return None
+    colors = run_colors(setups)
+    fig, axes = panels(len(private))
+    values = np.concatenate([run.clip_norm for runs in private.values()
+                             for run in runs])
+    values = values[np.isfinite(values) & (values > 0)]
+    for ax, (setup, runs) in zip(axes, private.items()):
+        for run in runs:
+            rounds = np.arange(1, run.clip_norm.size + 1)
+            ax.plot(rounds, run.clip_norm, linewidth=1.2,
+                    linestyle=run_style(run), color=colors[run.name],
+                    label=run_label(run), zorder=3 if run.mode != "feo2"
+                    else 2)
+        if not runs:
+            ax.text(0.5, 0.5, "no private run", transform=ax.transAxes,
+                    ha="center", va="center", color="0.5")
+        ax.set_title(f"{setup}: {describe_setup(setup, setups[setup])}",
+                     fontsize=9)
+        ax.set_xlabel("round")
+        ax.grid(True, alpha=0.3)
+    if values.size and values.max() / values.min() > 20:
+        for ax in axes:
+            ax.set_yscale("log")
+    axes[0].set_ylabel("clipping norm S")
+    legend(fig, axes)
+    fig.suptitle("Clipping norm per round of the private runs "
+                 "(/privacy/clip_norm, adaptive clipping)")
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    return save(fig, path)
+
+
+def save(fig, path):
+    """Write a figure as PNG (creating its directory) and close it."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    try:
+        fig.savefig(path, dpi=120)
+    finally:
+        plt.close(fig)
+    return path
+
+
+# --------------------------------------------------------------------------
+# Command line
+# --------------------------------------------------------------------------
+
+
+def parse_args(argv):
+    """Parse the command line."""
+    parser = argparse.ArgumentParser(
+        description="Tables (seed 004 Table 1 analog) and figures of the "
+                    "FeO2 experiments written by "
+                    "scripts/run_feo2_experiments.sh.")
+    parser.add_argument("root", metavar="ROOT",
+                        help="results root: ROOT/<setup>/<algorithm>/"
+                             "results.h5")
+    parser.add_argument("--markdown", action="store_true",
+                        help="GitHub markdown tables instead of aligned "
+                             "plain text")
+    parser.add_argument("--figures", metavar="DIR",
+                        help="directory for the PNGs (default: "
+                             "ROOT/figures)")
+    parser.add_argument("--no-figures", action="store_true",
+                        help="print the tables only")
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    """Entry point; returns the process exit status."""
+    args = parse_args(argv)
+    if not os.path.isdir(args.root):
+        print(f"feo2_report: error: {args.root}: no such directory",
+              file=sys.stderr)
+        return 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=RuntimeWarning)
+        setups = load_root(args.root)
+    if not setups:
+        print(f"feo2_report: error: no FeO2 runs under {args.root} "
+              "(expected <setup>/<algorithm>/results.h5, as written by "
+              "scripts/run_feo2_experiments.sh)", file=sys.stderr)
+        return 2
+
+    render = render_markdown if args.markdown else render_plain
+    blocks = []
+    if args.markdown:
+        blocks.append("## FeO2 (seed 004): federated learning with opt-out "
+                      "DP, Table 1 analog")
+    blocks.append(render(table_runs(setups)))
+    for setup, runs in setups.items():
+        line = gain_line(runs)
+        blocks.append(render(table_one(setup, runs)) + "\n\n"
+                      + (f"**{line}**" if args.markdown else line))
+    print("\n\n".join(blocks))
+
+    if args.no_figures:
+        return 0
+    directory = args.figures or os.path.join(args.root, "figures")
+    try:
+        os.makedirs(directory, exist_ok=True)
+        for make, name in ((figure_acc_g, "feo2_acc_g.png"),
+                           (figure_clip_norm, "feo2_clip_norm.png")):
+            written = make(setups, os.path.join(directory, name))
+            if written:
+                note(f"wrote {written}")
+    except OSError as err:
+        print(f"feo2_report: error: cannot write figures to {directory}: "
+              f"{err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
