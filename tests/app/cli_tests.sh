@@ -484,6 +484,16 @@ for path in ("/feo2_theory/empirical_variance", "/feo2_theory/theoretical_varian
     assert np.array_equal(a[path][...], b[path][...]), path
 PY
 then pass "feo2-theory: Lemma 1 table, r*, identical on 1 and 3 ranks"; else fail "feo2-theory"; fi
+if FLUENCE="$fluence" bash "$source_dir/scripts/run_feo2_experiments.sh" --out "$work/feo2_dry" --dry-run \
+  >"$work/feo2_dry.txt" 2>&1 && [ "$(grep -c "fluence train" "$work/feo2_dry.txt")" -eq 10 ] &&
+  mkdir -p "$work/feo2_report/noniid" && cp -r "$work/private2" "$work/feo2_report/noniid/feo2_r0.5" &&
+  "$python" "$source_dir/analysis/feo2_report.py" "$work/feo2_report" --no-figures >"$work/feo2_report.txt" 2>&1 &&
+  grep -q "FeO2" "$work/feo2_report.txt"; then
+  pass "run_feo2_experiments.sh --dry-run; analysis/feo2_report.py on a private run"
+else
+  fail "feo2 experiment script/report"
+  tail -5 "$work/feo2_dry.txt" "$work/feo2_report.txt" | sed 's/^/    /'
+fi
 COMMAND=feo2-theory expect_input_error feo2_theory_groups "feo2_theory.opt_out_fraction = 0 leaves 0 opt-out" "$work/feo2_theory.toml" --set feo2_theory.opt_out_fraction=0
 
 echo "$passed passed, $failed failed"
