@@ -328,6 +328,12 @@ EOF
 COMMAND=fldp expect_input_error fldp_no_case "every sweep cell was skipped" "$work/fldp_none.toml"
 COMMAND=fldp expect_input_error fldp_samples "fldp.monte_carlo_samples = 10 must be a multiple of fldp.monte_carlo_batches = 4" "$fldp_deck" --set fldp.monte_carlo_samples=10 --set fldp.monte_carlo_batches=4
 
+bad_decks=""
+for deck in "$source_dir"/inputs/*.toml; do
+  "$fluence" validate "$deck" --no-data >/dev/null 2>"$work/deck.err" || bad_decks="$bad_decks $(basename "$deck")"
+done
+if [ -z "$bad_decks" ]; then pass "every deck in inputs/ validates"; else fail "decks that do not validate:$bad_decks"; fi
+
 # --- fluence whatif (issue 5) ---------------------------------------------------------------------
 whatif_deck="$source_dir/inputs/whatif_synthetic.toml"
 for ranks in 1 2 3 4; do
