@@ -69,6 +69,21 @@ double softmax_rows(double* logits, std::size_t rows, int classes, const std::in
   return loss;
 }
 
+// sum over rows of log-sum-exp(z) - z_label, leaving the logits as they are (evaluation only
+// needs the loss: no probabilities, one exponential per logit).
+double log_loss_rows(const double* logits, std::size_t rows, int classes,
+                     const std::int32_t* labels) {
+  double loss = 0.0;
+  for (std::size_t r = 0; r < rows; ++r) {
+    const double* z = logits + r * classes;
+    const double top = *std::max_element(z, z + classes);
+    double total = 0.0;
+    for (int c = 0; c < classes; ++c) total += std::exp(z[c] - top);
+    loss += top + std::log(total) - z[labels[r]];
+  }
+  return loss;
+}
+
 void softmax_probabilities(double* logits, std::size_t rows, int classes) {
   if (classes == 2) {
     // Two classes: p1 = 1 / (1 + e^(z0 - z1)), one exponential and no logarithm.
@@ -119,7 +134,7 @@ LossAndAccuracy SoftmaxRegression::loss_sum(const double* x, const std::int32_t*
       const double* row = z + r * C;
       if (std::max_element(row, row + C) - row == y[start + r]) ++result.correct;
     }
-    result.loss_sum += softmax_rows(z, n, C, y + start);
+    result.loss_sum += log_loss_rows(z, n, C, y + start);
   }
   return result;
 }
