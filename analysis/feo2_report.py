@@ -66,20 +66,22 @@ older Pythons the hyperparameters show as '?').
 """
 
 import argparse
+import functools
 import math
 import os
 import re
 import sys
-import textwrap
 import warnings
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Optional
 
-import matplotlib
+sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 
-matplotlib.use("Agg")  # headless: must precede the pyplot import
+import report_common  # noqa: E402  (first: selects matplotlib's Agg backend)
+from report_common import (  # noqa: E402
+    DELTA, EPS, ResultsError, Table, color_cycle, decode, deck_settings,
+    finite, legend_entries, render_markdown, render_plain, save, scalar)
 
-import h5py  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
@@ -92,19 +94,10 @@ DIR_MODES = {"nonprivate": "none", "dpfedavg": "dp-fedavg"}
 METRICS = ("acc_g", "acc_g_p", "acc_g_np", "acc_l_p", "acc_l_np",
            "var_g_p", "var_g_np", "var_l_p", "var_l_np", "delta_g",
            "delta_l")
-EPS = "\u03b5"
-DELTA = "\u0394"
 LAMBDA = "\u03bb"
-FOOTNOTE_WIDTH = 100
+PROG = "feo2_report"
 
-
-class ResultsError(Exception):
-    """A results file that cannot be used; the message is for the user."""
-
-
-def note(message):
-    """A note for the user on stderr."""
-    print(f"feo2_report: {message}", file=sys.stderr)
+note = functools.partial(report_common.note, PROG)  # a note on stderr
 
 
 # --------------------------------------------------------------------------
@@ -156,42 +149,11 @@ class Run:
         return (3, 0.0, self.name)
 
 
-def decode(value):
-    """Return an HDF5 string (attribute or dataset value) as ``str``."""
-    if isinstance(value, np.ndarray):
-        if value.size != 1:
-            return str(value)
-        value = value.reshape(-1)[0]
-    if isinstance(value, (bytes, np.bytes_)):
-        return value.decode("utf-8", errors="replace")
-    return str(value)
-
-
-def deck_settings(h5):
-    """The resolved deck (root attribute ``deck``) as a dict, or {}."""
-    text = decode(h5.attrs.get("deck", ""))
-    try:
-        import tomllib  # Python >= 3.11
-    except ImportError:  # pragma: no cover - older Python: no deck details
-        return {}
-    try:
-        return tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, ValueError):
-        return {}
-
-
 def series(h5, name):
     """A 1-D float dataset, or None when absent."""
     if name not in h5:
         return None
     return np.atleast_1d(np.asarray(h5[name][()], dtype=float)).reshape(-1)
-
-
-def scalar(h5, name, default=math.nan):
-    """A scalar dataset as a float, or ``default`` when absent."""
-    if name not in h5:
-        return default
-    return float(np.asarray(h5[name][()]).reshape(-1)[0])
 
 
 def last(values):
@@ -253,21 +215,10 @@ def parse_run(h5, setup, name, path):
 
 def read_run(setup, name, path):
     """Read one results file into a Run, or None with a note."""
-    try:
-        if not h5py.is_hdf5(path):
-            raise ResultsError(f"{path}: not an HDF5 file")
-        with h5py.File(path, "r") as h5:
-            run = parse_run(h5, setup, name, path)
-    except ResultsError as err:
-        note(f"skipped: {err}")
-        return None
-    except OSError as err:  # truncated or unreadable HDF5 file
-        note(f"skipped: {path}: cannot read HDF5 file ({err})")
-        return None
-    except (KeyError, ValueError, IndexError, TypeError) as err:
-        note(f"skipped: {path}: unexpected layout ({err})")
-        return None
-    check_name(run)
+    run = report_common.load_results(
+        PROG, path, lambda h5: parse_run(h5, setup, name, path))
+    if run is not None:
+        check_name(run)
     return run
 
 
@@ -317,12 +268,10 @@ def load_setup(root, setup):
         directory = os.path.join(base, name)
         if not os.path.isdir(directory):
             continue
-        path = os.path.join(directory, "results.h5")
-        if not os.path.isfile(path):
-            note(f"skipped: {directory}: no results.h5 (run unfinished?)")
-            present.add(name)
-            continue
         present.add(name)
+        path = report_common.results_file(PROG, directory)
+        if path is None:
+            continue
         run = read_run(setup, name, path)
         if run is not None:
             runs.append(run)
@@ -350,12 +299,8 @@ def load_root(root):
 
 
 # --------------------------------------------------------------------------
-# Formatting and rendering
+# Formatting
 # --------------------------------------------------------------------------
-
-
-def finite(value):
-    return value is not None and math.isfinite(value)
 
 
 def fmt_pct(fraction):
@@ -405,88 +350,6 @@ def fmt_delta(value):
 def fmt_num(value, digits=3):
     """A number with ``digits`` significant digits, or '-'."""
     return f"{value:.{digits}g}" if finite(value) else "-"
-
-
-@dataclass
-class Table:
-    """Key columns, then column groups (a title over its columns)."""
-
-    title: str
-    keys: List[str]
-    groups: List[Tuple[str, List[str]]]   # (group title, column names)
-    rows: List[List[str]]
-    footnote: str = ""
-
-    def header(self):
-        return self.keys + [c for _, columns in self.groups for c in columns]
-
-
-def column_widths(table):
-    """Widths of the columns, widened so each group title fits its span."""
-    header = table.header()
-    widths = [len(h) for h in header]
-    for row in table.rows:
-        for j, cell in enumerate(row):
-            widths[j] = max(widths[j], len(cell))
-    start = len(table.keys)
-    for title, columns in table.groups:
-        span = range(start, start + len(columns))
-        total = sum(widths[j] for j in span) + 2 * (len(columns) - 1)
-        if columns and len(title) > total:
-            widths[span[-1]] += len(title) - total
-        start += len(columns)
-    return widths
-
-
-def group_line(table, widths):
-    """The line of group titles centred over their columns."""
-    nkeys = len(table.keys)
-    parts = [" " * sum(widths[:nkeys]) + "  " * (nkeys - 1)]
-    start = nkeys
-    for title, columns in table.groups:
-        span = widths[start:start + len(columns)]
-        total = sum(span) + 2 * (len(columns) - 1)
-        parts.append(title.center(total, "-") if title else " " * total)
-        start += len(columns)
-    return "  ".join(parts).rstrip()
-
-
-def render_plain(table):
-    """An aligned plain-text table (keys left, numbers right aligned)."""
-    widths = column_widths(table)
-    nkeys = len(table.keys)
-
-    def line(cells):
-        return "  ".join(cell.ljust(widths[j]) if j < nkeys
-                         else cell.rjust(widths[j])
-                         for j, cell in enumerate(cells)).rstrip()
-
-    lines = [table.title, "=" * len(table.title)]
-    if any(title for title, _ in table.groups):
-        lines.append(group_line(table, widths))
-    lines.append(line(table.header()))
-    lines.append("  ".join("-" * w for w in widths))
-    lines.extend(line(row) for row in table.rows)
-    if table.footnote:
-        lines.extend(textwrap.wrap(table.footnote, FOOTNOTE_WIDTH))
-    return "\n".join(lines)
-
-
-def render_markdown(table):
-    """A GitHub markdown table; columns named '<group> <column>'."""
-    header = list(table.keys)
-    for title, columns in table.groups:
-        header.extend(f"{title} {c}".strip() for c in columns)
-    lines = [f"### {table.title}", "",
-             "| " + " | ".join(header) + " |",
-             "| " + " | ".join("---" if j < len(table.keys) else "---:"
-                               for j in range(len(header))) + " |"]
-    for row in table.rows:
-        lines.append("| " + " | ".join(cell.replace("|", "\\|")
-                                       for cell in row) + " |")
-    if table.footnote:
-        lines += ["", table.footnote]
-    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------
@@ -650,7 +513,7 @@ def run_colors(setups):
         for run in runs:
             if run.name not in names:
                 names.append(run.name)
-    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    cycle = color_cycle()
     return {name: cycle[i % len(cycle)] for i, name in enumerate(names)}
 
 
@@ -678,12 +541,7 @@ def panels(count):
 
 def legend(fig, axes):
     """One legend for all panels, below them."""
-    handles, labels = [], []
-    for ax in axes:
-        for h, lab in zip(*ax.get_legend_handles_labels()):
-            if lab not in labels:
-                handles.append(h)
-                labels.append(lab)
+    handles, labels = legend_entries(axes)
     if handles:
         fig.legend(handles, labels, loc="lower center",
                    ncol=min(len(labels), 5), fontsize="small", frameon=False)
@@ -750,16 +608,6 @@ def figure_clip_norm(setups, path):
     return save(fig, path)
 
 
-def save(fig, path):
-    """Write a figure as PNG (creating its directory) and close it."""
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    try:
-        fig.savefig(path, dpi=120)
-    finally:
-        plt.close(fig)
-    return path
-
-
 # --------------------------------------------------------------------------
 # Command line
 # --------------------------------------------------------------------------
@@ -774,14 +622,8 @@ def parse_args(argv):
     parser.add_argument("root", metavar="ROOT",
                         help="results root: ROOT/<setup>/<algorithm>/"
                              "results.h5")
-    parser.add_argument("--markdown", action="store_true",
-                        help="GitHub markdown tables instead of aligned "
-                             "plain text")
-    parser.add_argument("--figures", metavar="DIR",
-                        help="directory for the PNGs (default: "
-                             "ROOT/figures)")
-    parser.add_argument("--no-figures", action="store_true",
-                        help="print the tables only")
+    report_common.add_markdown_option(parser)
+    report_common.add_figure_options(parser, "ROOT/figures")
     return parser.parse_args(argv)
 
 
@@ -789,17 +631,15 @@ def main(argv=None):
     """Entry point; returns the process exit status."""
     args = parse_args(argv)
     if not os.path.isdir(args.root):
-        print(f"feo2_report: error: {args.root}: no such directory",
-              file=sys.stderr)
-        return 2
+        return report_common.error(PROG, f"{args.root}: no such directory")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=RuntimeWarning)
         setups = load_root(args.root)
     if not setups:
-        print(f"feo2_report: error: no FeO2 runs under {args.root} "
-              "(expected <setup>/<algorithm>/results.h5, as written by "
-              "scripts/run_feo2_experiments.sh)", file=sys.stderr)
-        return 2
+        return report_common.error(
+            PROG, f"no FeO2 runs under {args.root} (expected "
+                  "<setup>/<algorithm>/results.h5, as written by "
+                  "scripts/run_feo2_experiments.sh)")
 
     render = render_markdown if args.markdown else render_plain
     blocks = []
@@ -816,18 +656,9 @@ def main(argv=None):
     if args.no_figures:
         return 0
     directory = args.figures or os.path.join(args.root, "figures")
-    try:
-        os.makedirs(directory, exist_ok=True)
-        for make, name in ((figure_acc_g, "feo2_acc_g.png"),
-                           (figure_clip_norm, "feo2_clip_norm.png")):
-            written = make(setups, os.path.join(directory, name))
-            if written:
-                note(f"wrote {written}")
-    except OSError as err:
-        print(f"feo2_report: error: cannot write figures to {directory}: "
-              f"{err}", file=sys.stderr)
-        return 2
-    return 0
+    return report_common.write_figures(PROG, directory, (
+        (functools.partial(figure_acc_g, setups), "feo2_acc_g.png"),
+        (functools.partial(figure_clip_norm, setups), "feo2_clip_norm.png")))
 
 
 if __name__ == "__main__":

@@ -58,18 +58,20 @@ python3-matplotlib).
 """
 
 import argparse
+import functools
 import math
 import os
 import sys
-import textwrap
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-import matplotlib
+sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 
-matplotlib.use("Agg")  # headless: must precede the pyplot import
+import report_common  # noqa: E402  (first: selects matplotlib's Agg backend)
+from report_common import (  # noqa: E402
+    EPS, ResultsError, Table, color_cycle, decode, deck_settings,
+    legend_entries, render_plain, save, scalar)
 
-import h5py  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
@@ -81,18 +83,11 @@ DATASET_TITLES = {
 }
 EXPERIMENTS = ("q1", "q2", "q3", "q4")
 PM = "\u00b1"
-EPS = "\u03b5"
-FOOTNOTE_WIDTH = 100
 JITTER = 0.025   # fig1: relative x offset between the lines of a panel
+PROG = "fldp_report"
 
-
-class ResultsError(Exception):
-    """A results file that cannot be used; the message is for the user."""
-
-
-def note(message):
-    """A note for the user on stderr (skipped or unreadable experiments)."""
-    print(f"fldp_report: {message}", file=sys.stderr)
+# a note for the user on stderr (skipped or unreadable experiments)
+note = functools.partial(report_common.note, PROG)
 
 
 # --------------------------------------------------------------------------
@@ -137,17 +132,6 @@ class Run:
     draws: int
 
 
-def decode(value):
-    """Return an HDF5 string (attribute or dataset value) as ``str``."""
-    if isinstance(value, np.ndarray):
-        if value.size != 1:
-            return str(value)
-        value = value.reshape(-1)[0]
-    if isinstance(value, (bytes, np.bytes_)):
-        return value.decode("utf-8", errors="replace")
-    return str(value)
-
-
 def dataset(h5, name, path):
     """Dataset ``name`` as a numpy array, or raise a clear ResultsError."""
     if name not in h5:
@@ -160,26 +144,6 @@ def dataset(h5, name, path):
 def optional(h5, name):
     """Dataset ``name`` as a numpy array, or None when it is absent."""
     return np.asarray(h5[name][()]) if name in h5 else None
-
-
-def scalar(h5, name, default=math.nan):
-    """A scalar dataset as a Python number, or ``default`` when absent."""
-    if name not in h5:
-        return default
-    return np.asarray(h5[name][()]).reshape(-1)[0].item()
-
-
-def deck_settings(h5):
-    """The resolved deck (root attribute ``deck``) as a dict, or {}."""
-    text = decode(h5.attrs.get("deck", ""))
-    try:
-        import tomllib  # Python >= 3.11
-    except ImportError:  # pragma: no cover - older Python: no deck details
-        return {}
-    try:
-        return tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, ValueError):
-        return {}
 
 
 def per_draw(values, cases, name, path):
@@ -200,19 +164,6 @@ def per_case(values, cases, name, path):
         raise ResultsError(f"{path}: {name} has {values.size} entries, "
                            f"expected {cases} (one per case)")
     return values
-
-
-def read_run(path):
-    """Read one ``fluence fldp`` results file into a Run."""
-    if not os.path.isfile(path):
-        raise ResultsError(f"{path}: no such file")
-    if not h5py.is_hdf5(path):
-        raise ResultsError(f"{path}: not an HDF5 file")
-    try:
-        with h5py.File(path, "r") as h5:
-            return parse_run(h5, path)
-    except OSError as err:  # truncated or unreadable HDF5 file
-        raise ResultsError(f"{path}: cannot read HDF5 file ({err})") from err
 
 
 def parse_run(h5, path):
@@ -275,7 +226,7 @@ def parse_run(h5, path):
     theta = optional(h5, "/model/theta")
     return Run(
         path=path, cases=cases,
-        time_setup=float(scalar(h5, "/fldp/time_setup_s")),
+        time_setup=scalar(h5, "/fldp/time_setup_s"),
         solver=decode(h5["/fldp/solver"][()]) if "/fldp/solver" in h5 else "",
         scope=(decode(h5["/fldp/hessian_scope"][()])
                if "/fldp/hessian_scope" in h5 else ""),
@@ -284,19 +235,15 @@ def parse_run(h5, path):
         client0_share=share,
         retrain_mode=str(deck.get("fldp", {}).get("retrain_mode", "")),
         schedule=schedule,
-        base_accuracy=float(scalar(h5, "/fldp/base_test_accuracy")),
+        base_accuracy=scalar(h5, "/fldp/base_test_accuracy"),
         draws=int(ald.shape[1]) if n else 0)
 
 
 def load(path):
-    """read_run, or None with a note on stderr when the file is unusable."""
-    try:
-        return read_run(path)
-    except ResultsError as err:
-        note(f"skipped: {err}")
-    except (KeyError, ValueError, IndexError) as err:
-        note(f"skipped: {path}: unexpected layout ({err})")
-    return None
+    """The Run of one ``fluence fldp`` results file, or None with a note on
+    stderr when the file is unusable."""
+    return report_common.load_results(PROG, path,
+                                      lambda h5: parse_run(h5, path))
 
 
 def number_from_dir(name, prefix):
@@ -319,12 +266,10 @@ def numbered_runs(directory, prefix):
         return runs
     for name in sorted(os.listdir(directory)):
         value = number_from_dir(name, prefix)
-        path = os.path.join(directory, name, "results.h5")
         if value is None or not os.path.isdir(os.path.join(directory, name)):
             continue
-        if not os.path.exists(path):
-            note(f"skipped: {os.path.join(directory, name)}: no results.h5 "
-                 "(run unfinished?)")
+        path = report_common.results_file(PROG, os.path.join(directory, name))
+        if path is None:
             continue
         run = load(path)
         if run is not None:
@@ -334,12 +279,8 @@ def numbered_runs(directory, prefix):
 
 def single_run(directory):
     """The Run of ``directory/results.h5``, or None."""
-    path = os.path.join(directory, "results.h5")
-    if not os.path.exists(path):
-        if os.path.isdir(directory):
-            note(f"skipped: {directory}: no results.h5 (run unfinished?)")
-        return None
-    return load(path)
+    path = report_common.results_file(PROG, directory)
+    return load(path) if path is not None else None
 
 
 @dataclass
@@ -420,15 +361,7 @@ def fmt_eps(value):
 
 def fmt_num(value, digits=3):
     """A number with ``digits`` significant digits, or '-' when NaN."""
-    if value is None or not math.isfinite(value):
-        return "-"
-    if value == 0:
-        return "0"
-    magnitude = abs(value)
-    if 1e-3 <= magnitude < 1e4:
-        decimals = max(0, digits - 1 - int(math.floor(math.log10(magnitude))))
-        return f"{value:.{decimals}f}"
-    return f"{value:.{digits - 1}e}"
+    return report_common.fmt_num(value, digits, smallest=1e-3)
 
 
 def fmt_pm(mean, std, digits=3):
@@ -471,80 +404,18 @@ def metric_cells(case):
 # --------------------------------------------------------------------------
 
 
-@dataclass
-class Table:
-    """A table: key columns, then a column group per dataset."""
-
-    title: str
-    keys: List[str]
-    groups: List[str]              # dataset titles
-    metrics: List[str]             # column names within a group
-    rows: List[List[str]]          # key cells + group cells, flattened
-    footnote: str = ""
-
-
-def render_plain(table):
-    """An aligned plain-text table with a dataset header over each group."""
-    header = list(table.keys)
-    for _ in table.groups:
-        header.extend(table.metrics)
-    columns = len(header)
-    widths = [len(h) for h in header]
-    for row in table.rows:
-        for j, cell in enumerate(row):
-            widths[j] = max(widths[j], len(cell))
-    nkeys = len(table.keys)
-    nmet = len(table.metrics)
-    # widen a group so its dataset title fits over it
-    for g, title in enumerate(table.groups if nmet else []):
-        span = range(nkeys + g * nmet, nkeys + (g + 1) * nmet)
-        total = sum(widths[j] for j in span) + 2 * (nmet - 1)
-        if len(title) > total:
-            widths[span[-1]] += len(title) - total
-    sep = "  "
-    lines = [table.title, "=" * len(table.title)]
-    if nmet and any(table.groups):
-        group_line = sep.join(" " * widths[j] for j in range(nkeys))
-        for g, title in enumerate(table.groups):
-            span = range(nkeys + g * nmet, nkeys + (g + 1) * nmet)
-            total = sum(widths[j] for j in span) + len(sep) * (nmet - 1)
-            group_line += sep + title.center(total, "-" if title else " ")
-        lines.append(group_line.rstrip())
-
-    def line(cells):
-        out = []
-        for j, cell in enumerate(cells):
-            out.append(cell.ljust(widths[j]) if j < nkeys
-                       else cell.rjust(widths[j]))
-        return sep.join(out).rstrip()
-
-    lines.append(line(header))
-    lines.append(sep.join("-" * widths[j] for j in range(columns)))
-    lines.extend(line(row) for row in table.rows)
-    if table.footnote:
-        lines.extend(textwrap.wrap(table.footnote, FOOTNOTE_WIDTH))
-    return "\n".join(lines)
-
-
 def render_markdown(table):
-    """A GitHub markdown table; columns named '<dataset> <metric>'."""
-    header = list(table.keys)
-    for title in table.groups:
-        header.extend(f"{title} {m}" if len(table.groups) > 1 else m
-                      for m in table.metrics)
-    lines = [f"### {table.title}", ""]
-    if len(table.groups) == 1 and table.groups[0]:
-        lines += [f"Dataset: {table.groups[0]}.", ""]
-    lines.append("| " + " | ".join(header) + " |")
-    lines.append("| " + " | ".join(
-        "---" if j < len(table.keys) else "---:"
-        for j in range(len(header))) + " |")
-    for row in table.rows:
-        lines.append("| " + " | ".join(cell.replace("|", "\\|")
-                                       for cell in row) + " |")
-    if table.footnote:
-        lines += ["", table.footnote]
-    return "\n".join(lines)
+    """A GitHub markdown table; columns named '<dataset> <metric>', or, with
+    a single dataset, named by the metric with the dataset above the
+    table."""
+    if len(table.groups) > 1:
+        return report_common.render_markdown(table, header=table.keys + [
+            f"{title} {m}" for title, metrics in table.groups
+            for m in metrics])
+    title = table.groups[0][0] if table.groups else ""
+    return report_common.render_markdown(
+        table, header=table.header(),
+        intro=f"Dataset: {title}." if title else "")
 
 
 METRICS = ["ALD", "AAD (pp)", "ED", "ED_exp", "ED_Newton"]
@@ -598,8 +469,7 @@ def table_q1(datasets):
     keyed = grouped_rows(with_q1, q1_cases)
     return Table(
         title=f"Q1 (Table 2): one client changes {EPS} -> {EPS}'",
-        keys=[EPS, f"{EPS}'"], groups=[ds.title for ds in with_q1],
-        metrics=METRICS,
+        keys=[EPS, f"{EPS}'"], groups=[(ds.title, METRICS) for ds in with_q1],
         rows=build_rows(keyed, with_q1,
                         lambda k: [fmt_eps(-k[0]), fmt_eps(k[1])]),
         footnote=METRIC_NOTE)
@@ -621,8 +491,8 @@ def table_q2(datasets):
     keyed = grouped_rows(with_q2, q2_cases)
     return Table(
         title=f"Q2 (Fig. 2 top): m clients change {EPS} -> {EPS}'",
-        keys=["m", f"{EPS} -> {EPS}'"], groups=[ds.title for ds in with_q2],
-        metrics=METRICS,
+        keys=["m", f"{EPS} -> {EPS}'"],
+        groups=[(ds.title, METRICS) for ds in with_q2],
         rows=build_rows(keyed, with_q2, lambda k: [
             str(k[0]), f"{fmt_eps(-k[1])} -> {fmt_eps(-k[2])}"]),
         footnote=METRIC_NOTE)
@@ -645,8 +515,8 @@ def table_q3(datasets):
     return Table(
         title=f"Q3 (Fig. 2 bottom): the changing client holds X of the "
               f"training rows, {EPS} -> {EPS}'",
-        keys=["X", f"{EPS} -> {EPS}'"], groups=[ds.title for ds in with_q3],
-        metrics=METRICS,
+        keys=["X", f"{EPS} -> {EPS}'"],
+        groups=[(ds.title, METRICS) for ds in with_q3],
         rows=build_rows(keyed, with_q3, lambda k: [
             f"{100 * k[0]:g}%", f"{fmt_eps(-k[1])} -> {fmt_eps(-k[2])}"]),
         footnote=METRIC_NOTE)
@@ -683,9 +553,9 @@ def table_q4(datasets):
     return Table(
         title="Q4 (Table 3): time of one full federated retraining vs the "
               "FLDP-FL estimate (one client, seconds)",
-        keys=["dataset", "rows", "p", "schedule", "solver"], groups=[""],
-        metrics=["retrain (s)", "estimate (s)", "ratio", "setup (s)",
-                 "ratio incl. setup"],
+        keys=["dataset", "rows", "p", "schedule", "solver"],
+        groups=[("", ["retrain (s)", "estimate (s)", "ratio", "setup (s)",
+                      "ratio incl. setup"])],
         rows=rows,
         footnote="retrain: mean of /fldp/time_retrain_s (one retraining from "
                  "zero with the deck's schedule); estimate: "
@@ -708,9 +578,9 @@ def summary_table(datasets):
                      str(run.draws), run.scope or "-", run.solver or "-",
                      found])
     return Table(
-        title="Runs", keys=["dataset"], groups=[""],
-        metrics=["training rows", "p", "draws", "Hessian", "solver",
-                 "experiments"], rows=rows,
+        title="Runs", keys=["dataset"],
+        groups=[("", ["training rows", "p", "draws", "Hessian", "solver",
+                      "experiments"])], rows=rows,
         footnote="draws: re-randomized retrains per case "
                  "(fldp.retrain_seeds).")
 
@@ -746,7 +616,7 @@ def figure_q1(datasets, path):
     # one colour per training eps, the same in every panel
     all_eps = sorted({eps for by_eps in by_dataset for eps in by_eps},
                      reverse=True)
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colors = color_cycle()
     fig, axes = plt.subplots(1, len(with_q1), squeeze=False, sharey=True,
                              figsize=(4.4 * len(with_q1) + 1.6, 4.4))
     all_eps_to = set()
@@ -773,12 +643,7 @@ def figure_q1(datasets, path):
         ax.set_xticklabels([f"{t:g}" for t in ticks])
         ax.minorticks_off()
     axes[0][0].set_ylabel("AAD (percentage points)")
-    handles, labels = [], []
-    for ax in axes[0]:
-        for h, lab in zip(*ax.get_legend_handles_labels()):
-            if lab not in labels:
-                handles.append(h)
-                labels.append(lab)
+    handles, labels = legend_entries(axes[0])
     eps_labels = [f"{EPS} = {fmt_eps(e)}" for e in all_eps]
     order = sorted(range(len(labels)), key=lambda k: eps_labels.index(labels[k]))
     fig.legend([handles[k] for k in order], [labels[k] for k in order],
@@ -788,9 +653,7 @@ def figure_q1(datasets, path):
                  "(estimate - re-randomized retrain, mean \u00b1 std over "
                  "the draws)")
     fig.tight_layout(rect=(0, 0, 1 - 1.4 / fig.get_figwidth(), 1))
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 PANELS = (("ald", "ALD", 1.0), ("aad", "AAD (pp)", 100.0), ("ed", "ED", 1.0))
@@ -804,7 +667,7 @@ def figure_q2_q3(datasets, path):
         note("no Q2 or Q3 results: fig2_multi.png not written")
         return None
     fig, axes = plt.subplots(2, 3, figsize=(13.5, 7.5))
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colors = color_cycle()
     names = [ds.name for ds in datasets]
     rows = ((have_q2, q2_cases, "number of changing clients m", False),
             (have_q3, q3_cases, "changing client's share X (%)", True))
@@ -843,12 +706,7 @@ def figure_q2_q3(datasets, path):
                 if len(ticks) == 1:
                     t = next(iter(ticks))
                     ax.set_xlim(t - 1, t + 1)
-    handles, labels = [], []
-    for ax in axes.flat:
-        for h, lab in zip(*ax.get_legend_handles_labels()):
-            if lab not in labels:
-                handles.append(h)
-                labels.append(lab)
+    handles, labels = legend_entries(axes.flat)
     handles.append(plt.Line2D([], [], color="0.3", linestyle="--",
                               marker="x"))
     labels.append("vs exact expected retrain")
@@ -861,9 +719,7 @@ def figure_q2_q3(datasets, path):
                  "changing client holds X of the data\n(solid: estimate vs "
                  "re-randomized retrains, mean \u00b1 std over the draws)")
     fig.tight_layout(rect=(0, 0.04, 1, 1))
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 # --------------------------------------------------------------------------
@@ -880,14 +736,11 @@ def parse_args(argv):
     parser.add_argument("root", metavar="ROOT",
                         help="results root: ROOT/<dataset>/{q1/eps_*,q2,"
                              "q3/x_*,q4}/results.h5")
-    parser.add_argument("--figures", metavar="DIR",
-                        help="directory for fig1_aad.png and fig2_multi.png "
-                             "(default: ROOT/figures)")
-    parser.add_argument("--no-figures", action="store_true",
-                        help="print the tables only")
-    parser.add_argument("--markdown", action="store_true",
-                        help="GitHub markdown tables (for docs/results/"
-                             "fldp.md) instead of aligned plain text")
+    report_common.add_figure_options(
+        parser, "ROOT/figures", what="fig1_aad.png and fig2_multi.png")
+    report_common.add_markdown_option(
+        parser, "GitHub markdown tables (for docs/results/fldp.md) instead "
+                "of aligned plain text")
     return parser.parse_args(argv)
 
 
@@ -895,15 +748,13 @@ def main(argv=None):
     """Entry point; returns the process exit status."""
     args = parse_args(argv)
     if not os.path.isdir(args.root):
-        print(f"fldp_report: error: {args.root}: no such directory",
-              file=sys.stderr)
-        return 2
+        return report_common.error(PROG, f"{args.root}: no such directory")
     datasets = load_root(args.root)
     if not datasets:
-        print(f"fldp_report: error: no FLDP results under {args.root} "
-              "(expected <dataset>/{q1/eps_*,q2,q3/x_*,q4}/results.h5, as "
-              "written by scripts/run_fldp_experiments.sh)", file=sys.stderr)
-        return 2
+        return report_common.error(
+            PROG, f"no FLDP results under {args.root} (expected "
+                  "<dataset>/{q1/eps_*,q2,q3/x_*,q4}/results.h5, as written "
+                  "by scripts/run_fldp_experiments.sh)")
 
     render = render_markdown if args.markdown else render_plain
     tables = [summary_table(datasets), table_q1(datasets),
@@ -916,18 +767,9 @@ def main(argv=None):
     if args.no_figures:
         return 0
     figures = args.figures or os.path.join(args.root, "figures")
-    try:
-        os.makedirs(figures, exist_ok=True)
-        for make, name in ((figure_q1, "fig1_aad.png"),
-                           (figure_q2_q3, "fig2_multi.png")):
-            written = make(datasets, os.path.join(figures, name))
-            if written:
-                note(f"wrote {written}")
-    except OSError as err:
-        print(f"fldp_report: error: cannot write figures to {figures}: {err}",
-              file=sys.stderr)
-        return 2
-    return 0
+    return report_common.write_figures(PROG, figures, (
+        (functools.partial(figure_q1, datasets), "fig1_aad.png"),
+        (functools.partial(figure_q2_q3, datasets), "fig2_multi.png")))
 
 
 if __name__ == "__main__":

@@ -68,20 +68,22 @@ python3-matplotlib).
 """
 
 import argparse
+import functools
 import math
 import os
 import re
 import sys
-import textwrap
 import warnings
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Optional
 
-import matplotlib
+sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 
-matplotlib.use("Agg")  # headless: must precede the pyplot import
+import report_common  # noqa: E402  (first: selects matplotlib's Agg backend)
+from report_common import (  # noqa: E402
+    DELTA, EPS, ResultsError, Table, decode, fmt_num, render_markdown, save,
+    scalar)
 
-import h5py  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.colors import LogNorm, Normalize  # noqa: E402
@@ -92,22 +94,13 @@ SECOND_ORDER = "_2"  # suffix of the second-order pseudo-variants (/whatif/<v>/s
 TIMING_KEYS = ("initial_training_s", "ihvp_s", "influence_cells_s",
                "influence_total_s", "per_cell_s", "retrain_total_s",
                "retrain_per_cell_s", "retrain_count")
-EPS = "\u03b5"
 RHO = "\u03c1"
-DELTA = "\u0394"
 MAX_PANELS = 10      # fig1: group fractions shown per variant
 WRAP_COLUMNS = 5     # fig1 with a single variant: panels per row
 CMAP = "coolwarm"    # low eps = blue (cool), high eps = red (warm)
-FOOTNOTE_WIDTH = 100
+PROG = "whatif_report"
 
-
-class ResultsError(Exception):
-    """A results file that cannot be used; the message is for the user."""
-
-
-def note(message):
-    """A note for the user on stderr."""
-    print(f"whatif_report: {message}", file=sys.stderr)
+note = functools.partial(report_common.note, PROG)  # a note on stderr
 
 
 def quiet_nanmean(values, axis=None):
@@ -185,17 +178,6 @@ class Run:
     @property
     def retrained(self):
         return any(v.retrained for v in self.variants.values())
-
-
-def decode(value):
-    """Return an HDF5 string (attribute or dataset value) as ``str``."""
-    if isinstance(value, np.ndarray):
-        if value.size != 1:
-            return str(value)
-        value = value.reshape(-1)[0]
-    if isinstance(value, (bytes, np.bytes_)):
-        return value.decode("utf-8", errors="replace")
-    return str(value)
 
 
 def array(group, name, shape, path):
@@ -285,13 +267,9 @@ def read_variant(group, name, k_count, e_count, path, second_order=False):
 
 def read_timing(group):
     """The /whatif/timing scalars as floats (NaN when absent)."""
-    timing = {key: math.nan for key in TIMING_KEYS}
-    if "timing" in group:
-        for key in TIMING_KEYS:
-            if key in group["timing"]:
-                timing[key] = float(
-                    np.asarray(group["timing"][key][()]).reshape(-1)[0])
-    return timing
+    if "timing" not in group:
+        return {key: math.nan for key in TIMING_KEYS}
+    return {key: scalar(group["timing"], key) for key in TIMING_KEYS}
 
 
 def parse_whatif(h5, path):
@@ -317,13 +295,11 @@ def parse_whatif(h5, path):
     if not variants:
         raise ResultsError(f"{path}: /whatif has none of the variants "
                            f"{', '.join(VARIANTS)}")
-    base = (float(np.asarray(group["base_test_loss"][()]).reshape(-1)[0])
-            if "base_test_loss" in group else math.nan)
     return Run(path=path, label="", eps=eps, fractions=fractions,
                group_rows=(rows if rows is not None
                            else np.full(k_count, math.nan)),
                variants=variants, timing=read_timing(group),
-               base_test_loss=base,
+               base_test_loss=scalar(group, "base_test_loss"),
                attrs={key: decode(value).strip()
                       for key, value in group.attrs.items()})
 
@@ -344,15 +320,8 @@ def results_path(run_dir):
 def read_run(run_dir):
     """Read the results file of RUN_DIR into a Run."""
     path = results_path(run_dir)
-    if not h5py.is_hdf5(path):
-        raise ResultsError(f"{path}: not an HDF5 file")
-    try:
-        with h5py.File(path, "r") as h5:
-            return parse_whatif(h5, path)
-    except OSError as err:  # truncated or unreadable HDF5 file
-        raise ResultsError(f"{path}: cannot read HDF5 file ({err})") from err
-    except (KeyError, ValueError, IndexError, TypeError) as err:
-        raise ResultsError(f"{path}: unexpected layout ({err})") from err
+    return report_common.read_results(path,
+                                      lambda h5: parse_whatif(h5, path))
 
 
 def run_dir_of(run):
@@ -380,19 +349,6 @@ def assign_labels(runs, labels):
 # --------------------------------------------------------------------------
 
 
-def fmt_num(value, digits=3):
-    """A number with ``digits`` significant digits, or '-' when NaN."""
-    if value is None or not math.isfinite(value):
-        return "-"
-    if value == 0:
-        return "0"
-    magnitude = abs(value)
-    if 1e-4 <= magnitude < 1e4:
-        decimals = max(0, digits - 1 - int(math.floor(math.log10(magnitude))))
-        return f"{value:.{decimals}f}"
-    return f"{value:.{digits - 1}e}"
-
-
 def fmt_rho(value):
     """A correlation with 3 decimals, or '-' when NaN."""
     return f"{value:.3f}" if math.isfinite(value) else "-"
@@ -413,86 +369,10 @@ def fmt_percent(fraction):
     return f"{100 * fraction:.2f}"
 
 
-@dataclass
-class Table:
-    """Key columns, then column groups (a title over its columns)."""
-
-    title: str
-    keys: List[str]
-    groups: List[Tuple[str, List[str]]]   # (group title, column names)
-    rows: List[List[str]]
-    footnote: str = ""
-
-    def header(self):
-        return self.keys + [c for _, columns in self.groups for c in columns]
-
-
-def column_widths(table):
-    """Widths of the columns, widened so each group title fits its span."""
-    header = table.header()
-    widths = [len(h) for h in header]
-    for row in table.rows:
-        for j, cell in enumerate(row):
-            widths[j] = max(widths[j], len(cell))
-    start = len(table.keys)
-    for title, columns in table.groups:
-        span = range(start, start + len(columns))
-        total = sum(widths[j] for j in span) + 2 * (len(columns) - 1)
-        if columns and len(title) > total:
-            widths[span[-1]] += len(title) - total
-        start += len(columns)
-    return widths
-
-
-def group_line(table, widths):
-    """The line of group titles centred over their columns."""
-    nkeys = len(table.keys)
-    parts = [" " * sum(widths[:nkeys]) + "  " * (nkeys - 1)]
-    start = nkeys
-    for title, columns in table.groups:
-        span = widths[start:start + len(columns)]
-        total = sum(span) + 2 * (len(columns) - 1)
-        parts.append(title.center(total, "-"))
-        start += len(columns)
-    return "  ".join(parts).rstrip()
-
-
 def render_plain(table):
-    """An aligned plain-text table (keys left, numbers right aligned)."""
-    widths = column_widths(table)
-    nkeys = len(table.keys)
-
-    def line(cells):
-        return "  ".join(cell.ljust(widths[j]) if j < nkeys
-                         else cell.rjust(widths[j])
-                         for j, cell in enumerate(cells)).rstrip()
-
-    lines = [table.title, "=" * len(table.title)]
-    if any(title for title, _ in table.groups):
-        lines.append(group_line(table, widths))
-    lines.append(line(table.header()))
-    lines.append("  ".join("-" * w for w in widths))
-    lines.extend(line(row) for row in table.rows)
-    if table.footnote:
-        lines.extend(textwrap.wrap(table.footnote, FOOTNOTE_WIDTH))
-    return "\n".join(lines)
-
-
-def render_markdown(table):
-    """A GitHub markdown table; columns named '<group> <column>'."""
-    header = list(table.keys)
-    for title, columns in table.groups:
-        header.extend(f"{title} {c}".strip() for c in columns)
-    lines = [f"### {table.title}", "",
-             "| " + " | ".join(header) + " |",
-             "| " + " | ".join("---" if j < len(table.keys) else "---:"
-                               for j in range(len(header))) + " |"]
-    for row in table.rows:
-        lines.append("| " + " | ".join(cell.replace("|", "\\|")
-                                       for cell in row) + " |")
-    if table.footnote:
-        lines += ["", table.footnote]
-    return "\n".join(lines)
+    """An aligned plain-text table; an untitled group next to titled ones
+    gets a rule of '-' in the line of group titles."""
+    return report_common.render_plain(table, untitled="-")
 
 
 # --------------------------------------------------------------------------
@@ -716,14 +596,6 @@ def eps_norm(eps_values):
     return Normalize(vmin=low, vmax=high if high > low else low + 1)
 
 
-def save(fig, path):
-    """Write a figure as PNG (creating its directory) and close it."""
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
-
-
 def safe_name(text):
     """A file-name-safe version of a label."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "run"
@@ -919,14 +791,8 @@ def parse_args(argv):
     parser.add_argument("--labels", metavar="NAME", nargs="+",
                         help="a name per RUN_DIR for the tables and figures "
                              "(default: the directory names)")
-    parser.add_argument("--markdown", action="store_true",
-                        help="GitHub markdown tables instead of aligned "
-                             "plain text")
-    parser.add_argument("--figures", metavar="DIR",
-                        help="directory for the PNGs (default: "
-                             "<first RUN_DIR>/figures)")
-    parser.add_argument("--no-figures", action="store_true",
-                        help="print the tables only")
+    report_common.add_markdown_option(parser)
+    report_common.add_figure_options(parser, "<first RUN_DIR>/figures")
     parser.add_argument("--fig2-fraction", metavar="K", type=fraction_arg,
                         help="group fraction of Fig. 2, e.g. 0.75 or 75%% "
                              "(default: each run's largest; the nearest is "
@@ -948,8 +814,7 @@ def main(argv=None):
     try:
         runs = [read_run(run_dir) for run_dir in args.runs]
     except ResultsError as err:
-        print(f"whatif_report: error: {err}", file=sys.stderr)
-        return 2
+        return report_common.error(PROG, str(err))
     assign_labels(runs, args.labels)
 
     render = render_markdown if args.markdown else render_plain
@@ -966,9 +831,8 @@ def main(argv=None):
                                   args.fig2_variant):
             note(f"wrote {path}")
     except OSError as err:
-        print(f"whatif_report: error: cannot write figures to {directory}: "
-              f"{err}", file=sys.stderr)
-        return 2
+        return report_common.error(
+            PROG, f"cannot write figures to {directory}: {err}")
     return 0
 
 

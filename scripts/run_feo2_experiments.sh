@@ -59,20 +59,12 @@
 #   sbatch jobs/feo2.sbatch        # both set-ups, one SLURM array task each
 set -euo pipefail
 
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source-path=SCRIPTDIR source=lib/experiments.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/experiments.sh"
 deck="$repo/inputs/feo2_fashion_mnist.toml"
 all_setups=(noniid skewed)
 all_algorithms=(nonprivate dpfedavg feo2_r0.01 feo2_r0.1 feo2_r0.9)
 skewed_label=7
-
-usage() {
-  sed -n '2,/^set -euo pipefail/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"
-}
-
-die() {
-  echo "run_feo2_experiments: error: $*" >&2
-  exit 2
-}
 
 # split_list OPTION LIST KNOWN...: print the entries of the comma-separated LIST, one a line, each
 # checked against KNOWN (duplicates dropped, order kept); a usage error (exit 2) otherwise
@@ -98,36 +90,21 @@ split_list() {
   [ "$count" -gt 0 ] || die "$option needs at least one of $names"
 }
 
-ranks="${SLURM_NTASKS:-2}"
 root="out/feo2"
 setups_arg=""
-only=""
-dry_run=0
-report=1
-extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    -h | --help) usage; exit 0 ;;
     --setups) [ $# -ge 2 ] || die "--setups needs a value"; setups_arg="$2"; shift 2 ;;
     --setups=*) setups_arg="${1#--setups=}"; [ -n "$setups_arg" ] || die "--setups needs a value"
       shift ;;
-    --only) [ $# -ge 2 ] || die "--only needs a value"; only="$2"; shift 2 ;;
     --only=*) only="${1#--only=}"; [ -n "$only" ] || die "--only needs a value"; shift ;;
-    --ranks) [ $# -ge 2 ] || die "--ranks needs a value"; ranks="$2"; shift 2 ;;
-    --ranks=*) ranks="${1#--ranks=}"; shift ;;
-    --out) [ $# -ge 2 ] || die "--out needs a value"; root="$2"; shift 2 ;;
-    --out=*) root="${1#--out=}"; shift ;;
-    --set) [ $# -ge 2 ] || die "--set needs key=value"; extra+=(--set "$2"); shift 2 ;;
-    --set=*) extra+=(--set "${1#--set=}"); shift ;;
-    --quiet) extra+=(--quiet); shift ;;
-    --dry-run) dry_run=1; shift ;;
-    --no-report) report=0; shift ;;
-    -*) die "unknown option '$1' (see --help)" ;;
-    *) die "unexpected argument '$1' (set-ups go in --setups; see --help)" ;;
+    *) take_shared_option "$@" ||
+      die "unexpected argument '$1' (set-ups go in --setups; see --help)"
+      shift "$taken" ;;
   esac
 done
 
-[[ "$ranks" =~ ^[1-9][0-9]*$ ]] || die "--ranks must be a positive integer (got '$ranks')"
+check_ranks
 [ -n "$root" ] || die "--out needs a non-empty directory"
 for ((i = 0; i < ${#extra[@]}; i++)); do
   if [ "${extra[i]}" = --set ]; then
@@ -146,59 +123,11 @@ if [ -n "$only" ]; then
 fi
 [ -f "$deck" ] || die "no deck $deck"
 
-fluence="${FLUENCE:-$repo/build/fluence}"
-if [ -n "${MPIRUN:-}" ]; then
-  read -r -a mpirun <<<"$MPIRUN"
-else
-  mpirun=("$repo/scripts/mpirun.sh")
-fi
-if [ -z "${PYTHON:-}" ]; then
-  if [ -x /usr/bin/python3 ]; then PYTHON=/usr/bin/python3; else PYTHON=python3; fi
-fi
-if [ "$dry_run" -eq 0 ] && [ ! -x "$fluence" ]; then
-  die "no executable $fluence (build it with make, or set FLUENCE=/path/to/fluence)"
-fi
+locate_tools
 
-# print_cmd ARGS...: the command as a copy-pasteable shell line (words with shell metacharacters in
-# single quotes)
-print_cmd() {
-  local out="+" word q="'"
-  for word in "$@"; do
-    if [[ "$word" =~ ^[A-Za-z0-9_./=:,+@%-]+$ ]]; then
-      out+=" $word"
-    else
-      out+=" '${word//$q/$q\\$q$q}'"
-    fi
-  done
-  echo "$out"
-}
-
-ran=0
-skipped=0
-failed=()
 # train_run DIR SET...: run `fluence train DECK SET... --out DIR` unless DIR/results.h5 exists
 train_run() {
-  local dir="$1"
-  shift
-  if [ -f "$dir/results.h5" ]; then
-    echo "= skip $dir (results.h5 exists)"
-    skipped=$((skipped + 1))
-    return 0
-  fi
-  local cmd=("${mpirun[@]}" -n "$ranks" "$fluence" train "$deck" "$@" ${extra[@]+"${extra[@]}"}
-    --out "$dir")
-  print_cmd "${cmd[@]}"
-  [ "$dry_run" -eq 1 ] && return 0
-  mkdir -p "$dir"
-  local start=$SECONDS status=0
-  "${cmd[@]}" || status=$?
-  if [ "$status" -ne 0 ]; then
-    echo "! FAILED (exit status $status) after $((SECONDS - start)) s: $dir" >&2
-    failed+=("$dir")
-    return 0
-  fi
-  echo "= done $dir in $((SECONDS - start)) s"
-  ran=$((ran + 1))
+  run_or_skip "$1" train "$deck" "${@:2}"
 }
 
 run_setup() {
@@ -226,13 +155,8 @@ echo "# feo2 experiments: ${setups[*]} (${algorithms[*]}) into $root with $ranks
 for setup in "${setups[@]}"; do
   run_setup "$setup"
 done
-if [ "$dry_run" -eq 1 ]; then
-  echo "# dry run: nothing was run"
-else
-  echo "# $ran run(s) done, $skipped skipped (results.h5 existed), ${#failed[@]} failed"
-fi
+print_run_counts
 
-status=0
 if [ "$dry_run" -eq 0 ] && [ "$report" -eq 1 ]; then
   # the report covers every set-up and algorithm under ROOT (not only the ones run now)
   found=0
@@ -243,21 +167,9 @@ if [ "$dry_run" -eq 0 ] && [ "$report" -eq 1 ]; then
   done
   if [ "$found" -eq 1 ]; then
     echo "== report"
-    cmd=("$PYTHON" "$repo/analysis/feo2_report.py" "$root" --figures "$root/figures")
-    print_cmd "${cmd[@]}"
-    rc=0
-    "${cmd[@]}" || rc=$?
-    if [ "$rc" -ne 0 ]; then
-      echo "run_feo2_experiments: the report exited with status $rc" >&2
-      status="$rc"
-    fi
+    run_report feo2_report.py "$root" --figures "$root/figures"
   else
     echo "# report: no complete run under $root"
   fi
 fi
-if [ ${#failed[@]} -gt 0 ]; then
-  echo "run_feo2_experiments: ${#failed[@]} run(s) failed (rerun the script to retry them):" >&2
-  printf '  %s\n' "${failed[@]}" >&2
-  exit 1
-fi
-exit "$status"
+finish

@@ -47,46 +47,18 @@
 #   sbatch jobs/fldp.sbatch        # all three datasets, one SLURM array task each
 set -euo pipefail
 
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source-path=SCRIPTDIR source=lib/experiments.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/experiments.sh"
 all_datasets=(acs credit_g fashion_mnist)
 all_experiments=(q1 q2 q3 q4)
 
-usage() {
-  sed -n '2,/^set -euo pipefail/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"
-}
-
-die() {
-  echo "run_fldp_experiments: error: $*" >&2
-  exit 2
-}
-
-ranks="${SLURM_NTASKS:-2}"
 root="out/fldp"
-only=""
-dry_run=0
-report=1
 datasets=()
-extra=()
 while [ $# -gt 0 ]; do
-  case "$1" in
-    -h | --help) usage; exit 0 ;;
-    --ranks) [ $# -ge 2 ] || die "--ranks needs a value"; ranks="$2"; shift 2 ;;
-    --ranks=*) ranks="${1#--ranks=}"; shift ;;
-    --out) [ $# -ge 2 ] || die "--out needs a value"; root="$2"; shift 2 ;;
-    --out=*) root="${1#--out=}"; shift ;;
-    --only) [ $# -ge 2 ] || die "--only needs a value"; only="$2"; shift 2 ;;
-    --only=*) only="${1#--only=}"; shift ;;
-    --set) [ $# -ge 2 ] || die "--set needs key=value"; extra+=(--set "$2"); shift 2 ;;
-    --set=*) extra+=(--set "${1#--set=}"); shift ;;
-    --quiet) extra+=(--quiet); shift ;;
-    --dry-run) dry_run=1; shift ;;
-    --no-report) report=0; shift ;;
-    -*) die "unknown option '$1' (see --help)" ;;
-    *) datasets+=("$1"); shift ;;
-  esac
+  if take_shared_option "$@"; then shift "$taken"; else datasets+=("$1"); shift; fi
 done
 
-[[ "$ranks" =~ ^[1-9][0-9]*$ ]] || die "--ranks must be a positive integer (got '$ranks')"
+check_ranks
 [ ${#datasets[@]} -gt 0 ] || datasets=("${all_datasets[@]}")
 for ds in "${datasets[@]}"; do
   [ -f "$repo/inputs/fldp_$ds.toml" ] ||
@@ -103,59 +75,11 @@ if [ -n "$only" ]; then
   done
 fi
 
-fluence="${FLUENCE:-$repo/build/fluence}"
-if [ -n "${MPIRUN:-}" ]; then
-  read -r -a mpirun <<<"$MPIRUN"
-else
-  mpirun=("$repo/scripts/mpirun.sh")
-fi
-if [ -z "${PYTHON:-}" ]; then
-  if [ -x /usr/bin/python3 ]; then PYTHON=/usr/bin/python3; else PYTHON=python3; fi
-fi
-if [ "$dry_run" -eq 0 ] && [ ! -x "$fluence" ]; then
-  die "no executable $fluence (build it with make, or set FLUENCE=/path/to/fluence)"
-fi
+locate_tools
 
-# print_cmd ARGS...: the command as a copy-pasteable shell line (words with shell metacharacters in
-# single quotes)
-print_cmd() {
-  local out="+" word q="'"
-  for word in "$@"; do
-    if [[ "$word" =~ ^[A-Za-z0-9_./=:,+@%-]+$ ]]; then
-      out+=" $word"
-    else
-      out+=" '${word//$q/$q\\$q$q}'"
-    fi
-  done
-  echo "$out"
-}
-
-ran=0
-skipped=0
-failed=()
 # fldp_run DIR DECK SET...: run `fluence fldp DECK SET... --out DIR` unless DIR/results.h5 exists
 fldp_run() {
-  local dir="$1" deck="$2"
-  shift 2
-  if [ -f "$dir/results.h5" ]; then
-    echo "= skip $dir (results.h5 exists)"
-    skipped=$((skipped + 1))
-    return 0
-  fi
-  local cmd=("${mpirun[@]}" -n "$ranks" "$fluence" fldp "$deck" "$@" ${extra[@]+"${extra[@]}"}
-    --out "$dir")
-  print_cmd "${cmd[@]}"
-  [ "$dry_run" -eq 1 ] && return 0
-  mkdir -p "$dir"
-  local start=$SECONDS status=0
-  "${cmd[@]}" || status=$?
-  if [ "$status" -ne 0 ]; then
-    echo "! FAILED (exit status $status) after $((SECONDS - start)) s: $dir" >&2
-    failed+=("$dir")
-    return 0
-  fi
-  echo "= done $dir in $((SECONDS - start)) s"
-  ran=$((ran + 1))
+  run_or_skip "$1" fldp "${@:2}"
 }
 
 # sizes_for X: partition.sizes with client 0 holding fraction X and four clients sharing 1 - X; the
@@ -208,21 +132,11 @@ echo "# fldp experiments: ${datasets[*]} (${experiments[*]}) into $root with $ra
 for ds in "${datasets[@]}"; do
   run_dataset "$ds"
 done
-if [ "$dry_run" -eq 1 ]; then
-  echo "# dry run: nothing was run"
-else
-  echo "# $ran run(s) done, $skipped skipped (results.h5 existed), ${#failed[@]} failed"
-fi
+print_run_counts
 
-status=0
 if [ "$dry_run" -eq 0 ] && [ "$report" -eq 1 ]; then
   report_cmd=("$PYTHON" "$repo/analysis/fldp_report.py" "$root")
   print_cmd "${report_cmd[@]}"
-  "${report_cmd[@]}" || status=$?
+  "${report_cmd[@]}" || report_status=$?
 fi
-if [ ${#failed[@]} -gt 0 ]; then
-  echo "run_fldp_experiments: ${#failed[@]} run(s) failed (rerun the script to retry them):" >&2
-  printf '  %s\n' "${failed[@]}" >&2
-  exit 1
-fi
-exit "$status"
+finish

@@ -50,19 +50,11 @@
 #   sbatch jobs/whatif.sbatch      # all three datasets, one SLURM array task each
 set -euo pipefail
 
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source-path=SCRIPTDIR source=lib/experiments.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/experiments.sh"
 all_datasets=(adult credit_g fashion_mnist)
 all_experiments=(table3 fig2)
 fig2_variants=(features label both)
-
-usage() {
-  sed -n '2,/^set -euo pipefail/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"
-}
-
-die() {
-  echo "run_whatif_experiments: error: $*" >&2
-  exit 2
-}
 
 # fig2_features DATASET: the categorical features that Fig. 2 randomizes, as a TOML string list
 fig2_features() {
@@ -73,33 +65,13 @@ fig2_features() {
   esac
 }
 
-ranks="${SLURM_NTASKS:-2}"
 root="out/whatif"
-only=""
-dry_run=0
-report=1
 datasets=()
-extra=()
 while [ $# -gt 0 ]; do
-  case "$1" in
-    -h | --help) usage; exit 0 ;;
-    --ranks) [ $# -ge 2 ] || die "--ranks needs a value"; ranks="$2"; shift 2 ;;
-    --ranks=*) ranks="${1#--ranks=}"; shift ;;
-    --out) [ $# -ge 2 ] || die "--out needs a value"; root="$2"; shift 2 ;;
-    --out=*) root="${1#--out=}"; shift ;;
-    --only) [ $# -ge 2 ] || die "--only needs a value"; only="$2"; shift 2 ;;
-    --only=*) only="${1#--only=}"; shift ;;
-    --set) [ $# -ge 2 ] || die "--set needs key=value"; extra+=(--set "$2"); shift 2 ;;
-    --set=*) extra+=(--set "${1#--set=}"); shift ;;
-    --quiet) extra+=(--quiet); shift ;;
-    --dry-run) dry_run=1; shift ;;
-    --no-report) report=0; shift ;;
-    -*) die "unknown option '$1' (see --help)" ;;
-    *) datasets+=("$1"); shift ;;
-  esac
+  if take_shared_option "$@"; then shift "$taken"; else datasets+=("$1"); shift; fi
 done
 
-[[ "$ranks" =~ ^[1-9][0-9]*$ ]] || die "--ranks must be a positive integer (got '$ranks')"
+check_ranks
 [ -n "$root" ] || die "--out needs a non-empty directory"
 [ ${#datasets[@]} -gt 0 ] || datasets=("${all_datasets[@]}")
 for ds in "${datasets[@]}"; do
@@ -121,60 +93,12 @@ if [ -n "$only" ]; then
   done
 fi
 
-fluence="${FLUENCE:-$repo/build/fluence}"
-if [ -n "${MPIRUN:-}" ]; then
-  read -r -a mpirun <<<"$MPIRUN"
-else
-  mpirun=("$repo/scripts/mpirun.sh")
-fi
-if [ -z "${PYTHON:-}" ]; then
-  if [ -x /usr/bin/python3 ]; then PYTHON=/usr/bin/python3; else PYTHON=python3; fi
-fi
-if [ "$dry_run" -eq 0 ] && [ ! -x "$fluence" ]; then
-  die "no executable $fluence (build it with make, or set FLUENCE=/path/to/fluence)"
-fi
+locate_tools
 
-# print_cmd ARGS...: the command as a copy-pasteable shell line (words with shell metacharacters in
-# single quotes)
-print_cmd() {
-  local out="+" word q="'"
-  for word in "$@"; do
-    if [[ "$word" =~ ^[A-Za-z0-9_./=:,+@%-]+$ ]]; then
-      out+=" $word"
-    else
-      out+=" '${word//$q/$q\\$q$q}'"
-    fi
-  done
-  echo "$out"
-}
-
-ran=0
-skipped=0
-failed=()
 # whatif_run DIR DECK SET...: run `fluence whatif DECK SET... --out DIR` unless DIR/results.h5
 # exists
 whatif_run() {
-  local dir="$1" deck="$2"
-  shift 2
-  if [ -f "$dir/results.h5" ]; then
-    echo "= skip $dir (results.h5 exists)"
-    skipped=$((skipped + 1))
-    return 0
-  fi
-  local cmd=("${mpirun[@]}" -n "$ranks" "$fluence" whatif "$deck" "$@" ${extra[@]+"${extra[@]}"}
-    --out "$dir")
-  print_cmd "${cmd[@]}"
-  [ "$dry_run" -eq 1 ] && return 0
-  mkdir -p "$dir"
-  local start=$SECONDS status=0
-  "${cmd[@]}" || status=$?
-  if [ "$status" -ne 0 ]; then
-    echo "! FAILED (exit status $status) after $((SECONDS - start)) s: $dir" >&2
-    failed+=("$dir")
-    return 0
-  fi
-  echo "= done $dir in $((SECONDS - start)) s"
-  ran=$((ran + 1))
+  run_or_skip "$1" whatif "${@:2}"
 }
 
 run_dataset() {
@@ -206,23 +130,7 @@ echo "# whatif experiments: ${datasets[*]} (${experiments[*]}) into $root with $
 for ds in "${datasets[@]}"; do
   run_dataset "$ds"
 done
-if [ "$dry_run" -eq 1 ]; then
-  echo "# dry run: nothing was run"
-else
-  echo "# $ran run(s) done, $skipped skipped (results.h5 existed), ${#failed[@]} failed"
-fi
-
-status=0
-# run_report ARGS...: run analysis/whatif_report.py ARGS..., remembering a failure in status
-run_report() {
-  local cmd=("$PYTHON" "$repo/analysis/whatif_report.py" "$@") rc=0
-  print_cmd "${cmd[@]}"
-  "${cmd[@]}" || rc=$?
-  if [ "$rc" -ne 0 ]; then
-    echo "run_whatif_experiments: the report exited with status $rc" >&2
-    status="$rc"
-  fi
-}
+print_run_counts
 
 if [ "$dry_run" -eq 0 ] && [ "$report" -eq 1 ]; then
   # Table III over every dataset's table3 run under ROOT (not only the ones run now)
@@ -237,7 +145,7 @@ if [ "$dry_run" -eq 0 ] && [ "$report" -eq 1 ]; then
   reported=0
   if [ ${#runs[@]} -gt 0 ]; then
     echo "== report: Table III"
-    run_report "${runs[@]}" --labels "${labels[@]}" --figures "$root/figures"
+    run_report whatif_report.py "${runs[@]}" --labels "${labels[@]}" --figures "$root/figures"
     reported=1
   fi
   # Fig. 2 per dataset with all three runs
@@ -248,7 +156,8 @@ if [ "$dry_run" -eq 0 ] && [ "$report" -eq 1 ]; then
     done
     if [ ${#runs[@]} -eq ${#fig2_variants[@]} ]; then
       echo "== report: $ds Fig. 2"
-      run_report "${runs[@]}" --labels "${fig2_variants[@]}" --figures "$root/figures/${ds}_fig2"
+      run_report whatif_report.py "${runs[@]}" --labels "${fig2_variants[@]}" \
+        --figures "$root/figures/${ds}_fig2"
       reported=1
     elif [ ${#runs[@]} -gt 0 ]; then
       echo "# report: $ds Fig. 2 skipped (${#runs[@]} of ${#fig2_variants[@]} runs complete)"
@@ -256,9 +165,4 @@ if [ "$dry_run" -eq 0 ] && [ "$report" -eq 1 ]; then
   done
   [ "$reported" -eq 1 ] || echo "# report: no complete run under $root"
 fi
-if [ ${#failed[@]} -gt 0 ]; then
-  echo "run_whatif_experiments: ${#failed[@]} run(s) failed (rerun the script to retry them):" >&2
-  printf '  %s\n' "${failed[@]}" >&2
-  exit 1
-fi
-exit "$status"
+finish
