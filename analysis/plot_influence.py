@@ -49,6 +49,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
+from report_common import decode as decode_attr  # noqa: E402
+
 TITLE_MAX_CHARS = 80
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">")
 MARKER_AREA_MIN = 15.0   # points^2, for the smallest possible client
@@ -87,21 +90,6 @@ class Run:
 # --------------------------------------------------------------------------
 # Reading
 # --------------------------------------------------------------------------
-
-
-def decode_attr(value):
-    """Return an HDF5 string (attribute or dataset value) as ``str``.
-
-    h5py may give ``bytes``, ``numpy.bytes_``, ``str`` or a 0-d / 1-element
-    numpy array of either.
-    """
-    if isinstance(value, np.ndarray):
-        if value.size != 1:
-            return str(value)
-        value = value.reshape(-1)[0]
-    if isinstance(value, (bytes, np.bytes_)):
-        return value.decode("utf-8", errors="replace")
-    return str(value)
 
 
 def read_array(h5, name, path):
