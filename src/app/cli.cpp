@@ -34,7 +34,8 @@ PETSc and SLEPc options come last and pass through to the solvers, e.g.
   mpirun -n 4 fluence fldp deck.toml --model run1/results.h5 -newton_ksp_monitor
   mpirun -n 2 fluence whatif deck.toml --set whatif.retrain=true
 
-Exit codes: 0 success, 1 usage error, 2 bad input (deck, data, output directory), 3 runtime failure.
+Exit codes: 0 success, 1 usage error, 2 bad input (deck, data, output directory), 3 runtime failure,
+4 stopped by SIGTERM/SIGUSR1/SIGINT after writing a checkpoint (resume with --restart latest).
 Deck keys: inputs/README.md. Output datasets: docs/outputs.md.)";
 
 }  // namespace
@@ -74,6 +75,9 @@ CommandLine parse_command_line(int argc, char** argv) {
   train->add_option("--out", result.out, "output directory (overrides output.dir)");
   train->add_option("--set", result.sets, "override a deck key: section.key=value (repeatable)");
   train->add_flag("--quiet", result.quiet, "no per-round progress lines");
+  train->add_option("--restart", result.restart,
+                    "continue from a checkpoint: a chk_*.h5 file, or \"latest\" (the newest valid "
+                    "one in the output directory)");
 
   auto* influence = app.add_subcommand(
       "influence",

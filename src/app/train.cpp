@@ -1,4 +1,6 @@
-// fluence train DECK: parse -> build the federation -> train -> write <out>/results.h5.
+// fluence train DECK [--restart chk.h5|latest]: parse -> build the federation -> train (resuming
+// from a checkpoint; checkpoints every output.checkpoint_every rounds and on a stop signal) ->
+// write <out>/results.h5.
 #include <fmt/core.h>
 
 #include <functional>
@@ -8,15 +10,18 @@
 #include "fluence/core/config.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/mpi.hpp"
+#include "fluence/core/signals.hpp"
 #include "fluence/fl/federation.hpp"
 #include "fluence/fl/private_training.hpp"
 #include "fluence/io/privacy_output.hpp"
 #include "fluence/io/results.hpp"
 #include "fluence/io/training_output.hpp"
+#include "train_checkpoint.hpp"
 
 namespace fluence::app {
 
 int run_train(const CommandLine& command_line) {
+  install_stop_handlers();  // first: a signal during set-up stops after the first round
   Deck deck = read_command_deck(command_line);
   const std::string out_dir = deck.string("output.dir");
   prepare_output_directory(out_dir);
@@ -46,6 +51,32 @@ int run_train(const CommandLine& command_line) {
                 deck.string("privacy.mode"), privacy.sampling_rate, privacy.noise_multiplier,
                 private_training->history().update_noise_multiplier, privacy.delta);
   }
+  std::optional<TrainingResume> resume;
+  if (!command_line.restart.empty()) {
+    std::string used;
+    const CheckpointState state = read_restart(command_line.restart, out_dir, deck, used);
+    resume = resume_training(state, federation.parameters(), config.rounds,
+                             private_training ? &*private_training : nullptr);
+    log::info("restart: {} (after round {})", used, state.round);
+  }
+  const long every = deck.integer("output.checkpoint_every");
+  const int keep = static_cast<int>(deck.integer("output.keep"));
+  auto checkpoint = [&](int round, const std::vector<double>& theta,
+                        const std::vector<RoundMetrics>& history) {
+    const bool stop = stop_requested_anywhere();
+    if (stop || (every > 0 && round % every == 0)) {
+      const std::string path = write_checkpoint(
+          out_dir, deck,
+          training_state(round, theta, history, private_training ? &*private_training : nullptr),
+          keep);
+      if (stop)
+        log::info(
+            "stop signal received: checkpoint {} written after round {}; resume with "
+            "--restart latest (exit {})",
+            path, round, kExitStopped);
+    }
+    return stop;
+  };
   const auto result = federation.train(
       config,
       [&](const RoundMetrics& m) {
@@ -56,7 +87,8 @@ int run_train(const CommandLine& command_line) {
             m.round, config.rounds, m.train_loss, m.test_loss, 100.0 * m.test_accuracy,
             format_duration(m.wall_time), format_eta(m.wall_time, m.round, config.rounds));
       },
-      round_step);
+      round_step, checkpoint, resume ? &*resume : nullptr);
+  if (result.stopped) return kExitStopped;
   log::info("final: test loss {:.6f}  test accuracy {:.2f}%  |grad h| {:.3e}",
             result.final_metrics.test_loss, 100.0 * result.final_metrics.test_accuracy,
             result.gradient_norm);

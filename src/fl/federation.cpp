@@ -190,11 +190,22 @@ void Federation::fedavg_round(int round, std::vector<double>& theta,
   for (auto& value : theta) value *= inverse_n();
 }
 
-TrainingResult Federation::train(const FederationConfig& config,
-                                 const std::function<void(const RoundMetrics&)>& on_round,
-                                 const std::function<void(int, std::vector<double>&)>& round_step) {
+TrainingResult Federation::train(
+    const FederationConfig& config, const std::function<void(const RoundMetrics&)>& on_round,
+    const std::function<void(int, std::vector<double>&)>& round_step,
+    const std::function<bool(int, const std::vector<double>&, const std::vector<RoundMetrics>&)>&
+        after_round,
+    const TrainingResume* resume) {
   TrainingResult result;
   result.theta.assign(parameters(), 0.0);
+  int first_round = 1;
+  double elapsed = 0.0;  // wall time of the rounds before a restart
+  if (resume) {
+    result.theta = resume->theta;
+    result.history = resume->history;
+    first_round = resume->completed_rounds + 1;
+    if (!result.history.empty()) elapsed = result.history.back().wall_time;
+  }
   Stopwatch clock;
   auto metrics_at = [&](int round) {
     RoundMetrics metrics;
@@ -202,16 +213,20 @@ TrainingResult Federation::train(const FederationConfig& config,
     metrics.train_loss =
         config.eval_train_loss ? objective(result.theta) : std::numeric_limits<double>::quiet_NaN();
     std::tie(metrics.test_loss, metrics.test_accuracy) = evaluate_test(result.theta);
-    metrics.wall_time = clock.seconds();
+    metrics.wall_time = elapsed + clock.seconds();
     return metrics;
   };
-  for (int round = 1; round <= config.rounds; ++round) {
+  for (int round = first_round; round <= config.rounds; ++round) {
     if (round_step)
       round_step(round, result.theta);
     else
       fedavg_round(round, result.theta, config.local);
     result.history.push_back(metrics_at(round));
     if (on_round) on_round(result.history.back());
+    if (after_round && after_round(round, result.theta, result.history)) {
+      result.stopped = true;
+      return result;
+    }
   }
   if (config.newton_polish)
     result.polish_steps = newton_polish(*this, result.theta, config.tolerance,

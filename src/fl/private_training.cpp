@@ -283,4 +283,65 @@ void PrivateTraining::evaluate(int round, const std::vector<double>& theta) {
   metrics_.var_l_np[t] = variance(totals[7], totals[8], totals[9]);
 }
 
+namespace {
+
+template <class T>
+std::vector<double> as_doubles(const std::vector<T>& values) {
+  return std::vector<double>(values.begin(), values.end());
+}
+
+const std::vector<double>& required(const std::map<std::string, std::vector<double>>& arrays,
+                                    const std::string& name) {
+  const auto found = arrays.find(name);
+  if (found == arrays.end())
+    throw InputError("checkpoint: \"" + name + "\" is missing (a checkpoint of another mode?)");
+  return found->second;
+}
+
+}  // namespace
+
+void PrivateTraining::save_state(std::map<std::string, std::vector<double>>& arrays) const {
+  arrays["private/clip"] = {clip_.clip()};
+  arrays["private/rdp"] = accountant_.rdp();
+  arrays["private/epsilon"] = history_.epsilon;
+  arrays["private/best_order"] = history_.best_order;
+  arrays["private/clip_norm"] = history_.clip_norm;
+  arrays["private/sampled_private"] = as_doubles(history_.sampled_private);
+  arrays["private/sampled_opt_out"] = as_doubles(history_.sampled_opt_out);
+  const std::pair<const char*, const std::vector<double>*> metrics[] = {
+      {"acc_g", &metrics_.acc_g},       {"acc_g_p", &metrics_.acc_g_p},
+      {"acc_g_np", &metrics_.acc_g_np}, {"acc_l_p", &metrics_.acc_l_p},
+      {"acc_l_np", &metrics_.acc_l_np}, {"var_g_p", &metrics_.var_g_p},
+      {"var_g_np", &metrics_.var_g_np}, {"var_l_p", &metrics_.var_l_p},
+      {"var_l_np", &metrics_.var_l_np}};
+  for (const auto& [name, series] : metrics)
+    arrays[std::string("private/metrics/") + name] = *series;
+}
+
+void PrivateTraining::restore_state(const std::map<std::string, std::vector<double>>& arrays) {
+  if (personalization_.ditto)
+    throw InputError(
+        "--restart: Ditto's personal models are per-client state that checkpoints do not carry "
+        "yet; restart a run with personalization.method = \"ditto\" from the beginning");
+  clip_.set_clip(required(arrays, "private/clip").at(0));
+  accountant_.restore(required(arrays, "private/rdp"));
+  history_.epsilon = required(arrays, "private/epsilon");
+  history_.best_order = required(arrays, "private/best_order");
+  history_.clip_norm = required(arrays, "private/clip_norm");
+  auto integers = [&](const std::string& name) {
+    const auto& values = required(arrays, name);
+    return std::vector<std::int64_t>(values.begin(), values.end());
+  };
+  history_.sampled_private = integers("private/sampled_private");
+  history_.sampled_opt_out = integers("private/sampled_opt_out");
+  const std::pair<const char*, std::vector<double>*> metrics[] = {
+      {"acc_g", &metrics_.acc_g},       {"acc_g_p", &metrics_.acc_g_p},
+      {"acc_g_np", &metrics_.acc_g_np}, {"acc_l_p", &metrics_.acc_l_p},
+      {"acc_l_np", &metrics_.acc_l_np}, {"var_g_p", &metrics_.var_g_p},
+      {"var_g_np", &metrics_.var_g_np}, {"var_l_p", &metrics_.var_l_p},
+      {"var_l_np", &metrics_.var_l_np}};
+  for (const auto& [name, series] : metrics)
+    *series = required(arrays, std::string("private/metrics/") + name);
+}
+
 }  // namespace fluence

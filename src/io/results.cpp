@@ -79,8 +79,9 @@ hid_t string_type(std::size_t length) {
 }
 }  // namespace
 
-ResultsFile::ResultsFile(const std::string& directory) : root_(world_rank() == 0) {
-  final_path_ = (fs::path(directory) / "results.h5").string();
+ResultsFile::ResultsFile(const std::string& directory, const std::string& name)
+    : root_(world_rank() == 0) {
+  final_path_ = (fs::path(directory) / name).string();
   partial_path_ = final_path_ + ".partial";
   if (!root_) return;
   file_ = H5Fcreate(partial_path_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);

@@ -168,6 +168,13 @@ double noise_for_epsilon(double q, long steps, double target_epsilon, double del
 RdpAccountant::RdpAccountant(std::vector<double> orders)
     : orders_(std::move(orders)), rdp_(orders_.size(), 0.0) {}
 
+void RdpAccountant::restore(const std::vector<double>& rdp) {
+  if (rdp.size() != orders_.size())
+    throw InputError(fmt::format("checkpoint: accountant state has {} orders, expected {}",
+                                 rdp.size(), orders_.size()));
+  rdp_ = rdp;
+}
+
 void RdpAccountant::add_steps(double q, double noise_multiplier, long steps) {
   if (steps < 0) throw InputError(fmt::format("steps = {} must be >= 0", steps));
   for (std::size_t k = 0; k < orders_.size(); ++k)

@@ -502,5 +502,78 @@ else
 fi
 COMMAND=feo2-theory expect_input_error feo2_theory_groups "feo2_theory.opt_out_fraction = 0 leaves 0 opt-out" "$work/feo2_theory.toml" --set feo2_theory.opt_out_fraction=0
 
+# --- checkpoints, restart, stop signals (issue 6, train) -------------------------------------------
+write_deck ck <<'EOF'
+seed = 6
+[data.synthetic]
+rows = 1500
+numeric = 3
+categorical = [3]
+[partition]
+clients = 6
+[federation]
+rounds = 12
+batch_size = 16
+polish = "newton"
+EOF
+compare_runs() {  # every dataset but wall times and the rank layout identical
+  "$python" - "$1" "$2" <<'PY'
+import sys, h5py, numpy as np
+a, b = (h5py.File(p, "r") for p in sys.argv[1:])
+def check(name, obj):
+    if isinstance(obj, h5py.Dataset) and "wall_time" not in name and name != "clients/rank":
+        x, y = obj[()], b[name][()]
+        assert np.array_equal(x, y, equal_nan=np.issubdtype(np.asarray(x).dtype, np.floating)), name
+a.visititems(check)
+PY
+}
+"$mpirun" -n 2 "$fluence" train "$work/ck.toml" --out "$work/ckA" --quiet >/dev/null 2>&1
+"$mpirun" -n 2 "$fluence" train "$work/ck.toml" --out "$work/ckB" --quiet --set output.checkpoint_every=4 --set output.keep=3 >/dev/null 2>&1
+ok=1
+for ranks in 1 3; do
+  for chk in 4 8; do
+    rm -rf "$work/ckR" && mkdir -p "$work/ckR" && cp "$work/ckB/chk_$(printf %06d $chk).h5" "$work/ckR/"
+    "$mpirun" -n "$ranks" "$fluence" train "$work/ck.toml" --out "$work/ckR" --quiet --restart latest >"$work/ckR.log" 2>&1 &&
+      compare_runs "$work/ckA/results.h5" "$work/ckR/results.h5" || { ok=0; echo "    restart from round $chk on $ranks ranks differs"; }
+  done
+done
+if [ "$ok" -eq 1 ] && [ "$(ls "$work/ckB"/chk_*.h5 | wc -l)" -eq 3 ]; then
+  pass "train checkpoints (keep 3 of 4, 8, 12); restart from rounds 4 and 8 on 1 and 3 ranks is bitwise identical"
+else fail "train checkpoint/restart"; fi
+
+# A stop signal to one rank: the round finishes, a checkpoint is written, exit 4; restarting from
+# it on another rank count ends exactly as the uninterrupted run.
+"$mpirun" -n 2 "$fluence" train "$work/ck.toml" --out "$work/ckS0" --quiet --set federation.rounds=4000 >/dev/null 2>&1
+"$mpirun" -n 2 "$fluence" train "$work/ck.toml" --out "$work/ckS" --quiet --set federation.rounds=4000 \
+  --set output.checkpoint_every=100 --set output.keep=1 >"$work/ckS.log" 2>&1 &
+launcher=$!
+# Signal once training runs (its first checkpoint exists), to the last rank only.
+for _ in $(seq 500); do [ -e "$work/ckS/chk_000100.h5" ] || ls "$work/ckS"/chk_*.h5 >/dev/null 2>&1 && break; sleep 0.02; done
+pid=$(pgrep -f "fluence train $work/ck.toml --out $work/ckS " | tail -1)
+[ -n "$pid" ] && kill -USR1 "$pid"
+wait "$launcher"
+code=$?
+if [ "$code" -eq 4 ] && grep -q "stop signal received: checkpoint" "$work/ckS.log" && ls "$work/ckS"/chk_*.h5 >/dev/null 2>&1 &&
+  [ ! -e "$work/ckS/results.h5" ] &&
+  "$mpirun" -n 3 "$fluence" train "$work/ck.toml" --out "$work/ckS" --quiet --set federation.rounds=4000 --restart latest >/dev/null 2>&1 &&
+  compare_runs "$work/ckS0/results.h5" "$work/ckS/results.h5"; then
+  pass "SIGUSR1 to one rank: checkpoint, exit 4, restart latest on 3 ranks is bitwise identical"
+else fail "stop signal (exit $code)"; tail -3 "$work/ckS.log" | sed 's/^/    /'; fi
+
+# Refused checkpoints, each with its message; latest falls back to the previous valid one.
+cp "$work/ckB/chk_000008.h5" "$work/ck_trunc.h5" && truncate -s 2000 "$work/ck_trunc.h5"
+COMMAND=train expect_input_error ck_truncated "not a readable HDF5 file" "$work/ck.toml" --restart "$work/ck_trunc.h5"
+cp "$work/ckB/chk_000008.h5" "$work/ck_version.h5" && "$python" -c "import h5py,sys; f=h5py.File(sys.argv[1],'r+'); del f.attrs['fluence_version']; f.attrs['fluence_version']=b'0.0.1'" "$work/ck_version.h5"
+COMMAND=train expect_input_error ck_version "incompatible version" "$work/ck.toml" --restart "$work/ck_version.h5"
+cp "$work/ckB/chk_000008.h5" "$work/ck_sum.h5" && "$python" -c "import h5py,sys; f=h5py.File(sys.argv[1],'r+'); d=f['state/theta']; v=d[...]; v[0]+=1e-9; d[...]=v" "$work/ck_sum.h5"
+COMMAND=train expect_input_error ck_checksum "checksum mismatch" "$work/ck.toml" --restart "$work/ck_sum.h5"
+COMMAND=train expect_input_error ck_deck "written for another deck" "$work/ck.toml" --restart "$work/ckB/chk_000008.h5" --set seed=7
+rm -rf "$work/ckL" && mkdir -p "$work/ckL" && cp "$work/ckB"/chk_*.h5 "$work/ckL/" && truncate -s 1000 "$work/ckL/chk_000012.h5"
+if "$mpirun" -n 2 "$fluence" train "$work/ck.toml" --out "$work/ckL" --quiet --restart latest >"$work/ckL.log" 2>&1 &&
+  grep -q "skipping .*chk_000012.h5" "$work/ckL.log" && grep -q "restart: .*chk_000008.h5" "$work/ckL.log" &&
+  compare_runs "$work/ckA/results.h5" "$work/ckL/results.h5"; then
+  pass "restart latest skips a corrupted newest checkpoint and says so"
+else fail "restart latest fallback"; tail -3 "$work/ckL.log" | sed 's/^/    /'; fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -14,6 +14,7 @@ struct CommandLine {
   std::string deck;
   std::string out;                // --out overrides output.dir
   std::string model;              // influence --model results.h5
+  std::string restart;            // train --restart chk.h5 | latest
   std::vector<std::string> sets;  // --set section.key=value
   bool quiet = false;
   bool skip_data = false;  // validate --no-data
@@ -52,5 +53,6 @@ int run_feo2_theory(const CommandLine& command_line);
 inline constexpr int kExitUsage = 1;
 inline constexpr int kExitInput = 2;
 inline constexpr int kExitRuntime = 3;
+inline constexpr int kExitStopped = 4;  // a stop signal: checkpoint written, resume with --restart
 
 }  // namespace fluence::app

@@ -20,7 +20,16 @@ struct RoundMetrics {
   double wall_time = 0.0;  // seconds since training started
 };
 
+/// Where a restarted run continues: the rounds already done, the model after them and their
+/// metrics (from a checkpoint).
+struct TrainingResume {
+  int completed_rounds = 0;
+  std::vector<double> theta;
+  std::vector<RoundMetrics> history;
+};
+
 struct TrainingResult {
+  bool stopped = false;  // after_round asked to stop (a signal): no polish, no final metrics
   std::vector<double> theta;
   std::vector<RoundMetrics> history;
   RoundMetrics final_metrics;  // at the returned theta (after any polish)
@@ -75,10 +84,15 @@ class Federation {
   void fedavg_round(int round, std::vector<double>& theta, const LocalTrainingConfig& config);
 
   /// Runs the configured rounds (and polish); `on_round` is called on every rank after each round.
-  /// `round_step(round, theta)` replaces the FedAvg round when given (private training).
-  TrainingResult train(const FederationConfig& config,
-                       const std::function<void(const RoundMetrics&)>& on_round = {},
-                       const std::function<void(int, std::vector<double>&)>& round_step = {});
+  /// `round_step(round, theta)` replaces the FedAvg round when given (private training);
+  /// `after_round(round, theta, history)` runs last in each round (checkpoints) and returns true
+  /// to stop there; `resume` continues a checkpointed run.
+  TrainingResult train(
+      const FederationConfig& config, const std::function<void(const RoundMetrics&)>& on_round = {},
+      const std::function<void(int, std::vector<double>&)>& round_step = {},
+      const std::function<bool(int, const std::vector<double>&, const std::vector<RoundMetrics>&)>&
+          after_round = {},
+      const TrainingResume* resume = nullptr);
 
   FederatedProblem& problem() { return problem_; }
 

@@ -14,6 +14,8 @@
 // al., whose sensitivity analysis needs it) or the realized N_p^t (Algorithm 1, `denominator =
 // "realized"`). The noise comes from the server's stream (seed, server_noise, round).
 #include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "fluence/core/config.hpp"
@@ -85,6 +87,11 @@ class PrivateTraining {
   const Feo2Metrics& metrics() const { return metrics_; }
   /// Is client `id` sampled in `round`? (The same on every rank.)
   bool sampled(int round, int id) const;
+  /// The state a restart needs (clipping norm, accountant, histories, metrics), as named arrays
+  /// under "private/"; identical on every rank. Ditto's personal models are per-client state that
+  /// checkpoints do not carry yet: restoring a Ditto run is refused.
+  void save_state(std::map<std::string, std::vector<double>>& arrays) const;
+  void restore_state(const std::map<std::string, std::vector<double>>& arrays);
 
  private:
   void personal_step(std::size_t local, int round, const std::vector<double>& received);

@@ -13,8 +13,8 @@ void prepare_output_directory(const std::string& directory);
 
 class ResultsFile {
  public:
-  /// Rank 0 opens `<directory>/results.h5.partial`; other ranks hold an inert object.
-  explicit ResultsFile(const std::string& directory);
+  /// Rank 0 opens `<directory>/<name>.partial`; other ranks hold an inert object.
+  explicit ResultsFile(const std::string& directory, const std::string& name = "results.h5");
   ~ResultsFile();  // removes the partial file unless commit() ran
   ResultsFile(const ResultsFile&) = delete;
   ResultsFile& operator=(const ResultsFile&) = delete;

@@ -19,6 +19,7 @@ class AdaptiveClip {
   AdaptiveClip(double initial_clip, double target_quantile, double learning_rate)
       : clip_(initial_clip), target_(target_quantile), learning_rate_(learning_rate) {}
   double clip() const { return clip_; }
+  void set_clip(double clip) { clip_ = clip; }  // restart
   /// One round: `unclipped_fraction` is the server's (noisy) estimate of the fraction of sampled
   /// clients whose update norm was at most clip().
   void update(double unclipped_fraction);

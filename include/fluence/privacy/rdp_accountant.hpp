@@ -47,6 +47,8 @@ class RdpAccountant {
   PrivacySpent spent(double delta) const { return epsilon_from_rdp(orders_, rdp_, delta); }
   const std::vector<double>& orders() const { return orders_; }
   const std::vector<double>& rdp() const { return rdp_; }  // for checkpoints
+  /// Restores a checkpointed RDP vector (one value per order).
+  void restore(const std::vector<double>& rdp);
 
  private:
   std::vector<double> orders_, rdp_;

@@ -1,0 +1,16 @@
+#pragma once
+// Graceful stops (docs/operations.md): SIGTERM, SIGUSR1 (SLURM's warning before the time limit,
+// `--signal=B:USR1@...`) and SIGINT only set a flag; a long command polls it collectively between
+// units of work, writes a checkpoint and exits with kExitStopped. Every rank learns of a signal
+// delivered to any one of them, so none is left waiting in a collective.
+
+namespace fluence {
+
+/// Installs the handlers (idempotent).
+void install_stop_handlers();
+/// Collective: true on every rank when any rank has received a stop signal.
+bool stop_requested_anywhere();
+/// The signal received on this rank (0 = none), for messages.
+int received_stop_signal();
+
+}  // namespace fluence
