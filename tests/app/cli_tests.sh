@@ -575,5 +575,25 @@ if "$mpirun" -n 2 "$fluence" train "$work/ck.toml" --out "$work/ckL" --quiet --r
   pass "restart latest skips a corrupted newest checkpoint and says so"
 else fail "restart latest fallback"; tail -3 "$work/ckL.log" | sed 's/^/    /'; fi
 
+# jobs/quickstart.sbatch outside SLURM: USR1 to the batch shell reaches the ranks through mpirun,
+# they checkpoint and exit 4; running the script again resumes and ends as the uninterrupted run.
+"$mpirun" -n 2 "$fluence" train "$source_dir/inputs/quickstart.toml" --out "$work/jobA" --quiet \
+  --set federation.rounds=6000 >/dev/null 2>&1
+(cd "$source_dir" && MPIRUN="$mpirun" FLUENCE="$fluence" FLUENCE_OUT="$work/jobB" \
+  FLUENCE_ARGS="--quiet --set federation.rounds=6000" bash jobs/quickstart.sbatch >"$work/job1.log" 2>&1) &
+job=$!
+for _ in $(seq 500); do ls "$work/jobB"/chk_*.h5 >/dev/null 2>&1 && break; sleep 0.02; done
+shell=$(pgrep -f "bash jobs/quickstart.sbatch" | head -1)
+[ -n "$shell" ] && kill -USR1 "$shell"
+wait "$job"
+first=$?
+(cd "$source_dir" && MPIRUN="$mpirun" FLUENCE="$fluence" FLUENCE_OUT="$work/jobB" \
+  FLUENCE_ARGS="--quiet --set federation.rounds=6000" bash jobs/quickstart.sbatch >"$work/job2.log" 2>&1)
+second=$?
+if [ "$first" -eq 4 ] && [ "$second" -eq 0 ] && grep -q "restart: " "$work/job2.log" &&
+  compare_runs "$work/jobA/results.h5" "$work/jobB/results.h5"; then
+  pass "jobs/quickstart.sbatch: USR1 -> checkpoint and exit 4; rerun resumes to the uninterrupted result"
+else fail "quickstart job stop/resume (exits $first, $second)"; tail -3 "$work/job1.log" "$work/job2.log" | sed 's/^/    /'; fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
