@@ -316,13 +316,22 @@ void PrivateTraining::save_state(std::map<std::string, std::vector<double>>& arr
       {"var_l_np", &metrics_.var_l_np}};
   for (const auto& [name, series] : metrics)
     arrays[std::string("private/metrics/") + name] = *series;
+  if (!personalization_.ditto) return;
+  // Ditto's personal models, one row per client in id order (a flag column first: 0 = not yet
+  // initialized). Collective: every rank passes its clients' rows, which are contiguous in id
+  // order.
+  const std::size_t p = federation_.parameters();
+  std::vector<double> local(personal_.size() * (p + 1), 0.0);
+  for (std::size_t k = 0; k < personal_.size(); ++k) {
+    if (personal_[k].empty()) continue;
+    local[k * (p + 1)] = 1.0;
+    std::copy(personal_[k].begin(), personal_[k].end(), local.begin() + k * (p + 1) + 1);
+  }
+  arrays["private/personal"] =
+      ordered_allgather(local, static_cast<int>(personal_.size()), static_cast<int>(p + 1));
 }
 
 void PrivateTraining::restore_state(const std::map<std::string, std::vector<double>>& arrays) {
-  if (personalization_.ditto)
-    throw InputError(
-        "--restart: Ditto's personal models are per-client state that checkpoints do not carry "
-        "yet; restart a run with personalization.method = \"ditto\" from the beginning");
   clip_.set_clip(required(arrays, "private/clip").at(0));
   accountant_.restore(required(arrays, "private/rdp"));
   history_.epsilon = required(arrays, "private/epsilon");
@@ -342,6 +351,19 @@ void PrivateTraining::restore_state(const std::map<std::string, std::vector<doub
       {"var_l_np", &metrics_.var_l_np}};
   for (const auto& [name, series] : metrics)
     *series = required(arrays, std::string("private/metrics/") + name);
+  if (!personalization_.ditto) return;
+  const auto& all = required(arrays, "private/personal");
+  const std::size_t p = federation_.parameters();
+  const auto& clients = federation_.problem().clients;
+  if (all.size() != federation_.problem().client_rows.size() * (p + 1))
+    throw InputError("checkpoint: the personal models do not fit this run's clients and model");
+  for (std::size_t k = 0; k < clients.size(); ++k) {
+    const double* row = all.data() + static_cast<std::size_t>(clients[k].id()) * (p + 1);
+    if (row[0] == 0.0)
+      personal_[k].clear();
+    else
+      personal_[k].assign(row + 1, row + 1 + p);
+  }
 }
 
 }  // namespace fluence

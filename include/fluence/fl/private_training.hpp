@@ -87,9 +87,9 @@ class PrivateTraining {
   const Feo2Metrics& metrics() const { return metrics_; }
   /// Is client `id` sampled in `round`? (The same on every rank.)
   bool sampled(int round, int id) const;
-  /// The state a restart needs (clipping norm, accountant, histories, metrics), as named arrays
-  /// under "private/"; identical on every rank. Ditto's personal models are per-client state that
-  /// checkpoints do not carry yet: restoring a Ditto run is refused.
+  /// The state a restart needs (clipping norm, accountant, histories, metrics, Ditto's personal
+  /// models), as named arrays under "private/", identical on every rank. save_state is collective
+  /// (the personal models are gathered in client order).
   void save_state(std::map<std::string, std::vector<double>>& arrays) const;
   void restore_state(const std::map<std::string, std::vector<double>>& arrays);
 
