@@ -155,11 +155,13 @@ void PrivateTraining::round(int round, std::vector<double>& theta,
   const std::size_t p = theta.size();
   const double S = clip_.clip();
   // Train the sampled local clients first (in parallel across ranks), then reduce in id order.
-  std::vector<std::size_t> chosen;
+  std::vector<std::size_t>& chosen = chosen_;
+  chosen.clear();
   for (std::size_t k = 0; k < problem.clients.size(); ++k)
     if (sampled(round, problem.clients[k].id())) chosen.push_back(k);
   updates_.resize(chosen.size() * p);
-  std::vector<double> unclipped(chosen.size());
+  std::vector<double>& unclipped = unclipped_;
+  unclipped.resize(chosen.size());
   for (std::size_t j = 0; j < chosen.size(); ++j) {
     if (personalization_.ditto) personal_step(chosen[j], round, theta);
     double* update = updates_.data() + j * p;
@@ -195,7 +197,8 @@ void PrivateTraining::round(int round, std::vector<double>& theta,
   const double expected_private = config_.sampling_rate * static_cast<double>(private_clients_);
   const double d_private = config_.realized_denominator ? n_private : expected_private;
   const double sigma = d_private > 0.0 ? history_.update_noise_multiplier * S / d_private : 0.0;
-  std::vector<double> delta_private(p, 0.0);
+  std::vector<double>& delta_private = noise_;  // the private average, noise included
+  delta_private.assign(p, 0.0);
   if (d_private > 0.0)
     for (std::size_t i = 0; i < p; ++i)
       delta_private[i] = sums_[i] / d_private + sigma * server.normal();

@@ -62,6 +62,7 @@ RowInfluence::RowInfluence(const SoftmaxRegression& model, const double* theta, 
     }
   }
   original_.resize(F);
+  krr_.reserve(F);
   a_.resize(combos_);
   uf_.resize(combos_ * C_);
 }
@@ -116,7 +117,8 @@ double RowInfluence::rr_l(double epsilon) const {
 
 double RowInfluence::rr(double epsilon, EstimateForm form) const {
   const std::size_t F = features_.size();
-  std::vector<KrrProbabilities> krr;
+  std::vector<KrrProbabilities>& krr = krr_;  // capacity reserved: no allocation per call
+  krr.clear();
   for (const auto& feature : features_) krr.emplace_back(epsilon, feature.domain);
   const KrrProbabilities label_krr(epsilon, label_domain_);
   // T_f = s^T grad E_y l(x_f, y) = u_f . (p_f - q), q the label's k-RR distribution (or e_y).

@@ -107,7 +107,8 @@ class PrivateTraining {
   std::vector<char> opt_out_;  // per client id
   std::int64_t private_clients_ = 0;
   PrivacyHistory history_;
-  std::vector<double> updates_, sums_, noise_;  // scratch
+  std::vector<double> updates_, sums_, noise_, unclipped_;  // scratch, reused every round
+  std::vector<std::size_t> chosen_;
   Workspace work_;
 };
 

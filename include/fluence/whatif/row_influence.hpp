@@ -52,11 +52,12 @@ class RowInfluence {
   std::vector<std::int32_t> combo_values_;  // combos x F, last feature fastest
   // The current record.
   std::int32_t y_ = 0;
-  std::vector<std::int32_t> original_;  // F
-  std::size_t alpha_ = 0;               // index of the original combination
-  std::vector<double> z_, p_, u_;       // C
-  std::vector<double> a_, uf_;          // combos, combos x C: u_f . p_f and u_f
-  std::vector<double> zf_, pf_;         // scratch
+  std::vector<std::int32_t> original_;         // F
+  std::size_t alpha_ = 0;                      // index of the original combination
+  std::vector<double> z_, p_, u_;              // C
+  std::vector<double> a_, uf_;                 // combos, combos x C: u_f . p_f and u_f
+  std::vector<double> zf_, pf_;                // scratch
+  mutable std::vector<KrrProbabilities> krr_;  // per feature, for the eps of the current call
 };
 
 }  // namespace fluence
