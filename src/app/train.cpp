@@ -104,6 +104,7 @@ int run_train(const CommandLine& command_line) {
     write_privacy_output(file, privacy, history);
   }
   if (private_training && !private_training->metrics().acc_g.empty()) {
+    private_training->take_server_accuracy(result.history);
     const auto& m = private_training->metrics();
     log::info(
         "feo2 metrics (final): Acc_g {:.4f}  Acc_g,p {:.4f}  Acc_g,np {:.4f}  Acc_l,p {:.4f}  "

@@ -225,9 +225,17 @@ void PrivateTraining::round(int round, std::vector<double>& theta,
     history_.epsilon.push_back(spent.epsilon);
     history_.best_order.push_back(spent.order);
   }
-  if (round <= personalization_.rounds &&
-      (round % personalization_.metrics_every == 0 || round == personalization_.rounds))
-    evaluate(round, theta);
+  if (evaluated(round)) evaluate(round, theta);
+}
+
+bool PrivateTraining::evaluated(int round) const {
+  return round <= personalization_.rounds &&
+         (round % personalization_.metrics_every == 0 || round == personalization_.rounds);
+}
+
+void PrivateTraining::take_server_accuracy(const std::vector<RoundMetrics>& history) {
+  for (const auto& m : history)
+    if (evaluated(m.round)) metrics_.acc_g[static_cast<std::size_t>(m.round - 1)] = m.test_accuracy;
 }
 
 void PrivateTraining::personal_step(std::size_t local, int round,
@@ -247,7 +255,6 @@ void PrivateTraining::evaluate(int round, const std::vector<double>& theta) {
   auto& problem = federation_.problem();
   const auto& model = *problem.model;
   const std::size_t t = static_cast<std::size_t>(round - 1);
-  metrics_.acc_g[t] = federation_.evaluate_test(theta).second;
   // [g, g^2, l, l^2, count] for private clients, then the same for opt-out clients.
   std::vector<double> totals(10);
   federation_.sum_over_clients(totals, [&](std::size_t k, double* sum) {

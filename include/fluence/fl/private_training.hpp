@@ -85,6 +85,9 @@ class PrivateTraining {
   void round(int round, std::vector<double>& theta, const LocalTrainingConfig& local);
   const PrivacyHistory& history() const { return history_; }
   const Feo2Metrics& metrics() const { return metrics_; }
+  /// Acc_g of the evaluated rounds, from the federation's own per-round test evaluation (the
+  /// server test set is not evaluated twice).
+  void take_server_accuracy(const std::vector<RoundMetrics>& history);
   /// Is client `id` sampled in `round`? (The same on every rank.)
   bool sampled(int round, int id) const;
   /// The state a restart needs (clipping norm, accountant, histories, metrics, Ditto's personal
@@ -95,6 +98,7 @@ class PrivateTraining {
 
  private:
   void personal_step(std::size_t local, int round, const std::vector<double>& received);
+  bool evaluated(int round) const;  // the /feo2 metrics are due after this round
   void evaluate(int round, const std::vector<double>& theta);
 
   Federation& federation_;
