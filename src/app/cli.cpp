@@ -33,6 +33,7 @@ PETSc and SLEPc options come last and pass through to the solvers, e.g.
   mpirun -n 4 fluence influence deck.toml -ihvp_ksp_monitor -hessian_eps_view
   mpirun -n 4 fluence fldp deck.toml --model run1/results.h5 -newton_ksp_monitor
   mpirun -n 2 fluence whatif deck.toml --set whatif.retrain=true
+  mpirun -n 4 fluence lia inputs/lia_fashion_mnist.toml --set lia.participants=1000
 
 Exit codes: 0 success, 1 usage error, 2 bad input (deck, data, output directory), 3 runtime failure,
 4 stopped by SIGTERM/SIGUSR1/SIGINT after writing a checkpoint (resume with --restart latest).
@@ -119,6 +120,16 @@ CommandLine parse_command_line(int argc, char** argv) {
                      "/model/theta instead of training");
   whatif->add_flag("--quiet", result.quiet, "no per-round or retrain progress lines");
 
+  auto* lia = app.add_subcommand(
+      "lia",
+      "lazy-influence data filtering (seeds 002, 003): contributors' DP-SGD last layers, every "
+      "validator's randomized votes, the center's k-means threshold, filtration metrics, and FL "
+      "after filtering against robust aggregators; write <out>/results.h5");
+  lia->add_option("deck", result.deck, "input deck (TOML) with [data] and [lia]")->required();
+  lia->add_option("--out", result.out, "output directory (overrides output.dir)");
+  lia->add_option("--set", result.sets, "override a deck key: section.key=value (repeatable)");
+  lia->add_flag("--quiet", result.quiet, "no per-stage progress lines");
+
   auto* privacy = app.add_subcommand(
       "privacy",
       "the (eps, delta) of DP-SGD / DP-FedAvg from the RDP accountant of the Poisson-subsampled "
@@ -173,6 +184,7 @@ CommandLine parse_command_line(int argc, char** argv) {
                    : influence->parsed()   ? "influence"
                    : fldp->parsed()        ? "fldp"
                    : whatif->parsed()      ? "whatif"
+                   : lia->parsed()         ? "lia"
                    : privacy->parsed()     ? "privacy"
                    : feo2_theory->parsed() ? "feo2-theory"
                                            : "train";
@@ -191,6 +203,7 @@ int run_command(const CommandLine& command_line) {
     if (command_line.command == "influence") return run_influence(command_line);
     if (command_line.command == "fldp") return run_fldp(command_line);
     if (command_line.command == "whatif") return run_whatif(command_line);
+    if (command_line.command == "lia") return run_lia(command_line);
     if (command_line.command == "privacy") return run_privacy(command_line);
     if (command_line.command == "feo2-theory") return run_feo2_theory(command_line);
     return run_train(command_line);

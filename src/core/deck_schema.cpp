@@ -23,6 +23,11 @@ KeySpec choice(std::string path, std::string default_value, std::vector<std::str
   return spec;
 }
 
+KeySpec with_choices(KeySpec spec, std::vector<std::string> choices) {
+  spec.choices = std::move(choices);
+  return spec;
+}
+
 KeySpec section(std::string path, std::string description) {
   return key(std::move(path), KeyType::section, "", std::move(description));
 }
@@ -304,6 +309,69 @@ std::vector<KeySpec> build_schema() {
       key("whatif.retrain_max_iterations", T::integer, "200", "retrains: most Newton steps", 1),
       key("whatif.enumeration_limit", T::integer, "4096",
           "rr: largest product of the randomized features' domains (enumerated exactly)", 1),
+
+      section("lia", "`fluence lia`: lazy-influence data filtering (seeds 002, 003)"),
+      key("lia.participants", T::integer, "500",
+          "participants P (each a contributor and a validator)", 3),
+      key("lia.train_size", T::integer, "100", "each participant's training batch", 1),
+      key("lia.validation_size", T::integer, "50", "each participant's validation set", 1),
+      choice("lia.validation_mix", "\"participant\"", {"participant", "iid"},
+             "a validation set's labels: the participant's Dirichlet mix, or the population's"),
+      key("lia.warmup_fraction", T::real, "0.01",
+          "share of the training rows the center keeps as warm-up data for M0", 0.0, 1.0, true),
+      key("lia.alpha", T::epsilon, "0.1",
+          "Dirichlet concentration of each participant's label mix; \"inf\" = IID"),
+      key("lia.corrupted_fraction", T::real, "0.3", "share of participants with corrupted batches",
+          0.0, 1.0),
+      choice("lia.corruption", "\"label_shift\"", {"label_shift", "random_label"},
+             "label_shift: one fixed derangement of the labels; random_label: uniform labels"),
+      key("lia.corruption_rate", T::real, "1.0", "share of a corrupted batch that is corrupted",
+          0.0, 1.0),
+      key("lia.local_epochs", T::integer, "3", "contributors' local DP-SGD epochs k", 1),
+      key("lia.batch_size", T::integer, "10",
+          "DP-SGD expected batch size B (Poisson sampling rate B / train_size)", 1),
+      key("lia.learning_rate", T::real, "0.1", "local step size (DP-SGD and the FL comparison)",
+          0.0, kInf, true),
+      key("lia.clip", T::real, "1.0", "DP-SGD per-example clipping norm Delta (0 = none)", 0.0),
+      key("lia.epsilon_train", T::epsilon, "1.0",
+          "DP-SGD privacy of a contributor's batch at lia.delta; \"inf\" = no noise"),
+      key("lia.delta", T::real, "1e-5", "DP-SGD delta", 0.0, 1.0, true),
+      key("lia.epsilon_vote", T::epsilon, "1.0",
+          "randomized-response privacy of each vote (Eq. 2-3); \"inf\" = votes sent as they are"),
+      choice("lia.vote_accounting", "\"exact\"", {"exact", "seed"},
+             "eps of a vote: exact ln((1-p/2)/(p/2)), or the seed's Eq. 3 (twice that)"),
+      key("lia.validators_per_contributor", T::integer, "0",
+          "validators drawn per contributor (0 = all other participants)", 0),
+      key("lia.validation_subsets", T::integer, "1",
+          "split each validation set into this many disjoint subsets; a vote uses one (§III-B3)", 1,
+          255),
+      choice("lia.body", "\"identity\"", {"identity", "mlp"},
+             "frozen body: none (the last layer is a logistic regression on the inputs) or a "
+             "one-hidden-layer MLP trained on the warm-up data"),
+      key("lia.hidden", T::integer, "64", "mlp body: hidden units", 1),
+      key("lia.body_epochs", T::integer, "30", "mlp body: training epochs on the warm-up data", 1),
+      key("lia.body_learning_rate", T::real, "0.01", "mlp body: Adam step size", 0.0, kInf, true),
+      choice("lia.threshold", "\"kmeans\"", {"kmeans", "zero"},
+             "acceptance threshold on the vote sums: 2-means midpoint (seed 002) or 0 (seed 003)"),
+      key("lia.rounds", T::integer, "25", "FL rounds after filtering (0 = no FL comparison)", 0),
+      with_choices(
+          key("lia.methods", T::string_array,
+              "[\"none\", \"oracle\", \"krum\", \"trimmed_mean\", "
+              "\"centered_clipping\", \"lia\", \"lia_cc\"]",
+              "FL methods compared (seed Fig. 3)"),
+          {"none", "oracle", "krum", "trimmed_mean", "centered_clipping", "lia", "lia_cc"}),
+      key("lia.cc_tau", T::real, "1.0", "centered clipping radius tau", 0.0, kInf, true),
+      key("lia.cc_iterations", T::integer, "3", "centered clipping iterations per round", 1),
+      key("lia.sign_check", T::integer, "0",
+          "contributors whose exact influence (retraining) is compared with the votes (Fig. 9)", 0),
+      key("lia.retrain_tolerance", T::real, "1e-8",
+          "M0 and sign-check retrains: gradient-norm tolerance of Newton", 0.0, kInf, true),
+      section("lia.minority", "minority experiment (seed §IV-E): validators lack one class"),
+      key("lia.minority.fractions", T::real_array, "[]",
+          "shares of the newcomer's batch from the missing class (empty = no experiment)", 0.0,
+          1.0),
+      key("lia.minority.class", T::integer, "0", "the class the validators lack", 0),
+      key("lia.minority.runs", T::integer, "64", "newcomers drawn per fraction", 1),
 
       section("output", "where results go"),
       key("output.dir", T::string, "\"out\"", "output directory (results.h5 is written there)"),

@@ -606,5 +606,50 @@ if "$mpirun" -n 3 "$fluence" train "$work/private_train.toml" --out "$work/ditto
   pass "FeO2 + Ditto + adaptive clipping: restart from round 5 on 3 ranks is bitwise identical"
 else fail "FeO2/Ditto restart"; tail -3 "$work/dittoR.log" | sed 's/^/    /'; fi
 
+# --- fluence lia (issue 7) -----------------------------------------------------------------------
+# Votes, decisions, the sign check, the minority experiment and the FL curves are bitwise the same
+# on 1, 2 and 3 ranks (with validator subsets and split validation sets exercised too).
+lia_deck="$source_dir/inputs/lia_synthetic.toml"
+lia_extra=(--quiet --set lia.validators_per_contributor=25 --set lia.validation_subsets=2 --set lia.participants=70)
+for ranks in 1 2 3; do
+  "$mpirun" -n "$ranks" "$fluence" lia "$lia_deck" --out "$work/lia$ranks" "${lia_extra[@]}" >"$work/lia$ranks.log" 2>&1 ||
+    { fail "lia on $ranks ranks"; tail -5 "$work/lia$ranks.log" | sed 's/^/    /'; }
+done
+if "$python" - "$work" <<'PY'
+import sys, h5py, numpy as np
+work = sys.argv[1]
+runs = [h5py.File(f"{work}/lia{r}/results.h5", "r") for r in (1, 2, 3)]
+def check(name, obj):
+    if isinstance(obj, h5py.Dataset) and "timing" not in name:
+        for other in runs[1:]:
+            assert np.array_equal(obj[()], other[name][()], equal_nan=True), name
+runs[0].visititems(check)
+f = runs[0]
+P = 70
+for name in ("vote_sum", "accepted", "corrupted", "true_vote_sum", "votes_cast"):
+    assert f["/lia/" + name].shape == (P,), name
+assert np.all(f["/lia/votes_cast"][...] == 25)
+assert f["/lia/corrupted"][...].sum() == 21
+acc = f["/lia/accepted"][...]
+assert np.array_equal(acc, (f["/lia/vote_sum"][...] >= f["/lia/threshold"][()]).astype(acc.dtype))
+for name in ("recall", "precision", "accuracy", "epsilon_train", "epsilon_vote", "sign_agreement"):
+    assert np.isfinite(f["/lia/" + name][()]), name
+assert abs(f["/lia/epsilon_train"][()] - 2.0) < 1e-6 and abs(f["/lia/epsilon_vote"][()] - 2.0) < 1e-12
+for m in ("none", "oracle", "krum", "trimmed_mean", "centered_clipping", "lia", "lia_cc"):
+    assert f[f"/lia/fl/{m}/test_accuracy"].shape == (6,), m
+assert f["/lia/minority/vote_sum"].shape == (2, 8)
+PY
+then pass "lia on 1, 2, 3 ranks: bitwise-identical votes, decisions, sign check, minority and FL curves"
+else fail "lia results differ across rank counts or miss datasets"; fi
+
+COMMAND=lia expect_input_error lia_krum "which needs more than 2f + 2" "$lia_deck" \
+  --set lia.corrupted_fraction=0.5
+COMMAND=lia expect_input_error lia_clip "leaves DP-SGD without a sensitivity bound" "$lia_deck" \
+  --set lia.clip=0
+COMMAND=lia expect_input_error lia_eps_table "takes a number > 0 or \"inf\", not a table" "$lia_deck" \
+  --set 'lia.epsilon_vote={ label = 1.0 }'
+COMMAND=lia expect_input_error lia_subsets "but a contributor has only 59 other" "$lia_deck" \
+  --set lia.validators_per_contributor=60
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -9,8 +9,8 @@
 namespace fluence::app {
 
 struct CommandLine {
-  std::string
-      command;  // "train", "validate", "influence", "fldp", "whatif", "privacy", "feo2-theory"
+  std::string command;  // "train", "validate", "influence", "fldp", "whatif", "lia", "privacy",
+                        // "feo2-theory"
   std::string deck;
   std::string out;                // --out overrides output.dir
   std::string model;              // influence --model results.h5
@@ -46,6 +46,7 @@ int run_train(const CommandLine& command_line);
 int run_influence(const CommandLine& command_line);
 int run_fldp(const CommandLine& command_line);
 int run_whatif(const CommandLine& command_line);
+int run_lia(const CommandLine& command_line);
 int run_privacy(const CommandLine& command_line);
 int run_feo2_theory(const CommandLine& command_line);
 

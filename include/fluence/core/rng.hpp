@@ -30,6 +30,16 @@ enum class Purpose : std::uint64_t {
   point_estimation = 18,
   personal_shuffle = 19,
   local_test_split = 20,
+  lia_split = 21,
+  lia_participant_data = 22,
+  lia_corruption = 23,
+  lia_dp_sgd = 24,
+  lia_vote = 25,
+  lia_validators = 26,
+  lia_fl_shuffle = 27,
+  lia_sign_check = 28,
+  lia_minority = 29,
+  lia_body = 30,
 };
 
 class Stream {

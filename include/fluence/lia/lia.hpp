@@ -1,0 +1,94 @@
+#pragma once
+// `fluence lia`: lazy-influence data filtering (seed 002, Rokvic et al.; seed 003 its workshop
+// version). A center trains M0 on warm-up data; each participant, as a contributor, runs k local
+// epochs of DP-SGD on the last layer with its training batch and sends the noisy layer; every
+// validator votes sign(sum_val L(theta_t) - L(theta_A)) (Eq. 1), obfuscated by randomized
+// response (Eq. 2); the center sums the votes and rejects contributors below a k-means threshold.
+// Then T rounds of FL from M0 compare filters and robust aggregators. docs/math.md §9.
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "fluence/core/config.hpp"
+
+namespace fluence::lia {
+
+struct LiaConfig {
+  int participants = 500;
+  int train_size = 100;
+  int validation_size = 50;
+  std::string validation_mix = "participant";  // or "iid": validation sets from the population
+  double warmup_fraction = 0.01;
+  double alpha = 0.1;  // Dirichlet concentration over labels; +inf = IID
+  double corrupted_fraction = 0.3;
+  std::string corruption = "label_shift";  // or "random_label"
+  double corruption_rate = 1.0;
+  int local_epochs = 3;
+  int batch_size = 10;
+  double learning_rate = 0.1;
+  double clip = 1.0;  // per-example clipping norm Delta (0 = no clipping)
+  double epsilon_train = 1.0;
+  double delta = 1e-5;
+  double epsilon_vote = 1.0;
+  std::string vote_accounting = "exact";  // "exact": eps = ln((1-p/2)/(p/2)); "seed": 2 ln(...)
+  int validators_per_contributor = 0;     // 0 = all other participants
+  int validation_subsets = 1;
+  std::string body = "identity";  // or "mlp"
+  int hidden = 64;
+  int body_epochs = 30;
+  double body_learning_rate = 0.01;
+  std::string threshold = "kmeans";  // or "zero"
+  int rounds = 25;
+  std::vector<std::string> methods;
+  double cc_tau = 1.0;
+  int cc_iterations = 3;
+  int sign_check = 0;  // contributors whose exact influence is checked (seed Fig. 9)
+  double retrain_tolerance = 1e-8;
+  std::vector<double> minority_fractions;  // seed §IV-E (empty = no minority experiment)
+  int minority_class = 0;
+  int minority_runs = 64;
+  double l2 = 1e-3;
+
+  /// Validates the [lia] section against the data's class count (messages name the key).
+  static LiaConfig from_deck(const Deck& deck, int classes);
+
+  /// The randomized-response flip probability p of Eq. 2 for epsilon_vote (0 for eps = inf).
+  double vote_flip_probability() const;
+};
+
+/// Per-round test accuracy of one FL method after filtering.
+struct FlMethodResult {
+  std::string method;
+  std::vector<double> test_accuracy;  // rounds + 1 values: M0 first
+  int clients = 0;                    // participants the method aggregates
+};
+
+struct MinorityResult {
+  std::vector<double> fractions;
+  std::vector<double> acceptance;  // per fraction: share of the runs accepted
+  std::vector<double> vote_sum;    // fractions x runs
+};
+
+struct LiaResult {
+  int classes = 0;
+  std::vector<double> vote_sum;       // P: sum of the obfuscated votes per contributor
+  std::vector<double> true_vote_sum;  // P: the same before randomized response
+  std::vector<std::int64_t> accepted, corrupted, votes_cast;
+  double threshold = 0.0;
+  double recall = 0.0, precision = 0.0, accuracy = 0.0;
+  double epsilon_train = 0.0, epsilon_vote = 0.0, noise_multiplier = 0.0;
+  double sign_agreement = std::numeric_limits<double>::quiet_NaN();
+  std::vector<std::int64_t> sign_checked;  // the contributors checked
+  double m0_test_accuracy = 0.0;
+  bool overlapping_data = false;
+  std::vector<FlMethodResult> fl;
+  MinorityResult minority;
+  double time_setup = 0.0, time_training = 0.0, time_votes = 0.0, time_fl = 0.0;
+  double vote_gflops = 0.0;  // GEMM rate of the vote pass, per rank
+};
+
+/// Runs the whole experiment (collective). `progress` prints per-stage lines.
+LiaResult run_lia(const Deck& deck, bool progress);
+
+}  // namespace fluence::lia

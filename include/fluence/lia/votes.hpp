@@ -1,0 +1,66 @@
+#pragma once
+// The validators' side of LIA (seed 002 §III-B, Eq. 1-3): loss differences of validation data
+// under the current model and under every contributor's noisy last layer, as GEMMs over stacked
+// weights; the randomized-response obfuscation of the votes; and the center's threshold.
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "fluence/core/rng.hpp"
+
+namespace fluence::lia {
+
+/// Eq. 2's p for a vote privacy level eps. The vote is one +-1 symbol, kept with probability
+/// 1 - p/2 and flipped with p/2, so the exact guarantee is eps = ln((1 - p/2)/(p/2)) and
+/// p = 2/(1 + e^eps). The seed's Eq. 3 writes eps = 2 ln(...) (RAPPOR's bound for a value that
+/// changes two Bloom-filter bits), which states twice the true loss; `seed_accounting` keeps it:
+/// p = 2/(1 + e^(eps/2)). eps = +inf gives p = 0.
+double vote_flip_probability(double epsilon, bool seed_accounting);
+/// The inverse: eps of a flip probability p in (0, 1].
+double vote_epsilon(double flip_probability, bool seed_accounting);
+/// Eq. 2: with probability p report a fair coin (+1 or -1), otherwise the vote.
+int obfuscate_vote(int vote, double flip_probability, Stream& stream);
+
+/// The center's threshold (seed Fig. 2c): the two clusters of the vote sums by 1-D k-means, solved
+/// exactly (in one dimension the optimal clusters are the two sides of a split of the sorted
+/// values, so every split is tried instead of Lloyd iterations from a random start), and the
+/// midpoint of their means. Ties between splits go to the first (lowest) split. With fewer than
+/// two distinct values, that value.
+double kmeans_threshold(std::vector<double> values);
+
+/// Sums over each validator's rows of L(z, theta_base) - L(z, theta_a) for every contributor a,
+/// with the cross-entropy of a C-class softmax layer on D features. The logits of all contributors
+/// come from GEMMs of the validators' rows (in blocks of `kValidatorBlock` validators) against the
+/// stacked weights (in chunks of `kContributorChunk` contributors). Block and chunk boundaries are
+/// fixed in global indices, so a validator's sums are bitwise the same whichever rank computes
+/// them.
+class VoteKernel {
+ public:
+  static constexpr int kValidatorBlock = 16;
+  static constexpr int kContributorChunk = 128;
+
+  VoteKernel(int features, int classes);
+
+  /// `x` holds the rows of `validators` consecutive validators (the first one a multiple of
+  /// kValidatorBlock in the global numbering, except in tests), validator v owning rows
+  /// [row_begin[v], row_begin[v + 1]); `y` their labels. `stacked` is contributors x C x D
+  /// (row-major), `base` C x D. When `row_subset` and `pair_subset` are given, validator v's sum
+  /// for contributor a covers only its rows r with row_subset[r] == pair_subset[v * contributors +
+  /// a] (seed §III-B3: disjoint validation subsets). `differences` is validators x contributors.
+  void loss_differences(const double* x, const std::int32_t* y,
+                        const std::vector<std::size_t>& row_begin, const double* base,
+                        const double* stacked, int contributors, double* differences,
+                        const std::uint8_t* row_subset = nullptr,
+                        const std::uint8_t* pair_subset = nullptr);
+
+  /// Floating-point operations of the GEMMs in the last call.
+  double last_gemm_flops() const { return flops_; }
+  double last_gemm_seconds() const { return gemm_seconds_; }
+
+ private:
+  int features_, classes_;
+  std::vector<double> logits_, base_logits_, base_loss_;
+  double flops_ = 0.0, gemm_seconds_ = 0.0;
+};
+
+}  // namespace fluence::lia

@@ -1,0 +1,97 @@
+// [lia] of the deck -> LiaConfig, with the checks that need more than one key.
+#include <fmt/core.h>
+
+#include <cmath>
+
+#include "fluence/core/error.hpp"
+#include "fluence/lia/lia.hpp"
+#include "fluence/lia/votes.hpp"
+
+namespace fluence::lia {
+
+namespace {
+
+// A key of type "epsilon" used for a single level: a number or "inf", not a table.
+double single_level(const Deck& deck, const std::string& path) {
+  const EpsilonSpec spec = deck.epsilon(path);
+  if (!spec.by_attribute.empty())
+    throw InputError(
+        fmt::format("{}: {} takes a number > 0 or \"inf\", not a table", deck.where(path), path));
+  return spec.all;
+}
+
+}  // namespace
+
+LiaConfig LiaConfig::from_deck(const Deck& deck, int classes) {
+  LiaConfig c;
+  c.participants = static_cast<int>(deck.integer("lia.participants"));
+  c.train_size = static_cast<int>(deck.integer("lia.train_size"));
+  c.validation_size = static_cast<int>(deck.integer("lia.validation_size"));
+  c.validation_mix = deck.string("lia.validation_mix");
+  c.warmup_fraction = deck.real("lia.warmup_fraction");
+  c.alpha = single_level(deck, "lia.alpha");
+  c.corrupted_fraction = deck.real("lia.corrupted_fraction");
+  c.corruption = deck.string("lia.corruption");
+  c.corruption_rate = deck.real("lia.corruption_rate");
+  c.local_epochs = static_cast<int>(deck.integer("lia.local_epochs"));
+  c.batch_size = static_cast<int>(deck.integer("lia.batch_size"));
+  c.learning_rate = deck.real("lia.learning_rate");
+  c.clip = deck.real("lia.clip");
+  c.epsilon_train = single_level(deck, "lia.epsilon_train");
+  c.delta = deck.real("lia.delta");
+  c.epsilon_vote = single_level(deck, "lia.epsilon_vote");
+  c.vote_accounting = deck.string("lia.vote_accounting");
+  c.validators_per_contributor = static_cast<int>(deck.integer("lia.validators_per_contributor"));
+  c.validation_subsets = static_cast<int>(deck.integer("lia.validation_subsets"));
+  c.body = deck.string("lia.body");
+  c.hidden = static_cast<int>(deck.integer("lia.hidden"));
+  c.body_epochs = static_cast<int>(deck.integer("lia.body_epochs"));
+  c.body_learning_rate = deck.real("lia.body_learning_rate");
+  c.threshold = deck.string("lia.threshold");
+  c.rounds = static_cast<int>(deck.integer("lia.rounds"));
+  c.methods = deck.strings("lia.methods");
+  c.cc_tau = deck.real("lia.cc_tau");
+  c.cc_iterations = static_cast<int>(deck.integer("lia.cc_iterations"));
+  c.sign_check = static_cast<int>(deck.integer("lia.sign_check"));
+  c.retrain_tolerance = deck.real("lia.retrain_tolerance");
+  c.minority_fractions = deck.reals("lia.minority.fractions");
+  c.minority_class = static_cast<int>(deck.integer("lia.minority.class"));
+  c.minority_runs = static_cast<int>(deck.integer("lia.minority.runs"));
+  c.l2 = deck.real("model.l2");
+
+  if (!(c.l2 > 0.0))
+    throw InputError(fmt::format(
+        "{}: model.l2 = {} but fluence lia needs model.l2 > 0 (M0 and the exact-influence "
+        "retrains are the unique minimizers of the regularized loss)",
+        deck.where("model.l2"), c.l2));
+  if (std::isfinite(c.epsilon_train) && c.clip <= 0.0)
+    throw InputError(fmt::format(
+        "{}: lia.clip = 0 (no clipping) leaves DP-SGD without a sensitivity bound; set lia.clip > "
+        "0 or lia.epsilon_train = \"inf\"",
+        deck.where("lia.clip")));
+  if (c.validators_per_contributor >= c.participants)
+    throw InputError(
+        fmt::format("{}: lia.validators_per_contributor = {} but a contributor has only {} other "
+                    "participants (lia.participants - 1); 0 means all of them",
+                    deck.where("lia.validators_per_contributor"), c.validators_per_contributor,
+                    c.participants - 1));
+  if (c.validation_subsets > c.validation_size)
+    throw InputError(
+        fmt::format("{}: lia.validation_subsets = {} exceeds lia.validation_size = {} (each subset "
+                    "needs a row)",
+                    deck.where("lia.validation_subsets"), c.validation_subsets, c.validation_size));
+  if (c.sign_check > c.participants)
+    throw InputError(fmt::format("{}: lia.sign_check = {} exceeds lia.participants = {}",
+                                 deck.where("lia.sign_check"), c.sign_check, c.participants));
+  if (c.minority_class >= classes)
+    throw InputError(fmt::format("{}: lia.minority.class = {} but the data have {} classes (0-{})",
+                                 deck.where("lia.minority.class"), c.minority_class, classes,
+                                 classes - 1));
+  return c;
+}
+
+double LiaConfig::vote_flip_probability() const {
+  return lia::vote_flip_probability(epsilon_vote, vote_accounting == "seed");
+}
+
+}  // namespace fluence::lia
