@@ -340,6 +340,9 @@ std::vector<KeySpec> build_schema() {
           "randomized-response privacy of each vote (Eq. 2-3); \"inf\" = votes sent as they are"),
       choice("lia.vote_accounting", "\"exact\"", {"exact", "seed"},
              "eps of a vote: exact ln((1-p/2)/(p/2)), or the seed's Eq. 3 (twice that)"),
+      choice("lia.vote_baseline", "\"model\"", {"model", "median"},
+             "a vote is +1 when the loss difference exceeds 0 (Eq. 1) or the validator's median "
+             "difference over its contributors"),
       key("lia.validators_per_contributor", T::integer, "0",
           "validators drawn per contributor (0 = all other participants)", 0),
       key("lia.validation_subsets", T::integer, "1",

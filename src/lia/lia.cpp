@@ -108,31 +108,67 @@ struct VoteTally {
   std::vector<std::int64_t> noisy, truthful, cast;
 };
 
+// member[(b - first) * contributors + k] = 1 when validator b votes on contributor id0 + k.
+std::vector<std::uint8_t> membership_matrix(int contributors, int id0, const LiaConfig& config,
+                                            int first, int last, std::uint64_t seed) {
+  std::vector<std::uint8_t> member(static_cast<std::size_t>(last - first) * contributors);
+  for (int k = 0; k < contributors; ++k) {
+    const auto column = validator_membership(id0 + k, config.participants,
+                                             config.validators_per_contributor, first, last, seed);
+    for (int b = first; b < last; ++b)
+      member[static_cast<std::size_t>(b - first) * contributors + k] = column[b - first];
+  }
+  return member;
+}
+
+// What a validator compares each loss difference with. "model": 0, Eq. 1 as written (vote +1 when
+// A's layer lowers the validation loss below the current model's). "median": the validator's
+// median difference over the contributors it evaluates, so its vote says whether A helps more than
+// its typical contributor; this removes the shift every noisy layer shares (DP noise raises every
+// loss by about tau^2 tr(H)/2) and the shift a non-IID validator sees from every foreign batch.
+std::vector<double> vote_baselines(const std::vector<double>& differences,
+                                   const std::vector<std::uint8_t>& member, int contributors,
+                                   const LiaConfig& config, int first, int last) {
+  std::vector<double> baseline(last - first, 0.0);
+  if (config.vote_baseline != "median") return baseline;
+  std::vector<double> values;
+  for (int b = first; b < last; ++b) {
+    values.clear();
+    for (int k = 0; k < contributors; ++k) {
+      const std::size_t at = static_cast<std::size_t>(b - first) * contributors + k;
+      if (member[at]) values.push_back(differences[at]);
+    }
+    if (values.empty()) continue;
+    const auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
+    std::nth_element(values.begin(), middle, values.end());
+    baseline[b - first] = *middle;
+  }
+  return baseline;
+}
+
 // The votes of the local validators on `contributors` contributors with ids id0, id0 + 1, ...
-// (Eq. 1, then Eq. 2), summed over all validators (exact integer all-reduce).
-VoteTally tally_votes(const std::vector<double>& differences, int contributors, int id0,
-                      const LiaConfig& config, int first, int last, std::uint64_t seed) {
+// (Eq. 1 against `baseline`, then Eq. 2), summed over all validators (exact integer all-reduce).
+VoteTally tally_votes(const std::vector<double>& differences,
+                      const std::vector<std::uint8_t>& member, const std::vector<double>& baseline,
+                      int contributors, int id0, const LiaConfig& config, int first, int last,
+                      std::uint64_t seed) {
   VoteTally tally;
   tally.noisy.assign(contributors, 0);
   tally.truthful.assign(contributors, 0);
   tally.cast.assign(contributors, 0);
   const double p = config.vote_flip_probability();
-  for (int k = 0; k < contributors; ++k) {
-    const int a = id0 + k;
-    const auto member = validator_membership(a, config.participants,
-                                             config.validators_per_contributor, first, last, seed);
-    for (int b = first; b < last; ++b) {
-      if (!member[b - first]) continue;
-      // Eq. 1: +1 when A's layer lowers B's validation loss; a tie counts as no improvement.
-      const int vote =
-          differences[static_cast<std::size_t>(b - first) * contributors + k] > 0.0 ? 1 : -1;
+  for (int b = first; b < last; ++b)
+    for (int k = 0; k < contributors; ++k) {
+      const std::size_t at = static_cast<std::size_t>(b - first) * contributors + k;
+      if (!member[at]) continue;
+      // +1 when A's layer lowers B's validation loss (by more than the baseline); a tie is -1.
+      const int vote = differences[at] > baseline[b - first] ? 1 : -1;
       Stream stream(seed, Purpose::lia_vote, static_cast<std::uint64_t>(b),
-                    static_cast<std::uint64_t>(a));
+                    static_cast<std::uint64_t>(id0 + k));
       tally.noisy[k] += obfuscate_vote(vote, p, stream);
       tally.truthful[k] += vote;
       tally.cast[k] += 1;
     }
-  }
   for (auto* values : {&tally.noisy, &tally.truthful, &tally.cast})
     MPI_Allreduce(MPI_IN_PLACE, values->data(), contributors, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
   return tally;
@@ -345,7 +381,10 @@ LiaResult run_lia(const Deck& deck, bool progress) {
                           pair_subset.empty() ? nullptr : pair_subset.data());
   const double gemm_seconds = kernel.last_gemm_seconds();
   result.vote_gflops = gemm_seconds > 0 ? kernel.last_gemm_flops() / gemm_seconds / 1e9 : 0.0;
-  const VoteTally tally = tally_votes(differences, P, 0, config, local.first, local.last, seed);
+  const auto member = membership_matrix(P, 0, config, local.first, local.last, seed);
+  const auto baseline = vote_baselines(differences, member, P, config, local.first, local.last);
+  const VoteTally tally =
+      tally_votes(differences, member, baseline, P, 0, config, local.first, local.last, seed);
   result.time_votes = vote_clock.seconds();
 
   // Center (line 14).
@@ -448,8 +487,12 @@ LiaResult run_lia(const Deck& deck, bool progress) {
                             newcomers, minority_differences.data(),
                             row_subset.empty() ? nullptr : row_subset.data(),
                             newcomer_pairs.empty() ? nullptr : newcomer_pairs.data());
+    // A newcomer is judged against the validators' baselines from the population's contributors.
+    const auto newcomer_member =
+        membership_matrix(newcomers, P, config, local.first, local.last, seed);
     const VoteTally newcomer_tally =
-        tally_votes(minority_differences, newcomers, P, config, local.first, local.last, seed);
+        tally_votes(minority_differences, newcomer_member, baseline, newcomers, P, config,
+                    local.first, local.last, seed);
     result.minority.vote_sum.assign(newcomer_tally.noisy.begin(), newcomer_tally.noisy.end());
     result.minority.acceptance.assign(F, 0.0);
     for (int k = 0; k < newcomers; ++k)
