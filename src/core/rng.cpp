@@ -46,6 +46,17 @@ double Stream::normal() {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
 }
 
+void Stream::fill_normal(std::span<double> out) {
+  std::size_t i = 0;
+  for (; i + 1 < out.size(); i += 2) {
+    const double radius = std::sqrt(-2.0 * std::log(1.0 - uniform()));
+    const double angle = 2.0 * std::numbers::pi * uniform();
+    out[i] = radius * std::cos(angle);
+    out[i + 1] = radius * std::sin(angle);
+  }
+  if (i < out.size()) out[i] = normal();
+}
+
 double Stream::gamma(double shape) {
   if (shape < 1.0) {
     // Gamma(a) = Gamma(a + 1) * U^(1/a)

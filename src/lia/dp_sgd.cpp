@@ -32,6 +32,7 @@ void dp_sgd(const double* x, const std::int32_t* y, std::size_t rows, int featur
   work.labels.resize(rows);
   work.logits.resize(rows * C);
   work.gradient.resize(p);
+  work.noise.resize(p);
   std::vector<std::size_t> members;
   members.reserve(rows);
   for (long step = 0; step < steps; ++step) {
@@ -71,7 +72,8 @@ void dp_sgd(const double* x, const std::int32_t* y, std::size_t rows, int featur
     }
     if (config.noise_multiplier > 0.0) {
       const double sd = config.noise_multiplier * config.clip;
-      for (auto& g : work.gradient) g += sd * stream.normal();
+      stream.fill_normal(work.noise);
+      for (std::size_t k = 0; k < p; ++k) work.gradient[k] += sd * work.noise[k];
     }
     const double shrink = 1.0 - config.learning_rate * config.l2;
     for (std::size_t k = 0; k < p; ++k)

@@ -65,6 +65,26 @@ TEST(Stream, NormalHasUnitMoments) {
   EXPECT_NEAR(fourth / draws, 3.0, 5 * std::sqrt(96.0 / draws));  // Var(z^4) = 105 - 9
 }
 
+TEST(Stream, FillNormalHasUnitMomentsAndUncorrelatedPairs) {
+  // Both outputs of a Box-Muller pair are used: besides the moments, the two members of a pair must
+  // be uncorrelated (their product has mean 0 and variance 1).
+  Stream stream(3, Purpose::synthetic_rows);
+  std::vector<double> z(200001);  // odd: the last value comes from normal()
+  stream.fill_normal(z);
+  const double n = static_cast<double>(z.size());
+  double sum = 0.0, squares = 0.0, fourth = 0.0, cross = 0.0;
+  for (double v : z) {
+    sum += v;
+    squares += v * v;
+    fourth += v * v * v * v;
+  }
+  for (std::size_t i = 0; i + 1 < z.size(); i += 2) cross += z[i] * z[i + 1];
+  EXPECT_NEAR(sum / n, 0.0, 5 / std::sqrt(n));
+  EXPECT_NEAR(squares / n, 1.0, 5 * std::sqrt(2.0 / n));
+  EXPECT_NEAR(fourth / n, 3.0, 5 * std::sqrt(96.0 / n));
+  EXPECT_NEAR(cross / (n / 2), 0.0, 5 / std::sqrt(n / 2));
+}
+
 TEST(Stream, GammaHasMeanAndVarianceEqualToShape) {
   for (double shape : {0.3, 1.0, 2.5}) {
     Stream stream(3, Purpose::partition, static_cast<std::uint64_t>(shape * 10));

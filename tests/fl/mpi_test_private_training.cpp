@@ -140,7 +140,9 @@ TEST(PrivateTraining, SkewedOptOutDrawsAmongHoldersOfTheLabel) {
     bool holds = false;
     for (auto row : problem.client_rows[id]) holds |= problem.data.train.label[row] == 1;
     holders += holds;
-    if (std::find(chosen.begin(), chosen.end(), id) != chosen.end()) EXPECT_TRUE(holds) << id;
+    if (std::find(chosen.begin(), chosen.end(), id) != chosen.end()) {
+      EXPECT_TRUE(holds) << id;
+    }
   }
   EXPECT_LT(holders, 40);  // the restriction is not vacuous
   EXPECT_THROW(choose_opt_out_clients(problem, 0.9, 1), InputError);

@@ -54,6 +54,9 @@ class Stream {
   std::uint64_t below(std::uint64_t n);
   /// Standard normal (Box-Muller on two uniforms).
   double normal();
+  /// Fills `out` with standard normals, both Box-Muller outputs of each pair of uniforms used (half
+  /// the transcendental work of normal() per value; a different sequence than repeated normal()).
+  void fill_normal(std::span<double> out);
   /// Gamma(shape, 1) by Marsaglia-Tsang (shape < 1 boosted).
   double gamma(double shape);
   /// Fisher-Yates shuffle.

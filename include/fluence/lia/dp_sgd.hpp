@@ -27,7 +27,7 @@ long dp_sgd_steps(std::size_t rows, const DpSgdConfig& config);
 double dp_sgd_rate(std::size_t rows, const DpSgdConfig& config);
 
 struct DpSgdWorkspace {
-  std::vector<double> batch, logits, gradient, row_norm;
+  std::vector<double> batch, logits, gradient, row_norm, noise;
   std::vector<std::int32_t> labels;
 };
 
