@@ -173,6 +173,18 @@ void ResultsFile::string(const std::string& path, const std::string& value) {
 void ResultsFile::distributed_rows(const std::string& path, std::size_t total_rows,
                                    std::size_t columns, std::size_t first_row, std::size_t rows,
                                    const double* data) {
+  write_distributed(path, H5T_NATIVE_DOUBLE, total_rows, columns, first_row, rows, data);
+}
+
+void ResultsFile::distributed_rows(const std::string& path, std::size_t total_rows,
+                                   std::size_t columns, std::size_t first_row, std::size_t rows,
+                                   const std::int64_t* data) {
+  write_distributed(path, H5T_NATIVE_INT64, total_rows, columns, first_row, rows, data);
+}
+
+void ResultsFile::write_distributed(const std::string& path, long type, std::size_t total_rows,
+                                    std::size_t columns, std::size_t first_row, std::size_t rows,
+                                    const void* data) {
   // Rank 0 holds the file open serially; hand it over to a collective MPI-IO open and back.
   if (root_) {
     h5_check(H5Fclose(file_), "close " + partial_path_);
@@ -184,13 +196,16 @@ void ResultsFile::distributed_rows(const std::string& path, std::size_t total_ro
   H5Pclose(access);
   h5_check(shared, "parallel open " + partial_path_);
   create_parents(shared, path);  // metadata calls are collective: every rank makes the same ones
-  const hsize_t dims[2] = {total_rows, columns};
-  hid_t file_space = H5Screate_simple(2, dims, nullptr);
-  hid_t set = H5Dcreate2(shared, path.c_str(), H5T_NATIVE_DOUBLE, file_space, H5P_DEFAULT,
-                         H5P_DEFAULT, H5P_DEFAULT);
+  // columns = 0: a 1-D dataset of total_rows values.
+  const int rank_of_set = columns == 0 ? 1 : 2;
+  const hsize_t width = columns == 0 ? 1 : columns;
+  const hsize_t dims[2] = {total_rows, width};
+  hid_t file_space = H5Screate_simple(rank_of_set, dims, nullptr);
+  hid_t set =
+      H5Dcreate2(shared, path.c_str(), type, file_space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
   h5_check(set, "create dataset " + path);
-  const hsize_t start[2] = {first_row, 0}, count[2] = {rows, columns};
-  hid_t memory_space = H5Screate_simple(2, count, nullptr);
+  const hsize_t start[2] = {first_row, 0}, count[2] = {rows, width};
+  hid_t memory_space = H5Screate_simple(rank_of_set, count, nullptr);
   if (rows > 0) {
     H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, nullptr, count, nullptr);
   } else {
@@ -199,7 +214,7 @@ void ResultsFile::distributed_rows(const std::string& path, std::size_t total_ro
   }
   hid_t transfer = H5Pcreate(H5P_DATASET_XFER);
   H5Pset_dxpl_mpio(transfer, H5FD_MPIO_COLLECTIVE);
-  const herr_t status = H5Dwrite(set, H5T_NATIVE_DOUBLE, memory_space, file_space, transfer, data);
+  const herr_t status = H5Dwrite(set, type, memory_space, file_space, transfer, data);
   H5Pclose(transfer);
   H5Sclose(memory_space);
   H5Sclose(file_space);

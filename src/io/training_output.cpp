@@ -1,5 +1,7 @@
 #include "fluence/io/training_output.hpp"
 
+#include "fluence/core/mpi.hpp"
+
 namespace fluence {
 
 namespace {
@@ -35,14 +37,28 @@ void write_model(ResultsFile& file, const FederatedProblem& problem, const Train
   file.scalar("/model/l2", model.l2());
 }
 
+// Per-client datasets are written collectively (parallel HDF5): each rank writes the rows of the
+// clients it hosts, so nothing per client travels to rank 0.
 void write_clients(ResultsFile& file, const FederatedProblem& problem) {
   const int clients = static_cast<int>(problem.client_rows.size());
-  std::vector<std::int64_t> ranks(clients);
-  for (int i = 0; i < clients; ++i) ranks[i] = problem.layout->owner(i);
-  file.dataset("/clients/size", problem.client_sizes());
-  file.dataset("/clients/rank", ranks);
-  file.dataset("/clients/epsilon", problem.ldp.epsilon,
-               {static_cast<std::size_t>(clients), problem.ldp.attributes.size()});
+  const int rank = world_rank();
+  const int first = problem.layout->first_client(rank), end = problem.layout->end_client(rank);
+  const auto local = static_cast<std::size_t>(end - first);
+  const auto total = static_cast<std::size_t>(clients);
+  const auto sizes = problem.client_sizes();
+  std::vector<std::int64_t> own_sizes(sizes.begin() + first, sizes.begin() + end);
+  std::vector<std::int64_t> own_ranks(local, rank);
+  file.distributed_rows("/clients/size", total, 0, first, local, own_sizes.data());
+  file.distributed_rows("/clients/rank", total, 0, first, local, own_ranks.data());
+  const std::size_t attributes = problem.ldp.attributes.size();
+  if (attributes > 0) {
+    file.distributed_rows(
+        "/clients/epsilon", total, attributes, first, local,
+        problem.ldp.epsilon.data() + static_cast<std::size_t>(first) * attributes);
+  } else {
+    file.dataset("/clients/epsilon", std::vector<double>{},
+                 {static_cast<std::size_t>(clients), attributes});
+  }
   file.attribute("/clients/epsilon", "attributes", problem.ldp.attributes);
 }
 }  // namespace

@@ -33,15 +33,21 @@ class ResultsFile {
                const std::vector<std::size_t>& shape = {});
   void scalar(const std::string& path, double value);
   void string(const std::string& path, const std::string& value);
-  /// Collective: a [total_rows, columns] float64 dataset written with parallel HDF5 (MPI-IO,
-  /// collective transfer), each rank writing its own rows [first_row, first_row + rows) from
-  /// `data` (rows x columns, row-major). Data never travels to rank 0.
+  /// Collective: a [total_rows, columns] float64 (or int64) dataset written with parallel HDF5
+  /// (MPI-IO, collective transfer), each rank writing its own rows [first_row, first_row + rows)
+  /// from `data` (rows x columns, row-major). Data never travels to rank 0. columns = 0 writes a
+  /// 1-D dataset [total_rows].
   void distributed_rows(const std::string& path, std::size_t total_rows, std::size_t columns,
                         std::size_t first_row, std::size_t rows, const double* data);
+  void distributed_rows(const std::string& path, std::size_t total_rows, std::size_t columns,
+                        std::size_t first_row, std::size_t rows, const std::int64_t* data);
   /// Closes and renames to results.h5; returns the final path.
   std::string commit();
 
  private:
+  void write_distributed(const std::string& path, long type, std::size_t total_rows,
+                         std::size_t columns, std::size_t first_row, std::size_t rows,
+                         const void* data);
   long file_ = -1;
   std::string partial_path_, final_path_;
   bool root_ = false;
