@@ -37,6 +37,10 @@ done
 if [ -x "$build/bench/bench_kernels" ]; then
   OPENBLAS_NUM_THREADS=1 "$build/bench/bench_kernels" --benchmark_min_time=0.2
 fi
+# Checkpoint overhead (issue 6): one checkpoint of `fluence train` against one round, 1,000 clients.
+if [ -x "$build/bench/bench_checkpoint" ]; then
+  bash "$here/scripts/mpirun.sh" -n "$ranks" "$build/bench/bench_checkpoint"
+fi
 # FLDP-FL (seed 000 Q4, Table 3): the estimate against one full federated retraining.
 bash "$here/scripts/mpirun.sh" -n "$ranks" "$build/fluence" fldp "$here/inputs/bench_fldp.toml" \
   --out "$out/bench_fldp" --quiet >/dev/null

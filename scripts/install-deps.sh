@@ -6,7 +6,8 @@ packages=(cmake g++ make pkg-config clang-format git
   libgtest-dev libgmock-dev libbenchmark-dev libtomlplusplus-dev libcli11-dev librandom123-dev
   libfmt-dev libopenblas-dev zlib1g-dev
   python3-h5py python3-matplotlib python3-numpy
-  dataset-fashion-mnist weka)
+  dataset-fashion-mnist weka
+  slurm-wlm munge)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -38,6 +38,9 @@
 # stopped (fluence writes results.h5.partial and renames it only when complete). Every command is
 # printed before it runs. A failed run does not stop the others: the failures are listed at the
 # end, the report still covers what exists, and the exit status is 1 (2 for a usage error).
+# A stop signal (USR1, TERM, INT; what jobs/*.sbatch forward on a SLURM time limit) ends the
+# current run with a checkpoint where the command has them, starts no further run and exits
+# with status 4; rerunning continues (--restart latest where a checkpoint exists).
 #
 # Environment: FLUENCE (the binary, default build/fluence), MPIRUN (the launcher, default
 # scripts/mpirun.sh, which allows running as root and oversubscription; e.g. MPIRUN=srun),

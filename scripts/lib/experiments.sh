@@ -3,6 +3,12 @@
 # `set -euo pipefail`: the shared options, the run-or-skip loop over fluence runs, the tool
 # locations, the report and the final failure listing. Error messages are prefixed with the
 # sourcing script's name, and its header comment is its --help.
+#
+# Stop signals (USR1, TERM, INT; jobs/lib/requeue.sh sends USR1 to the script's whole process
+# group on a SLURM time limit or preemption) do not kill the script: the running fluence gets them
+# too, writes a checkpoint and exits with code 4, and the script then exits with code 4 instead of
+# starting the next run. Rerunning resumes: finished runs are skipped, and a run with a checkpoint
+# continues from it (--restart latest). A signal to the script alone lets the current run finish.
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 script_path="${BASH_SOURCE[1]}"
@@ -21,6 +27,9 @@ skipped=0
 failed=()
 # the exit status of the report (0 when it succeeded or did not run)
 report_status=0
+# a stop signal was received: no further run starts, and the script exits with code 4
+stop_requested=0
+trap 'stop_requested=1' USR1 TERM INT
 
 # usage: print the sourcing script's header comment (its --help)
 usage() {
@@ -89,7 +98,15 @@ print_cmd() {
   echo "$out"
 }
 
-# run_or_skip DIR ARGS...: run `fluence ARGS... --out DIR` unless DIR/results.h5 exists
+# exit_stopped MESSAGE: report a stop by a signal (with the runs so far) and exit with code 4
+exit_stopped() {
+  echo "$script_name: stopped by a signal $*; rerun the script to resume" >&2
+  print_run_counts
+  exit 4
+}
+
+# run_or_skip DIR ARGS...: run `fluence ARGS... --out DIR` unless DIR/results.h5 exists; with a
+# checkpoint in DIR, resume from it (--restart latest); exit 4 when a stop signal came
 run_or_skip() {
   local dir="$1"
   shift
@@ -98,12 +115,21 @@ run_or_skip() {
     skipped=$((skipped + 1))
     return 0
   fi
-  local cmd=("${mpirun[@]}" -n "$ranks" "$fluence" "$@" ${extra[@]+"${extra[@]}"} --out "$dir")
+  [ "$stop_requested" -eq 0 ] || exit_stopped "before $dir"
+  local restart=()
+  if compgen -G "$dir/chk_*.h5" >/dev/null; then restart=(--restart latest); fi
+  local cmd=("${mpirun[@]}" -n "$ranks" "$fluence" "$@" ${extra[@]+"${extra[@]}"}
+    ${restart[@]+"${restart[@]}"} --out "$dir")
   print_cmd "${cmd[@]}"
   [ "$dry_run" -eq 1 ] && return 0
   mkdir -p "$dir"
   local start=$SECONDS status=0
   "${cmd[@]}" || status=$?
+  # 4: fluence wrote a checkpoint and stopped; any other status after a stop signal: the run was
+  # cut off (a command without checkpoints yet) and starts again on the next attempt
+  if [ "$status" -eq 4 ] || [ "$stop_requested" -eq 1 ]; then
+    exit_stopped "during $dir (fluence exit status $status, after $((SECONDS - start)) s)"
+  fi
   if [ "$status" -ne 0 ]; then
     echo "! FAILED (exit status $status) after $((SECONDS - start)) s: $dir" >&2
     failed+=("$dir")
