@@ -174,6 +174,7 @@ class Run:
     minority_class: int = -1
     timing: Dict[str, float] = field(default_factory=dict)
     ranks: int = 0
+    revision: str = ""             # root attribute git_revision
 
     @property
     def eps(self):
@@ -287,7 +288,8 @@ def parse_run(h5, variant, family, rel, path):
         minority_vote_sum=array(h5, "lia/minority/vote_sum"),
         minority_class=int(number(minority.get("class"), -1)),
         timing=timing,
-        ranks=int(np.asarray(h5.attrs.get("ranks", 0)).reshape(-1)[0]))
+        ranks=int(np.asarray(h5.attrs.get("ranks", 0)).reshape(-1)[0]),
+        revision=report_common.decode(h5.attrs.get("git_revision", "")))
 
 
 def find_runs(root):
@@ -394,19 +396,24 @@ def table_runs(runs, variants):
                 continue
             walls = [r.wall for r in chosen if finite(r.wall)]
             ranks = sorted({r.ranks for r in chosen if r.ranks})
+            revisions = sorted({r.revision[:7] for r in chosen
+                                if r.revision})
             rows.append([
                 variant, family, str(len(chosen)),
                 ",".join(str(k) for k in ranks) or "?",
+                ",".join(revisions) or "?",
                 fmt_num(sum(walls), 3) if walls else "-",
                 fmt_num(min(walls), 3) if walls else "-",
                 fmt_num(max(walls), 3) if walls else "-"])
     return Table(
         title="Runs", keys=["variant", "family"],
-        groups=[("", ["runs", "ranks", "total s", "min s", "max s"])],
+        groups=[("", ["runs", "ranks", "revision", "total s", "min s",
+                      "max s"])],
         rows=rows,
         footnote="Wall seconds per run: /lia/timing/{setup,contributors,"
                  "votes,fl} summed (rank 0; excludes MPI start-up and "
-                 "writing results.h5).")
+                 "writing results.h5); revision: the git revision(s) of "
+                 "the fluence that wrote the runs.")
 
 
 def target_lines(runs, variants):
@@ -886,6 +893,10 @@ def main(argv=None):
                   "<variant>/<family>/.../results.h5, as written by "
                   "scripts/run_lia_experiments.sh)")
     variants = variant_order(runs)
+    revisions = sorted({r.revision for r in runs if r.revision})
+    if len(revisions) > 1:
+        note("the runs come from several fluence revisions ("
+             + ", ".join(revisions) + "): compare with care")
     missing = [f for f in FAMILIES if not any(r.family == f for r in runs)]
     if missing:
         note(f"no runs of the famil{'y' if len(missing) == 1 else 'ies'} "

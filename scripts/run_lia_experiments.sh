@@ -61,6 +61,9 @@
 # stopped (fluence writes results.h5.partial and renames it only when complete). Every command is
 # printed before it runs. A failed run does not stop the others: the failures are listed at the
 # end, the report still covers what exists, and the exit status is 1 (2 for a usage error).
+# A stop signal (USR1, TERM, INT; what jobs/*.sbatch forward on a SLURM time limit) starts no
+# further run and exits with status 4 (`fluence lia` has no checkpoints: a run cut off starts
+# again from zero when the script is rerun).
 #
 # Cost (measured on 2 ranks of a 2-core machine shared with other jobs): a filtering run takes
 # about 5 s at 100 participants, 8 s at 200, 12-25 s at 500 and 40-60 s at 1,000; an FL run

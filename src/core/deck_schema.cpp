@@ -354,8 +354,9 @@ std::vector<KeySpec> build_schema() {
       key("lia.hidden", T::integer, "64", "mlp body: hidden units", 1),
       key("lia.body_epochs", T::integer, "30", "mlp body: training epochs on the warm-up data", 1),
       key("lia.body_learning_rate", T::real, "0.01", "mlp body: Adam step size", 0.0, kInf, true),
-      choice("lia.threshold", "\"kmeans\"", {"kmeans", "zero"},
-             "acceptance threshold on the vote sums: 2-means midpoint (seed 002) or 0 (seed 003)"),
+      choice("lia.threshold", "\"kmeans\"", {"kmeans", "mixture", "zero"},
+             "acceptance threshold on the vote sums: 2-means midpoint (seed 002), the equal-"
+             "posterior point of a 2-Gaussian mixture, or 0 (seed 003)"),
       key("lia.rounds", T::integer, "25", "FL rounds after filtering (0 = no FL comparison)", 0),
       with_choices(
           key("lia.methods", T::string_array,

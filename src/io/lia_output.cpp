@@ -11,6 +11,10 @@ void write_lia_output(ResultsFile& file, const lia::LiaConfig& config,
   file.dataset("/lia/votes_cast", result.votes_cast);
   file.dataset("/lia/accepted", result.accepted);
   file.dataset("/lia/corrupted", result.corrupted);
+  const auto P = result.corrupted.size();
+  const auto C = static_cast<std::size_t>(result.classes);
+  file.dataset("/lia/batch_labels", result.batch_labels, {P, C});
+  file.dataset("/lia/validation_labels", result.validation_labels, {P, C});
   file.scalar("/lia/threshold", result.threshold);
   file.scalar("/lia/recall", result.recall);
   file.scalar("/lia/precision", result.precision);

@@ -324,6 +324,14 @@ LiaResult run_lia(const Deck& deck, bool progress) {
   }
   result.corrupted.assign(P, 0);
   for (auto i : assignment.corrupted) result.corrupted[i] = 1;
+  result.batch_labels.assign(static_cast<std::size_t>(P) * C, 0);
+  result.validation_labels.assign(static_cast<std::size_t>(P) * C, 0);
+  for (int i = 0; i < P; ++i) {
+    for (auto row : assignment.train[i])
+      ++result.batch_labels[static_cast<std::size_t>(i) * C + train.label[row]];
+    for (auto row : assignment.validation[i])
+      ++result.validation_labels[static_cast<std::size_t>(i) * C + train.label[row]];
+  }
   result.time_setup = clock.seconds();
 
   // Contributors (Algorithm 1 lines 4-6): k epochs of DP-SGD on the last layer from M0.
@@ -391,7 +399,9 @@ LiaResult run_lia(const Deck& deck, bool progress) {
   result.vote_sum.assign(tally.noisy.begin(), tally.noisy.end());
   result.true_vote_sum.assign(tally.truthful.begin(), tally.truthful.end());
   result.votes_cast = tally.cast;
-  result.threshold = config.threshold == "kmeans" ? kmeans_threshold(result.vote_sum) : 0.0;
+  result.threshold = config.threshold == "kmeans"    ? kmeans_threshold(result.vote_sum)
+                     : config.threshold == "mixture" ? mixture_threshold(result.vote_sum)
+                                                     : 0.0;
   result.accepted.assign(P, 0);
   for (int a = 0; a < P; ++a) result.accepted[a] = result.vote_sum[a] >= result.threshold ? 1 : 0;
   const Filtration metrics = filtration_metrics(result.accepted, result.corrupted);

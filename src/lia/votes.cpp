@@ -61,6 +61,95 @@ double kmeans_threshold(std::vector<double> values) {
   return 0.5 * (low_mean + high_mean);
 }
 
+double mixture_threshold(std::vector<double> values) {
+  const double midpoint = kmeans_threshold(values);
+  const std::size_t n = values.size();
+  if (n < 4) return midpoint;
+  // Start: the 2-means split at the midpoint.
+  double weight[2] = {0, 0}, mean[2] = {0, 0}, variance[2] = {0, 0};
+  for (double v : values) {
+    const int k = v >= midpoint ? 1 : 0;
+    weight[k] += 1;
+    mean[k] += v;
+  }
+  if (weight[0] == 0 || weight[1] == 0) return midpoint;
+  for (int k = 0; k < 2; ++k) mean[k] /= weight[k];
+  for (double v : values) {
+    const int k = v >= midpoint ? 1 : 0;
+    variance[k] += (v - mean[k]) * (v - mean[k]);
+  }
+  double spread = 0.0;
+  for (double v : values)
+    spread += (v - 0.5 * (mean[0] + mean[1])) * (v - 0.5 * (mean[0] + mean[1]));
+  const double floor = 1e-6 * spread / static_cast<double>(n) + 1e-12;  // no collapse to a point
+  for (int k = 0; k < 2; ++k) {
+    variance[k] = std::max(variance[k] / weight[k], floor);
+    weight[k] /= static_cast<double>(n);
+  }
+  std::vector<double> responsibility(n);
+  double previous = -std::numeric_limits<double>::infinity();
+  for (int iteration = 0; iteration < 500; ++iteration) {
+    // E step (log-space densities; the 1/sqrt(2 pi) cancels).
+    double log_likelihood = 0.0;
+    for (std::size_t i = 0; i < n; ++i) {
+      double log_p[2];
+      for (int k = 0; k < 2; ++k)
+        log_p[k] = std::log(weight[k]) - 0.5 * std::log(variance[k]) -
+                   0.5 * (values[i] - mean[k]) * (values[i] - mean[k]) / variance[k];
+      const double top = std::max(log_p[0], log_p[1]);
+      const double total = top + std::log(std::exp(log_p[0] - top) + std::exp(log_p[1] - top));
+      responsibility[i] = std::exp(log_p[1] - total);
+      log_likelihood += total;
+    }
+    // M step.
+    double r1 = 0.0, s1 = 0.0, s0 = 0.0;
+    for (std::size_t i = 0; i < n; ++i) {
+      r1 += responsibility[i];
+      s1 += responsibility[i] * values[i];
+      s0 += (1 - responsibility[i]) * values[i];
+    }
+    const double r0 = static_cast<double>(n) - r1;
+    if (r0 < 1e-9 || r1 < 1e-9) return midpoint;
+    mean[0] = s0 / r0;
+    mean[1] = s1 / r1;
+    double v0 = 0.0, v1 = 0.0;
+    for (std::size_t i = 0; i < n; ++i) {
+      v0 += (1 - responsibility[i]) * (values[i] - mean[0]) * (values[i] - mean[0]);
+      v1 += responsibility[i] * (values[i] - mean[1]) * (values[i] - mean[1]);
+    }
+    variance[0] = std::max(v0 / r0, floor);
+    variance[1] = std::max(v1 / r1, floor);
+    weight[0] = r0 / static_cast<double>(n);
+    weight[1] = r1 / static_cast<double>(n);
+    if (log_likelihood - previous < 1e-10 * std::abs(log_likelihood)) break;
+    previous = log_likelihood;
+  }
+  if (mean[0] > mean[1]) {
+    std::swap(mean[0], mean[1]);
+    std::swap(variance[0], variance[1]);
+    std::swap(weight[0], weight[1]);
+  }
+  // Equal posteriors: log w0 - log s0 - (x - m0)^2 / (2 v0) = log w1 - log s1 - (x - m1)^2 / (2
+  // v1), a quadratic a x^2 + b x + c = 0; the root between the means.
+  const double a = 0.5 / variance[1] - 0.5 / variance[0];
+  const double b = mean[0] / variance[0] - mean[1] / variance[1];
+  const double c = 0.5 * mean[1] * mean[1] / variance[1] - 0.5 * mean[0] * mean[0] / variance[0] +
+                   std::log(weight[0]) - 0.5 * std::log(variance[0]) - std::log(weight[1]) +
+                   0.5 * std::log(variance[1]);
+  auto between = [&](double x) { return x >= mean[0] && x <= mean[1]; };
+  if (std::abs(a) < 1e-300) {
+    const double x = -c / b;
+    return between(x) ? x : midpoint;
+  }
+  const double discriminant = b * b - 4 * a * c;
+  if (discriminant < 0) return midpoint;
+  const double root = std::sqrt(discriminant);
+  const double x1 = (-b - root) / (2 * a), x2 = (-b + root) / (2 * a);
+  if (between(x1)) return x1;
+  if (between(x2)) return x2;
+  return midpoint;
+}
+
 VoteKernel::VoteKernel(int features, int classes) : features_(features), classes_(classes) {}
 
 namespace {

@@ -89,6 +89,28 @@ TEST(LiaVotes, KmeansThresholdIsTheOptimalTwoClusterMidpoint) {
   EXPECT_EQ(kmeans_threshold({4, 4, 4}), 4.0);
 }
 
+TEST(LiaVotes, MixtureThresholdFindsTheEqualPosteriorPoint) {
+  // 7,000 draws from N(0, 2^2) and 3,000 from N(-8, 1): the true equal-posterior point solves
+  // log 0.7 - log 2 - x^2/8 = log 0.3 - (x + 8)^2 / 2 between the means. EM's parameter errors
+  // are O(1/sqrt(n)), which moves the crossing by a few hundredths; 0.15 leaves room.
+  Stream stream(21, Purpose::synthetic_rows);
+  std::vector<double> values;
+  for (int i = 0; i < 7000; ++i) values.push_back(2.0 * stream.normal());
+  for (int i = 0; i < 3000; ++i) values.push_back(-8.0 + stream.normal());
+  // Bisection on the true posterior difference.
+  auto difference = [](double x) {
+    return (std::log(0.7) - std::log(2.0) - x * x / 8) - (std::log(0.3) - (x + 8) * (x + 8) / 2);
+  };
+  double low = -8.0, high = 0.0;
+  for (int i = 0; i < 200; ++i) {
+    const double middle = 0.5 * (low + high);
+    (difference(middle) > 0 ? high : low) = middle;
+  }
+  EXPECT_NEAR(mixture_threshold(values), 0.5 * (low + high), 0.15);
+  // The 2-means midpoint of the same data lies elsewhere (about -3.9): the mixture is not a copy.
+  EXPECT_GT(std::abs(kmeans_threshold(values) - 0.5 * (low + high)), 0.5);
+}
+
 double naive_loss(const double* x, std::int32_t y, const double* theta, int C, int D) {
   std::vector<double> logits(C, 0.0);
   for (int c = 0; c < C; ++c)

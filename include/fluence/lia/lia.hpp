@@ -76,6 +76,8 @@ struct LiaResult {
   std::vector<double> vote_sum;       // P: sum of the obfuscated votes per contributor
   std::vector<double> true_vote_sum;  // P: the same before randomized response
   std::vector<std::int64_t> accepted, corrupted, votes_cast;
+  std::vector<std::int64_t> batch_labels,
+      validation_labels;  // P x C label histograms (true labels)
   double threshold = 0.0;
   double recall = 0.0, precision = 0.0, accuracy = 0.0;
   double epsilon_train = 0.0, epsilon_vote = 0.0, noise_multiplier = 0.0;

@@ -28,6 +28,13 @@ int obfuscate_vote(int vote, double flip_probability, Stream& stream);
 /// two distinct values, that value.
 double kmeans_threshold(std::vector<double> values);
 
+/// A threshold from a two-component 1-D Gaussian mixture fitted by EM (started from the exact
+/// 2-means split): the point between the two means where both components are equally likely a
+/// posteriori. Unlike the k-means midpoint it follows clusters of unequal size and spread (many
+/// honest contributors with widely spread sums, fewer corrupted ones). Falls back to the k-means
+/// midpoint when a component collapses.
+double mixture_threshold(std::vector<double> values);
+
 /// Sums over each validator's rows of L(z, theta_base) - L(z, theta_a) for every contributor a,
 /// with the cross-entropy of a C-class softmax layer on D features. The logits of all contributors
 /// come from GEMMs of the validators' rows (in blocks of `kValidatorBlock` validators) against the
