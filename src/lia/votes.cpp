@@ -3,6 +3,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -152,15 +153,60 @@ double mixture_threshold(std::vector<double> values) {
 
 VoteKernel::VoteKernel(int features, int classes) : features_(features), classes_(classes) {}
 
+void exp_nonpositive(const double* x, double* out, std::size_t n) {
+  constexpr double kInvLn2 = 1.4426950408889634;
+  constexpr double kLn2Hi = 6.93147180369123816490e-01;  // ln 2 split so that k * kLn2Hi is exact
+  constexpr double kLn2Lo = 1.90821492927058770002e-10;
+  constexpr double kShifter = 6755399441055744.0;  // 1.5 * 2^52: adding it rounds to an integer
+  for (std::size_t i = 0; i < n; ++i) {
+    const double v = std::max(x[i], -700.0);
+    const double t = v * kInvLn2 + kShifter;
+    const double k = t - kShifter;  // round(v / ln 2)
+    const double r = (v - k * kLn2Hi) - k * kLn2Lo;
+    double p = 1.0 / 6227020800.0;  // 1/13!
+    p = p * r + 1.0 / 479001600.0;
+    p = p * r + 1.0 / 39916800.0;
+    p = p * r + 1.0 / 3628800.0;
+    p = p * r + 1.0 / 362880.0;
+    p = p * r + 1.0 / 40320.0;
+    p = p * r + 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    p = p * r + 1.0;
+    p = p * r + 1.0;
+    // t's low mantissa bits hold k (two's complement); (k + 1023) << 52 is the double 2^k.
+    const std::uint64_t bits = (std::bit_cast<std::uint64_t>(t) + 1023) << 52;
+    out[i] = p * std::bit_cast<double>(bits);
+  }
+}
+
 namespace {
 
-// Cross-entropy of one row of C logits against `label`: log sum exp - logit[label].
-inline double row_loss(const double* logits, int classes, std::int32_t label) {
-  double top = logits[0];
-  for (int c = 1; c < classes; ++c) top = std::max(top, logits[c]);
-  double total = 0.0;
-  for (int c = 0; c < classes; ++c) total += std::exp(logits[c] - top);
-  return std::log(total) + top - logits[label];
+// Cross-entropy of `count` consecutive rows of C logits each: log sum exp - logit[label], the label
+// of row a being labels[a * label_stride] (stride 0: one label for all). The max is shifted out per
+// row and the exponentials of the whole block come from one vectorized pass; `shifted` is scratch
+// of count * C values.
+void block_losses(const double* logits, int count, int classes, const std::int32_t* labels,
+                  std::size_t label_stride, double* shifted, double* losses) {
+  const std::size_t width = static_cast<std::size_t>(count) * classes;
+  for (int a = 0; a < count; ++a) {
+    const double* l = logits + static_cast<std::size_t>(a) * classes;
+    double top = l[0];
+    for (int c = 1; c < classes; ++c) top = std::max(top, l[c]);
+    double* z = shifted + static_cast<std::size_t>(a) * classes;
+    for (int c = 0; c < classes; ++c) z[c] = l[c] - top;
+    losses[a] = -z[labels[a * label_stride]];
+  }
+  exp_nonpositive(shifted, shifted, width);
+  for (int a = 0; a < count; ++a) {
+    const double* e = shifted + static_cast<std::size_t>(a) * classes;
+    double total = 0.0;
+    for (int c = 0; c < classes; ++c) total += e[c];
+    losses[a] += std::log(total);
+  }
 }
 
 }  // namespace
@@ -185,8 +231,10 @@ void VoteKernel::loss_differences(const double* x, const std::int32_t* y,
     base_loss_.resize(rows);
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), C, D, 1.0, block_x,
                 D, base, D, 0.0, base_logits_.data(), C);
-    for (std::size_t r = 0; r < rows; ++r)
-      base_loss_[r] = row_loss(&base_logits_[r * C], C, y[row0 + r]);
+    shifted_.resize(std::max(rows, static_cast<std::size_t>(kContributorChunk)) * C);
+    row_losses_.resize(kContributorChunk);
+    block_losses(base_logits_.data(), static_cast<int>(rows), C, y + row0, 1, shifted_.data(),
+                 base_loss_.data());
     for (int a0 = 0; a0 < contributors; a0 += kContributorChunk) {
       const int chunk = std::min(contributors - a0, kContributorChunk);
       const int width = chunk * C;
@@ -205,11 +253,12 @@ void VoteKernel::loss_differences(const double* x, const std::int32_t* y,
           const std::size_t local = r - row0;
           const double* row_logits = &logits_[local * width];
           const std::int32_t label = y[r];
+          block_losses(row_logits, chunk, C, &label, 0, shifted_.data(), row_losses_.data());
           for (int a = 0; a < chunk; ++a) {
             if (pair_subset != nullptr &&
                 row_subset[r] != pair_subset[static_cast<std::size_t>(v) * contributors + a0 + a])
               continue;
-            out[a] += base_loss_[local] - row_loss(row_logits + a * C, C, label);
+            out[a] += base_loss_[local] - row_losses_[a];
           }
         }
       }

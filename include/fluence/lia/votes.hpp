@@ -35,6 +35,13 @@ double kmeans_threshold(std::vector<double> values);
 /// midpoint when a component collapses.
 double mixture_threshold(std::vector<double> values);
 
+/// out[i] = exp(x[i]) for x[i] <= 0 (values below -700 are taken as -700, whose exp is below
+/// 1e-304), as one loop the compiler vectorizes: x = k ln 2 + r with |r| <= ln(2)/2, exp(r) from
+/// its Taylor polynomial of degree 13 (truncation below 1e-17 relative), 2^k built in the exponent
+/// bits. Within a few ulp of std::exp; the vote kernel's softmax losses spend most of their time
+/// here.
+void exp_nonpositive(const double* x, double* out, std::size_t n);
+
 /// Sums over each validator's rows of L(z, theta_base) - L(z, theta_a) for every contributor a,
 /// with the cross-entropy of a C-class softmax layer on D features. The logits of all contributors
 /// come from GEMMs of the validators' rows (in blocks of `kValidatorBlock` validators) against the
@@ -66,7 +73,7 @@ class VoteKernel {
 
  private:
   int features_, classes_;
-  std::vector<double> logits_, base_logits_, base_loss_;
+  std::vector<double> logits_, base_logits_, base_loss_, shifted_, row_losses_;
   double flops_ = 0.0, gemm_seconds_ = 0.0;
 };
 
