@@ -33,9 +33,12 @@
 #                 epochs is impractical and the dense Hessian would need 0.5 GB per rank).
 #
 # A run whose results.h5 already exists is skipped, so an interrupted sweep resumes where it
-# stopped (fluence writes results.h5.partial and renames it only when complete). Every command is
-# printed before it runs. A failed run does not stop the others: the failures are listed at the
-# end, the report still covers what exists, and the exit status is 1 (2 for a usage error).
+# stopped (fluence writes results.h5.partial and renames it only when complete); a run with
+# checkpoints in its directory continues from the newest (--restart latest). USR1 or TERM to this
+# script stops the run in progress at its next unit boundary with a checkpoint (fluence exit 4),
+# starts no further run and exits 4 (docs/operations.md). Every command is printed before it runs.
+# A failed run does not stop the others: the failures are listed at the end, the report still
+# covers what exists, and the exit status is 1 (2 for a usage error).
 #
 # Environment: FLUENCE (the binary, default build/fluence), MPIRUN (the launcher, default
 # scripts/mpirun.sh, which allows running as root and oversubscription; e.g. MPIRUN=srun),

@@ -21,6 +21,10 @@ skipped=0
 failed=()
 # the exit status of the report (0 when it succeeded or did not run)
 report_status=0
+# 1 once a stop signal (USR1, TERM) arrived: the run in progress checkpoints and exits 4, no other
+# run starts, and the script exits 4 (a SLURM job then requeues itself; docs/operations.md)
+stopped=0
+trap 'stopped=1' USR1 TERM
 
 # usage: print the sourcing script's header comment (its --help)
 usage() {
@@ -89,7 +93,9 @@ print_cmd() {
   echo "$out"
 }
 
-# run_or_skip DIR ARGS...: run `fluence ARGS... --out DIR` unless DIR/results.h5 exists
+# run_or_skip DIR ARGS...: run `fluence ARGS... --out DIR` unless DIR/results.h5 exists; with
+# checkpoints in DIR (an interrupted run) it continues with --restart latest. A stop signal to this
+# script is passed on to the run as USR1: it checkpoints and exits 4, and no later run starts.
 run_or_skip() {
   local dir="$1"
   shift
@@ -98,12 +104,32 @@ run_or_skip() {
     skipped=$((skipped + 1))
     return 0
   fi
-  local cmd=("${mpirun[@]}" -n "$ranks" "$fluence" "$@" ${extra[@]+"${extra[@]}"} --out "$dir")
+  if [ "$stopped" -eq 1 ]; then
+    echo "= not started after the stop signal: $dir"
+    return 0
+  fi
+  local restart=()
+  if compgen -G "$dir/chk_*.h5" >/dev/null; then restart=(--restart latest); fi
+  local cmd=("${mpirun[@]}" -n "$ranks" "$fluence" "$@" ${extra[@]+"${extra[@]}"} --out "$dir"
+    ${restart[@]+"${restart[@]}"})
   print_cmd "${cmd[@]}"
   [ "$dry_run" -eq 1 ] && return 0
   mkdir -p "$dir"
-  local start=$SECONDS status=0
-  "${cmd[@]}" || status=$?
+  local start=$SECONDS status=0 pid
+  "${cmd[@]}" &
+  pid=$!
+  trap 'stopped=1; kill -USR1 "$pid" 2>/dev/null' USR1 TERM
+  while :; do
+    status=0
+    wait "$pid" || status=$?
+    kill -0 "$pid" 2>/dev/null || break  # wait returned for a trapped signal: keep waiting
+  done
+  trap 'stopped=1' USR1 TERM
+  if [ "$status" -eq 4 ]; then
+    stopped=1
+    echo "! STOPPED by a signal after $((SECONDS - start)) s, checkpoint written: $dir (rerun to resume)"
+    return 0
+  fi
   if [ "$status" -ne 0 ]; then
     echo "! FAILED (exit status $status) after $((SECONDS - start)) s: $dir" >&2
     failed+=("$dir")
@@ -133,12 +159,17 @@ run_report() {
   fi
 }
 
-# finish: list the failed runs and exit 1 if there were any, else exit with report_status
+# finish: list the failed runs and exit 1 if there were any, else exit 4 after a stop signal, else
+# exit with report_status
 finish() {
   if [ ${#failed[@]} -gt 0 ]; then
     echo "$script_name: ${#failed[@]} run(s) failed (rerun the script to retry them):" >&2
     printf '  %s\n' "${failed[@]}" >&2
     exit 1
+  fi
+  if [ "$stopped" -eq 1 ]; then
+    echo "$script_name: stopped by a signal; rerun the script to resume (checkpoints kept)" >&2
+    exit 4
   fi
   exit "$report_status"
 }

@@ -34,9 +34,22 @@ PETSc and SLEPc options come last and pass through to the solvers, e.g.
   mpirun -n 4 fluence fldp deck.toml --model run1/results.h5 -newton_ksp_monitor
   mpirun -n 2 fluence whatif deck.toml --set whatif.retrain=true
 
-Exit codes: 0 success, 1 usage error, 2 bad input (deck, data, output directory), 3 runtime failure,
-4 stopped by SIGTERM/SIGUSR1/SIGINT after writing a checkpoint (resume with --restart latest).
+Long commands (train, influence, fldp, whatif) write <out>/chk_*.h5 every output.checkpoint_every
+rounds or units of work and on SIGTERM/SIGUSR1/SIGINT; --restart latest continues one
+(docs/operations.md).
+Exit codes: 0 success, 1 usage error, 2 bad input (deck, data, output directory, refused checkpoint),
+3 runtime failure, 4 stopped by SIGTERM/SIGUSR1/SIGINT after writing a checkpoint (resume with
+--restart latest).
 Deck keys: inputs/README.md. Output datasets: docs/outputs.md.)";
+
+// --restart, and the hidden testing aid --test-stop-at (docs/operations.md).
+void add_restart_options(CLI::App* command, CommandLine& result, const std::string& help) {
+  command->add_option("--restart", result.restart, help);
+  command
+      ->add_option("--test-stop-at", result.test_stop_at,
+                   "testing aid: raise SIGUSR1 on the last rank at checkpoint number N")
+      ->group("");
+}
 
 }  // namespace
 
@@ -75,9 +88,9 @@ CommandLine parse_command_line(int argc, char** argv) {
   train->add_option("--out", result.out, "output directory (overrides output.dir)");
   train->add_option("--set", result.sets, "override a deck key: section.key=value (repeatable)");
   train->add_flag("--quiet", result.quiet, "no per-round progress lines");
-  train->add_option("--restart", result.restart,
-                    "continue from a checkpoint: a chk_*.h5 file, or \"latest\" (the newest valid "
-                    "one in the output directory)");
+  add_restart_options(train, result,
+                      "continue from a checkpoint: a chk_*.h5 file, or \"latest\" (the newest "
+                      "valid one in the output directory); the finished rounds are not redone");
 
   auto* influence = app.add_subcommand(
       "influence",
@@ -92,6 +105,10 @@ CommandLine parse_command_line(int argc, char** argv) {
                         "results.h5 of an earlier `fluence train` with the same deck: use its "
                         "/model/theta instead of training");
   influence->add_flag("--quiet", result.quiet, "no per-round or per-client progress lines");
+  add_restart_options(influence, result,
+                      "continue from a checkpoint (a chk_*.h5 file, or \"latest\" in the output "
+                      "directory): the model and the finished per-client solves and retrains are "
+                      "not redone");
 
   auto* fldp = app.add_subcommand(
       "fldp",
@@ -105,6 +122,9 @@ CommandLine parse_command_line(int argc, char** argv) {
                    "results.h5 of an earlier `fluence train` with the same deck: use its "
                    "/model/theta instead of training");
   fldp->add_flag("--quiet", result.quiet, "no per-round or per-case progress lines");
+  add_restart_options(fldp, result,
+                      "continue from a checkpoint (a chk_*.h5 file, or \"latest\" in the output "
+                      "directory): the model and the finished cases are not redone");
 
   auto* whatif = app.add_subcommand(
       "whatif",
@@ -118,6 +138,10 @@ CommandLine parse_command_line(int argc, char** argv) {
                      "results.h5 of an earlier `fluence train` with the same deck: use its "
                      "/model/theta instead of training");
   whatif->add_flag("--quiet", result.quiet, "no per-round or retrain progress lines");
+  add_restart_options(whatif, result,
+                      "continue from a checkpoint (a chk_*.h5 file, or \"latest\" in the output "
+                      "directory): the model, the finished second-order rows and retrain chains "
+                      "are not redone");
 
   auto* privacy = app.add_subcommand(
       "privacy",
