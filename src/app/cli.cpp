@@ -35,9 +35,22 @@ PETSc and SLEPc options come last and pass through to the solvers, e.g.
   mpirun -n 2 fluence whatif deck.toml --set whatif.retrain=true
   mpirun -n 4 fluence lia inputs/lia_fashion_mnist.toml --set lia.participants=1000
 
-Exit codes: 0 success, 1 usage error, 2 bad input (deck, data, output directory), 3 runtime failure,
-4 stopped by SIGTERM/SIGUSR1/SIGINT after writing a checkpoint (resume with --restart latest).
+Long commands (train, influence, fldp, whatif) write <out>/chk_*.h5 every output.checkpoint_every
+rounds or units of work and on SIGTERM/SIGUSR1/SIGINT; --restart latest continues one
+(docs/operations.md).
+Exit codes: 0 success, 1 usage error, 2 bad input (deck, data, output directory, refused checkpoint),
+3 runtime failure, 4 stopped by SIGTERM/SIGUSR1/SIGINT after writing a checkpoint (resume with
+--restart latest).
 Deck keys: inputs/README.md. Output datasets: docs/outputs.md.)";
+
+// --restart, and the hidden testing aid --test-stop-at (docs/operations.md).
+void add_restart_options(CLI::App* command, CommandLine& result, const std::string& help) {
+  command->add_option("--restart", result.restart, help);
+  command
+      ->add_option("--test-stop-at", result.test_stop_at,
+                   "testing aid: raise SIGUSR1 on the last rank at checkpoint number N")
+      ->group("");
+}
 
 }  // namespace
 
@@ -76,9 +89,9 @@ CommandLine parse_command_line(int argc, char** argv) {
   train->add_option("--out", result.out, "output directory (overrides output.dir)");
   train->add_option("--set", result.sets, "override a deck key: section.key=value (repeatable)");
   train->add_flag("--quiet", result.quiet, "no per-round progress lines");
-  train->add_option("--restart", result.restart,
-                    "continue from a checkpoint: a chk_*.h5 file, or \"latest\" (the newest valid "
-                    "one in the output directory)");
+  add_restart_options(train, result,
+                      "continue from a checkpoint: a chk_*.h5 file, or \"latest\" (the newest "
+                      "valid one in the output directory); the finished rounds are not redone");
 
   auto* influence = app.add_subcommand(
       "influence",
@@ -93,6 +106,10 @@ CommandLine parse_command_line(int argc, char** argv) {
                         "results.h5 of an earlier `fluence train` with the same deck: use its "
                         "/model/theta instead of training");
   influence->add_flag("--quiet", result.quiet, "no per-round or per-client progress lines");
+  add_restart_options(influence, result,
+                      "continue from a checkpoint (a chk_*.h5 file, or \"latest\" in the output "
+                      "directory): the model and the finished per-client solves and retrains are "
+                      "not redone");
 
   auto* fldp = app.add_subcommand(
       "fldp",
@@ -106,6 +123,9 @@ CommandLine parse_command_line(int argc, char** argv) {
                    "results.h5 of an earlier `fluence train` with the same deck: use its "
                    "/model/theta instead of training");
   fldp->add_flag("--quiet", result.quiet, "no per-round or per-case progress lines");
+  add_restart_options(fldp, result,
+                      "continue from a checkpoint (a chk_*.h5 file, or \"latest\" in the output "
+                      "directory): the model and the finished cases are not redone");
 
   auto* whatif = app.add_subcommand(
       "whatif",
@@ -119,6 +139,10 @@ CommandLine parse_command_line(int argc, char** argv) {
                      "results.h5 of an earlier `fluence train` with the same deck: use its "
                      "/model/theta instead of training");
   whatif->add_flag("--quiet", result.quiet, "no per-round or retrain progress lines");
+  add_restart_options(whatif, result,
+                      "continue from a checkpoint (a chk_*.h5 file, or \"latest\" in the output "
+                      "directory): the model, the finished second-order rows and retrain chains "
+                      "are not redone");
 
   auto* lia = app.add_subcommand(
       "lia",

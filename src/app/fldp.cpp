@@ -1,11 +1,13 @@
-// fluence fldp DECK: parse -> build the federation -> train (or --model) -> for each case, the
-// FLDP-FL estimate of the model after clients change eps -> eps' or leave (seed 000), against the
-// exact expected retrain and re-randomized retrains -> write <out>/results.h5.
+// fluence fldp DECK [--restart chk.h5|latest]: parse -> build the federation -> train (or --model,
+// or the checkpoint's model) -> for each case, the FLDP-FL estimate of the model after clients
+// change eps -> eps' or leave (seed 000), against the exact expected retrain and re-randomized
+// retrains, checkpointed per case (docs/operations.md) -> write <out>/results.h5.
 #include "fluence/fldp/fldp.hpp"
 #include "fluence/app/cli.hpp"
 #include "fluence/core/config.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/mpi.hpp"
+#include "fluence/core/signals.hpp"
 #include "fluence/io/fldp_output.hpp"
 #include "fluence/io/results.hpp"
 #include "fluence/io/training_output.hpp"
@@ -14,11 +16,13 @@
 namespace fluence::app {
 
 int run_fldp(const CommandLine& command_line) {
+  install_stop_handlers();  // first: a signal during set-up stops at the first unit boundary
   Deck deck = read_command_deck(command_line);
   const std::string out_dir = deck.string("output.dir");
   const InfluenceConfig influence = InfluenceConfig::from_deck(deck);
   const FederationConfig training = FederationConfig::from_deck(deck);
   prepare_output_directory(out_dir);
+  CommandCheckpoints checkpoints(command_line, deck, "fldp");
 
   FederatedProblem problem = build_problem(deck);
   const FldpConfig config = FldpConfig::from_deck(deck, problem.ldp);
@@ -26,16 +30,20 @@ int run_fldp(const CommandLine& command_line) {
             problem.client_rows.size(), world_size(), problem.total_train_rows,
             problem.model->parameters(), config.cases.size());
   Federation federation(problem);
-  TrainingResult model = obtain_trained_model(command_line, federation, training);
+  const TrainedModel model = obtain_trained_model(command_line, federation, training, checkpoints);
+  if (model.result.stopped) return kExitStopped;
+  SweepCheckpoints sweep = sweep_checkpoints(checkpoints, model, "cases");
+  if (sweep.model_ready()) return kExitStopped;
 
   Stopwatch clock;
-  const FldpResult result =
-      run_fldp(federation, model.theta, influence, config, training, !command_line.quiet);
+  const FldpResult result = run_fldp(federation, model.result.theta, influence, config, training,
+                                     !command_line.quiet, &sweep);
+  if (result.stopped) return kExitStopped;
   log::info("fldp: {} case(s) in {}", result.cases.size(), format_duration(clock.seconds()));
 
   ResultsFile file(out_dir);
   write_run_attributes(file, command_line.invocation, deck.integer("seed"), deck.resolved_toml());
-  write_training_output(file, problem, model);
+  write_training_output(file, problem, model.result);
   write_fldp_output(file, problem, influence, config, result);
   log::info("results: {}", file.commit());
   return 0;

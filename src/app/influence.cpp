@@ -1,9 +1,12 @@
-// fluence influence DECK: parse -> build the federation -> train (or --model) -> influence of
-// removing each client (optionally against exact retraining) -> write <out>/results.h5.
+// fluence influence DECK [--restart chk.h5|latest]: parse -> build the federation -> train (or
+// --model, or the checkpoint's model) -> influence of removing each client (optionally against
+// exact retraining), checkpointed per client solve and retrain (docs/operations.md) -> write
+// <out>/results.h5.
 #include "fluence/app/cli.hpp"
 #include "fluence/core/config.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/mpi.hpp"
+#include "fluence/core/signals.hpp"
 #include "fluence/influence/client_influence.hpp"
 #include "fluence/io/influence_output.hpp"
 #include "fluence/io/results.hpp"
@@ -13,28 +16,34 @@
 namespace fluence::app {
 
 int run_influence(const CommandLine& command_line) {
+  install_stop_handlers();  // first: a signal during set-up stops at the first unit boundary
   Deck deck = read_command_deck(command_line);
   const std::string out_dir = deck.string("output.dir");
   const InfluenceConfig config = InfluenceConfig::from_deck(deck);
   const FederationConfig training = FederationConfig::from_deck(deck);
   prepare_output_directory(out_dir);
+  CommandCheckpoints checkpoints(command_line, deck, "influence");
 
   FederatedProblem problem = build_problem(deck);
   log::info("fluence influence: {} clients on {} rank(s), {} training rows, {} parameters",
             problem.client_rows.size(), world_size(), problem.total_train_rows,
             problem.model->parameters());
   Federation federation(problem);
-  TrainingResult model = obtain_trained_model(command_line, federation, training);
+  const TrainedModel model = obtain_trained_model(command_line, federation, training, checkpoints);
+  if (model.result.stopped) return kExitStopped;
+  SweepCheckpoints sweep = sweep_checkpoints(checkpoints, model, "client solves and retrains");
+  if (sweep.model_ready()) return kExitStopped;
 
   Stopwatch clock;
-  const ClientInfluence influence =
-      client_removal_influence(federation, model.theta, config, training, !command_line.quiet);
+  const ClientInfluence influence = client_removal_influence(federation, model.result.theta, config,
+                                                             training, !command_line.quiet, &sweep);
+  if (influence.stopped) return kExitStopped;
   log::info("influence: {} clients scored in {}", influence.estimate.size(),
             format_duration(clock.seconds()));
 
   ResultsFile file(out_dir);
   write_run_attributes(file, command_line.invocation, deck.integer("seed"), deck.resolved_toml());
-  write_training_output(file, problem, model);
+  write_training_output(file, problem, model.result);
   write_influence_output(file, problem, config, influence);
   log::info("results: {}", file.commit());
   return 0;

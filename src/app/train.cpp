@@ -1,11 +1,12 @@
 // fluence train DECK [--restart chk.h5|latest]: parse -> build the federation -> train (resuming
 // from a checkpoint; checkpoints every output.checkpoint_every rounds and on a stop signal) ->
 // write <out>/results.h5.
-#include <fmt/core.h>
+#include <fmt/format.h>
 
 #include <functional>
 #include <optional>
 
+#include "checkpoints.hpp"
 #include "fluence/app/cli.hpp"
 #include "fluence/core/config.hpp"
 #include "fluence/core/log.hpp"
@@ -25,6 +26,7 @@ int run_train(const CommandLine& command_line) {
   Deck deck = read_command_deck(command_line);
   const std::string out_dir = deck.string("output.dir");
   prepare_output_directory(out_dir);
+  CommandCheckpoints checkpoints(command_line, deck, "train");
 
   Stopwatch setup_clock;
   FederatedProblem problem = build_problem(deck);
@@ -52,30 +54,19 @@ int run_train(const CommandLine& command_line) {
                 private_training->history().update_noise_multiplier, privacy.delta);
   }
   std::optional<TrainingResume> resume;
-  if (!command_line.restart.empty()) {
-    std::string used;
-    const CheckpointState state = read_restart(command_line.restart, out_dir, deck, used);
-    resume = resume_training(state, federation.parameters(), config.rounds,
+  if (const CheckpointState* restored = checkpoints.restored())
+    resume = resume_training(*restored, federation.parameters(), config.rounds,
                              private_training ? &*private_training : nullptr);
-    log::info("restart: {} (after round {})", used, state.round);
-  }
-  const long every = deck.integer("output.checkpoint_every");
-  const int keep = static_cast<int>(deck.integer("output.keep"));
   auto checkpoint = [&](int round, const std::vector<double>& theta,
                         const std::vector<RoundMetrics>& history) {
-    const bool stop = stop_requested_anywhere();
-    if (stop || (every > 0 && round % every == 0)) {
-      const std::string path = write_checkpoint(
-          out_dir, deck,
-          training_state(round, theta, history, private_training ? &*private_training : nullptr),
-          keep);
-      if (stop)
-        log::info(
-            "stop signal received: checkpoint {} written after round {}; resume with "
-            "--restart latest (exit {})",
-            path, round, kExitStopped);
-    }
-    return stop;
+    return checkpoints.boundary(
+        round, checkpoints.due(round - 1, round),
+        [&] {
+          return training_state(round, theta, history,
+                                private_training ? &*private_training : nullptr)
+              .arrays;
+        },
+        fmt::format("round {}", round));
   };
   const auto result = federation.train(
       config,

@@ -9,10 +9,7 @@ namespace fluence::app {
 namespace {
 
 const std::vector<double>& array(const CheckpointState& state, const std::string& name) {
-  const auto found = state.arrays.find(name);
-  if (found == state.arrays.end())
-    throw InputError(fmt::format("checkpoint: dataset \"{}\" is missing", name));
-  return found->second;
+  return state_array(state.arrays, name);
 }
 
 }  // namespace

@@ -1,29 +1,109 @@
 #include "trained_model.hpp"
 
+#include <fmt/format.h>
+
+#include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/io/model_input.hpp"
+#include "train_checkpoint.hpp"
 
 namespace fluence::app {
 
-TrainingResult obtain_trained_model(const CommandLine& command_line, Federation& federation,
-                                    const FederationConfig& config) {
-  TrainingResult result;
-  if (command_line.model.empty()) {
-    FederationConfig training = config;
-    training.polish_verbose = !command_line.quiet;
-    result = federation.train(training, [&](const RoundMetrics& m) {
-      if (command_line.quiet) return;
-      log::info("round {:>5d}/{}  test loss {:.5f}  test acc {:6.2f}%  elapsed {}  ETA {}", m.round,
-                config.rounds, m.test_loss, 100.0 * m.test_accuracy, format_duration(m.wall_time),
-                format_eta(m.wall_time, m.round, config.rounds));
-    });
+namespace {
+
+// The finished model as a sweep checkpoint stores it: what write_training_output needs.
+StateArrays model_state(const TrainedModel& model) {
+  const TrainingResult& result = model.result;
+  StateArrays arrays =
+      training_state(static_cast<int>(result.history.size()), result.theta, result.history, nullptr)
+          .arrays;
+  StateArrays state;
+  for (auto& [name, values] : arrays) state["model/" + name] = std::move(values);
+  state["model/final"] = {result.final_metrics.train_loss, result.final_metrics.test_loss,
+                          result.final_metrics.test_accuracy,
+                          static_cast<double>(result.polish_steps), model.seconds};
+  return state;
+}
+
+TrainedModel restore_model(const StateArrays& state, std::size_t parameters) {
+  CheckpointState training;
+  for (const auto& [name, values] : state)
+    if (name.rfind("model/", 0) == 0 && name != "model/final")
+      training.arrays[name.substr(6)] = values;
+  const auto rounds = training.arrays.find("history/round");
+  training.round = rounds == training.arrays.end() ? 0 : static_cast<int>(rounds->second.size());
+  TrainedModel model;
+  const TrainingResume resume = resume_training(training, parameters, training.round, nullptr);
+  model.result.theta = resume.theta;
+  model.result.history = resume.history;
+  const auto& final = state_array(state, "model/final", 5);
+  model.result.final_metrics.round = training.round;
+  model.result.final_metrics.train_loss = final[0];
+  model.result.final_metrics.test_loss = final[1];
+  model.result.final_metrics.test_accuracy = final[2];
+  model.result.polish_steps = static_cast<int>(final[3]);
+  model.seconds = final[4];
+  return model;
+}
+
+// Trains from scratch or from a training-phase checkpoint, checkpointing rounds like train.
+TrainingResult train_model(const CommandLine& command_line, Federation& federation,
+                           const FederationConfig& config, CommandCheckpoints& checkpoints) {
+  std::optional<TrainingResume> resume;
+  if (const CheckpointState* restored = checkpoints.restored()) {
+    resume = resume_training(*restored, federation.parameters(), config.rounds, nullptr);
+    log::info("restart: training continues after round {}", restored->round);
+  }
+  FederationConfig training = config;
+  training.polish_verbose = !command_line.quiet;
+  return federation.train(
+      training,
+      [&](const RoundMetrics& m) {
+        if (command_line.quiet) return;
+        log::info("round {:>5d}/{}  test loss {:.5f}  test acc {:6.2f}%  elapsed {}  ETA {}",
+                  m.round, config.rounds, m.test_loss, 100.0 * m.test_accuracy,
+                  format_duration(m.wall_time), format_eta(m.wall_time, m.round, config.rounds));
+      },
+      {},
+      [&](int round, const std::vector<double>& theta, const std::vector<RoundMetrics>& history) {
+        return checkpoints.boundary(
+            round, checkpoints.due(round - 1, round),
+            [&] { return training_state(round, theta, history, nullptr).arrays; },
+            fmt::format("round {}", round));
+      },
+      resume ? &*resume : nullptr);
+}
+
+}  // namespace
+
+TrainedModel obtain_trained_model(const CommandLine& command_line, Federation& federation,
+                                  const FederationConfig& config, CommandCheckpoints& checkpoints) {
+  TrainedModel model;
+  const CheckpointState* restored = checkpoints.restored();
+  if (restored && restored->arrays.count("model/final")) {
+    model = restore_model(restored->arrays, federation.parameters());
+    if (!command_line.model.empty())
+      log::info("model: from the checkpoint ({} is not read)", command_line.model);
+    else
+      log::info("model: from the checkpoint");
+  } else if (command_line.model.empty() || restored) {
+    if (!command_line.model.empty())
+      log::warn("--model {} is not read: the checkpoint continues the training it started",
+                command_line.model);
+    Stopwatch clock;
+    model.result = train_model(command_line, federation, config, checkpoints);
+    if (model.result.stopped) return model;
+    model.seconds = clock.seconds();
   } else {
-    result.theta = read_trained_theta(command_line.model, federation.problem());
-    std::tie(result.final_metrics.test_loss, result.final_metrics.test_accuracy) =
-        federation.evaluate_test(result.theta);
-    result.final_metrics.train_loss = federation.objective(result.theta);
+    Stopwatch clock;
+    model.result.theta = read_trained_theta(command_line.model, federation.problem());
+    std::tie(model.result.final_metrics.test_loss, model.result.final_metrics.test_accuracy) =
+        federation.evaluate_test(model.result.theta);
+    model.result.final_metrics.train_loss = federation.objective(model.result.theta);
+    model.seconds = clock.seconds();
     log::info("model: {} (loaded)", command_line.model);
   }
+  TrainingResult& result = model.result;
   std::vector<double> gradient;
   federation.gradient(result.theta, gradient);
   result.gradient_norm = norm2(gradient);
@@ -35,7 +115,13 @@ TrainingResult obtain_trained_model(const CommandLine& command_line, Federation&
         "|grad h| = {:.3e}: influence functions assume the exact minimizer; use federation.polish "
         "= \"newton\" (estimates carry an error of the order of the gradient)",
         result.gradient_norm);
-  return result;
+  return model;
+}
+
+SweepCheckpoints sweep_checkpoints(CommandCheckpoints& checkpoints, const TrainedModel& model,
+                                   std::string unit) {
+  return SweepCheckpoints(checkpoints, model_state(model),
+                          static_cast<int>(model.result.history.size()) + 1, std::move(unit));
 }
 
 }  // namespace fluence::app

@@ -1,14 +1,26 @@
 #pragma once
-// The trained model the post-training commands (influence, fldp) start from: trained here, or read
-// from an earlier run's results.h5 (--model) and checked against this deck's problem.
+// The trained model the post-training commands (influence, fldp, whatif) start from: trained here
+// (its rounds checkpointed and resumed like `fluence train`'s), read from an earlier run's
+// results.h5 (--model) and checked against this deck's problem, or taken from the checkpoint of an
+// interrupted sweep.
+#include "checkpoints.hpp"
 #include "fluence/app/cli.hpp"
 #include "fluence/fl/federation.hpp"
 
 namespace fluence::app {
 
+struct TrainedModel {
+  TrainingResult result;  // result.stopped: a stop signal ended training (checkpoint written)
+  double seconds = 0.0;   // training or loading, as first measured
+};
+
 /// Collective. Logs the model's test metrics and warns when |grad h| shows it is not the exact
 /// minimizer that influence functions assume; result.gradient_norm is set.
-TrainingResult obtain_trained_model(const CommandLine& command_line, Federation& federation,
-                                    const FederationConfig& config);
+TrainedModel obtain_trained_model(const CommandLine& command_line, Federation& federation,
+                                  const FederationConfig& config, CommandCheckpoints& checkpoints);
+
+/// The sweep's checkpoints, each also holding `model`, numbered after its training rounds.
+SweepCheckpoints sweep_checkpoints(CommandCheckpoints& checkpoints, const TrainedModel& model,
+                                   std::string unit);
 
 }  // namespace fluence::app

@@ -1,11 +1,13 @@
-// fluence whatif DECK: parse -> build the curator's data (spread over clients and ranks) -> train
-// (or --model) -> s_test once, then every (fraction, eps) cell of the what-if grid (seed 001), and
-// with whatif.retrain the randomized and expected retrains -> write <out>/results.h5.
+// fluence whatif DECK [--restart chk.h5|latest]: parse -> build the curator's data (spread over
+// clients and ranks) -> train (or --model, or the checkpoint's model) -> s_test once, then every
+// (fraction, eps) cell of the what-if grid (seed 001), and with whatif.retrain the randomized and
+// expected retrains, checkpointed per unit (docs/operations.md) -> write <out>/results.h5.
 #include "fluence/whatif/whatif.hpp"
 #include "fluence/app/cli.hpp"
 #include "fluence/core/config.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/mpi.hpp"
+#include "fluence/core/signals.hpp"
 #include "fluence/io/results.hpp"
 #include "fluence/io/training_output.hpp"
 #include "fluence/io/whatif_output.hpp"
@@ -40,11 +42,13 @@ void log_metrics(const std::string& name, const EstimateMetrics& metrics) {
 }  // namespace
 
 int run_whatif(const CommandLine& command_line) {
+  install_stop_handlers();  // first: a signal during set-up stops at the first unit boundary
   Deck deck = read_command_deck(command_line);
   const std::string out_dir = deck.string("output.dir");
   const InfluenceConfig influence = InfluenceConfig::from_deck(deck);
   const FederationConfig training = FederationConfig::from_deck(deck);
   prepare_output_directory(out_dir);
+  CommandCheckpoints checkpoints(command_line, deck, "whatif");
 
   FederatedProblem problem = build_problem(deck);
   const WhatifConfig config = WhatifConfig::from_deck(deck, problem);
@@ -55,12 +59,15 @@ int run_whatif(const CommandLine& command_line) {
       problem.model->parameters(), config.fractions.size(), config.epsilons.size(),
       config.variants.size());
   Federation federation(problem);
-  Stopwatch training_clock;
-  TrainingResult model = obtain_trained_model(command_line, federation, training);
-  const double training_seconds = training_clock.seconds();
+  const TrainedModel model = obtain_trained_model(command_line, federation, training, checkpoints);
+  if (model.result.stopped) return kExitStopped;
+  SweepCheckpoints sweep =
+      sweep_checkpoints(checkpoints, model, "units (second-order rows, retrain chains)");
+  if (sweep.model_ready()) return kExitStopped;
 
   const WhatifResult result =
-      run_whatif(federation, model.theta, influence, config, !command_line.quiet);
+      run_whatif(federation, model.result.theta, influence, config, !command_line.quiet, &sweep);
+  if (result.stopped) return kExitStopped;
   log::info("whatif: group {} = {} has {} records; S_te {} rows; IHVP {:.3g} s, {} cells {:.3g} s",
             config.group_attribute, config.group_value_names.front(), result.group_size,
             result.test_rows, result.time_ihvp, config.cells() * config.variants.size(),
@@ -78,8 +85,8 @@ int run_whatif(const CommandLine& command_line) {
 
   ResultsFile file(out_dir);
   write_run_attributes(file, command_line.invocation, deck.integer("seed"), deck.resolved_toml());
-  write_training_output(file, problem, model);
-  write_whatif_output(file, influence, config, result, training_seconds);
+  write_training_output(file, problem, model.result);
+  write_whatif_output(file, influence, config, result, model.seconds);
   log::info("results: {}", file.commit());
   return 0;
 }

@@ -380,9 +380,10 @@ std::vector<KeySpec> build_schema() {
       section("output", "where results go"),
       key("output.dir", T::string, "\"out\"", "output directory (results.h5 is written there)"),
       key("output.checkpoint_every", T::integer, "0",
-          "train: write <dir>/chk_<round>.h5 every this many rounds (0 = only on a stop signal)",
+          "write <dir>/chk_<n>.h5 every this many training rounds, and in influence, fldp and "
+          "whatif every this many finished units of their sweeps (0 = only on a stop signal)",
           0),
-      key("output.keep", T::integer, "2", "train: the newest checkpoints kept", 1),
+      key("output.keep", T::integer, "2", "the newest checkpoints kept", 1),
   };
 }
 }  // namespace

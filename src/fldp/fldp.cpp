@@ -63,6 +63,71 @@ double distance(const std::vector<double>& a, const std::vector<double>& b) {
   return std::sqrt(s);
 }
 
+// A finished case in a checkpoint (docs/operations.md): its vectors and numbers under
+// `fldp/case_<c>/`.
+const std::vector<std::vector<double> FldpCaseResult::*> kCaseVectors = {
+    &FldpCaseResult::theta_estimate,
+    &FldpCaseResult::theta_expected,
+    &FldpCaseResult::theta_newton,
+    &FldpCaseResult::newton_ed_expected,
+    &FldpCaseResult::test_loss_retrain,
+    &FldpCaseResult::test_accuracy_retrain,
+    &FldpCaseResult::ald,
+    &FldpCaseResult::aad,
+    &FldpCaseResult::ed};
+const char* const kCaseVectorNames[] = {"theta_estimate",
+                                        "theta_expected",
+                                        "theta_newton",
+                                        "newton_ed_expected",
+                                        "test_loss_retrain",
+                                        "test_accuracy_retrain",
+                                        "ald",
+                                        "aad",
+                                        "ed"};
+
+std::string case_prefix(std::size_t c) {
+  return fmt::format("fldp/case_{:06d}/", c);
+}
+
+void save_case(const FldpCaseResult& r, std::size_t c, StateArrays& state) {
+  const std::string prefix = case_prefix(c);
+  for (std::size_t i = 0; i < kCaseVectors.size(); ++i)
+    state[prefix + kCaseVectorNames[i]] = r.*kCaseVectors[i];
+  state[prefix + "numbers"] = {r.test_loss_estimate,
+                               r.test_accuracy_estimate,
+                               r.test_loss_expected,
+                               r.test_accuracy_expected,
+                               r.ald_expected,
+                               r.aad_expected,
+                               r.ed_expected,
+                               r.time_estimate,
+                               r.time_retrain,
+                               r.mc_standard_error,
+                               static_cast<double>(r.ihvp_iterations),
+                               r.ihvp_residual};
+}
+
+FldpCaseResult load_case(const StateArrays& state, std::size_t c) {
+  const std::string prefix = case_prefix(c);
+  FldpCaseResult r;
+  for (std::size_t i = 0; i < kCaseVectors.size(); ++i)
+    r.*kCaseVectors[i] = state_array(state, prefix + kCaseVectorNames[i]);
+  const auto& n = state_array(state, prefix + "numbers", 12);
+  r.test_loss_estimate = n[0];
+  r.test_accuracy_estimate = n[1];
+  r.test_loss_expected = n[2];
+  r.test_accuracy_expected = n[3];
+  r.ald_expected = n[4];
+  r.aad_expected = n[5];
+  r.ed_expected = n[6];
+  r.time_estimate = n[7];
+  r.time_retrain = n[8];
+  r.mc_standard_error = n[9];
+  r.ihvp_iterations = static_cast<std::int64_t>(n[10]);
+  r.ihvp_residual = n[11];
+  return r;
+}
+
 // One case on this rank: the changes' expected losses (their owners only) and removals.
 struct CaseState {
   std::vector<std::shared_ptr<ExpectedLoss>> expected;  // per change; null off-owner or removal
@@ -74,7 +139,7 @@ class FldpRunner {
  public:
   FldpRunner(Federation& federation, const std::vector<double>& theta,
              const InfluenceConfig& influence, const FldpConfig& config,
-             const FederationConfig& training, bool progress)
+             const FederationConfig& training, bool progress, SweepCheckpoint* checkpoint)
       : federation_(federation),
         problem_(federation.problem()),
         theta_(theta),
@@ -82,6 +147,7 @@ class FldpRunner {
         config_(config),
         training_(training),
         progress_(progress),
+        checkpoint_(checkpoint),
         p_(federation.parameters()) {}
 
   FldpResult run() {
@@ -100,11 +166,37 @@ class FldpRunner {
       solver_ = make_ihvp_solver(influence_.ihvp, *hessian_);
     }
     result.time_setup = setup.seconds();
-    ProgressLine bar("cases", static_cast<long>(config_.cases.size()), progress_);
-    for (std::size_t c = 0; c < config_.cases.size(); ++c) {
-      result.cases.push_back(run_case(config_.cases[c], c));
-      report(config_.cases[c], result.cases.back());
-      bar.done(static_cast<long>(c + 1));
+    // Resuming: the finished cases and the solver's history (CG warm starts) are restored.
+    const std::size_t cases = config_.cases.size();
+    const StateArrays none;
+    const StateArrays& restored = checkpoint_ ? checkpoint_->restored() : none;
+    std::vector<char> done = state_flags(restored, "fldp/case_done", cases);
+    result.cases.resize(cases);
+    long finished = 0;
+    for (std::size_t c = 0; c < cases; ++c)
+      if (done[c]) {
+        result.cases[c] = load_case(restored, c);
+        ++finished;
+      }
+    if (solver_ && restored.count("fldp/solver"))
+      solver_->restore_history(restored.at("fldp/solver"));
+    ProgressLine bar("cases", static_cast<long>(cases), progress_);
+    for (std::size_t c = 0; c < cases; ++c) {
+      if (done[c]) continue;
+      result.cases[c] = run_case(config_.cases[c], c);
+      report(config_.cases[c], result.cases[c]);
+      bar.done(++finished);
+      done[c] = 1;
+      const auto save = [&](StateArrays& state) {
+        state["fldp/case_done"] = flags_array(done);
+        for (std::size_t k = 0; k < cases; ++k)
+          if (done[k]) save_case(result.cases[k], k, state);
+        if (solver_) state["fldp/solver"] = solver_->history();
+      };
+      if (checkpoint_ && checkpoint_->units_done(finished, save)) {
+        result.stopped = true;
+        return result;
+      }
     }
     return result;
   }
@@ -362,6 +454,7 @@ class FldpRunner {
   const FldpConfig& config_;
   const FederationConfig& training_;
   bool progress_;
+  SweepCheckpoint* checkpoint_;
   std::size_t p_;
   double damping_ = 0.0;
   std::unique_ptr<HessianOperator> hessian_;
@@ -373,8 +466,8 @@ class FldpRunner {
 
 FldpResult run_fldp(Federation& federation, const std::vector<double>& theta,
                     const InfluenceConfig& influence, const FldpConfig& config,
-                    const FederationConfig& training, bool progress) {
-  return FldpRunner(federation, theta, influence, config, training, progress).run();
+                    const FederationConfig& training, bool progress, SweepCheckpoint* checkpoint) {
+  return FldpRunner(federation, theta, influence, config, training, progress, checkpoint).run();
 }
 
 }  // namespace fluence

@@ -1,5 +1,6 @@
 #include "fluence/influence/client_influence.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "fluence/core/error.hpp"
@@ -42,9 +43,99 @@ std::vector<double> local_removal_gradients(Federation& federation,
   return gradients;
 }
 
-void federated_scope(Federation& federation, const InfluenceConfig& config,
+// The sweep's resumable state (docs/operations.md). Units: one client's solve (its
+// parameter-change vector with the federated Hessian, or its local solve with its own), then one
+// client's leave-one-out retrain. Per local client, `numbers` holds [solved, estimate (client
+// scope), iterations, relative residual]; `retrained`, `actual` and `gradient_norm` are global.
+class InfluenceSweep {
+ public:
+  InfluenceSweep(SweepCheckpoint* checkpoint, const FederatedProblem& problem, std::size_t p,
+                 bool keep_vectors, ClientInfluence& result)
+      : checkpoint_(checkpoint),
+        clients_(problem.client_rows.size()),
+        local_(problem.clients.size()),
+        p_(p),
+        keep_vectors_(keep_vectors),
+        result_(result),
+        numbers_(local_ * 4, 0.0),
+        retrained_(clients_, 0) {
+    result.actual.assign(clients_, 0.0);
+    result.retrain_gradient_norm.assign(clients_, 0.0);
+    if (!checkpoint || checkpoint->restored().empty()) return;
+    const StateArrays& state = checkpoint->restored();
+    const auto& numbers = state_array(state, "influence/solves", clients_ * 4);
+    const auto first = static_cast<std::size_t>(result.first_local_client);
+    std::copy_n(numbers.begin() + static_cast<std::ptrdiff_t>(first * 4), local_ * 4,
+                numbers_.begin());
+    if (keep_vectors_) {
+      const auto& vectors = state_array(state, "influence/vectors", clients_ * p);
+      std::copy_n(vectors.begin() + static_cast<std::ptrdiff_t>(first * p), local_ * p,
+                  result.local_vectors.begin());
+    }
+    retrained_ = state_flags(state, "influence/retrained", clients_);
+    result.actual = state_array(state, "influence/actual", clients_);
+    result.retrain_gradient_norm = state_array(state, "influence/retrain_gradient_norm", clients_);
+    for (std::size_t id = 0; id < clients_; ++id) units_ += numbers[id * 4] != 0.0 ? 1 : 0;
+    units_ += std::count(retrained_.begin(), retrained_.end(), 1);
+    if (state.count("influence/solver")) solver_history_ = state.at("influence/solver");
+  }
+
+  /// Restores the federated solver's history (CG warm starts) when resuming.
+  void restore(IhvpSolver& solver) {
+    solver_ = &solver;
+    if (!solver_history_.empty()) solver.restore_history(solver_history_);
+  }
+  /// The solver is gone after the vectors: later checkpoints keep its last history.
+  void detach(IhvpSolver& solver) {
+    solver_history_ = solver.history();
+    solver_ = nullptr;
+  }
+  double* numbers(std::size_t local) { return numbers_.data() + local * 4; }
+  bool solved(std::size_t local) const { return numbers_[local * 4] != 0.0; }
+  bool retrained(int id) const { return retrained_[static_cast<std::size_t>(id)] != 0; }
+  void mark_retrained(int id) { retrained_[static_cast<std::size_t>(id)] = 1; }
+
+  /// Collective, after `count` more units finished (on all ranks together): true on a stop signal.
+  bool finished(long count) {
+    units_ += count;
+    return checkpoint_ && checkpoint_->units_done(units_, [&](StateArrays& state) { save(state); });
+  }
+  /// [solved, estimate, iterations, residual] of every client, in id order, on every rank.
+  std::vector<double> all_numbers() const {
+    return ordered_allgather(numbers_, static_cast<int>(local_), 4);
+  }
+
+ private:
+  void save(StateArrays& state) const {
+    state["influence/solves"] = all_numbers();
+    if (keep_vectors_)
+      state["influence/vectors"] =
+          ordered_allgather(result_.local_vectors, static_cast<int>(local_), static_cast<int>(p_));
+    state["influence/retrained"] = flags_array(retrained_);
+    state["influence/actual"] = result_.actual;
+    state["influence/retrain_gradient_norm"] = result_.retrain_gradient_norm;
+    if (solver_)
+      state["influence/solver"] = solver_->history();
+    else if (!solver_history_.empty())
+      state["influence/solver"] = solver_history_;
+  }
+
+  SweepCheckpoint* checkpoint_;
+  std::size_t clients_, local_, p_;
+  bool keep_vectors_;
+  ClientInfluence& result_;
+  std::vector<double> numbers_;
+  std::vector<char> retrained_;
+  long units_ = 0;
+  std::vector<double> solver_history_;
+  IhvpSolver* solver_ = nullptr;
+};
+
+// Returns false when a stop signal ended it.
+bool federated_scope(Federation& federation, const InfluenceConfig& config,
                      const std::vector<double>& test_gradient, const std::vector<double>& gradients,
-                     HessianOperator& hessian, bool progress, ClientInfluence& result) {
+                     HessianOperator& hessian, bool progress, InfluenceSweep& sweep,
+                     ClientInfluence& result) {
   auto& problem = federation.problem();
   const std::size_t p = federation.parameters();
   const int clients = static_cast<int>(problem.client_rows.size());
@@ -64,70 +155,101 @@ void federated_scope(Federation& federation, const InfluenceConfig& config,
                             gradients.begin() + static_cast<std::ptrdiff_t>((k + 1) * p)),
         n);
   result.estimate = ordered_allgather(local_estimates, static_cast<int>(problem.clients.size()), 1);
-  if (!config.vectors) return;
+  if (!config.vectors) return true;
+  sweep.restore(*solver);
   // Each client's parameter change needs a solve with the federated Hessian: every rank takes part
   // (the product is a collective), the owner broadcasts its gradient and keeps the vector.
   ProgressLine bar("parameter-change vectors", clients, progress);
   std::vector<double> rhs(p), delta;
+  std::vector<double> numbers = sweep.all_numbers();  // which clients are solved
   for (int id = 0; id < clients; ++id) {
+    if (numbers[static_cast<std::size_t>(id) * 4] != 0.0) continue;
     const int owner = problem.layout->owner(id);
+    const auto local = static_cast<std::size_t>(id - result.first_local_client);
     if (owner == world_rank())
-      std::copy_n(
-          gradients.begin() + static_cast<std::ptrdiff_t>((id - result.first_local_client) * p), p,
-          rhs.begin());
+      std::copy_n(gradients.begin() + static_cast<std::ptrdiff_t>(local * p), p, rhs.begin());
     MPI_Bcast(rhs.data(), static_cast<int>(p), MPI_DOUBLE, owner, MPI_COMM_WORLD);
     const SolveReport solve = removal_parameter_change(*solver, rhs, n, delta);
-    result.iterations.push_back(solve.iterations);
-    result.relative_residual.push_back(solve.relative_residual);
-    if (owner == world_rank())
+    if (owner == world_rank()) {
       std::copy(delta.begin(), delta.end(),
-                result.local_vectors.begin() +
-                    static_cast<std::ptrdiff_t>((id - result.first_local_client) * p));
+                result.local_vectors.begin() + static_cast<std::ptrdiff_t>(local * p));
+      double* row = sweep.numbers(local);
+      row[0] = 1.0;
+      row[2] = solve.iterations;
+      row[3] = solve.relative_residual;
+    }
     bar.done(id + 1);
+    if (sweep.finished(1)) return false;
   }
+  sweep.detach(*solver);
+  numbers = sweep.all_numbers();
+  for (int id = 0; id < clients; ++id) {
+    result.iterations.push_back(
+        static_cast<std::int64_t>(numbers[static_cast<std::size_t>(id) * 4 + 2]));
+    result.relative_residual.push_back(numbers[static_cast<std::size_t>(id) * 4 + 3]);
+  }
+  return true;
 }
 
-void client_scope(Federation& federation, const std::vector<double>& theta,
+// Every rank solves its clients' local systems in parallel, one client each per step; a step is a
+// unit boundary. Returns false when a stop signal ended it.
+bool client_scope(Federation& federation, const std::vector<double>& theta,
                   const InfluenceConfig& config, const std::vector<double>& test_gradient,
-                  const std::vector<double>& gradients, bool progress, ClientInfluence& result) {
+                  const std::vector<double>& gradients, bool progress, InfluenceSweep& sweep,
+                  ClientInfluence& result) {
   auto& problem = federation.problem();
   const std::size_t p = federation.parameters();
   const std::int64_t n = federation.train_rows();
   const auto local = problem.clients.size();
-  std::vector<double> local_estimates(local), local_reports(2 * local), delta;
-  ProgressLine bar("local solves on rank 0", static_cast<int>(local), progress);
-  for (std::size_t k = 0; k < local; ++k) {
-    // Seed 000 Table 1: the client inverts only its own Hessian; no other party takes part.
-    auto hessian = make_client_hessian(federation, k, theta);
-    hessian->set_damping(result.damping);
-    auto solver = make_ihvp_solver(config.ihvp, *hessian);
-    const std::vector<double> g(gradients.begin() + static_cast<std::ptrdiff_t>(k * p),
-                                gradients.begin() + static_cast<std::ptrdiff_t>((k + 1) * p));
-    const SolveReport report = removal_parameter_change(*solver, g, n, delta);
-    local_estimates[k] = loss_change(test_gradient, delta);
-    local_reports[2 * k] = report.iterations;
-    local_reports[2 * k + 1] = report.relative_residual;
-    std::copy(delta.begin(), delta.end(),
-              result.local_vectors.begin() + static_cast<std::ptrdiff_t>(k * p));
-    bar.done(static_cast<int>(k + 1));
+  std::vector<std::size_t> pending;
+  for (std::size_t k = 0; k < local; ++k)
+    if (!sweep.solved(k)) pending.push_back(k);
+  int steps = static_cast<int>(pending.size());
+  MPI_Allreduce(MPI_IN_PLACE, &steps, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  std::vector<double> delta;
+  ProgressLine bar("local solves on rank 0", static_cast<int>(pending.size()), progress);
+  for (int step = 0; step < steps; ++step) {
+    int solved = 0;
+    if (static_cast<std::size_t>(step) < pending.size()) {
+      const std::size_t k = pending[static_cast<std::size_t>(step)];
+      // Seed 000 Table 1: the client inverts only its own Hessian; no other party takes part.
+      auto hessian = make_client_hessian(federation, k, theta);
+      hessian->set_damping(result.damping);
+      auto solver = make_ihvp_solver(config.ihvp, *hessian);
+      const std::vector<double> g(gradients.begin() + static_cast<std::ptrdiff_t>(k * p),
+                                  gradients.begin() + static_cast<std::ptrdiff_t>((k + 1) * p));
+      const SolveReport report = removal_parameter_change(*solver, g, n, delta);
+      double* row = sweep.numbers(k);
+      row[0] = 1.0;
+      row[1] = loss_change(test_gradient, delta);
+      row[2] = report.iterations;
+      row[3] = report.relative_residual;
+      std::copy(delta.begin(), delta.end(),
+                result.local_vectors.begin() + static_cast<std::ptrdiff_t>(k * p));
+      solved = 1;
+      bar.done(step + 1);
+    }
+    MPI_Allreduce(MPI_IN_PLACE, &solved, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (sweep.finished(solved)) return false;
   }
-  result.estimate = ordered_allgather(local_estimates, static_cast<int>(local), 1);
-  const auto reports = ordered_allgather(local_reports, static_cast<int>(local), 2);
-  for (std::size_t k = 0; k < reports.size() / 2; ++k) {
-    result.iterations.push_back(static_cast<std::int64_t>(reports[2 * k]));
-    result.relative_residual.push_back(reports[2 * k + 1]);
+  const auto numbers = sweep.all_numbers();
+  for (std::size_t id = 0; id < numbers.size() / 4; ++id) {
+    result.estimate.push_back(numbers[id * 4 + 1]);
+    result.iterations.push_back(static_cast<std::int64_t>(numbers[id * 4 + 2]));
+    result.relative_residual.push_back(numbers[id * 4 + 3]);
   }
+  return true;
 }
 
-void retrain_without_each_client(Federation& federation, const std::vector<double>& theta,
+// Returns false when a stop signal ended it.
+bool retrain_without_each_client(Federation& federation, const std::vector<double>& theta,
                                  const InfluenceConfig& config, const FederationConfig& training,
-                                 bool progress, ClientInfluence& result) {
+                                 bool progress, InfluenceSweep& sweep, ClientInfluence& result) {
   const int clients = static_cast<int>(federation.problem().client_rows.size());
   ProgressLine bar("retrained without client", clients, progress);
-  result.actual.resize(static_cast<std::size_t>(clients));
-  result.retrain_gradient_norm.resize(static_cast<std::size_t>(clients));
   std::vector<double> gradient;
   for (int id = 0; id < clients; ++id) {
+    if (sweep.retrained(id)) continue;
     federation.exclude_clients({id});
     std::vector<double> retrained = theta;
     if (config.retrain_full) {
@@ -143,13 +265,16 @@ void retrain_without_each_client(Federation& federation, const std::vector<doubl
     result.retrain_gradient_norm[static_cast<std::size_t>(id)] = norm2(gradient);
     result.actual[static_cast<std::size_t>(id)] =
         federation.evaluate_test(retrained).first - result.base_test_loss;
+    federation.exclude_clients({});
+    sweep.mark_retrained(id);
     bar.done(id + 1);
+    if (sweep.finished(1)) return false;
   }
-  federation.exclude_clients({});
   result.spearman = spearman(result.estimate, result.actual);
   result.mae = mean_absolute_error(result.estimate, result.actual);
   log::info("estimate vs exact retraining: Spearman rho {:.4f}  MAE {:.3e}", result.spearman,
             result.mae);
+  return true;
 }
 
 }  // namespace
@@ -180,7 +305,8 @@ void check_hessian_spectrum(HessianOperator& hessian, const InfluenceConfig& con
 
 ClientInfluence client_removal_influence(Federation& federation, const std::vector<double>& theta,
                                          const InfluenceConfig& config,
-                                         const FederationConfig& training, bool progress) {
+                                         const FederationConfig& training, bool progress,
+                                         SweepCheckpoint* checkpoint) {
   auto& problem = federation.problem();
   const std::size_t p = federation.parameters();
   ClientInfluence result;
@@ -199,14 +325,22 @@ ClientInfluence client_removal_influence(Federation& federation, const std::vect
   result.base_test_loss = federation.evaluate_test(theta).first;
   const auto gradients = local_removal_gradients(federation, theta, config.removal_gradient);
 
-  if (config.scope == HessianScope::federated)
-    federated_scope(federation, config, test_gradient, gradients, *hessian, progress, result);
+  InfluenceSweep sweep(checkpoint, problem, p, config.vectors, result);
+  const bool done = config.scope == HessianScope::federated
+                        ? federated_scope(federation, config, test_gradient, gradients, *hessian,
+                                          progress, sweep, result)
+                        : client_scope(federation, theta, config, test_gradient, gradients,
+                                       progress, sweep, result);
+  if (done && config.retrain)
+    result.stopped =
+        !retrain_without_each_client(federation, theta, config, training, progress, sweep, result);
   else
-    client_scope(federation, theta, config, test_gradient, gradients, progress, result);
+    result.stopped = !done;
   if (!config.vectors) result.local_vectors.clear();
-
-  if (config.retrain)
-    retrain_without_each_client(federation, theta, config, training, progress, result);
+  if (!config.retrain) {
+    result.actual.clear();
+    result.retrain_gradient_norm.clear();
+  }
   return result;
 }
 

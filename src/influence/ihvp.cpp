@@ -122,6 +122,27 @@ class SolutionRecycler {
     images_.push_back(std::move(w));
   }
 
+  /// [count, basis vectors, their images], p values each.
+  std::vector<double> saved() const {
+    std::vector<double> values{static_cast<double>(basis_.size())};
+    for (const auto* vectors : {&basis_, &images_})
+      for (const auto& v : *vectors) values.insert(values.end(), v.begin(), v.end());
+    return values;
+  }
+
+  void restore(const std::vector<double>& values) {
+    const auto count = values.empty() ? 0 : static_cast<std::size_t>(values[0]);
+    if (values.size() != 1 + 2 * count * p_ || count > capacity_)
+      throw InputError("checkpoint: the CG solver history does not fit this problem");
+    basis_.assign(count, std::vector<double>(p_));
+    images_.assign(count, std::vector<double>(p_));
+    for (std::size_t i = 0; i < count; ++i) {
+      std::copy_n(values.begin() + static_cast<std::ptrdiff_t>(1 + i * p_), p_, basis_[i].begin());
+      std::copy_n(values.begin() + static_cast<std::ptrdiff_t>(1 + (count + i) * p_), p_,
+                  images_[i].begin());
+    }
+  }
+
  private:
   std::size_t p_, capacity_;
   std::vector<std::vector<double>> basis_, images_;
@@ -158,6 +179,8 @@ class KrylovSolver final : public IhvpSolver {
   }
 
   IhvpMethod method() const override { return IhvpMethod::cg; }
+  std::vector<double> history() const override { return recycler_.saved(); }
+  void restore_history(const std::vector<double>& history) override { recycler_.restore(history); }
 
   SolveReport solve(const double* b, double* x) override {
     const std::size_t p = hessian_.parameters();
@@ -277,6 +300,11 @@ class LissaSolver final : public IhvpSolver {
   }
 
   IhvpMethod method() const override { return IhvpMethod::lissa; }
+  std::vector<double> history() const override { return {static_cast<double>(solve_count_)}; }
+  void restore_history(const std::vector<double>& history) override {
+    if (history.size() != 1) throw InputError("checkpoint: the LiSSA solver history is malformed");
+    solve_count_ = static_cast<std::uint64_t>(history[0]);
+  }
 
   // Koh & Liang's recursion h_j = b + (I - H_j / scale) h_{j-1}, h_0 = b, so that
   // h_J / scale -> H^{-1} b when every eigenvalue of H lies in (0, 2 scale); averaged over repeats.

@@ -121,8 +121,9 @@ bool read_arrays(hid_t file, CheckpointState& state) {
   return ok;
 }
 
-// Why `path` cannot be used for this deck ("" when it can), filling `state`.
-std::string load(const std::string& path, const std::string& hash, CheckpointState& state) {
+// Why `path` cannot be used for this deck and command ("" when it can), filling `state`.
+std::string load(const std::string& path, const std::string& hash, const std::string& command,
+                 CheckpointState& state) {
   SilentHdf5 silent;
   if (!fs::is_regular_file(path)) return "no such file";
   hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -133,17 +134,23 @@ std::string load(const std::string& path, const std::string& hash, CheckpointSta
   const std::string stored_hash = read_string_attribute(file, "results_hash");
   const std::string stored_sum = read_string_attribute(file, "checksum");
   const std::string round_text = read_string_attribute(file, "round");
+  // Checkpoints written before other commands could checkpoint are train's.
+  std::string stored_command = read_string_attribute(file, "command");
+  if (stored_command.empty()) stored_command = "train";
   if (format != kFormat)
     problem = fmt::format("not a Fluence checkpoint (format \"{}\")", format);
   else if (version_text != version())
     problem = fmt::format("written by Fluence {}, this is {} (incompatible version)", version_text,
                           version());
+  else if (stored_command != command)
+    problem = fmt::format("written by `fluence {}`, this is `fluence {}`", stored_command, command);
   else if (stored_hash != hash)
     problem = "written for another deck (the keys that change results differ)";
   else if (!read_arrays(file, state))
     problem = "its datasets cannot be read (corrupted)";
   H5Fclose(file);
   if (!problem.empty()) return problem;
+  state.command = stored_command;
   state.round = std::atoi(round_text.c_str());
   if (checksum(state) != stored_sum) return "checksum mismatch (corrupted)";
   return "";
@@ -151,9 +158,9 @@ std::string load(const std::string& path, const std::string& hash, CheckpointSta
 
 // Rank 0's verdict and state, sent to every rank.
 std::string load_everywhere(const std::string& path, const std::string& hash,
-                            CheckpointState& state) {
+                            const std::string& command, CheckpointState& state) {
   std::string problem;
-  if (world_rank() == 0) problem = load(path, hash, state);
+  if (world_rank() == 0) problem = load(path, hash, command, state);
   problem = broadcast_string(problem);
   if (!problem.empty()) return problem;
   // Names and sizes, then the values.
@@ -165,6 +172,7 @@ std::string load_everywhere(const std::string& path, const std::string& hash,
   int round = state.round;
   MPI_Bcast(&round, 1, MPI_INT, 0, MPI_COMM_WORLD);
   state.round = round;
+  state.command = command;
   std::istringstream lines(names);
   std::string name;
   std::size_t count = 0;
@@ -193,6 +201,7 @@ std::string write_checkpoint(const std::string& directory, const Deck& deck,
     ResultsFile file(directory, checkpoint_name(state.round));
     file.attribute("format", std::string(kFormat));
     file.attribute("fluence_version", std::string(version()));
+    file.attribute("command", state.command);
     file.attribute("results_hash", results_hash(deck));
     file.attribute("round", std::to_string(state.round));
     file.attribute("checksum", checksum(state));
@@ -213,18 +222,19 @@ std::string write_checkpoint(const std::string& directory, const Deck& deck,
   return path;
 }
 
-CheckpointState read_checkpoint(const std::string& path, const Deck& deck) {
+CheckpointState read_checkpoint(const std::string& path, const Deck& deck,
+                                const std::string& command) {
   CheckpointState state;
-  const std::string problem = load_everywhere(path, results_hash(deck), state);
+  const std::string problem = load_everywhere(path, results_hash(deck), command, state);
   if (!problem.empty()) throw InputError(fmt::format("--restart {}: refused: {}", path, problem));
   return state;
 }
 
 CheckpointState read_restart(const std::string& path, const std::string& directory,
-                             const Deck& deck, std::string& used) {
+                             const Deck& deck, std::string& used, const std::string& command) {
   if (path != "latest") {
     used = path;
-    return read_checkpoint(path, deck);
+    return read_checkpoint(path, deck, command);
   }
   std::vector<std::string> candidates;
   if (world_rank() == 0 && fs::is_directory(directory))
@@ -243,7 +253,7 @@ CheckpointState read_restart(const std::string& path, const std::string& directo
   const std::string hash = results_hash(deck);
   for (const auto& candidate : candidates) {
     CheckpointState state;
-    const std::string problem = load_everywhere(candidate, hash, state);
+    const std::string problem = load_everywhere(candidate, hash, command, state);
     if (problem.empty()) {
       used = candidate;
       return state;

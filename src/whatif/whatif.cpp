@@ -4,6 +4,7 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -39,7 +40,8 @@ WhatifAttribute label_attribute(const FederatedProblem& problem) {
 class WhatifRunner {
  public:
   WhatifRunner(Federation& federation, const std::vector<double>& theta,
-               const InfluenceConfig& influence, const WhatifConfig& config, bool progress)
+               const InfluenceConfig& influence, const WhatifConfig& config, bool progress,
+               SweepCheckpoint* checkpoint)
       : federation_(federation),
         problem_(federation.problem()),
         theta_(theta),
@@ -50,7 +52,8 @@ class WhatifRunner {
         D_(problem_.model->features()),
         K_(config.fractions.size()),
         E_(config.epsilons.size()),
-        test_(federation, config.test_sample) {}
+        test_(federation, config.test_sample),
+        checkpoint_(checkpoint) {}
 
   WhatifResult run() {
     WhatifResult result;
@@ -63,12 +66,111 @@ class WhatifRunner {
     result.group_rows = selection_.selected;
     estimate_cells(result);
     result.time_cells = cells.seconds();
-    if (config_.second_order) second_order_cells(result);
-    if (config_.retrain) retrain_cells(result);
+    prepare_units(result);
+    if (config_.second_order && !second_order_cells(result)) return stopped(result);
+    if (config_.retrain && !retrain_cells(result)) return stopped(result);
+    for (auto& variant : result.variants) {
+      if (!config_.retrain) break;
+      variant.first = metrics(variant, variant.estimated, config_.repeats);
+      if (config_.second_order)
+        variant.second = metrics(variant, variant.second_order, config_.repeats);
+    }
+    if (result.worst_gradient_norm > config_.retrain_tolerance)
+      log::warn(
+          "whatif: some retrains stopped at ||grad|| = {:.3g} > retrain_tolerance {:.3g} "
+          "(raise whatif.retrain_max_iterations)",
+          result.worst_gradient_norm, config_.retrain_tolerance);
     return result;
   }
 
  private:
+  static WhatifResult& stopped(WhatifResult& result) {
+    result.stopped = true;
+    return result;
+  }
+
+  std::size_t draws() const {
+    return static_cast<std::size_t>(config_.repeats + (config_.expected_retrain ? 1 : 0));
+  }
+
+  // The sweep's resumable state (docs/operations.md): the finished units and their results, the
+  // retrain counters, and the solvers' histories (CG warm starts carry over from solve to solve).
+  void save(const WhatifResult& result, StateArrays& state) const {
+    state["whatif/second_done"] = flags_array(second_done_);
+    state["whatif/chain_done"] = flags_array(chain_done_);
+    auto joined = [&](std::vector<double> WhatifVariantResult::*member) {
+      std::vector<double> values;
+      for (const auto& variant : result.variants)
+        values.insert(values.end(), (variant.*member).begin(), (variant.*member).end());
+      return values;
+    };
+    state["whatif/second_order"] = joined(&WhatifVariantResult::second_order);
+    state["whatif/actual"] = joined(&WhatifVariantResult::actual);
+    state["whatif/expected_retrain"] = joined(&WhatifVariantResult::expected_retrain);
+    state["whatif/retrain_totals"] = {
+        static_cast<double>(result.retrain_count), static_cast<double>(result.retrain_iterations),
+        static_cast<double>(result.retrain_hessian_products), result.worst_gradient_norm};
+    const double running = phase_clock_.seconds();
+    state["whatif/seconds"] = {result.time_second_order + (phase_ == Phase::second ? running : 0.0),
+                               result.time_retrain + (phase_ == Phase::retrain ? running : 0.0)};
+    state["whatif/solver"] = solver_->history();
+    if (retrain_solver_) state["whatif/retrain_solver"] = retrain_solver_->history();
+  }
+
+  void prepare_units(WhatifResult& result) {
+    const std::size_t V = result.variants.size(), R = static_cast<std::size_t>(config_.repeats);
+    second_done_.assign(config_.second_order ? V * E_ : 0, 0);
+    chain_done_.assign(config_.retrain ? V * E_ * draws() : 0, 0);
+    for (auto& variant : result.variants) {
+      if (config_.second_order) variant.second_order.assign(K_ * E_, nan());
+      if (!config_.retrain) continue;
+      variant.actual.assign(K_ * E_ * R, nan());
+      variant.expected_retrain.assign(K_ * E_, nan());
+    }
+    if (!checkpoint_ || checkpoint_->restored().empty()) return;
+    const StateArrays& state = checkpoint_->restored();
+    second_done_ = state_flags(state, "whatif/second_done", second_done_.size());
+    chain_done_ = state_flags(state, "whatif/chain_done", chain_done_.size());
+    units_ = std::count(second_done_.begin(), second_done_.end(), 1) +
+             std::count(chain_done_.begin(), chain_done_.end(), 1);
+    auto split = [&](const std::string& name, std::vector<double> WhatifVariantResult::*member) {
+      const std::size_t width = (result.variants.front().*member).size();
+      const auto& values = state_array(state, name, V * width);
+      for (std::size_t v = 0; v < V; ++v)
+        std::copy_n(values.begin() + static_cast<std::ptrdiff_t>(v * width), width,
+                    (result.variants[v].*member).begin());
+    };
+    split("whatif/second_order", &WhatifVariantResult::second_order);
+    split("whatif/actual", &WhatifVariantResult::actual);
+    split("whatif/expected_retrain", &WhatifVariantResult::expected_retrain);
+    const auto& totals = state_array(state, "whatif/retrain_totals", 4);
+    result.retrain_count = static_cast<long>(totals[0]);
+    result.retrain_iterations = static_cast<long>(totals[1]);
+    result.retrain_hessian_products = static_cast<long>(totals[2]);
+    result.worst_gradient_norm = totals[3];
+    const auto& seconds = state_array(state, "whatif/seconds", 2);
+    result.time_second_order = seconds[0];
+    result.time_retrain = seconds[1];
+    solver_->restore_history(state_array(state, "whatif/solver"));
+  }
+
+  enum class Phase { none, second, retrain };
+  void start_phase(Phase phase) {
+    phase_ = phase;
+    phase_clock_ = Stopwatch();
+  }
+  double end_phase() {
+    phase_ = Phase::none;
+    return phase_clock_.seconds();
+  }
+
+  // Collective, after a finished unit: true when a stop signal ends the sweep (checkpointed).
+  bool unit_finished(const WhatifResult& result) {
+    ++units_;
+    return checkpoint_ &&
+           checkpoint_->units_done(units_, [&](StateArrays& state) { save(result, state); });
+  }
+
   void solve_s_test(WhatifResult& result) {
     result.damping = influence_.damping;
     hessian_ = make_federated_hessian(federation_, theta_);
@@ -146,29 +248,30 @@ class WhatifRunner {
               ? IhvpMethod::explicit_cholesky
               : IhvpMethod::cg;
       retrain_solver_ = make_ihvp_solver(exact, *hessian_);
+      if (checkpoint_ && checkpoint_->restored().count("whatif/retrain_solver"))
+        retrain_solver_->restore_history(checkpoint_->restored().at("whatif/retrain_solver"));
     }
     return *retrain_solver_;
   }
 
-  void retrain_cells(WhatifResult& result) {
-    Stopwatch clock;
+  // Returns false when a stop signal ended it.
+  bool retrain_cells(WhatifResult& result) {
+    start_phase(Phase::retrain);
     const int R = config_.repeats;
-    const int draws = R + (config_.expected_retrain ? 1 : 0);
+    const auto draws = this->draws();
     pseudo_.resize(problem_.clients.size());
     PerturbedObjective objective(federation_, pseudo_);
     IhvpSolver& solver = retrain_solver();
-    ProgressLine bar(
-        "retrains",
-        static_cast<long>(config_.variants.size() * E_ * K_ * static_cast<std::size_t>(draws)),
-        progress_);
-    long done = 0;
-    for (auto& variant : result.variants) {
-      variant.actual.assign(K_ * E_ * static_cast<std::size_t>(R), nan());
-      variant.expected_retrain.assign(K_ * E_, nan());
+    ProgressLine bar("retrains", static_cast<long>(chain_done_.size() * K_), progress_);
+    long done = static_cast<long>(std::count(chain_done_.begin(), chain_done_.end(), 1) * K_);
+    for (std::size_t v = 0; v < result.variants.size(); ++v) {
+      auto& variant = result.variants[v];
       for (std::size_t e = 0; e < E_; ++e)
-        for (int d = 0; d < draws; ++d) {
-          const bool expected = d == R;
-          build_pseudo_rows(variant.variant, e, expected, d);
+        for (std::size_t d = 0; d < draws; ++d) {
+          const std::size_t chain = (v * E_ + e) * draws + d;
+          if (chain_done_[chain]) continue;
+          const bool expected = d == static_cast<std::size_t>(R);
+          build_pseudo_rows(variant.variant, e, expected, static_cast<int>(d));
           std::vector<double> theta = theta_;  // warm start; then each fraction from the last
           for (std::size_t k = 0; k < K_; ++k) {
             std::vector<std::size_t> active;
@@ -184,20 +287,16 @@ class WhatifRunner {
             if (expected)
               variant.expected_retrain[k * E_ + e] = change;
             else
-              variant.actual[(k * E_ + e) * R + d] = change;
+              variant.actual[(k * E_ + e) * static_cast<std::size_t>(R) + d] = change;
             ++result.retrain_count;
             bar.done(++done);
           }
+          chain_done_[chain] = 1;
+          if (unit_finished(result)) return false;
         }
-      variant.first = metrics(variant, variant.estimated, R);
-      if (config_.second_order) variant.second = metrics(variant, variant.second_order, R);
     }
-    result.time_retrain = clock.seconds();
-    if (result.worst_gradient_norm > config_.retrain_tolerance)
-      log::warn(
-          "whatif: some retrains stopped at ||grad|| = {:.3g} > retrain_tolerance {:.3g} "
-          "(raise whatif.retrain_max_iterations)",
-          result.worst_gradient_norm, config_.retrain_tolerance);
+    result.time_retrain += end_phase();
+    return true;
   }
 
   // MAE and Spearman rho over the eps grid per fraction (seed 001 §V-4, "run ten times and report
@@ -251,8 +350,10 @@ class WhatifRunner {
   // d theta = -(1/n) H^{-1} b and d L_te = g . d theta + d theta^T H_te d theta / 2. The first
   // term is the first-order estimate; the second dominates when g = grad L_te(theta^) is small,
   // as it is at an exact optimum when test and training data are alike.
-  void second_order_cells(WhatifResult& result) {
-    Stopwatch clock;
+  // Returns false when a stop signal ended it.
+  bool second_order_cells(WhatifResult& result) {
+    if (std::count(second_done_.begin(), second_done_.end(), 0) == 0) return true;
+    start_phase(Phase::second);
     const std::size_t p = federation_.parameters();
     const bool dense = p <= static_cast<std::size_t>(influence_.ihvp.explicit_max_parameters);
     std::vector<double> test_hessian, g, b(K_ * p), delta(p), hd(p);
@@ -261,9 +362,10 @@ class WhatifRunner {
     pseudo_.resize(problem_.clients.size());
     std::vector<double> scratch;
     const double inverse_n = 1.0 / static_cast<double>(federation_.train_rows());
-    for (auto& variant : result.variants) {
-      variant.second_order.assign(K_ * E_, nan());
+    for (std::size_t v = 0; v < result.variants.size(); ++v) {
+      auto& variant = result.variants[v];
       for (std::size_t e = 0; e < E_; ++e) {
+        if (second_done_[v * E_ + e]) continue;
         build_pseudo_rows(variant.variant, e, true, 0);
         // b for every fraction: each client adds its records' segment to a running sum.
         std::fill(b.begin(), b.end(), 0.0);
@@ -294,9 +396,12 @@ class WhatifRunner {
           }
           variant.second_order[k * E_ + e] = first + 0.5 * quadratic;
         }
+        second_done_[v * E_ + e] = 1;
+        if (unit_finished(result)) return false;
       }
     }
-    result.time_second_order = clock.seconds();
+    result.time_second_order += end_phase();
+    return true;
   }
 
   // The stream of one k-RR draw of (record, attribute): shared by every eps with `common` draws,
@@ -412,14 +517,19 @@ class WhatifRunner {
   std::unique_ptr<IhvpSolver> retrain_solver_;
   std::vector<double> s_test_;
   std::vector<PseudoRows> pseudo_;
+  SweepCheckpoint* checkpoint_;
+  std::vector<char> second_done_, chain_done_;  // per unit: finished (here or before a restart)
+  long units_ = 0;
+  Phase phase_ = Phase::none;
+  Stopwatch phase_clock_;
 };
 
 }  // namespace
 
 WhatifResult run_whatif(Federation& federation, const std::vector<double>& theta,
-                        const InfluenceConfig& influence, const WhatifConfig& config,
-                        bool progress) {
-  return WhatifRunner(federation, theta, influence, config, progress).run();
+                        const InfluenceConfig& influence, const WhatifConfig& config, bool progress,
+                        SweepCheckpoint* checkpoint) {
+  return WhatifRunner(federation, theta, influence, config, progress, checkpoint).run();
 }
 
 }  // namespace fluence

@@ -79,6 +79,43 @@ TEST(Ihvp, ConjugateGradientWarmStartReusesEarlierSolutions) {
   EXPECT_LE(report.relative_residual, 1e-10);
 }
 
+// A resumed sweep restores the solver's history (docs/operations.md): a fresh solver given the
+// history of one that solved b and b' solves the next right-hand side bitwise as that one does,
+// and differently without it (so the test sees the history at all).
+void expect_history_replays(const IhvpConfig& config, Fixture& f) {
+  auto hessian = f.hessian();
+  auto first = make_ihvp_solver(config, hessian);
+  const std::size_t p = f.b.size();
+  std::vector<double> x(p), other(p), next(p), replayed(p), fresh(p);
+  for (std::size_t k = 0; k < p; ++k) other[k] = f.b[(k + 1) % p] - 0.5 * f.b[k];
+  for (std::size_t k = 0; k < p; ++k) next[k] = f.b[(k + 2) % p] + 0.25 * f.b[k];
+  first->solve(f.b.data(), x.data());
+  first->solve(other.data(), x.data());
+  auto resumed = make_ihvp_solver(config, hessian);
+  resumed->restore_history(first->history());
+  first->solve(next.data(), x.data());
+  resumed->solve(next.data(), replayed.data());
+  EXPECT_EQ(x, replayed);
+  make_ihvp_solver(config, hessian)->solve(next.data(), fresh.data());
+  EXPECT_NE(x, fresh);
+}
+
+TEST(Ihvp, RestoredHistoryReplaysConjugateGradientWarmStarts) {
+  Fixture f(1e-3, 3);
+  IhvpConfig config;
+  expect_history_replays(config, f);
+}
+
+TEST(Ihvp, RestoredHistoryReplaysLissaSamples) {
+  Fixture f(1e-2, 4);
+  IhvpConfig config;
+  config.method = IhvpMethod::lissa;
+  config.lissa.scale = 2.0 * f.eigenvalues.back();
+  config.lissa.batch = 50;
+  config.lissa.depth = 20;
+  expect_history_replays(config, f);
+}
+
 TEST(Ihvp, ExplicitCholeskyMatchesDenseSolve) {
   Fixture f(1e-3, 3);
   auto hessian = f.hessian();

@@ -14,7 +14,8 @@ struct CommandLine {
   std::string deck;
   std::string out;                // --out overrides output.dir
   std::string model;              // influence --model results.h5
-  std::string restart;            // train --restart chk.h5 | latest
+  std::string restart;            // --restart chk.h5 | latest (train, influence, fldp, whatif)
+  int test_stop_at = -1;          // hidden --test-stop-at N: SIGUSR1 at checkpoint N (tests)
   std::vector<std::string> sets;  // --set section.key=value
   bool quiet = false;
   bool skip_data = false;  // validate --no-data

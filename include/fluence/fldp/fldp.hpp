@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "fluence/core/config.hpp"
+#include "fluence/core/resume.hpp"
 #include "fluence/fl/federation.hpp"
 #include "fluence/fldp/expected_loss.hpp"
 #include "fluence/influence/client_influence.hpp"
@@ -66,6 +67,7 @@ struct FldpCaseResult {
 };
 
 struct FldpResult {
+  bool stopped = false;  // a stop signal ended the sweep after a checkpoint: `cases` is partial
   double base_test_loss = 0.0, base_test_accuracy = 0.0;
   double damping = 0.0;
   std::optional<HessianSpectrum> spectrum;
@@ -73,10 +75,12 @@ struct FldpResult {
   std::vector<FldpCaseResult> cases;
 };
 
-/// Collective. `theta` is the trained model; `training` drives full retrains.
+/// Collective. `theta` is the trained model; `training` drives full retrains. With `checkpoint`,
+/// the sweep is resumable, one case a unit: a restart skips the finished cases.
 FldpResult run_fldp(Federation& federation, const std::vector<double>& theta,
                     const InfluenceConfig& influence, const FldpConfig& config,
-                    const FederationConfig& training, bool progress);
+                    const FederationConfig& training, bool progress,
+                    SweepCheckpoint* checkpoint = nullptr);
 
 /// The changed attributes of a change, for ExpectedLoss (attributes whose eps' is given and
 /// differs from the plan's eps).

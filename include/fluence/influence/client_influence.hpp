@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "fluence/core/config.hpp"
+#include "fluence/core/resume.hpp"
 #include "fluence/fl/federation.hpp"
 #include "fluence/influence/estimators.hpp"
 #include "fluence/influence/ihvp.hpp"
@@ -29,6 +30,7 @@ struct InfluenceConfig {
 };
 
 struct ClientInfluence {
+  bool stopped = false;  // a stop signal ended the sweep after a checkpoint: the rest is partial
   double base_test_loss = 0.0;
   std::vector<double> estimate;               // [clients], every rank
   std::vector<double> actual;                 // [clients] when retrained
@@ -49,8 +51,13 @@ void check_hessian_spectrum(HessianOperator& hessian, const InfluenceConfig& con
                             std::optional<HessianSpectrum>& spectrum, double& damping);
 
 /// Collective. `theta` should be the trained minimizer; `training` is used for full retraining.
+/// With `checkpoint`, the sweep is resumable; its units: each client's solve (its parameter-change
+/// vector, or its local solve with the client scope), then each client's leave-one-out retrain. A
+/// restart skips the finished units; the spectrum, s_test and the federated estimates are
+/// recomputed.
 ClientInfluence client_removal_influence(Federation& federation, const std::vector<double>& theta,
                                          const InfluenceConfig& config,
-                                         const FederationConfig& training, bool progress);
+                                         const FederationConfig& training, bool progress,
+                                         SweepCheckpoint* checkpoint = nullptr);
 
 }  // namespace fluence

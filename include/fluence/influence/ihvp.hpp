@@ -55,6 +55,12 @@ class IhvpSolver {
   /// x = H^{-1} b (x is overwritten). A collective when the operator is.
   virtual SolveReport solve(const double* b, double* x) = 0;
   virtual IhvpMethod method() const = 0;
+  /// What earlier solves left that changes later ones (CG's recycled solutions, LiSSA's solve
+  /// counter): a resumed sweep restores it so that its solves are bitwise the uninterrupted ones.
+  /// Empty for the stateless solvers.
+  virtual std::vector<double> history() const { return {}; }
+  /// Restores what history() returned (replacing this solver's own history).
+  virtual void restore_history(const std::vector<double>& history) { (void)history; }
 };
 
 /// The solver for `config.method` on `hessian` (kept by reference). InputError when the method

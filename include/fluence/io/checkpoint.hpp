@@ -1,22 +1,24 @@
 #pragma once
-// Checkpoints of `fluence train` (docs/operations.md): <out>/chk_<round, 6 digits>.h5, written by
-// rank 0 through a temporary name and renamed, holding everything the run needs to continue
-// bitwise-identically on any number of ranks: the round, the model, the metrics so far, the
-// private-training state (clipping norm, accountant, per-round histories), the resolved deck and
+// Checkpoints (docs/operations.md): <out>/chk_<counter, 6 digits>.h5, written by rank 0 through a
+// temporary name and renamed, holding everything a command needs to continue bitwise-identically
+// on any number of ranks: the state it declares resumable as named arrays (train: the model, the
+// metrics so far, the private-training state; whatif, fldp, influence: the trained model and the
+// finished units of their sweeps), the counter (rounds, units), the command, the resolved deck and
 // its results hash, the Fluence version, and a checksum over every stored number.
 #include <cstdint>
-#include <map>
 #include <string>
 #include <vector>
 
 #include "fluence/core/config.hpp"
+#include "fluence/core/resume.hpp"
 
 namespace fluence {
 
 /// Named numeric arrays: the state a command declares resumable.
 struct CheckpointState {
-  int round = 0;
-  std::map<std::string, std::vector<double>> arrays;
+  std::string command = "train";  // the command that wrote it (and alone may resume it)
+  int round = 0;                  // the counter in the name: rounds, then finished units
+  StateArrays arrays;
 };
 
 /// A hash of the resolved deck without the keys that cannot change results (`[output]`), so a
@@ -28,13 +30,15 @@ std::string results_hash(const Deck& deck);
 std::string write_checkpoint(const std::string& directory, const Deck& deck,
                              const CheckpointState& state, int keep);
 
-/// Collective: reads and verifies a checkpoint (format, version, checksum, results hash);
-/// InputError naming the file and what is wrong.
-CheckpointState read_checkpoint(const std::string& path, const Deck& deck);
+/// Collective: reads and verifies a checkpoint of `command` (format, version, command, checksum,
+/// results hash); InputError naming the file and what is wrong.
+CheckpointState read_checkpoint(const std::string& path, const Deck& deck,
+                                const std::string& command = "train");
 
-/// Collective: `path`, or with "latest" the newest valid checkpoint in `directory` (each invalid
-/// newer one is reported and skipped). InputError when there is none.
+/// Collective: `path`, or with "latest" the newest valid checkpoint of `command` in `directory`
+/// (each invalid newer one is reported and skipped). InputError when there is none.
 CheckpointState read_restart(const std::string& path, const std::string& directory,
-                             const Deck& deck, std::string& used);
+                             const Deck& deck, std::string& used,
+                             const std::string& command = "train");
 
 }  // namespace fluence

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "fluence/core/config.hpp"
+#include "fluence/core/resume.hpp"
 #include "fluence/fl/federation.hpp"
 #include "fluence/influence/client_influence.hpp"
 
@@ -83,6 +84,7 @@ struct WhatifVariantResult {
 };
 
 struct WhatifResult {
+  bool stopped = false;  // a stop signal ended the sweep after a checkpoint: the rest is partial
   std::int64_t group_size = 0;
   std::vector<std::int64_t> group_rows;  // K: records perturbed at each fraction
   std::int64_t test_rows = 0;
@@ -97,9 +99,13 @@ struct WhatifResult {
   double worst_gradient_norm = 0.0;   // largest final ||grad|| of any retrain
 };
 
-/// Collective. `theta` is the trained minimizer of the clean objective.
+/// Collective. `theta` is the trained minimizer of the clean objective. With `checkpoint`, the
+/// sweep is resumable; its units, in this order: the second-order estimates of one (variant, eps)
+/// over every fraction (K solves), then the retrains of one (variant, eps, draw or the
+/// expectation) over every fraction (K retrains, each warm-started from the previous fraction's).
+/// A restart skips the finished units; s_test and the first-order estimates are recomputed.
 WhatifResult run_whatif(Federation& federation, const std::vector<double>& theta,
-                        const InfluenceConfig& influence, const WhatifConfig& config,
-                        bool progress);
+                        const InfluenceConfig& influence, const WhatifConfig& config, bool progress,
+                        SweepCheckpoint* checkpoint = nullptr);
 
 }  // namespace fluence
