@@ -710,7 +710,7 @@ def figure_grid(runs, variant, path):
                 ax.set_title(describe_setting(chosen[0]), fontsize=9)
             if row == 2:
                 ax.set_xlabel("participants")
-                sizes = sorted({r.participants for r in chosen})
+                sizes = sorted({r.participants for r in grid})
                 ax.set_xticks(sizes)
                 ax.set_xticklabels([str(s) for s in sizes])
                 ax.minorticks_off()

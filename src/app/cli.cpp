@@ -153,6 +153,9 @@ CommandLine parse_command_line(int argc, char** argv) {
   lia->add_option("--out", result.out, "output directory (overrides output.dir)");
   lia->add_option("--set", result.sets, "override a deck key: section.key=value (repeatable)");
   lia->add_flag("--quiet", result.quiet, "no per-stage progress lines");
+  add_restart_options(lia, result,
+                      "continue from a checkpoint (a chk_*.h5 of this deck, or \"latest\" in the "
+                      "output directory): the filtering outcome and finished FL methods are kept");
 
   auto* privacy = app.add_subcommand(
       "privacy",

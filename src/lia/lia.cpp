@@ -19,6 +19,7 @@
 #include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/mpi.hpp"
+#include "fluence/core/resume.hpp"
 #include "fluence/core/rng.hpp"
 #include "fluence/data/source.hpp"
 #include "fluence/lia/aggregators.hpp"
@@ -222,9 +223,59 @@ Filtration filtration_metrics(const std::vector<std::int64_t>& accepted,
           static_cast<double>(tp + tn) / static_cast<double>(accepted.size())};
 }
 
+// The resumable state (docs/operations.md): the filtering outcome, then each finished FL method.
+void save_lia_state(const LiaResult& r, StateArrays& arrays) {
+  auto as_double = [](const std::vector<std::int64_t>& v) {
+    return std::vector<double>(v.begin(), v.end());
+  };
+  arrays["lia/vote_sum"] = r.vote_sum;
+  arrays["lia/true_vote_sum"] = r.true_vote_sum;
+  arrays["lia/votes_cast"] = as_double(r.votes_cast);
+  arrays["lia/accepted"] = as_double(r.accepted);
+  arrays["lia/scalars"] = {r.threshold,     r.recall,        r.precision,        r.accuracy,
+                           r.epsilon_train, r.epsilon_vote,  r.noise_multiplier, r.sign_agreement,
+                           r.vote_gflops,   r.time_training, r.time_votes};
+  arrays["lia/sign_checked"] = as_double(r.sign_checked);
+  arrays["lia/minority/acceptance"] = r.minority.acceptance;
+  arrays["lia/minority/vote_sum"] = r.minority.vote_sum;
+  for (const auto& method : r.fl) {
+    std::vector<double> stored{static_cast<double>(method.clients)};
+    stored.insert(stored.end(), method.test_accuracy.begin(), method.test_accuracy.end());
+    arrays["lia/fl/" + method.method] = stored;
+  }
+}
+
+void restore_filtering(const StateArrays& arrays, int participants, const LiaConfig& config,
+                       LiaResult& r) {
+  const auto P = static_cast<std::size_t>(participants);
+  auto as_int = [](const std::vector<double>& v) {
+    return std::vector<std::int64_t>(v.begin(), v.end());
+  };
+  r.vote_sum = state_array(arrays, "lia/vote_sum", P);
+  r.true_vote_sum = state_array(arrays, "lia/true_vote_sum", P);
+  r.votes_cast = as_int(state_array(arrays, "lia/votes_cast", P));
+  r.accepted = as_int(state_array(arrays, "lia/accepted", P));
+  const auto& scalars = state_array(arrays, "lia/scalars", 11);
+  r.threshold = scalars[0];
+  r.recall = scalars[1];
+  r.precision = scalars[2];
+  r.accuracy = scalars[3];
+  r.epsilon_train = scalars[4];
+  r.epsilon_vote = scalars[5];
+  r.noise_multiplier = scalars[6];
+  r.sign_agreement = scalars[7];
+  r.vote_gflops = scalars[8];
+  r.time_training = scalars[9];
+  r.time_votes = scalars[10];
+  r.sign_checked = as_int(state_array(arrays, "lia/sign_checked"));
+  r.minority.acceptance = state_array(arrays, "lia/minority/acceptance");
+  r.minority.vote_sum = state_array(arrays, "lia/minority/vote_sum");
+  if (!config.minority_fractions.empty()) r.minority.fractions = config.minority_fractions;
+}
+
 }  // namespace
 
-LiaResult run_lia(const Deck& deck, bool progress) {
+LiaResult run_lia(const Deck& deck, bool progress, SweepCheckpoint* checkpoint) {
   Stopwatch clock;
   LiaResult result;
   const auto seed = static_cast<std::uint64_t>(deck.integer("seed"));
@@ -334,185 +385,199 @@ LiaResult run_lia(const Deck& deck, bool progress) {
   }
   result.time_setup = clock.seconds();
 
-  // Contributors (Algorithm 1 lines 4-6): k epochs of DP-SGD on the last layer from M0.
-  Stopwatch training_clock;
-  DpSgdConfig dp;
-  dp.epochs = config.local_epochs;
-  dp.batch_size = config.batch_size;
-  dp.learning_rate = config.learning_rate;
-  dp.clip = config.clip;
-  dp.l2 = config.l2;
-  const double q = dp_sgd_rate(config.train_size, dp);
-  const long steps = dp_sgd_steps(config.train_size, dp);
-  if (std::isfinite(config.epsilon_train)) {
-    dp.noise_multiplier = noise_for_epsilon(q, steps, config.epsilon_train, config.delta);
-    result.epsilon_train = dp_sgd_epsilon(q, dp.noise_multiplier, steps, config.delta).epsilon;
-  } else {
-    result.epsilon_train = std::numeric_limits<double>::infinity();
-  }
-  result.noise_multiplier = dp.noise_multiplier;
-  result.epsilon_vote =
-      vote_epsilon(config.vote_flip_probability(), config.vote_accounting == "seed");
-  DpSgdWorkspace dp_work;
-  auto train_contributor = [&](const double* x, const std::int32_t* y, std::size_t rows,
-                               Stream& stream, double* out) {
-    std::copy(theta0.begin(), theta0.end(), out);
-    dp_sgd(x, y, rows, D, C, dp, stream, out, dp_work);
-  };
-  std::vector<double> layers_local(static_cast<std::size_t>(owned) * p);
-  for (int i = local.first; i < local.last; ++i) {
-    Stream stream(seed, Purpose::lia_dp_sgd, static_cast<std::uint64_t>(i));
-    const std::size_t offset = static_cast<std::size_t>(i - local.first) * config.train_size;
-    train_contributor(&local.train_x[offset * D], &local.train_y[offset], config.train_size, stream,
-                      &layers_local[static_cast<std::size_t>(i - local.first) * p]);
-  }
-  // Every validator needs every contributor's layer: one all-gather, P x p doubles per rank.
-  const auto layers = ordered_allgather(layers_local, owned, static_cast<int>(p));
-  result.time_training = training_clock.seconds();
-  if (progress)
-    log::info(
-        "lia: {} contributors trained (DP-SGD: q = {:.3g}, {} steps, sigma = {:.4g}, "
-        "eps = {:.4g} at delta = {:g}) in {}",
-        P, q, steps, dp.noise_multiplier, result.epsilon_train, config.delta,
-        format_duration(result.time_training));
-
-  // Validators (lines 8-12): loss differences as GEMMs, then votes.
-  Stopwatch vote_clock;
-  VoteKernel kernel(D, C);
-  std::vector<double> differences(static_cast<std::size_t>(owned) * P);
-  std::vector<std::uint8_t> row_subset, pair_subset;
-  if (config.validation_subsets > 1)
-    validation_subsets(config, local.first, local.last, P, 0, seed, row_subset, pair_subset);
-  kernel.loss_differences(local.validation_x.data(), local.validation_y.data(),
-                          local.validation_begin, theta0.data(), layers.data(), P,
-                          differences.data(), row_subset.empty() ? nullptr : row_subset.data(),
-                          pair_subset.empty() ? nullptr : pair_subset.data());
-  const double gemm_seconds = kernel.last_gemm_seconds();
-  result.vote_gflops = gemm_seconds > 0 ? kernel.last_gemm_flops() / gemm_seconds / 1e9 : 0.0;
-  const auto member = membership_matrix(P, 0, config, local.first, local.last, seed);
-  const auto baseline = vote_baselines(differences, member, P, config, local.first, local.last);
-  const VoteTally tally =
-      tally_votes(differences, member, baseline, P, 0, config, local.first, local.last, seed);
-  result.time_votes = vote_clock.seconds();
-
-  // Center (line 14).
-  result.vote_sum.assign(tally.noisy.begin(), tally.noisy.end());
-  result.true_vote_sum.assign(tally.truthful.begin(), tally.truthful.end());
-  result.votes_cast = tally.cast;
-  result.threshold = config.threshold == "kmeans"    ? kmeans_threshold(result.vote_sum)
-                     : config.threshold == "mixture" ? mixture_threshold(result.vote_sum)
-                                                     : 0.0;
-  result.accepted.assign(P, 0);
-  for (int a = 0; a < P; ++a) result.accepted[a] = result.vote_sum[a] >= result.threshold ? 1 : 0;
-  const Filtration metrics = filtration_metrics(result.accepted, result.corrupted);
-  result.recall = metrics.recall;
-  result.precision = metrics.precision;
-  result.accuracy = metrics.accuracy;
-  if (progress)
-    log::info(
-        "lia: {} votes in {} (vote GEMMs {:.1f} GFLOP/s per rank); threshold {:.4g}: {} of "
-        "{} accepted; recall {:.4f}, precision {:.4f}, accuracy {:.4f}",
-        std::accumulate(tally.cast.begin(), tally.cast.end(), std::int64_t{0}),
-        format_duration(result.time_votes), result.vote_gflops, result.threshold,
-        std::accumulate(result.accepted.begin(), result.accepted.end(), std::int64_t{0}), P,
-        result.recall, result.precision, result.accuracy);
-
-  // Exact influence check (seed Fig. 9, Eq. 4): retrain M0's objective with the contributor's
-  // batch added and compare sign(L_B(M0) - L_B(M0 + A)) with the lazy vote, per pair.
-  if (config.sign_check > 0) {
-    Stream choose(seed, Purpose::lia_sign_check);
-    auto order = random_permutation(choose, P);
-    std::vector<std::int64_t> sample(order.begin(), order.begin() + config.sign_check);
-    std::sort(sample.begin(), sample.end());
-    result.sign_checked = sample;
-    std::vector<double> retrained_local;
-    int retrained_owned = 0;
-    for (auto a : sample) {
-      if (a < local.first || a >= local.last) continue;
-      const std::size_t offset = static_cast<std::size_t>(a - local.first) * config.train_size;
-      std::vector<double> x(warmup_x);
-      x.insert(x.end(), local.train_x.begin() + offset * D,
-               local.train_x.begin() + (offset + config.train_size) * D);
-      std::vector<std::int32_t> y(warmup_y);
-      y.insert(y.end(), local.train_y.begin() + offset,
-               local.train_y.begin() + offset + config.train_size);
-      std::vector<double> theta(theta0);
-      exact_fit(model, x.data(), y.data(), y.size(), config.retrain_tolerance, theta);
-      retrained_local.insert(retrained_local.end(), theta.begin(), theta.end());
-      ++retrained_owned;
+  // A restart after the filtering stage takes its outcome from the checkpoint (docs/operations.md).
+  const StateArrays none;
+  const StateArrays& restored = checkpoint ? checkpoint->restored() : none;
+  const bool filtered = restored.count("lia/vote_sum") > 0;
+  if (filtered) restore_filtering(restored, P, config, result);
+  if (!filtered) {
+    // Contributors (Algorithm 1 lines 4-6): k epochs of DP-SGD on the last layer from M0.
+    Stopwatch training_clock;
+    DpSgdConfig dp;
+    dp.epochs = config.local_epochs;
+    dp.batch_size = config.batch_size;
+    dp.learning_rate = config.learning_rate;
+    dp.clip = config.clip;
+    dp.l2 = config.l2;
+    const double q = dp_sgd_rate(config.train_size, dp);
+    const long steps = dp_sgd_steps(config.train_size, dp);
+    if (std::isfinite(config.epsilon_train)) {
+      dp.noise_multiplier = noise_for_epsilon(q, steps, config.epsilon_train, config.delta);
+      result.epsilon_train = dp_sgd_epsilon(q, dp.noise_multiplier, steps, config.delta).epsilon;
+    } else {
+      result.epsilon_train = std::numeric_limits<double>::infinity();
     }
-    const auto retrained = ordered_allgather(retrained_local, retrained_owned, static_cast<int>(p));
-    const int S = config.sign_check;
-    std::vector<double> exact(static_cast<std::size_t>(owned) * S);
-    kernel.loss_differences(local.validation_x.data(), local.validation_y.data(),
-                            local.validation_begin, theta0.data(), retrained.data(), S,
-                            exact.data());
-    long counts[2] = {0, 0};  // agreeing, compared
-    for (int b = local.first; b < local.last; ++b)
-      for (int s = 0; s < S; ++s) {
-        const auto a = sample[s];
-        if (a == b) continue;
-        const bool lazy = differences[static_cast<std::size_t>(b - local.first) * P + a] > 0.0;
-        const bool truth = exact[static_cast<std::size_t>(b - local.first) * S + s] > 0.0;
-        counts[0] += lazy == truth;
-        counts[1] += 1;
-      }
-    MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-    result.sign_agreement = static_cast<double>(counts[0]) / static_cast<double>(counts[1]);
+    result.noise_multiplier = dp.noise_multiplier;
+    result.epsilon_vote =
+        vote_epsilon(config.vote_flip_probability(), config.vote_accounting == "seed");
+    DpSgdWorkspace dp_work;
+    auto train_contributor = [&](const double* x, const std::int32_t* y, std::size_t rows,
+                                 Stream& stream, double* out) {
+      std::copy(theta0.begin(), theta0.end(), out);
+      dp_sgd(x, y, rows, D, C, dp, stream, out, dp_work);
+    };
+    std::vector<double> layers_local(static_cast<std::size_t>(owned) * p);
+    for (int i = local.first; i < local.last; ++i) {
+      Stream stream(seed, Purpose::lia_dp_sgd, static_cast<std::uint64_t>(i));
+      const std::size_t offset = static_cast<std::size_t>(i - local.first) * config.train_size;
+      train_contributor(&local.train_x[offset * D], &local.train_y[offset], config.train_size,
+                        stream, &layers_local[static_cast<std::size_t>(i - local.first) * p]);
+    }
+    // Every validator needs every contributor's layer: one all-gather, P x p doubles per rank.
+    const auto layers = ordered_allgather(layers_local, owned, static_cast<int>(p));
+    result.time_training = training_clock.seconds();
     if (progress)
       log::info(
-          "lia: exact influence of {} contributors by retraining: the lazy vote's sign "
-          "agrees in {:.4f} of {} (contributor, validator) pairs",
-          S, result.sign_agreement, counts[1]);
-  }
+          "lia: {} contributors trained (DP-SGD: q = {:.3g}, {} steps, sigma = {:.4g}, "
+          "eps = {:.4g} at delta = {:g}) in {}",
+          P, q, steps, dp.noise_multiplier, result.epsilon_train, config.delta,
+          format_duration(result.time_training));
 
-  // Minority experiment (seed §IV-E): newcomers with a share of the class the validators lack.
-  if (minority) {
-    const int F = static_cast<int>(config.minority_fractions.size());
-    const int R = config.minority_runs;
-    const int newcomers = F * R;
-    result.minority.fractions = config.minority_fractions;
-    const auto nf = static_cast<std::int64_t>(newcomers);
-    const auto n0 = nf * rank / ranks, n1 = nf * (rank + 1) / ranks;
-    std::vector<double> newcomer_local(static_cast<std::size_t>(n1 - n0) * p);
-    for (auto k = n0; k < n1; ++k) {
-      const int f = static_cast<int>(k / R), run = static_cast<int>(k % R);
-      const auto rows =
-          minority_batch(train, assignment, config, config.minority_fractions[f], seed, run);
-      const auto x = body.features(train, rows);
-      const auto y = labels_of(train, rows);
-      Stream stream(seed, Purpose::lia_dp_sgd, static_cast<std::uint64_t>(P + k));
-      train_contributor(x.data(), y.data(), rows.size(), stream,
-                        &newcomer_local[static_cast<std::size_t>(k - n0) * p]);
-    }
-    const auto newcomer_layers =
-        ordered_allgather(newcomer_local, static_cast<int>(n1 - n0), static_cast<int>(p));
-    std::vector<double> minority_differences(static_cast<std::size_t>(owned) * newcomers);
-    std::vector<std::uint8_t> newcomer_pairs;
+    // Validators (lines 8-12): loss differences as GEMMs, then votes.
+    Stopwatch vote_clock;
+    VoteKernel kernel(D, C);
+    std::vector<double> differences(static_cast<std::size_t>(owned) * P);
+    std::vector<std::uint8_t> row_subset, pair_subset;
     if (config.validation_subsets > 1)
-      validation_subsets(config, local.first, local.last, newcomers, P, seed, row_subset,
-                         newcomer_pairs);
+      validation_subsets(config, local.first, local.last, P, 0, seed, row_subset, pair_subset);
     kernel.loss_differences(local.validation_x.data(), local.validation_y.data(),
-                            local.validation_begin, theta0.data(), newcomer_layers.data(),
-                            newcomers, minority_differences.data(),
-                            row_subset.empty() ? nullptr : row_subset.data(),
-                            newcomer_pairs.empty() ? nullptr : newcomer_pairs.data());
-    // A newcomer is judged against the validators' baselines from the population's contributors.
-    const auto newcomer_member =
-        membership_matrix(newcomers, P, config, local.first, local.last, seed);
-    const VoteTally newcomer_tally =
-        tally_votes(minority_differences, newcomer_member, baseline, newcomers, P, config,
-                    local.first, local.last, seed);
-    result.minority.vote_sum.assign(newcomer_tally.noisy.begin(), newcomer_tally.noisy.end());
-    result.minority.acceptance.assign(F, 0.0);
-    for (int k = 0; k < newcomers; ++k)
-      if (result.minority.vote_sum[k] >= result.threshold)
-        result.minority.acceptance[k / R] += 1.0 / R;
+                            local.validation_begin, theta0.data(), layers.data(), P,
+                            differences.data(), row_subset.empty() ? nullptr : row_subset.data(),
+                            pair_subset.empty() ? nullptr : pair_subset.data());
+    const double gemm_seconds = kernel.last_gemm_seconds();
+    result.vote_gflops = gemm_seconds > 0 ? kernel.last_gemm_flops() / gemm_seconds / 1e9 : 0.0;
+    const auto member = membership_matrix(P, 0, config, local.first, local.last, seed);
+    const auto baseline = vote_baselines(differences, member, P, config, local.first, local.last);
+    const VoteTally tally =
+        tally_votes(differences, member, baseline, P, 0, config, local.first, local.last, seed);
+    result.time_votes = vote_clock.seconds();
+
+    // Center (line 14).
+    result.vote_sum.assign(tally.noisy.begin(), tally.noisy.end());
+    result.true_vote_sum.assign(tally.truthful.begin(), tally.truthful.end());
+    result.votes_cast = tally.cast;
+    result.threshold = config.threshold == "kmeans"    ? kmeans_threshold(result.vote_sum)
+                       : config.threshold == "mixture" ? mixture_threshold(result.vote_sum)
+                                                       : 0.0;
+    result.accepted.assign(P, 0);
+    for (int a = 0; a < P; ++a) result.accepted[a] = result.vote_sum[a] >= result.threshold ? 1 : 0;
+    const Filtration metrics = filtration_metrics(result.accepted, result.corrupted);
+    result.recall = metrics.recall;
+    result.precision = metrics.precision;
+    result.accuracy = metrics.accuracy;
     if (progress)
-      for (int f = 0; f < F; ++f)
-        log::info("lia: minority newcomer with {:.0f}% of class {}: accepted in {:.3f} of {} runs",
-                  100.0 * config.minority_fractions[f], config.minority_class,
-                  result.minority.acceptance[f], R);
+      log::info(
+          "lia: {} votes in {} (vote GEMMs {:.1f} GFLOP/s per rank); threshold {:.4g}: {} of "
+          "{} accepted; recall {:.4f}, precision {:.4f}, accuracy {:.4f}",
+          std::accumulate(tally.cast.begin(), tally.cast.end(), std::int64_t{0}),
+          format_duration(result.time_votes), result.vote_gflops, result.threshold,
+          std::accumulate(result.accepted.begin(), result.accepted.end(), std::int64_t{0}), P,
+          result.recall, result.precision, result.accuracy);
+
+    // Exact influence check (seed Fig. 9, Eq. 4): retrain M0's objective with the contributor's
+    // batch added and compare sign(L_B(M0) - L_B(M0 + A)) with the lazy vote, per pair.
+    if (config.sign_check > 0) {
+      Stream choose(seed, Purpose::lia_sign_check);
+      auto order = random_permutation(choose, P);
+      std::vector<std::int64_t> sample(order.begin(), order.begin() + config.sign_check);
+      std::sort(sample.begin(), sample.end());
+      result.sign_checked = sample;
+      std::vector<double> retrained_local;
+      int retrained_owned = 0;
+      for (auto a : sample) {
+        if (a < local.first || a >= local.last) continue;
+        const std::size_t offset = static_cast<std::size_t>(a - local.first) * config.train_size;
+        std::vector<double> x(warmup_x);
+        x.insert(x.end(), local.train_x.begin() + offset * D,
+                 local.train_x.begin() + (offset + config.train_size) * D);
+        std::vector<std::int32_t> y(warmup_y);
+        y.insert(y.end(), local.train_y.begin() + offset,
+                 local.train_y.begin() + offset + config.train_size);
+        std::vector<double> theta(theta0);
+        exact_fit(model, x.data(), y.data(), y.size(), config.retrain_tolerance, theta);
+        retrained_local.insert(retrained_local.end(), theta.begin(), theta.end());
+        ++retrained_owned;
+      }
+      const auto retrained =
+          ordered_allgather(retrained_local, retrained_owned, static_cast<int>(p));
+      const int S = config.sign_check;
+      std::vector<double> exact(static_cast<std::size_t>(owned) * S);
+      kernel.loss_differences(local.validation_x.data(), local.validation_y.data(),
+                              local.validation_begin, theta0.data(), retrained.data(), S,
+                              exact.data());
+      long counts[2] = {0, 0};  // agreeing, compared
+      for (int b = local.first; b < local.last; ++b)
+        for (int s = 0; s < S; ++s) {
+          const auto a = sample[s];
+          if (a == b) continue;
+          const bool lazy = differences[static_cast<std::size_t>(b - local.first) * P + a] > 0.0;
+          const bool truth = exact[static_cast<std::size_t>(b - local.first) * S + s] > 0.0;
+          counts[0] += lazy == truth;
+          counts[1] += 1;
+        }
+      MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+      result.sign_agreement = static_cast<double>(counts[0]) / static_cast<double>(counts[1]);
+      if (progress)
+        log::info(
+            "lia: exact influence of {} contributors by retraining: the lazy vote's sign "
+            "agrees in {:.4f} of {} (contributor, validator) pairs",
+            S, result.sign_agreement, counts[1]);
+    }
+
+    // Minority experiment (seed §IV-E): newcomers with a share of the class the validators lack.
+    if (minority) {
+      const int F = static_cast<int>(config.minority_fractions.size());
+      const int R = config.minority_runs;
+      const int newcomers = F * R;
+      result.minority.fractions = config.minority_fractions;
+      const auto nf = static_cast<std::int64_t>(newcomers);
+      const auto n0 = nf * rank / ranks, n1 = nf * (rank + 1) / ranks;
+      std::vector<double> newcomer_local(static_cast<std::size_t>(n1 - n0) * p);
+      for (auto k = n0; k < n1; ++k) {
+        const int f = static_cast<int>(k / R), run = static_cast<int>(k % R);
+        const auto rows =
+            minority_batch(train, assignment, config, config.minority_fractions[f], seed, run);
+        const auto x = body.features(train, rows);
+        const auto y = labels_of(train, rows);
+        Stream stream(seed, Purpose::lia_dp_sgd, static_cast<std::uint64_t>(P + k));
+        train_contributor(x.data(), y.data(), rows.size(), stream,
+                          &newcomer_local[static_cast<std::size_t>(k - n0) * p]);
+      }
+      const auto newcomer_layers =
+          ordered_allgather(newcomer_local, static_cast<int>(n1 - n0), static_cast<int>(p));
+      std::vector<double> minority_differences(static_cast<std::size_t>(owned) * newcomers);
+      std::vector<std::uint8_t> newcomer_pairs;
+      if (config.validation_subsets > 1)
+        validation_subsets(config, local.first, local.last, newcomers, P, seed, row_subset,
+                           newcomer_pairs);
+      kernel.loss_differences(local.validation_x.data(), local.validation_y.data(),
+                              local.validation_begin, theta0.data(), newcomer_layers.data(),
+                              newcomers, minority_differences.data(),
+                              row_subset.empty() ? nullptr : row_subset.data(),
+                              newcomer_pairs.empty() ? nullptr : newcomer_pairs.data());
+      // A newcomer is judged against the validators' baselines from the population's contributors.
+      const auto newcomer_member =
+          membership_matrix(newcomers, P, config, local.first, local.last, seed);
+      const VoteTally newcomer_tally =
+          tally_votes(minority_differences, newcomer_member, baseline, newcomers, P, config,
+                      local.first, local.last, seed);
+      result.minority.vote_sum.assign(newcomer_tally.noisy.begin(), newcomer_tally.noisy.end());
+      result.minority.acceptance.assign(F, 0.0);
+      for (int k = 0; k < newcomers; ++k)
+        if (result.minority.vote_sum[k] >= result.threshold)
+          result.minority.acceptance[k / R] += 1.0 / R;
+      if (progress)
+        for (int f = 0; f < F; ++f)
+          log::info(
+              "lia: minority newcomer with {:.0f}% of class {}: accepted in {:.3f} of {} runs",
+              100.0 * config.minority_fractions[f], config.minority_class,
+              result.minority.acceptance[f], R);
+    }
+  }
+  if (!filtered && checkpoint &&
+      checkpoint->units_done(1, [&](StateArrays& arrays) { save_lia_state(result, arrays); })) {
+    result.stopped = true;
+    return result;
   }
 
   // FL after filtering (seed Fig. 3): T rounds from M0, every round each included participant
@@ -521,6 +586,16 @@ LiaResult run_lia(const Deck& deck, bool progress) {
   std::vector<double> update_local, center(p), aggregate(p);
   for (std::size_t m = 0; m < config.methods.size() && config.rounds > 0; ++m) {
     const std::string& method = config.methods[m];
+    if (restored.count("lia/fl/" + method)) {
+      FlMethodResult fl;
+      fl.method = method;
+      const auto& stored =
+          state_array(restored, "lia/fl/" + method, static_cast<std::size_t>(config.rounds) + 2);
+      fl.clients = static_cast<int>(stored[0]);
+      fl.test_accuracy.assign(stored.begin() + 1, stored.end());
+      result.fl.push_back(std::move(fl));
+      continue;
+    }
     std::vector<std::uint8_t> included(P, 1);
     if (method == "oracle")
       for (auto i : assignment.corrupted) included[i] = 0;
@@ -580,6 +655,12 @@ LiaResult run_lia(const Deck& deck, bool progress) {
       log::info("lia: FL {:<17} ({} clients): test accuracy {:.4f} after {} rounds", method,
                 clients, fl.test_accuracy.back(), config.rounds);
     result.fl.push_back(std::move(fl));
+    if (checkpoint && checkpoint->units_done(static_cast<long>(m) + 2, [&](StateArrays& arrays) {
+          save_lia_state(result, arrays);
+        })) {
+      result.stopped = true;
+      return result;
+    }
   }
   result.time_fl = fl_clock.seconds();
   return result;

@@ -690,6 +690,9 @@ sweep_resume fl fldp "$fldp_deck" "$work/fldp2/results.h5" 15 4 --set fldp.enume
   --set fldp.monte_carlo_samples=16 --set fldp.monte_carlo_batches=4
 # influence (CG): 20 rounds, the model at 21, 20 vectors (22-41), 20 leave-one-out retrains (42-61).
 sweep_resume in influence "$influence_deck" "$work/inf2/results.h5" 46 29
+# lia: the filtering stage is unit 1, the seven FL methods units 2-8.
+sweep_resume li lia "$lia_deck" "$work/lia2/results.h5" 6 4 --set lia.validators_per_contributor=25 \
+  --set lia.validation_subsets=2 --set lia.participants=70 --set 'lia.vote_baseline="median"'
 
 COMMAND=whatif expect_input_error whatif_ck_deck "written for another deck" "$whatif_deck" \
   --restart "$work/wiS/chk_000026.h5" --set whatif.test_sample=500 --set 'whatif.epsilons=[0.1,1.0]'

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "fluence/core/config.hpp"
+#include "fluence/core/resume.hpp"
 
 namespace fluence::lia {
 
@@ -73,6 +74,7 @@ struct MinorityResult {
 
 struct LiaResult {
   int classes = 0;
+  bool stopped = false;
   std::vector<double> vote_sum;       // P: sum of the obfuscated votes per contributor
   std::vector<double> true_vote_sum;  // P: the same before randomized response
   std::vector<std::int64_t> accepted, corrupted, votes_cast;
@@ -91,7 +93,9 @@ struct LiaResult {
   double vote_gflops = 0.0;  // GEMM rate of the vote pass, per rank
 };
 
-/// Runs the whole experiment (collective). `progress` prints per-stage lines.
-LiaResult run_lia(const Deck& deck, bool progress);
+/// Runs the whole experiment (collective). `progress` prints per-stage lines. With `checkpoint`,
+/// the filtering stage (unit 1) and every FL method (units 2, 3, ...) are resumable units: a
+/// restart skips what its checkpoint holds; on a stop signal the result comes back `stopped`.
+LiaResult run_lia(const Deck& deck, bool progress, SweepCheckpoint* checkpoint = nullptr);
 
 }  // namespace fluence::lia
