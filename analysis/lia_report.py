@@ -175,6 +175,8 @@ class Run:
     timing: Dict[str, float] = field(default_factory=dict)
     ranks: int = 0
     revision: str = ""             # root attribute git_revision
+    threshold_rule: str = "kmeans"  # lia.threshold
+    body: str = "identity"         # lia.body
 
     @property
     def eps(self):
@@ -199,6 +201,11 @@ class Run:
                 self.corruption_rate)
 
     def is_target(self):
+        """The issue's target set-up (a minority run's participants lack a
+        class, so it is not one)."""
+        if (self.minority_fractions is not None
+                and self.minority_fractions.size):
+            return False
         return (self.participants == TARGET["participants"]
                 and close(self.alpha, TARGET["alpha"])
                 and close(self.corrupted_fraction,
@@ -289,7 +296,9 @@ def parse_run(h5, variant, family, rel, path):
         minority_class=int(number(minority.get("class"), -1)),
         timing=timing,
         ranks=int(np.asarray(h5.attrs.get("ranks", 0)).reshape(-1)[0]),
-        revision=report_common.decode(h5.attrs.get("git_revision", "")))
+        revision=report_common.decode(h5.attrs.get("git_revision", "")),
+        threshold_rule=str(lia.get("threshold", "kmeans")),
+        body=str(lia.get("body", "identity")))
 
 
 def find_runs(root):
@@ -370,6 +379,13 @@ def describe_variant(variant, runs):
     text = f"variant {variant}: vote baseline " + "/".join(baselines)
     if accounting and accounting != ["exact"]:
         text += ", vote accounting " + "/".join(accounting)
+    thresholds = sorted({r.threshold_rule for r in runs
+                         if r.variant == variant})
+    if thresholds and thresholds != ["kmeans"]:
+        text += ", threshold " + "/".join(thresholds)
+    bodies = sorted({r.body for r in runs if r.variant == variant})
+    if bodies and bodies != ["identity"]:
+        text += ", body " + "/".join(bodies)
     return text
 
 
@@ -411,8 +427,8 @@ def table_runs(runs, variants):
                       "max s"])],
         rows=rows,
         footnote="Wall seconds per run: /lia/timing/{setup,contributors,"
-                 "votes,fl} summed (rank 0; excludes MPI start-up and "
-                 "writing results.h5); revision: the git revision(s) of "
+                 "votes,fl} summed (rank 0; excludes MPI start-up, the "
+                 "sign check's retrains and writing results.h5); revision: the git revision(s) of "
                  "the fluence that wrote the runs.")
 
 
@@ -666,7 +682,7 @@ def variant_table(runs, variants):
         rows=rows,
         footnote="; ".join(describe_variant(v, runs) for v in variants)
                  + ". Same deck and seed otherwise, so the same "
-                   "participants, batches and DP-SGD noise.")
+                   "participants and batches.")
 
 
 # --------------------------------------------------------------------------

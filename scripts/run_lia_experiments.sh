@@ -62,12 +62,15 @@
 # printed before it runs. A failed run does not stop the others: the failures are listed at the
 # end, the report still covers what exists, and the exit status is 1 (2 for a usage error).
 # A stop signal (USR1, TERM, INT; what jobs/*.sbatch forward on a SLURM time limit) starts no
-# further run and exits with status 4 (`fluence lia` has no checkpoints: a run cut off starts
-# again from zero when the script is rerun).
+# further run and exits with status 4; rerunning continues (`fluence lia` checkpoints after the
+# filtering stage and after each FL method: a run that left a chk_*.h5 resumes from it with
+# --restart latest).
 #
-# Cost (measured on 2 ranks of a 2-core machine shared with other jobs): a filtering run takes
-# about 5 s at 100 participants, 8 s at 200, 12-25 s at 500 and 40-60 s at 1,000; an FL run
-# (25 rounds x 7 methods) about 2 minutes; the whole default sweep about half an hour.
+# Cost (measured on 2 ranks of a 2-core machine shared with other jobs; wall time per run,
+# MPI start-up and data loading included): about 3-8 s at 100 or 200 participants, 6-25 s at 500
+# and 20-30 s at 1,000 (filtering only); an FL run (25 rounds x 7 methods, 500 participants) 65-85
+# s; a sign-check run (50 exact retrains) 35-50 s. All five families with both settings: about
+# 15-20 minutes.
 #
 # Environment: FLUENCE (the binary, default build/fluence), MPIRUN (the launcher, default
 # scripts/mpirun.sh, which allows running as root and oversubscription; e.g. MPIRUN=srun),

@@ -545,6 +545,18 @@ done
 if [ "$ok" -eq 1 ] && [ "$(ls "$work/ckB"/chk_*.h5 | wc -l)" -eq 3 ]; then
   pass "train checkpoints (keep 3 of 4, 8, 12); restart from rounds 4 and 8 on 1 and 3 ranks is bitwise identical"
 else fail "train checkpoint/restart"; fi
+# Checkpoints written on 1 and on 3 ranks resume on 2 and on 1 (issue 6: 1->2, 2->3, 3->1).
+ok=1
+for pair in "1 2" "3 1"; do
+  read -r from to <<<"$pair"
+  rm -rf "$work/ckP" "$work/ckQ" && mkdir -p "$work/ckQ"
+  "$mpirun" -n "$from" "$fluence" train "$work/ck.toml" --out "$work/ckP" --quiet --set output.checkpoint_every=6 >/dev/null 2>&1
+  cp "$work/ckP/chk_000006.h5" "$work/ckQ/" 2>/dev/null
+  "$mpirun" -n "$to" "$fluence" train "$work/ck.toml" --out "$work/ckQ" --quiet --restart latest >"$work/ckQ.log" 2>&1 &&
+    compare_runs "$work/ckA/results.h5" "$work/ckQ/results.h5" || { ok=0; echo "    $from -> $to ranks differs"; }
+done
+if [ "$ok" -eq 1 ]; then pass "train checkpoints from 1 and 3 ranks resume on 2 and 1 ranks bitwise identically"
+else fail "train restart across rank counts"; fi
 
 # A stop signal to one rank: the round finishes, a checkpoint is written, exit 4; restarting from
 # it on another rank count ends exactly as the uninterrupted run.
