@@ -1,0 +1,200 @@
+// fluence lia: the set-up shared by every stage (seed 002 §IV "Setup").
+#include "experiment.hpp"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "exact_fit.hpp"
+#include "fluence/core/error.hpp"
+#include "fluence/core/log.hpp"
+#include "fluence/core/mpi.hpp"
+#include "fluence/core/rng.hpp"
+#include "fluence/lia/votes.hpp"
+#include "fluence/privacy/rdp_accountant.hpp"
+
+namespace fluence::lia {
+
+namespace {
+
+// Participants [first, last) of `rank`: whole blocks of kValidatorBlock, blocks split evenly.
+std::pair<int, int> owned_range(int participants, int rank, int size) {
+  const int block = VoteKernel::kValidatorBlock;
+  const int blocks = (participants + block - 1) / block;
+  const int first = blocks * rank / size, last = blocks * (rank + 1) / size;
+  return {std::min(participants, first * block), std::min(participants, last * block)};
+}
+
+}  // namespace
+
+std::vector<double> Body::features(const Table& source,
+                                   const std::vector<std::int64_t>& rows) const {
+  std::vector<double> encoded(rows.size() * static_cast<std::size_t>(encoding.width()));
+  encoding.encode(source, rows, nullptr, encoded.data());
+  if (!mlp) return encoded;
+  std::vector<double> out(rows.size() * static_cast<std::size_t>(mlp->output_features()));
+  mlp->transform(encoded.data(), rows.size(), out.data());
+  return out;
+}
+
+double TestSet::accuracy(const SoftmaxRegression& model, const std::vector<double>& theta,
+                         Workspace& work) const {
+  long correct =
+      y.empty() ? 0 : model.loss_sum(x.data(), y.data(), y.size(), theta.data(), work).correct;
+  long sum = 0;
+  MPI_Allreduce(&correct, &sum, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+  return static_cast<double>(sum) / static_cast<double>(total);
+}
+
+std::vector<std::int32_t> labels_of(const Table& table, const std::vector<std::int64_t>& rows) {
+  std::vector<std::int32_t> labels(rows.size());
+  for (std::size_t k = 0; k < rows.size(); ++k) labels[k] = table.label[rows[k]];
+  return labels;
+}
+
+Experiment set_up_experiment(const Deck& deck, bool progress, LiaResult& result) {
+  Experiment e;
+  e.progress = progress;
+  Stopwatch clock;
+  const auto seed = e.seed = static_cast<std::uint64_t>(deck.integer("seed"));
+  const DataConfig data_config = DataConfig::from_deck(deck);
+  e.data = load_data(data_config, seed);
+  const TrainTest& data = e.data;
+  const Table& train = data.train;
+  const int C = train.classes();
+  e.config = LiaConfig::from_deck(deck, C);
+  const LiaConfig& config = e.config;
+  e.C = C;
+  result.classes = C;
+  const int P = e.P = config.participants;
+  const int rank = world_rank(), ranks = world_size();
+  const bool minority = !config.minority_fractions.empty();
+
+  e.assignment = assign_participants(train, config, seed, minority ? config.minority_class : -1);
+  const ParticipantData& assignment = e.assignment;
+  result.overlapping_data = assignment.overlapping;
+  // The robust aggregators' conditions, checked before any work (they know f a priori, as the seed
+  // notes: KRUM needs n > 2f + 2, the trimmed mean 2f < n).
+  const int f = static_cast<int>(assignment.corrupted.size());
+  for (const auto& method : config.methods) {
+    if (config.rounds > 0 && method == "krum" && P <= 2 * f + 2)
+      throw InputError(fmt::format(
+          "{}: lia.methods has \"krum\", which needs more than 2f + 2 = {} participants for f = "
+          "{} corrupted ones (lia.participants = {}); lower lia.corrupted_fraction or drop krum",
+          deck.where("lia.methods"), 2 * f + 2, f, P));
+    if (config.rounds > 0 && method == "trimmed_mean" && P <= 2 * f)
+      throw InputError(fmt::format(
+          "{}: lia.methods has \"trimmed_mean\", which trims f = {} values from each end and "
+          "needs more than 2f = {} participants (lia.participants = {})",
+          deck.where("lia.methods"), f, 2 * f, P));
+  }
+  if (assignment.overlapping && progress)
+    log::info(
+        "lia: {} participants x {} rows exceed the {} training rows left after the warm-up: each "
+        "participant draws its sets independently (disjoint within a participant, overlapping "
+        "across participants); the test set stays disjoint",
+        P, config.train_size + config.validation_size, train.rows - assignment.warmup.size());
+
+  // The body and M0 on the warm-up data (every rank computes the same bits).
+  Body& body = e.body;
+  body.encoding = Encoding(train, data_config.standardize, deck.boolean("model.bias"));
+  e.warmup_y = labels_of(train, assignment.warmup);
+  const auto& warmup_y = e.warmup_y;
+  if (config.body == "mlp") {
+    std::vector<double> encoded(assignment.warmup.size() * body.encoding.width());
+    body.encoding.encode(train, assignment.warmup, nullptr, encoded.data());
+    MlpTraining options;
+    options.epochs = config.body_epochs;
+    options.learning_rate = config.body_learning_rate;
+    options.l2 = config.l2;
+    Stream stream(seed, Purpose::lia_body);
+    body.mlp = MlpBody::train(encoded.data(), warmup_y.data(), assignment.warmup.size(),
+                              body.encoding.width(), C, config.hidden, options, stream);
+  }
+  const int D = e.D = body.width();
+  const std::size_t p = e.p = static_cast<std::size_t>(C) * D;
+  e.model.emplace(D, C, config.l2);
+  const SoftmaxRegression& model = *e.model;
+  e.warmup_x = body.features(train, assignment.warmup);
+  const auto& warmup_x = e.warmup_x;
+  e.theta0.assign(p, 0.0);
+  std::vector<double>& theta0 = e.theta0;
+  const auto fit = exact_fit(model, warmup_x.data(), warmup_y.data(), assignment.warmup.size(),
+                             config.retrain_tolerance, theta0);
+
+  TestSet& test = e.test;
+  test.total = static_cast<long>(data.test.rows);
+  {
+    const auto begin = static_cast<std::int64_t>(data.test.rows) * rank / ranks;
+    const auto end = static_cast<std::int64_t>(data.test.rows) * (rank + 1) / ranks;
+    std::vector<std::int64_t> rows;
+    for (auto r = begin; r < end; ++r) rows.push_back(r);
+    test.x = body.features(data.test, rows);
+    test.y = labels_of(data.test, rows);
+  }
+  Workspace& work = e.work;
+  result.m0_test_accuracy = test.accuracy(model, theta0, work);
+  if (progress)
+    log::info(
+        "lia: M0 on {} warm-up rows ({} body, {} parameters): {} Newton steps, test accuracy "
+        "{:.4f}",
+        assignment.warmup.size(), config.body, p, fit.newton_steps, result.m0_test_accuracy);
+
+  LocalData& local = e.local;
+  std::tie(local.first, local.last) = owned_range(P, rank, ranks);
+  {
+    std::vector<std::int64_t> train_rows, validation_rows;
+    local.validation_begin.push_back(0);
+    for (int i = local.first; i < local.last; ++i) {
+      train_rows.insert(train_rows.end(), assignment.train[i].begin(), assignment.train[i].end());
+      local.train_y.insert(local.train_y.end(), assignment.train_label[i].begin(),
+                           assignment.train_label[i].end());
+      validation_rows.insert(validation_rows.end(), assignment.validation[i].begin(),
+                             assignment.validation[i].end());
+      local.validation_begin.push_back(validation_rows.size());
+    }
+    local.train_x = body.features(train, train_rows);
+    local.validation_x = body.features(train, validation_rows);
+    local.validation_y = labels_of(train, validation_rows);
+  }
+  result.corrupted.assign(P, 0);
+  for (auto i : assignment.corrupted) result.corrupted[i] = 1;
+  result.batch_labels.assign(static_cast<std::size_t>(P) * C, 0);
+  result.validation_labels.assign(static_cast<std::size_t>(P) * C, 0);
+  for (int i = 0; i < P; ++i) {
+    for (auto row : assignment.train[i])
+      ++result.batch_labels[static_cast<std::size_t>(i) * C + train.label[row]];
+    for (auto row : assignment.validation[i])
+      ++result.validation_labels[static_cast<std::size_t>(i) * C + train.label[row]];
+  }
+  result.time_setup = clock.seconds();
+
+  DpSgdConfig& dp = e.dp;
+  dp.epochs = config.local_epochs;
+  dp.batch_size = config.batch_size;
+  dp.learning_rate = config.learning_rate;
+  dp.clip = config.clip;
+  dp.l2 = config.l2;
+  const double q = dp_sgd_rate(config.train_size, dp);
+  const long steps = dp_sgd_steps(config.train_size, dp);
+  if (std::isfinite(config.epsilon_train)) {
+    dp.noise_multiplier = noise_for_epsilon(q, steps, config.epsilon_train, config.delta);
+    result.epsilon_train = dp_sgd_epsilon(q, dp.noise_multiplier, steps, config.delta).epsilon;
+  } else {
+    result.epsilon_train = std::numeric_limits<double>::infinity();
+  }
+  result.noise_multiplier = dp.noise_multiplier;
+  result.epsilon_vote =
+      vote_epsilon(config.vote_flip_probability(), config.vote_accounting == "seed");
+  return e;
+}
+
+void train_layer(Experiment& e, const double* x, const std::int32_t* y, std::size_t rows,
+                 Stream& stream, double* layer, DpSgdWorkspace& work) {
+  std::copy(e.theta0.begin(), e.theta0.end(), layer);
+  dp_sgd(x, y, rows, e.D, e.C, e.dp, stream, layer, work);
+}
+
+}  // namespace fluence::lia
