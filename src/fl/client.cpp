@@ -31,8 +31,12 @@ void Client::train_round(const SoftmaxRegression& model, const LocalTrainingConf
     Stream stream(seed, Purpose::local_shuffle, static_cast<std::uint64_t>(id_),
                   static_cast<std::uint64_t>(round), static_cast<std::uint64_t>(epoch));
     stream.shuffle(std::span<std::int64_t>(order_));
-    model.sgd_epoch(features(), labels_.data(), order_.data(), size(), config.batch_size,
-                    config.learning_rate, theta, work);
+    if (coding_)
+      model.sgd_epoch(codes_.data(), *coding_, labels_.data(), order_.data(), size(),
+                      config.batch_size, config.learning_rate, theta, work);
+    else
+      model.sgd_epoch(features(), labels_.data(), order_.data(), size(), config.batch_size,
+                      config.learning_rate, theta, work);
   }
 }
 
@@ -44,8 +48,12 @@ void Client::train_personal(const SoftmaxRegression& model, const LocalTrainingC
     Stream stream(seed, Purpose::personal_shuffle, static_cast<std::uint64_t>(id_),
                   static_cast<std::uint64_t>(round), static_cast<std::uint64_t>(epoch));
     stream.shuffle(std::span<std::int64_t>(order_));
-    model.sgd_epoch(features(), labels_.data(), order_.data(), size(), config.batch_size,
-                    config.learning_rate, theta, work, center, lambda);
+    if (coding_)
+      model.sgd_epoch(codes_.data(), *coding_, labels_.data(), order_.data(), size(),
+                      config.batch_size, config.learning_rate, theta, work, center, lambda);
+    else
+      model.sgd_epoch(features(), labels_.data(), order_.data(), size(), config.batch_size,
+                      config.learning_rate, theta, work, center, lambda);
   }
 }
 
