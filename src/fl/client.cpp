@@ -20,6 +20,13 @@ Client::Client(int id, std::vector<std::int64_t> rows,
       features_(std::move(features)),
       order_(rows_.size()) {}
 
+void Client::prefetch() const {
+  constexpr std::size_t kLine = 64;
+  const auto* begin = reinterpret_cast<const char*>(codes_.data());
+  for (std::size_t offset = 0; offset < codes_.size(); offset += kLine)
+    __builtin_prefetch(begin + offset, 0, 1);  // read, keep in the outer caches
+}
+
 void Client::train_round(const SoftmaxRegression& model, const LocalTrainingConfig& config,
                          std::uint64_t seed, int round, double* theta, Workspace& work) {
   for (int epoch = 0; epoch < config.epochs; ++epoch) {

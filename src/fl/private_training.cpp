@@ -175,6 +175,7 @@ void PrivateTraining::round(int round, std::vector<double>& theta,
       if (personalization_.ditto) personal_step(chosen[j], round, theta);
       double* update = updates_.data() + j * p;
       std::copy(theta.begin(), theta.end(), update);
+      if (j + 1 < chosen.size()) problem.clients[chosen[j + 1]].prefetch();
       problem.clients[chosen[j]].train_round(model, local, problem.seed, round, update, work_);
       for (std::size_t i = 0; i < p; ++i) update[i] -= theta[i];
     }

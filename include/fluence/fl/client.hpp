@@ -40,6 +40,11 @@ class Client {
     coding_ = std::move(coding);
   }
 
+  /// Asks the memory system for the codes local training reads, without waiting: issued one
+  /// client ahead, the fetch overlaps the current client's arithmetic (a client's codes are tens
+  /// of KB; the doubles of a tabular client can be megabytes and are left alone).
+  void prefetch() const;
+
   /// Local training from `theta` (in/out) for one round: seeded shuffles keyed by
   /// (seed, client, round, epoch), so the result does not depend on the hosting rank.
   void train_round(const SoftmaxRegression& model, const LocalTrainingConfig& config,
