@@ -7,6 +7,7 @@
 
 #include "fluence/core/blas_tuning.hpp"
 #include "fluence/core/rng.hpp"
+#include "fluence/model/row_kernels.hpp"
 #include "fluence/model/softmax_regression.hpp"
 
 namespace {
@@ -50,7 +51,8 @@ void BM_SgdEpoch(benchmark::State& state) {
 BENCHMARK(BM_SgdEpoch)
     ->Args({1200, 60, 2, 1})
     ->Args({10000, 64, 2, 64})
-    ->Args({10000, 785, 10, 16});
+    ->Args({10000, 785, 10, 16})
+    ->Args({240, 785, 10, 16});
 
 void BM_GradientSum(benchmark::State& state) {
   const int rows = state.range(0), features = state.range(1), classes = state.range(2);
@@ -65,6 +67,90 @@ void BM_GradientSum(benchmark::State& state) {
                                                  benchmark::Counter::kIs1000);
 }
 BENCHMARK(BM_GradientSum)->Args({100000, 64, 2})->Args({22000, 88, 2})->Args({60000, 785, 10});
+
+// Image-like rows as 8-bit codes (as Fashion-MNIST's: about half the pixels zero) with a
+// standardizing byte coding and a bias column.
+struct ByteData {
+  std::vector<std::uint8_t> codes;
+  fluence::ByteCoding coding;
+  std::vector<double> theta;
+  std::vector<std::int32_t> y;
+  std::vector<std::int64_t> order;
+};
+
+ByteData make_byte_data(int rows, int features, int classes) {
+  ByteData d;
+  fluence::Stream stream(2, fluence::Purpose::synthetic_rows);
+  d.codes.resize(static_cast<std::size_t>(rows) * features);
+  for (int r = 0; r < rows; ++r)
+    for (int j = 0; j < features; ++j)
+      d.codes[static_cast<std::size_t>(r) * features + j] =
+          j + 1 == features
+              ? 1
+              : static_cast<std::uint8_t>(stream.uniform() < 0.5 ? 0 : stream.below(256));
+  d.coding.offset.assign(features, -0.8);
+  d.coding.step.assign(features, 3.0 / 255.0);
+  d.coding.offset.back() = 0.0;
+  d.coding.step.back() = 1.0;
+  d.theta.resize(static_cast<std::size_t>(classes) * features);
+  for (auto& v : d.theta) v = 0.01 * stream.normal();
+  for (int r = 0; r < rows; ++r) d.y.push_back(static_cast<std::int32_t>(stream.below(classes)));
+  d.order.resize(rows);
+  std::iota(d.order.begin(), d.order.end(), 0);
+  stream.shuffle(std::span<std::int64_t>(d.order));
+  return d;
+}
+
+// args: rows, features, classes, batch. 1,500 rows are one rank's sampled clients of a round of
+// inputs/bench_feo2.toml (their 1.2 MB of codes stay in L2; the doubles would be 9.4 MB).
+void BM_SgdEpochBytes(benchmark::State& state) {
+  const int rows = state.range(0), features = state.range(1), classes = state.range(2),
+            batch = state.range(3);
+  auto d = make_byte_data(rows, features, classes);
+  fluence::SoftmaxRegression model(features, classes, 0.0);
+  fluence::Workspace work;
+  for (auto _ : state)
+    model.sgd_epoch(d.codes.data(), d.coding, d.y.data(), d.order.data(), rows, batch, 1e-4,
+                    d.theta.data(), work);
+  state.counters["GFLOP/s"] = benchmark::Counter(4.0 * rows * features * classes,
+                                                 benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+  state.counters["ns/row"] = benchmark::Counter(
+      rows, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_SgdEpochBytes)->Args({1500, 785, 10, 16})->Args({10000, 785, 10, 16});
+
+// The server's test loss and accuracy (one rank's 5,000 rows of the 10,000): the doubles through
+// loss_sum (a dgemm per 2,048 rows), against blocked byte codes (double and fast float logits).
+void BM_TestLoss(benchmark::State& state) {
+  const int rows = state.range(0), features = state.range(1), classes = state.range(2);
+  const int mode = static_cast<int>(state.range(3));  // 0 doubles, 1 codes, 2 codes, fast
+  auto d = make_byte_data(rows, features, classes);
+  std::vector<std::uint8_t> blocked((rows + fluence::kCodeBlockRows - 1) / fluence::kCodeBlockRows *
+                                    fluence::kCodeBlockRows * features);
+  fluence::block_codes(d.codes.data(), rows, features, blocked.data());
+  std::vector<double> x(d.codes.size());
+  for (std::size_t k = 0; k < x.size(); ++k)
+    x[k] = d.coding.offset[k % features] + d.coding.step[k % features] * d.codes[k];
+  fluence::SoftmaxRegression model(features, classes, 0.0);
+  fluence::Workspace work;
+  for (auto _ : state) {
+    const auto result = mode == 2 ? model.loss_sum_blocked(blocked.data(), d.coding, rows,
+                                                           d.y.data(), d.theta.data(), work, true)
+                        : mode == 1
+                            ? model.loss_sum_blocked(blocked.data(), d.coding, rows, d.y.data(),
+                                                     d.theta.data(), work)
+                            : model.loss_sum(x.data(), d.y.data(), rows, d.theta.data(), work);
+    benchmark::DoNotOptimize(result);
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * rows * features * classes,
+                                                 benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_TestLoss)
+    ->Args({5120, 785, 10, 0})
+    ->Args({5120, 785, 10, 1})
+    ->Args({5120, 785, 10, 2});
 
 }  // namespace
 

@@ -26,6 +26,18 @@ std::uint64_t Stream::next_u64() {
   return block_[next_++];
 }
 
+void Stream::skip(std::uint64_t values) {
+  // Outputs taken so far: every block generated, less what is left of the current one.
+  const std::uint64_t taken = counter_[3] * 4 - static_cast<std::uint64_t>(4 - next_);
+  const std::uint64_t target = taken + values;
+  counter_[3] = target / 4;
+  next_ = 4;
+  if (target % 4 != 0) {
+    refill();
+    next_ = static_cast<int>(target % 4);
+  }
+}
+
 double Stream::uniform() {
   return static_cast<double>(next_u64() >> 11) * 0x1.0p-53;
 }

@@ -751,6 +751,7 @@ Table idx_table(const Table& layout, const IdxPart& part) {
   const unsigned char* pixels = part.images.data();
   for (std::size_t i = 0; i < values; ++i) table.numeric.push_back(scaled[pixels[i]]);
   table.label.assign(part.labels.data(), part.labels.data() + part.rows());
+  table.byte_denominator = 255.0;
   return table;
 }
 

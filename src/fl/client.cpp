@@ -20,6 +20,13 @@ Client::Client(int id, std::vector<std::int64_t> rows,
       features_(std::move(features)),
       order_(rows_.size()) {}
 
+void Client::prefetch() const {
+  constexpr std::size_t kLine = 64;
+  const auto* begin = reinterpret_cast<const char*>(codes_.data());
+  for (std::size_t offset = 0; offset < codes_.size(); offset += kLine)
+    __builtin_prefetch(begin + offset, 0, 1);  // read, keep in the outer caches
+}
+
 void Client::train_round(const SoftmaxRegression& model, const LocalTrainingConfig& config,
                          std::uint64_t seed, int round, double* theta, Workspace& work) {
   for (int epoch = 0; epoch < config.epochs; ++epoch) {
@@ -31,8 +38,12 @@ void Client::train_round(const SoftmaxRegression& model, const LocalTrainingConf
     Stream stream(seed, Purpose::local_shuffle, static_cast<std::uint64_t>(id_),
                   static_cast<std::uint64_t>(round), static_cast<std::uint64_t>(epoch));
     stream.shuffle(std::span<std::int64_t>(order_));
-    model.sgd_epoch(features(), labels_.data(), order_.data(), size(), config.batch_size,
-                    config.learning_rate, theta, work);
+    if (coding_)
+      model.sgd_epoch(codes_.data(), *coding_, labels_.data(), order_.data(), size(),
+                      config.batch_size, config.learning_rate, theta, work);
+    else
+      model.sgd_epoch(features(), labels_.data(), order_.data(), size(), config.batch_size,
+                      config.learning_rate, theta, work);
   }
 }
 
@@ -44,8 +55,12 @@ void Client::train_personal(const SoftmaxRegression& model, const LocalTrainingC
     Stream stream(seed, Purpose::personal_shuffle, static_cast<std::uint64_t>(id_),
                   static_cast<std::uint64_t>(round), static_cast<std::uint64_t>(epoch));
     stream.shuffle(std::span<std::int64_t>(order_));
-    model.sgd_epoch(features(), labels_.data(), order_.data(), size(), config.batch_size,
-                    config.learning_rate, theta, work, center, lambda);
+    if (coding_)
+      model.sgd_epoch(codes_.data(), *coding_, labels_.data(), order_.data(), size(),
+                      config.batch_size, config.learning_rate, theta, work, center, lambda);
+    else
+      model.sgd_epoch(features(), labels_.data(), order_.data(), size(), config.batch_size,
+                      config.learning_rate, theta, work, center, lambda);
   }
 }
 

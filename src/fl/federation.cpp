@@ -126,7 +126,7 @@ void Federation::explicit_hessian(const std::vector<double>& theta, std::vector<
   for (std::size_t j = 0; j < p; ++j) out[j * p + j] += model.l2();
 }
 
-std::pair<double, double> Federation::evaluate_test(const std::vector<double>& theta) {
+std::pair<double, double> Federation::evaluate_test(const std::vector<double>& theta, bool fast) {
   const auto& test = problem_.test;
   std::vector<double> chunk_results(static_cast<std::size_t>(test.chunks) * 2);
   const int width = problem_.model->features();
@@ -134,8 +134,12 @@ std::pair<double, double> Federation::evaluate_test(const std::vector<double>& t
     const std::size_t begin = k * TestShard::kTestChunkRows;
     const std::size_t rows = std::min(TestShard::kTestChunkRows, test.rows - begin);
     const auto result =
-        problem_.model->loss_sum(test.features.data() + begin * width, test.labels.data() + begin,
-                                 rows, theta.data(), work_);
+        test.coding
+            ? problem_.model->loss_sum_blocked(test.blocked_codes.data() + begin * width,
+                                               *test.coding, rows, test.labels.data() + begin,
+                                               theta.data(), work_, fast)
+            : problem_.model->loss_sum(test.features.data() + begin * width,
+                                       test.labels.data() + begin, rows, theta.data(), work_);
     chunk_results[2 * k] = result.loss_sum;
     chunk_results[2 * k + 1] = static_cast<double>(result.correct);
   }
@@ -207,12 +211,13 @@ TrainingResult Federation::train(
     if (!result.history.empty()) elapsed = result.history.back().wall_time;
   }
   Stopwatch clock;
-  auto metrics_at = [&](int round) {
+  // The curve of every round is evaluated fast, the final metrics in double.
+  auto metrics_at = [&](int round, bool fast) {
     RoundMetrics metrics;
     metrics.round = round;
     metrics.train_loss =
         config.eval_train_loss ? objective(result.theta) : std::numeric_limits<double>::quiet_NaN();
-    std::tie(metrics.test_loss, metrics.test_accuracy) = evaluate_test(result.theta);
+    std::tie(metrics.test_loss, metrics.test_accuracy) = evaluate_test(result.theta, fast);
     metrics.wall_time = elapsed + clock.seconds();
     return metrics;
   };
@@ -221,7 +226,7 @@ TrainingResult Federation::train(
       round_step(round, result.theta);
     else
       fedavg_round(round, result.theta, config.local);
-    result.history.push_back(metrics_at(round));
+    result.history.push_back(metrics_at(round, true));
     if (on_round) on_round(result.history.back());
     if (after_round && after_round(round, result.theta, result.history)) {
       result.stopped = true;
@@ -234,7 +239,7 @@ TrainingResult Federation::train(
   std::vector<double> g;
   gradient(result.theta, g);
   result.gradient_norm = norm2(g);
-  result.final_metrics = metrics_at(config.rounds);
+  result.final_metrics = metrics_at(config.rounds, false);
   if (!config.eval_train_loss) result.final_metrics.train_loss = objective(result.theta);
   return result;
 }

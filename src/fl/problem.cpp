@@ -8,6 +8,7 @@
 #include "fluence/core/rng.hpp"
 #include "fluence/data/partition.hpp"
 #include "fluence/data/source.hpp"
+#include "fluence/model/row_kernels.hpp"
 
 namespace fluence {
 
@@ -31,6 +32,14 @@ std::vector<std::int64_t> FederatedProblem::client_sizes() const {
   return sizes;
 }
 
+void attach_codes(const FederatedProblem& problem, Client& client) {
+  if (!problem.coding) return;
+  std::vector<std::uint8_t> codes(client.size() * problem.encoding.width());
+  if (problem.encoding.encode_bytes(problem.data.train, client.rows(), client.categorical().data(),
+                                    *problem.coding, codes.data()))
+    client.set_codes(std::move(codes), problem.coding);
+}
+
 namespace {
 
 Client make_client(const FederatedProblem& problem, int id) {
@@ -47,8 +56,10 @@ Client make_client(const FederatedProblem& problem, int id) {
   }
   std::vector<double> features(rows.size() * problem.encoding.width());
   problem.encoding.encode(train, rows, categorical.data(), features.data());
-  return Client(id, rows, std::move(original_categorical), std::move(original_labels),
+  Client client(id, rows, std::move(original_categorical), std::move(original_labels),
                 std::move(categorical), std::move(labels), std::move(features));
+  attach_codes(problem, client);
+  return client;
 }
 
 // Seed 004 evaluates models on each client's own test data: a fraction of every client's rows,
@@ -70,7 +81,8 @@ void split_local_test_rows(FederatedProblem& problem, double fraction) {
   }
 }
 
-TestShard make_test_shard(const Table& test, const Encoding& encoding) {
+TestShard make_test_shard(const Table& test, const Encoding& encoding,
+                          const std::shared_ptr<const ByteCoding>& coding) {
   TestShard shard;
   const auto chunk_rows = TestShard::kTestChunkRows;
   const int total_chunks = static_cast<int>((test.rows + chunk_rows - 1) / chunk_rows);
@@ -87,6 +99,14 @@ TestShard make_test_shard(const Table& test, const Encoding& encoding) {
   encoding.encode(test, rows, nullptr, shard.features.data());
   shard.labels.assign(test.label.begin() + shard.first_row,
                       test.label.begin() + shard.first_row + shard.rows);
+  std::vector<std::uint8_t> codes(shard.rows * encoding.width());
+  if (coding && encoding.encode_bytes(test, rows, nullptr, *coding, codes.data())) {
+    static_assert(TestShard::kTestChunkRows % kCodeBlockRows == 0);
+    shard.coding = coding;
+    shard.blocked_codes.resize((shard.rows + kCodeBlockRows - 1) / kCodeBlockRows * kCodeBlockRows *
+                               encoding.width());
+    block_codes(codes.data(), shard.rows, encoding.width(), shard.blocked_codes.data());
+  }
   return shard;
 }
 
@@ -108,6 +128,8 @@ FederatedProblem build_problem(const Deck& deck) {
     problem.total_train_rows -= static_cast<std::int64_t>(rows.size());
   problem.encoding =
       Encoding(problem.data.train, data_config.standardize, deck.boolean("model.bias"));
+  if (auto coding = problem.encoding.byte_coding(problem.data.train))
+    problem.coding = std::make_shared<const ByteCoding>(std::move(*coding));
   problem.model = std::make_unique<SoftmaxRegression>(
       problem.encoding.width(), problem.data.train.classes(), deck.real("model.l2"));
   problem.layout = std::make_unique<ClientLayout>(problem.client_sizes(), world_size());
@@ -122,7 +144,7 @@ FederatedProblem build_problem(const Deck& deck) {
     for (auto row : test_rows) labels.push_back(problem.data.train.label[row]);
     problem.clients.back().set_local_test(std::move(features), std::move(labels));
   }
-  problem.test = make_test_shard(problem.data.test, problem.encoding);
+  problem.test = make_test_shard(problem.data.test, problem.encoding, problem.coding);
   return problem;
 }
 

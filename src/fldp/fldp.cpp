@@ -46,8 +46,10 @@ Client rerandomized_client(const FederatedProblem& problem, const Client& client
     }
   std::vector<double> features(n * problem.encoding.width());
   problem.encoding.encode(problem.data.train, client.rows(), categorical.data(), features.data());
-  return Client(client.id(), client.rows(), client.original_categorical(), client.original_labels(),
-                std::move(categorical), std::move(labels), std::move(features));
+  Client out(client.id(), client.rows(), client.original_categorical(), client.original_labels(),
+             std::move(categorical), std::move(labels), std::move(features));
+  attach_codes(problem, out);
+  return out;
 }
 
 namespace {

@@ -177,8 +177,15 @@ void RdpAccountant::restore(const std::vector<double>& rdp) {
 
 void RdpAccountant::add_steps(double q, double noise_multiplier, long steps) {
   if (steps < 0) throw InputError(fmt::format("steps = {} must be >= 0", steps));
+  if (step_rdp_.empty() || q != step_q_ || noise_multiplier != step_sigma_) {
+    step_rdp_.resize(orders_.size());
+    for (std::size_t k = 0; k < orders_.size(); ++k)
+      step_rdp_[k] = sampled_gaussian_rdp(q, noise_multiplier, orders_[k]);
+    step_q_ = q;
+    step_sigma_ = noise_multiplier;
+  }
   for (std::size_t k = 0; k < orders_.size(); ++k)
-    rdp_[k] += static_cast<double>(steps) * sampled_gaussian_rdp(q, noise_multiplier, orders_[k]);
+    rdp_[k] += static_cast<double>(steps) * step_rdp_[k];
 }
 
 }  // namespace fluence

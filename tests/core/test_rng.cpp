@@ -121,5 +121,23 @@ TEST(Stream, DirichletSumsToOneWithEqualMeans) {
   for (double m : means) EXPECT_NEAR(m, 1.0 / k, 5 * std::sqrt(0.16 / 3.5 / draws));
 }
 
+// skip(n) lands where n draws would: from a fresh stream and from one part-way through a block.
+TEST(Stream, SkipEqualsDrawing) {
+  for (std::uint64_t before : {0, 1, 3, 4, 6}) {
+    for (std::uint64_t n : {0, 1, 2, 3, 4, 5, 8, 13, 1000}) {
+      Stream drawn(9, Purpose::server_noise, 2), skipped(9, Purpose::server_noise, 2);
+      for (std::uint64_t i = 0; i < before; ++i) {
+        drawn.next_u64();
+        skipped.next_u64();
+      }
+      for (std::uint64_t i = 0; i < n; ++i) drawn.next_u64();
+      skipped.skip(n);
+      for (int i = 0; i < 9; ++i)
+        EXPECT_EQ(skipped.next_u64(), drawn.next_u64()) << before << " " << n;
+      EXPECT_EQ(skipped.normal(), drawn.normal());
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fluence

@@ -171,5 +171,51 @@ TEST(Encoding, StandardizesNumericAndOneHotsCategorical) {
   EXPECT_EQ(names[5], "(bias)");
 }
 
+// A table like the IDX loader's: numeric values k / 255, one categorical attribute.
+Table byte_table(std::size_t rows) {
+  Table table = labelled_table(static_cast<long>(rows), 2);
+  for (std::size_t i = 0; i < table.numeric.size(); ++i)
+    table.numeric[i] = static_cast<double>((i * 37) % 256) / 255.0;
+  table.byte_denominator = 255.0;
+  return table;
+}
+
+TEST(Encoding, ByteCodesReproduceTheEncodedRows) {
+  const Table train = byte_table(300);
+  for (bool standardize : {true, false}) {
+    const Encoding encoding(train, standardize, true);
+    const auto coding = encoding.byte_coding(train);
+    ASSERT_TRUE(coding.has_value());
+    std::vector<std::int64_t> rows{5, 0, 299, 17};
+    // Randomized categorical values replace the table's, as for a client's data.
+    const std::vector<std::int32_t> categorical{2, 0, 1, 2};
+    const int w = encoding.width();
+    std::vector<double> x(rows.size() * w);
+    std::vector<std::uint8_t> k(rows.size() * w);
+    encoding.encode(train, rows, categorical.data(), x.data());
+    ASSERT_TRUE(encoding.encode_bytes(train, rows, categorical.data(), *coding, k.data()));
+    // (k / 255 - mean) * scale against offset + step * k: two roundings apart, 1e-15 absolute at
+    // these magnitudes (|x| < 3).
+    for (std::size_t i = 0; i < x.size(); ++i)
+      EXPECT_NEAR(coding->offset[i % w] + coding->step[i % w] * k[i], x[i], 1e-15) << i;
+  }
+}
+
+TEST(Encoding, ByteCodesNeedByteValuedNumericColumns) {
+  Table train = byte_table(50);
+  const Encoding encoding(train, true, true);
+  const auto coding = encoding.byte_coding(train);
+  ASSERT_TRUE(coding.has_value());
+  std::vector<std::int64_t> rows{0, 1, 2};
+  std::vector<std::uint8_t> k(rows.size() * encoding.width());
+  EXPECT_TRUE(encoding.encode_bytes(train, rows, nullptr, *coding, k.data()));
+  train.numeric[3] = 0.5;  // not k / 255: the claim is checked, not trusted
+  EXPECT_FALSE(encoding.encode_bytes(train, rows, nullptr, *coding, k.data()));
+  train.byte_denominator = 0.0;
+  EXPECT_FALSE(encoding.byte_coding(train).has_value());
+  // Selecting rows keeps the claim.
+  EXPECT_EQ(byte_table(10).select_rows({1, 2}).byte_denominator, 255.0);
+}
+
 }  // namespace
 }  // namespace fluence

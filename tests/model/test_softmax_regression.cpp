@@ -5,9 +5,11 @@
 
 #include <cmath>
 #include <numeric>
+#include <tuple>
 #include <vector>
 
 #include "fluence/core/rng.hpp"
+#include "fluence/model/row_kernels.hpp"
 #include "fluence/model/softmax_regression.hpp"
 
 namespace fluence {
@@ -194,6 +196,95 @@ TEST(SoftmaxRegression, ProximalSgdEpochAddsThePullTowardTheCenter) {
       expected = next;
     }
     for (std::size_t k = 0; k < theta.size(); ++k) EXPECT_NEAR(theta[k], expected[k], 1e-10);
+  }
+}
+
+// Rows of byte codes with their coding, and the same rows decoded as a Problem for the naive
+// references: image-like, half the codes zero, a last constant column (the bias).
+struct CodedProblem {
+  Problem decoded;
+  std::vector<std::uint8_t> codes;
+  ByteCoding coding;
+};
+
+CodedProblem coded_problem(int rows, int features, int classes, std::uint64_t seed) {
+  CodedProblem p{random_problem(rows, features, classes, seed), {}, {}};
+  Stream stream(seed + 1, Purpose::synthetic_rows);
+  for (int j = 0; j < features; ++j) {
+    const bool bias = j + 1 == features;
+    p.coding.step.push_back(bias ? 1.0 : 3.0 / 255.0);
+    p.coding.offset.push_back(bias ? 0.0 : -0.4 - stream.uniform());
+  }
+  p.codes.resize(static_cast<std::size_t>(rows) * features);
+  for (int r = 0; r < rows; ++r)
+    for (int j = 0; j < features; ++j) {
+      auto& k = p.codes[r * features + j];
+      k = j + 1 == features        ? 1
+          : stream.uniform() < 0.5 ? 0
+                                   : static_cast<std::uint8_t>(stream.below(256));
+      p.decoded.x[r * features + j] = p.coding.offset[j] + p.coding.step[j] * k;
+    }
+  return p;
+}
+
+TEST(SoftmaxRegression, ByteSgdEpochMatchesNaiveUpdatesOfTheDecodedRows) {
+  for (auto [features, classes, batch] : {std::tuple{785, 10, 16}, std::tuple{12, 3, 5},
+                                          std::tuple{9, 2, 40}, std::tuple{30, 12, 7}}) {
+    const auto p = coded_problem(203, features, classes, 60 + batch);
+    const double lr = 0.05, l2 = 0.01, lambda = 0.2;
+    SoftmaxRegression model(features, classes, l2);
+    std::vector<std::int64_t> order(p.decoded.rows);
+    std::iota(order.begin(), order.end(), 0);
+    Stream stream(5, Purpose::local_shuffle);
+    stream.shuffle(std::span<std::int64_t>(order));
+    std::vector<double> center(p.decoded.theta.size());
+    for (std::size_t k = 0; k < center.size(); ++k) center[k] = 0.1 * std::sin(0.7 * k);
+    for (bool proximal : {false, true}) {
+      auto theta = p.decoded.theta;
+      Workspace work;
+      model.sgd_epoch(p.codes.data(), p.coding, p.decoded.y.data(), order.data(), p.decoded.rows,
+                      batch, lr, theta.data(), work, proximal ? center.data() : nullptr, lambda);
+      auto expected = p.decoded.theta;
+      for (int start = 0; start < p.decoded.rows; start += batch) {
+        std::vector<int> rows;
+        for (int b = start; b < std::min(p.decoded.rows, start + batch); ++b)
+          rows.push_back(static_cast<int>(order[b]));
+        auto next = naive_sgd_step(p.decoded, expected, rows, lr, l2);
+        if (proximal)
+          for (std::size_t k = 0; k < next.size(); ++k)
+            next[k] -= lr * lambda * (expected[k] - center[k]);
+        expected = next;
+      }
+      // Dozens of sequential updates with differently ordered sums: 1e-10 absolute.
+      for (std::size_t k = 0; k < theta.size(); ++k)
+        EXPECT_NEAR(theta[k], expected[k], 1e-10)
+            << "shape " << features << "x" << classes << " b" << batch << " prox " << proximal;
+    }
+  }
+}
+
+TEST(SoftmaxRegression, BlockedByteLossMatchesTheLossOfTheDecodedRows) {
+  for (auto [rows, features, classes] :
+       {std::tuple{1000, 785, 10}, std::tuple{37, 12, 3}, std::tuple{300, 9, 2}}) {
+    const auto p = coded_problem(rows, features, classes, 80 + rows);
+    SoftmaxRegression model(features, classes, 0.0);
+    std::vector<std::uint8_t> blocked((rows + kCodeBlockRows - 1) / kCodeBlockRows *
+                                      kCodeBlockRows * features);
+    block_codes(p.codes.data(), rows, features, blocked.data());
+    Workspace work;
+    const auto reference =
+        model.loss_sum(p.decoded.x.data(), p.decoded.y.data(), rows, p.decoded.theta.data(), work);
+    const auto exact = model.loss_sum_blocked(blocked.data(), p.coding, rows, p.decoded.y.data(),
+                                              p.decoded.theta.data(), work);
+    const auto fast = model.loss_sum_blocked(blocked.data(), p.coding, rows, p.decoded.y.data(),
+                                             p.decoded.theta.data(), work, true);
+    // The same losses summed from differently rounded logits: 1e-12 relative; float weights give
+    // logits within ~1e-6 of their scale and the mean loss within 1e-6 relative. Random data have
+    // no near-ties, so the accuracies agree.
+    EXPECT_NEAR(exact.loss_sum, reference.loss_sum, 1e-12 * reference.loss_sum);
+    EXPECT_EQ(exact.correct, reference.correct);
+    EXPECT_NEAR(fast.loss_sum, reference.loss_sum, 1e-6 * reference.loss_sum);
+    EXPECT_EQ(fast.correct, reference.correct);
   }
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 #include "fluence/core/error.hpp"
 #include "fluence/privacy/rdp_accountant.hpp"
@@ -81,6 +82,20 @@ TEST(RdpAccountant, AccountantComposesSteps) {
   const PrivacySpent whole = dp_sgd_epsilon(0.01, 1.1, 1000, 1e-5);
   EXPECT_NEAR(split.epsilon, whole.epsilon, 1e-12 * whole.epsilon);
   EXPECT_EQ(split.order, whole.order);
+}
+
+// The accountant keeps one step's RDP for the last (q, sigma): steps at changing rates and noise
+// compose exactly as with each step's RDP computed afresh.
+TEST(RdpAccountant, RepeatedAndChangingStepsMatchFreshSums) {
+  RdpAccountant accountant;
+  const double steps[][2] = {{0.05, 1.0}, {0.05, 1.0}, {0.02, 1.0}, {0.02, 1.3}, {0.05, 1.0}};
+  std::vector<double> expected(accountant.orders().size(), 0.0);
+  for (auto [q, sigma] : steps) {
+    accountant.add_steps(q, sigma, 3);
+    for (std::size_t k = 0; k < expected.size(); ++k)
+      expected[k] += 3.0 * sampled_gaussian_rdp(q, sigma, accountant.orders()[k]);
+  }
+  for (std::size_t k = 0; k < expected.size(); ++k) EXPECT_EQ(accountant.rdp()[k], expected[k]);
 }
 
 }  // namespace

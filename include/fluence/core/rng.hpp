@@ -48,6 +48,9 @@ class Stream {
          std::uint64_t id2 = 0);
 
   std::uint64_t next_u64();
+  /// Skips the next `values` outputs of next_u64() (uniform() and normal() take one and two): a
+  /// rank can draw its share of a long sequence without drawing the shares before it.
+  void skip(std::uint64_t values);
   /// Uniform on [0, 1) with 53 random bits.
   double uniform();
   /// Uniform integer on [0, n), unbiased (rejection).

@@ -2,6 +2,7 @@
 // Raw tabular data as loaded: numeric and categorical attributes kept apart so that randomized
 // response sees categorical values (and the label) while the model sees an encoded dense matrix.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,9 @@ struct Table {
   std::vector<double> numeric;            // rows x numeric_count(), row-major
   std::vector<std::int32_t> categorical;  // rows x categorical_count(), row-major
   std::vector<std::int32_t> label;        // rows
+  /// > 0 when every numeric value is k / byte_denominator for an integer k in [0, 255] (the IDX
+  /// loader's pixels): encoded rows can then be stored as 8-bit codes (Encoding::encode_bytes).
+  double byte_denominator = 0.0;
 
   int numeric_count() const;
   int categorical_count() const;
@@ -45,6 +49,14 @@ struct TrainTest {
   Table test;
 };
 
+/// Encoded columns as affine functions of 8-bit codes k: x_j = offset[j] + step[j] * k_j. A row
+/// then takes an eighth of the memory traffic of its doubles, which is what repeated passes over
+/// image data (local SGD epochs, the server's test evaluation every round) are bound by.
+struct ByteCoding {
+  double denominator = 0.0;          // numeric values are k / denominator
+  std::vector<double> offset, step;  // per encoded column
+};
+
 /// Dense model inputs from a Table: standardized numeric columns, one-hot categorical columns, and
 /// a constant 1 column for the bias. Fitted on training data only.
 class Encoding {
@@ -60,6 +72,15 @@ class Encoding {
   void encode(const Table& table, const std::vector<std::int64_t>& rows,
               const std::int32_t* categorical, double* out) const;
   void encode_all(const Table& table, double* out) const;
+  /// The byte coding of this encoding's columns for tables like `schema`, when its numeric values
+  /// are bytes (Table::byte_denominator): a numeric column is (k / d - mean) * scale, a one-hot or
+  /// bias column is the code itself (0 or 1).
+  std::optional<ByteCoding> byte_coding(const Table& schema) const;
+  /// Like encode(), as codes of `coding` (from byte_coding(); rows x width); false, with `out`
+  /// unspecified, when a numeric value is not k / coding.denominator after all.
+  bool encode_bytes(const Table& table, const std::vector<std::int64_t>& rows,
+                    const std::int32_t* categorical, const ByteCoding& coding,
+                    std::uint8_t* out) const;
 
   /// First encoded column of the one-hot block of categorical column `column`.
   int categorical_offset(int column) const { return categorical_offset_[column]; }

@@ -53,8 +53,11 @@ class Federation {
   void hessian_diagonal(const std::vector<double>& theta, std::vector<double>& out);
   /// The explicit p x p Hessian of h at theta, row-major (small p: p^2 doubles on every rank).
   void explicit_hessian(const std::vector<double>& theta, std::vector<double>& out);
-  /// Mean loss and accuracy on the server's test set.
-  std::pair<double, double> evaluate_test(const std::vector<double>& theta);
+  /// Mean loss and accuracy on the server's test set. `fast` (the per-round training curve) allows
+  /// float logits on byte-coded test data (mean loss to about 1e-7 relative, the accuracy exact but
+  /// for rows whose two best logits lie within about 1e-6); the default is double throughout, as
+  /// differences of test losses (influence, FLDP) need.
+  std::pair<double, double> evaluate_test(const std::vector<double>& theta, bool fast = false);
   /// Gradient of the mean test loss (no regularization): the server's side of s_test.
   void test_gradient(const std::vector<double>& theta, std::vector<double>& out);
 

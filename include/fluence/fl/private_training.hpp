@@ -99,6 +99,8 @@ class PrivateTraining {
  private:
   void personal_step(std::size_t local, int round, const std::vector<double>& received);
   bool evaluated(int round) const;  // the /feo2 metrics are due after this round
+  // This rank's share of the round's p server normals, gathered: collective.
+  std::vector<double> server_normals(int round, std::size_t count) const;
   void evaluate(int round, const std::vector<double>& theta);
 
   Federation& federation_;
@@ -110,6 +112,7 @@ class PrivateTraining {
   RdpAccountant accountant_;
   std::vector<char> opt_out_;  // per client id
   std::int64_t private_clients_ = 0;
+  bool local_tests_ = false;  // some client holds local test rows (else the metrics stay NaN)
   PrivacyHistory history_;
   std::vector<double> updates_, sums_, noise_, unclipped_;  // scratch, reused every round
   std::vector<std::size_t> chosen_;

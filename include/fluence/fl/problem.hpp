@@ -36,12 +36,17 @@ struct TestShard {
   std::size_t first_row = 0, rows = 0;
   std::vector<double> features;
   std::vector<std::int32_t> labels;
+  /// The features as byte codes in the blocked layout of block_codes() (a chunk is whole
+  /// blocks), when the data allow: what the evaluation every round reads.
+  std::shared_ptr<const ByteCoding> coding;
+  std::vector<std::uint8_t> blocked_codes;
 };
 
 struct FederatedProblem {
   std::uint64_t seed = 0;
   TrainTest data;
   Encoding encoding;
+  std::shared_ptr<const ByteCoding> coding;  // byte codes of the encoding, when the data allow
   std::vector<std::vector<std::int64_t>> client_rows;       // every client's training rows
   std::vector<std::vector<std::int64_t>> client_test_rows;  // held-out local test rows (or empty)
   LdpPlan ldp;
@@ -53,6 +58,10 @@ struct FederatedProblem {
 
   std::vector<std::int64_t> client_sizes() const;
 };
+
+/// Gives `client` its rows as byte codes of problem.coding (from its randomized categorical values)
+/// when the data allow; local SGD then reads those.
+void attach_codes(const FederatedProblem& problem, Client& client);
 
 /// Collective: every rank calls it with the same deck. Input problems are InputErrors on all ranks.
 FederatedProblem build_problem(const Deck& deck);

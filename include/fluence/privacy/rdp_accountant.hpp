@@ -52,6 +52,10 @@ class RdpAccountant {
 
  private:
   std::vector<double> orders_, rdp_;
+  // One step's RDP at the last (q, sigma): a training run adds the same step every round, and
+  // the fractional orders' series cost about a millisecond.
+  double step_q_ = -1.0, step_sigma_ = -1.0;
+  std::vector<double> step_rdp_;
 };
 
 }  // namespace fluence

@@ -1,0 +1,456 @@
+// Arithmetic in GCC/Clang vector extensions (8 double lanes: one AVX-512 register, two AVX2 ones);
+// only the byte-to-double conversion needs intrinsics, since the generic conversion is scalarized.
+// The lane-wise multiply-adds contract to FMA where the target has it.
+#include "fluence/model/row_kernels.hpp"
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+// Without AVX-512 (a build without FLUENCE_NATIVE) GCC notes that 64-byte vectors are passed
+// differently; these helpers are internal and inlined, never an ABI boundary.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace fluence {
+
+namespace {
+
+using Lanes = double __attribute__((vector_size(64)));
+constexpr int kLanes = 8;
+
+// byte_logits keeps R x G accumulators in registers (4 x 5 = 20 of the 32 AVX-512 registers, the
+// rest for the converted rows and a weight vector): a weight vector serves 4 rows, a converted
+// row 5 classes.
+constexpr int kLogitRows = 4;
+constexpr int kLogitClasses = 5;
+// Columns per pass of byte_logits: 5 classes x 256 columns of weights (10 KB) stay in L1 while
+// every row of the batch passes, instead of the whole C x D matrix streaming from L2 per 4 rows.
+constexpr int kSliceColumns = 256;
+// Rows whose accumulators byte_logits parks between column slices (16 x 5 x 64 B = 5 KB).
+constexpr int kParkedRows = 16;
+// Classes byte_rank_update and block_logits hold at once (one or two registers each).
+constexpr int kUpdateClasses = 10;
+constexpr int kBlockClasses = 10;
+
+inline Lanes load(const double* p) {
+  Lanes v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+inline void store(double* p, const Lanes& v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+// Eight codes as doubles (exact). The widening goes through 32-bit lanes in intrinsics: the
+// compilers scalarize a direct byte-to-double conversion, or split it into 256-bit halves.
+inline Lanes load_codes(const std::uint8_t* p) {
+#if defined(__AVX512F__)
+  const __m256i wide = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  // The zero-masked form with an all-ones mask is the plain conversion; the unmasked intrinsic
+  // trips -Wmaybe-uninitialized inside GCC 12's own header.
+  return reinterpret_cast<Lanes>(_mm512_maskz_cvtepi32_pd(static_cast<__mmask8>(0xFF), wide));
+#elif defined(__AVX2__)
+  const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  const __m256d low = _mm256_cvtepi32_pd(_mm_cvtepu8_epi32(bytes));
+  const __m256d high = _mm256_cvtepi32_pd(_mm_cvtepu8_epi32(_mm_srli_si128(bytes, 4)));
+  Lanes v;
+  std::memcpy(&v, &low, sizeof low);
+  std::memcpy(reinterpret_cast<char*>(&v) + sizeof low, &high, sizeof high);
+  return v;
+#else
+  Lanes v;
+  for (int l = 0; l < kLanes; ++l) v[l] = p[l];
+  return v;
+#endif
+}
+
+// The same association for every row.
+inline double lane_sum(const Lanes& v) {
+  return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
+}
+
+// Columns [begin, end) (whole 8-column blocks) of R rows x G classes, continuing the parked
+// accumulators (R x G, row-major) unless `first`; w holds the slice's weights, class g at
+// w + g * kSliceColumns.
+template <int R, int G>
+void logits_slice(const std::uint8_t* const* x, int begin, int end, const double* w, Lanes* parked,
+                  bool first) {
+  Lanes acc[R][G];
+  for (int r = 0; r < R; ++r)
+    for (int g = 0; g < G; ++g) acc[r][g] = first ? Lanes{} : parked[r * G + g];
+  for (int j = begin; j < end; j += kLanes) {
+    Lanes xv[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) xv[r] = load_codes(x[r] + j);
+#pragma GCC unroll 8
+    for (int g = 0; g < G; ++g) {
+      const Lanes wv = load(w + g * kSliceColumns + (j - begin));
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) acc[r][g] += xv[r] * wv;
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int g = 0; g < G; ++g) parked[r * G + g] = acc[r][g];
+}
+
+template <int G>
+void logits_slice_rows(const std::uint8_t* const* x, int rows, int begin, int end, const double* w,
+                       Lanes* parked, bool first) {
+  int r = 0;
+  for (; r + kLogitRows <= rows; r += kLogitRows)
+    logits_slice<kLogitRows, G>(x + r, begin, end, w, parked + r * G, first);
+  switch (rows - r) {
+    case 1:
+      logits_slice<1, G>(x + r, begin, end, w, parked + r * G, first);
+      break;
+    case 2:
+      logits_slice<2, G>(x + r, begin, end, w, parked + r * G, first);
+      break;
+    case 3:
+      logits_slice<3, G>(x + r, begin, end, w, parked + r * G, first);
+      break;
+    default:
+      break;
+  }
+}
+
+// Up to kParkedRows rows x G classes (theta, bias and z offset to the group's first class). Each
+// slice of the weights theta * step is formed just before use, in L1: the whole C x D product,
+// written once per batch, would cost about as much as a tenth of the batch's arithmetic in
+// write-backs to L2. With `find_bias`, the same pass over theta computes the bias as byte_bias
+// does (same association); otherwise `bias` holds it.
+template <int G>
+void logits_group(const std::uint8_t* const* x, int rows, int D, const double* theta,
+                  const double* step, const double* offset, bool find_bias, double* bias, int C,
+                  double* z) {
+  Lanes parked[kParkedRows * G];
+  Lanes partial[G] = {};
+  alignas(64) double slice[G * kSliceColumns];
+  const int whole = D / kLanes * kLanes;
+  for (int begin = 0; begin < whole; begin += kSliceColumns) {
+    const int end = std::min(whole, begin + kSliceColumns);
+    for (int g = 0; g < G; ++g) {
+      const double* tg = theta + static_cast<std::ptrdiff_t>(g) * D;
+      for (int j = begin; j < end; j += kLanes) {
+        const Lanes t = load(tg + j);
+        store(slice + g * kSliceColumns + (j - begin), t * load(step + j));
+        if (find_bias) partial[g] += t * load(offset + j);
+      }
+    }
+    logits_slice_rows<G>(x, rows, begin, end, slice, parked, begin == 0);
+  }
+  if (whole == 0) std::fill(parked, parked + rows * G, Lanes{});
+  if (find_bias)
+    for (int g = 0; g < G; ++g) {
+      const double* tg = theta + static_cast<std::ptrdiff_t>(g) * D;
+      double sum = lane_sum(partial[g]);
+      for (int j = whole; j < D; ++j) sum += tg[j] * offset[j];
+      bias[g] = sum;
+    }
+  for (int r = 0; r < rows; ++r)
+    for (int g = 0; g < G; ++g) {
+      const double* tg = theta + static_cast<std::ptrdiff_t>(g) * D;
+      double sum = lane_sum(parked[r * G + g]);
+      for (int j = whole; j < D; ++j) sum += static_cast<double>(x[r][j]) * (tg[j] * step[j]);
+      z[static_cast<std::ptrdiff_t>(r) * C + g] = bias[g] + sum;
+    }
+}
+
+// G classes of theta (offset to the group) over all rows: the G running sums of one 8-column
+// block stay in registers while the rows stream past, each converted row used G times.
+template <int G>
+void update_group(const std::uint8_t* const* x, std::size_t rows, int D, const double* a, int C,
+                  double shrink, const double* step, const double* offset, const double* sums,
+                  double* theta) {
+  const int whole = D / kLanes * kLanes;
+  for (int j = 0; j < whole; j += kLanes) {
+    Lanes t[G] = {};
+    for (std::size_t b = 0; b < rows; ++b) {
+      const Lanes xv = load_codes(x[b] + j);
+      const double* ab = a + b * C;
+#pragma GCC unroll 16
+      for (int g = 0; g < G; ++g) t[g] += ab[g] * xv;
+    }
+    const Lanes sv = load(step + j), ov = load(offset + j);
+#pragma GCC unroll 16
+    for (int g = 0; g < G; ++g) {
+      double* target = theta + static_cast<std::ptrdiff_t>(g) * D + j;
+      Lanes v = shrink * load(target);
+      v += ov * sums[g];
+      v += sv * t[g];
+      store(target, v);
+    }
+  }
+  for (int j = whole; j < D; ++j)
+    for (int g = 0; g < G; ++g) {
+      double t = 0.0;
+      for (std::size_t b = 0; b < rows; ++b) t += a[b * C + g] * static_cast<double>(x[b][j]);
+      double& target = theta[static_cast<std::ptrdiff_t>(g) * D + j];
+      double v = shrink * target;
+      v += offset[j] * sums[g];
+      v += step[j] * t;
+      target = v;
+    }
+}
+
+// The 16 rows (two lane vectors) x G classes of one block, wt/bias/z offset to the group: each
+// row's sum one chain over ascending j.
+template <int G>
+void block_group(const std::uint8_t* block, int D, const double* wt, const double* bias, int C,
+                 double* z) {
+  Lanes acc[G][2] = {};
+  for (int j = 0; j < D; ++j) {
+    const Lanes x0 = load_codes(block + j * kCodeBlockRows);
+    const Lanes x1 = load_codes(block + j * kCodeBlockRows + kLanes);
+    const double* w = wt + static_cast<std::ptrdiff_t>(j) * C;
+#pragma GCC unroll 16
+    for (int g = 0; g < G; ++g) {
+      acc[g][0] += w[g] * x0;
+      acc[g][1] += w[g] * x1;
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    store(z + g * kCodeBlockRows, bias[g] + acc[g][0]);
+    store(z + g * kCodeBlockRows + kLanes, bias[g] + acc[g][1]);
+  }
+}
+
+using FloatLanes = float __attribute__((vector_size(64)));
+constexpr int kFloatLanes = 16;
+// Columns a float partial sum runs over before it is added to the double sums.
+constexpr int kFloatColumns = 64;
+
+// Sixteen codes as floats (exact).
+inline FloatLanes load_codes_float(const std::uint8_t* p) {
+#if defined(__AVX512F__)
+  return reinterpret_cast<FloatLanes>(_mm512_maskz_cvtepi32_ps(
+      static_cast<__mmask16>(0xFFFF),
+      _mm512_maskz_cvtepu8_epi32(static_cast<__mmask16>(0xFFFF),
+                                 _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))));
+#else
+  FloatLanes v;
+  for (int l = 0; l < kFloatLanes; ++l) v[l] = p[l];
+  return v;
+#endif
+}
+
+// The 16 lanes of a float vector added to two 8-lane double vectors.
+inline void add_widened(const FloatLanes& v, Lanes& low, Lanes& high) {
+#if defined(__AVX512DQ__)
+  // Whole-register conversions (the generic form below is split into 256-bit pieces); the masked
+  // forms with all-ones masks avoid -Wmaybe-uninitialized inside GCC 12's own header.
+  const __m256 first =
+      reinterpret_cast<__m256>(__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7));
+  const __m256 second =
+      _mm512_maskz_extractf32x8_ps(static_cast<__mmask8>(0xFF), reinterpret_cast<__m512>(v), 1);
+  low += reinterpret_cast<Lanes>(_mm512_maskz_cvtps_pd(static_cast<__mmask8>(0xFF), first));
+  high += reinterpret_cast<Lanes>(_mm512_maskz_cvtps_pd(static_cast<__mmask8>(0xFF), second));
+#else
+  using Float8 = float __attribute__((vector_size(32)));
+  const Float8 first = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7);
+  const Float8 second = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+  low += __builtin_convertvector(first, Lanes);
+  high += __builtin_convertvector(second, Lanes);
+#endif
+}
+
+// block_group with float weights: one 16-lane float vector per class, added to the double sums
+// after every kFloatColumns columns.
+template <int G>
+void block_group_float(const std::uint8_t* block, int D, const float* wt, const double* bias, int C,
+                       double* z) {
+  Lanes sum[G][2] = {};
+  for (int begin = 0; begin < D; begin += kFloatColumns) {
+    const int end = std::min(D, begin + kFloatColumns);
+    FloatLanes acc[G] = {};
+    for (int j = begin; j < end; ++j) {
+      const FloatLanes x = load_codes_float(block + j * kCodeBlockRows);
+      const float* w = wt + static_cast<std::ptrdiff_t>(j) * C;
+#pragma GCC unroll 16
+      for (int g = 0; g < G; ++g) acc[g] += w[g] * x;
+    }
+#pragma GCC unroll 16
+    for (int g = 0; g < G; ++g) add_widened(acc[g], sum[g][0], sum[g][1]);
+  }
+  for (int g = 0; g < G; ++g) {
+    store(z + g * kCodeBlockRows, bias[g] + sum[g][0]);
+    store(z + g * kCodeBlockRows + kLanes, bias[g] + sum[g][1]);
+  }
+}
+
+// Calls body.template operator()<G>() for the compile-time G equal to g (1 <= g <= N).
+template <class Body, int... G>
+void with_group(int g, Body&& body, std::integer_sequence<int, G...>) {
+  ((g == G + 1 ? body.template operator()<G + 1>() : void()), ...);
+}
+
+// e^x for x <= 0, to about an ulp: x = n ln 2 + r with |r| <= ln 2 / 2, e^r by its Taylor series to
+// r^13 (the first omitted term is below 5e-18), times 2^n built in the exponent bits. Below -708
+// the argument is clamped (e^-708 = 3e-308): a softmax denominator of at least 1 cannot see it.
+inline Lanes exp_nonpositive(const Lanes& argument) {
+  using Int64Lanes = std::int64_t __attribute__((vector_size(64)));
+  const Lanes lowest = Lanes{} - 708.0;
+  const Lanes x = argument < lowest ? lowest : argument;
+  const double shifter = 0x1.8p52;  // adding it rounds to an integer, kept in the low bits
+  const Lanes shifted = x * 1.4426950408889634 + shifter;
+  const Lanes n = shifted - shifter;
+  const Lanes r = (x - n * 0x1.62e42fefa3800p-1) - n * 0x1.ef35793c7673p-45;  // ln 2, hi + lo
+  Lanes p = Lanes{} + 1.0 / 6227020800.0;
+  const double inverse_factorial[] = {1.0 / 479001600.0,
+                                      1.0 / 39916800.0,
+                                      1.0 / 3628800.0,
+                                      1.0 / 362880.0,
+                                      1.0 / 40320.0,
+                                      1.0 / 5040.0,
+                                      1.0 / 720.0,
+                                      1.0 / 120.0,
+                                      1.0 / 24.0,
+                                      1.0 / 6.0,
+                                      0.5,
+                                      1.0,
+                                      1.0};
+  for (double coefficient : inverse_factorial) p = p * r + coefficient;
+  Int64Lanes bits;
+  std::memcpy(&bits, &shifted, sizeof bits);
+  // shifted = shifter + n exactly, with shifter's exponent: n is the difference of the bit
+  // patterns; 2^n has the exponent field n + 1023.
+  const Int64Lanes scale_bits = (bits - 0x4338000000000000 + 1023) << 52;
+  Lanes scale;
+  std::memcpy(&scale, &scale_bits, sizeof scale);
+  return p * scale;
+}
+
+}  // namespace
+
+void block_loss(const double* z, int C, const std::int32_t* labels, int rows, double& loss_sum,
+                long& correct) {
+  Lanes top[2], total[2] = {};
+  for (int h = 0; h < 2; ++h) {
+    top[h] = load(z + h * kLanes);
+    for (int c = 1; c < C; ++c) {
+      const Lanes v = load(z + c * kCodeBlockRows + h * kLanes);
+      top[h] = v > top[h] ? v : top[h];
+    }
+    for (int c = 0; c < C; ++c)
+      total[h] += exp_nonpositive(load(z + c * kCodeBlockRows + h * kLanes) - top[h]);
+  }
+  for (int r = 0; r < rows; ++r) {
+    const double best_value = top[r / kLanes][r % kLanes];
+    int best = 0;  // the first maximal logit, as std::max_element
+    while (best + 1 < C && z[best * kCodeBlockRows + r] != best_value) ++best;
+    loss_sum +=
+        best_value + std::log(total[r / kLanes][r % kLanes]) - z[labels[r] * kCodeBlockRows + r];
+    if (best == labels[r]) ++correct;
+  }
+}
+
+void byte_bias(const double* theta, int C, int D, const double* offset, double* bias) {
+  const int whole = D / kLanes * kLanes;
+  for (int c0 = 0; c0 < C; c0 += kUpdateClasses) {
+    const int n = std::min(kUpdateClasses, C - c0);
+    // Eight partial sums per class, the classes interleaved: one running sum per class would be a
+    // chain of D dependent additions.
+    Lanes partial[kUpdateClasses] = {};
+    for (int j = 0; j < whole; j += kLanes) {
+      const Lanes ov = load(offset + j);
+      for (int g = 0; g < n; ++g)
+        partial[g] += load(theta + static_cast<std::ptrdiff_t>(c0 + g) * D + j) * ov;
+    }
+    for (int g = 0; g < n; ++g) {
+      const double* tc = theta + static_cast<std::ptrdiff_t>(c0 + g) * D;
+      double sum = lane_sum(partial[g]);
+      for (int j = whole; j < D; ++j) sum += tc[j] * offset[j];
+      bias[c0 + g] = sum;
+    }
+  }
+}
+
+void fold_transposed(const double* theta, int C, int D, const double* step, double* wt) {
+  for (int c = 0; c < C; ++c)
+    for (int j = 0; j < D; ++j)
+      wt[static_cast<std::ptrdiff_t>(j) * C + c] =
+          theta[static_cast<std::ptrdiff_t>(c) * D + j] * step[j];
+}
+
+void fold_transposed(const double* theta, int C, int D, const double* step, float* wt) {
+  for (int c = 0; c < C; ++c)
+    for (int j = 0; j < D; ++j)
+      wt[static_cast<std::ptrdiff_t>(j) * C + c] =
+          static_cast<float>(theta[static_cast<std::ptrdiff_t>(c) * D + j] * step[j]);
+}
+
+void byte_logits(const std::uint8_t* const* rows_k, std::size_t rows, int D, const double* theta,
+                 const double* step, const double* offset, int C, double* bias, double* z) {
+  for (std::size_t r = 0; r < rows; r += kParkedRows) {
+    const int n = static_cast<int>(std::min<std::size_t>(kParkedRows, rows - r));
+    for (int c = 0; c < C; c += kLogitClasses) {
+      const double* tc = theta + static_cast<std::ptrdiff_t>(c) * D;
+      double* zc = z + r * C + c;
+      with_group(
+          std::min(kLogitClasses, C - c),
+          [&]<int G>() {
+            logits_group<G>(rows_k + r, n, D, tc, step, offset, r == 0, bias + c, C, zc);
+          },
+          std::make_integer_sequence<int, kLogitClasses>());
+    }
+  }
+}
+
+void byte_rank_update(const std::uint8_t* const* rows_k, std::size_t rows, int D, const double* a,
+                      int C, double shrink, const double* step, const double* offset,
+                      double* theta) {
+  double sums[kUpdateClasses];
+  for (int c = 0; c < C; c += kUpdateClasses) {
+    const int n = std::min(kUpdateClasses, C - c);
+    for (int g = 0; g < n; ++g) {
+      sums[g] = 0.0;
+      for (std::size_t b = 0; b < rows; ++b) sums[g] += a[b * C + c + g];
+    }
+    with_group(
+        n,
+        [&]<int G>() {
+          update_group<G>(rows_k, rows, D, a + c, C, shrink, step, offset, sums,
+                          theta + static_cast<std::ptrdiff_t>(c) * D);
+        },
+        std::make_integer_sequence<int, kUpdateClasses>());
+  }
+}
+
+void block_codes(const std::uint8_t* row_major, std::size_t rows, int D, std::uint8_t* blocked) {
+  const std::size_t blocks = (rows + kCodeBlockRows - 1) / kCodeBlockRows;
+  std::fill(blocked, blocked + blocks * kCodeBlockRows * D, 0);
+  for (std::size_t r = 0; r < rows; ++r) {
+    std::uint8_t* block = blocked + r / kCodeBlockRows * kCodeBlockRows * D;
+    for (int j = 0; j < D; ++j)
+      block[static_cast<std::size_t>(j) * kCodeBlockRows + r % kCodeBlockRows] =
+          row_major[r * D + j];
+  }
+}
+
+void block_logits(const std::uint8_t* block, int D, const double* wt, const double* bias, int C,
+                  double* z) {
+  for (int c = 0; c < C; c += kBlockClasses)
+    with_group(
+        std::min(kBlockClasses, C - c),
+        [&]<int G>() { block_group<G>(block, D, wt + c, bias + c, C, z + c * kCodeBlockRows); },
+        std::make_integer_sequence<int, kBlockClasses>());
+}
+
+void block_logits(const std::uint8_t* block, int D, const float* wt, const double* bias, int C,
+                  double* z) {
+  for (int c = 0; c < C; c += kBlockClasses)
+    with_group(
+        std::min(kBlockClasses, C - c),
+        [&]<int G>() {
+          block_group_float<G>(block, D, wt + c, bias + c, C, z + c * kCodeBlockRows);
+        },
+        std::make_integer_sequence<int, kBlockClasses>());
+}
+
+}  // namespace fluence
