@@ -71,7 +71,6 @@ import math
 import os
 import re
 import sys
-import warnings
 from dataclasses import dataclass, field
 from typing import Dict, Optional
 
@@ -630,16 +629,12 @@ def parse_args(argv):
 def main(argv=None):
     """Entry point; returns the process exit status."""
     args = parse_args(argv)
-    if not os.path.isdir(args.root):
-        return report_common.error(PROG, f"{args.root}: no such directory")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", category=RuntimeWarning)
-        setups = load_root(args.root)
-    if not setups:
-        return report_common.error(
-            PROG, f"no FeO2 runs under {args.root} (expected "
-                  "<setup>/<algorithm>/results.h5, as written by "
-                  "scripts/run_feo2_experiments.sh)")
+    setups, status = report_common.load_results_root(
+        PROG, args.root, load_root,
+        "<setup>/<algorithm>/results.h5, as written by "
+        "scripts/run_feo2_experiments.sh")
+    if setups is None:
+        return status
 
     render = render_markdown if args.markdown else render_plain
     blocks = []

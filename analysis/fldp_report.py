@@ -747,14 +747,12 @@ def parse_args(argv):
 def main(argv=None):
     """Entry point; returns the process exit status."""
     args = parse_args(argv)
-    if not os.path.isdir(args.root):
-        return report_common.error(PROG, f"{args.root}: no such directory")
-    datasets = load_root(args.root)
-    if not datasets:
-        return report_common.error(
-            PROG, f"no FLDP results under {args.root} (expected "
-                  "<dataset>/{q1/eps_*,q2,q3/x_*,q4}/results.h5, as written "
-                  "by scripts/run_fldp_experiments.sh)")
+    datasets, status = report_common.load_results_root(
+        PROG, args.root, load_root,
+        "<dataset>/{q1/eps_*,q2,q3/x_*,q4}/results.h5, as written "
+        "by scripts/run_fldp_experiments.sh")
+    if datasets is None:
+        return status
 
     render = render_markdown if args.markdown else render_plain
     tables = [summary_table(datasets), table_q1(datasets),

@@ -79,7 +79,7 @@ import os
 import sys
 import warnings
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 
@@ -898,16 +898,12 @@ def parse_args(argv):
 def main(argv=None):
     """Entry point; returns the process exit status."""
     args = parse_args(argv)
-    if not os.path.isdir(args.root):
-        return report_common.error(PROG, f"{args.root}: no such directory")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", category=RuntimeWarning)
-        runs = find_runs(args.root)
-    if not runs:
-        return report_common.error(
-            PROG, f"no 'fluence lia' runs under {args.root} (expected "
-                  "<variant>/<family>/.../results.h5, as written by "
-                  "scripts/run_lia_experiments.sh)")
+    runs, status = report_common.load_results_root(
+        PROG, args.root, find_runs,
+        "<variant>/<family>/.../results.h5, as written by "
+        "scripts/run_lia_experiments.sh")
+    if runs is None:
+        return status
     variants = variant_order(runs)
     revisions = sorted({r.revision for r in runs if r.revision})
     if len(revisions) > 1:

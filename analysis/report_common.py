@@ -12,6 +12,7 @@ import math
 import os
 import sys
 import textwrap
+import warnings
 from dataclasses import dataclass
 from typing import List, Tuple
 
@@ -46,6 +47,21 @@ def error(prog, message):
     """'<prog>: error: <message>' on stderr; returns the exit status 2."""
     print(f"{prog}: error: {message}", file=sys.stderr)
     return EXIT_ERROR
+
+
+def load_results_root(prog, root, load, expected):
+    """Runs `load(root)` (RuntimeWarnings silenced: empty or NaN results are
+    expected in partial runs) and returns (runs, 0); (None, 2) after an error
+    message when ROOT is not a directory or holds no runs. `expected` says
+    what the results tree should look like."""
+    if not os.path.isdir(root):
+        return None, error(prog, f"{root}: no such directory")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=RuntimeWarning)
+        runs = load(root)
+    if not runs:
+        return None, error(prog, f"no results under {root} (expected {expected})")
+    return runs, 0
 
 
 # --------------------------------------------------------------------------

@@ -69,30 +69,6 @@ all_setups=(noniid skewed)
 all_algorithms=(nonprivate dpfedavg feo2_r0.01 feo2_r0.1 feo2_r0.9)
 skewed_label=7
 
-# split_list OPTION LIST KNOWN...: print the entries of the comma-separated LIST, one a line, each
-# checked against KNOWN (duplicates dropped, order kept); a usage error (exit 2) otherwise
-split_list() {
-  local option="$1" list="$2" item seen=" " items=() count=0
-  shift 2
-  local known=" $* " names
-  names="$(IFS=,; echo "$*")"
-  IFS=',' read -r -a items <<<"$list"
-  for item in ${items[@]+"${items[@]}"}; do
-    [ -n "$item" ] || die "$option: empty entry in '$list'"
-    case "$known" in
-      *" $item "*) ;;
-      *) die "$option: unknown entry '$item' (known: $names)" ;;
-    esac
-    case "$seen" in
-      *" $item "*) continue ;;
-    esac
-    seen+="$item "
-    echo "$item"
-    count=$((count + 1))
-  done
-  [ "$count" -gt 0 ] || die "$option needs at least one of $names"
-}
-
 root="out/feo2"
 setups_arg=""
 while [ $# -gt 0 ]; do

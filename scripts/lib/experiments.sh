@@ -31,6 +31,33 @@ report_status=0
 stop_requested=0
 trap 'stop_requested=1' USR1 TERM INT
 
+# split_list OPTION LIST [KNOWN...]: print the entries of the comma-separated LIST, one a line,
+# each checked against KNOWN when given (duplicates dropped, order kept); a usage error (exit 2)
+# otherwise
+split_list() {
+  local option="$1" list="$2" item seen=" " items=() count=0
+  shift 2
+  local known=" $* " names
+  names="$(IFS=,; echo "$*")"
+  IFS=',' read -r -a items <<<"$list"
+  for item in ${items[@]+"${items[@]}"}; do
+    [ -n "$item" ] || die "$option: empty entry in '$list'"
+    if [ $# -gt 0 ]; then
+      case "$known" in
+        *" $item "*) ;;
+        *) die "$option: unknown entry '$item' (known: $names)" ;;
+      esac
+    fi
+    case "$seen" in
+      *" $item "*) continue ;;
+    esac
+    seen+="$item "
+    echo "$item"
+    count=$((count + 1))
+  done
+  [ "$count" -gt 0 ] || die "$option needs at least one entry"
+}
+
 # usage: print the sourcing script's header comment (its --help)
 usage() {
   sed -n '2,/^set -euo pipefail/{/^set -euo/d;s/^# \{0,1\}//;p}' "$script_path"
