@@ -1,5 +1,6 @@
 // Kernel micro-benchmarks (Google Benchmark): SGD epochs at the shapes and the full-data
-// gradient, reported as GFLOP/s to compare with the machine's dgemm figure (HINTS.md).
+// gradient, reported as GFLOP/s to compare with the machine's dgemm figure (HINTS.md), and the
+// FLDP estimate's expected-gradient pass.
 #include <benchmark/benchmark.h>
 
 #include <numeric>
@@ -7,8 +8,11 @@
 
 #include "fluence/core/blas_tuning.hpp"
 #include "fluence/core/rng.hpp"
+#include "fluence/data/source.hpp"
+#include "fluence/fldp/expected_loss.hpp"
 #include "fluence/model/row_kernels.hpp"
 #include "fluence/model/softmax_regression.hpp"
+#include "fluence/privacy/randomized_response.hpp"
 
 namespace {
 
@@ -151,6 +155,51 @@ BENCHMARK(BM_TestLoss)
     ->Args({5120, 785, 10, 0})
     ->Args({5120, 785, 10, 1})
     ->Args({5120, 785, 10, 2});
+
+// Seed 000 Eq. 14's bracket for one FLDP client (inputs/bench_fldp.toml's shape): 10,000 rows,
+// 27 encoded columns, two classes; cat0 (9 values), cat1 (2) and the label randomized at eps 3,
+// changed to eps' = 1: 18 feature combinations per row, the label as a soft target.
+void BM_ExpectedChangeGradient(benchmark::State& state) {
+  fluence::SyntheticConfig config;
+  config.rows = 10000;
+  config.numeric = 6;
+  config.categorical = {9, 2, 5, 4};
+  config.classes = 2;
+  const fluence::Table table = fluence::generate_synthetic(config, 2);
+  const fluence::Encoding encoding(table, true, true);
+  std::vector<std::int64_t> rows(table.rows);
+  std::iota(rows.begin(), rows.end(), 0);
+  auto categorical = table.categorical;
+  auto labels = table.label;
+  const std::size_t nc = config.categorical.size();
+  for (std::size_t r = 0; r < table.rows; ++r) {
+    fluence::Stream stream(7, fluence::Purpose::randomized_response, r);
+    categorical[r * nc] = fluence::randomize_value(table.categorical[r * nc], 9, 3.0, stream);
+    categorical[r * nc + 1] =
+        fluence::randomize_value(table.categorical[r * nc + 1], 2, 3.0, stream);
+    labels[r] = fluence::randomize_value(table.label[r], 2, 3.0, stream);
+  }
+  std::vector<double> features(table.rows * encoding.width());
+  encoding.encode(table, rows, categorical.data(), features.data());
+  const fluence::Client client(0, rows, table.categorical, table.label, categorical, labels,
+                               features);
+  const fluence::SoftmaxRegression model(encoding.width(), 2, 1e-4);
+  const std::vector<fluence::ChangedAttribute> changed{{0, 9, encoding.categorical_offset(0), 1.0},
+                                                       {1, 2, encoding.categorical_offset(1), 1.0},
+                                                       {-1, 2, 0, 1.0}};
+  fluence::ExpectedLoss expected(model, client, changed, {}, 2, 0);
+  std::vector<double> theta(model.parameters()), gradient(model.parameters());
+  fluence::Stream stream(9, fluence::Purpose::synthetic_model);
+  for (auto& value : theta) value = 0.5 * stream.normal();
+  for (auto _ : state) {
+    expected.change_gradient_sum(theta.data(), -1, gradient.data());
+    benchmark::DoNotOptimize(gradient.data());
+  }
+  state.counters["ns/row"] = benchmark::Counter(
+      static_cast<double>(table.rows),
+      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_ExpectedChangeGradient)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

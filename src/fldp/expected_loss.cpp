@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "fluence/core/error.hpp"
+#include "fluence/core/lanes.hpp"
 #include "fluence/core/rng.hpp"
 #include "fluence/privacy/randomized_response.hpp"
 
@@ -52,7 +53,8 @@ ExpectedLoss::ExpectedLoss(const SoftmaxRegression& model, const Client& client,
       D_(model.features()),
       C_(model.classes()),
       rows_(client.size()),
-      rows_x_(client.features()) {
+      rows_x_(client.features()),
+      observed_labels_(client.labels().data()) {
   const std::size_t n = rows_;
   targets_.assign(n * C_, 0.0);
   for (std::size_t r = 0; r < n; ++r) targets_[r * C_ + client.labels()[r]] = 1.0;
@@ -89,14 +91,38 @@ ExpectedLoss::ExpectedLoss(const SoftmaxRegression& model, const Client& client,
   if (exact_) {
     combos_ = product;
     combo_values_.resize(combos_ * F);
-    combo_columns_.resize(combos_ * F);
     for (std::size_t c = 0; c < combos_; ++c) {
       std::size_t index = c;  // mixed radix, the last feature fastest
       for (std::size_t f = F; f-- > 0;) {
         combo_values_[c * F + f] = static_cast<std::int32_t>(index % features_[f].domain);
-        combo_columns_[f * combos_ + c] = combo_values_[c * F + f];
         index /= features_[f].domain;
       }
+    }
+    // Each row's original and observed values as combination indices; the k-RR weights of
+    // every combination given every original one, w(c | o) = prod_f k-RR(v_f(c) | v_f(o)), as
+    // a table when it is small.
+    const auto combination_of = [&](const std::vector<std::int32_t>& values, std::size_t r) {
+      std::size_t index = 0;
+      for (std::size_t f = 0; f < F; ++f)
+        index = index * features_[f].domain + static_cast<std::size_t>(values[r * F + f]);
+      return static_cast<std::int32_t>(index);
+    };
+    observed_combination_.resize(n);
+    original_combination_.resize(n);
+    for (std::size_t r = 0; r < n; ++r) {
+      observed_combination_[r] = combination_of(randomized_, r);
+      original_combination_[r] = combination_of(original_, r);
+    }
+    if (combos_ * combos_ <= config.weight_table_entries) {
+      weight_table_.resize(combos_ * combos_);
+      for (std::size_t o = 0; o < combos_; ++o)
+        for (std::size_t c = 0; c < combos_; ++c) {
+          double weight = 1.0;
+          for (std::size_t f = 0; f < F; ++f)
+            weight *= combo_values_[c * F + f] == combo_values_[o * F + f] ? features_[f].keep
+                                                                           : features_[f].other;
+          weight_table_[o * combos_ + c] = weight;
+        }
     }
   } else {
     if (config.samples < config.batches || config.samples % config.batches != 0)
@@ -299,49 +325,85 @@ void ExpectedLoss::prepare_combinations(const double* theta) {
   }
 }
 
-void ExpectedLoss::exact_row_gradient(std::size_t r, const double* base_logits, const double* q,
-                                      double* a_row) {
-  // All |F_x| combinations of the row at once; every loop runs over the combinations (contiguous)
-  // and vectorizes: weights w(c) = prod_f k-RR(v_f(c) | original), unnormalized probabilities
-  // u_k(c) = e^(b_k - max b) e^(T_k(c) - shift(c)), then a_k(c) = w(c) (p_k(c) - q_k).
-  const std::size_t F = features_.size();
+template <int Classes>
+void ExpectedLoss::exact_block_gradient(std::size_t first, const std::int32_t* block, int count,
+                                        double* observed_gradient) {
+  // Up to eight rows at once, one per lane (lanes::Lanes), over all |F_x| combinations: weights
+  // w(c | o_row) from the table, unnormalized probabilities u_k(c) = e^(b_k - max b) e^(T_k(c) -
+  // shift(c)), then a_k(c) = w (p_k(c) - q_k). A row's sum of a_k over c is its lane's, and goes to
+  // the base row's part (multiplied by x-bar later); the per-combination totals over the rows are
+  // kept per lane and added in lane order at the end of the evaluation, and the one-hot columns'
+  // gradient (each feature's marginal over the other features' values) is read off them.
+  // Classes > 0 fixes C at compile time (the lanes stay in registers); 0 reads C_. Unused lanes
+  // have weight 0.
+  using lanes::Lanes;
+  constexpr int L = lanes::kLanes;
+  const int C = Classes > 0 ? Classes : C_;
   const std::size_t K = combos_;
-  const std::int32_t* original = original_.data() + r * F;
-  double* w = combination_weights_.data();
-  std::fill_n(w, K, 1.0);
-  for (std::size_t f = 0; f < F; ++f) {
-    const std::int32_t* column = combo_columns_.data() + f * K;
-    const std::int32_t value = original[f];
-    const double keep = features_[f].keep, other = features_[f].other;
-    for (std::size_t c = 0; c < K; ++c) w[c] *= column[c] == value ? keep : other;
+  Lanes registers[Classes > 0 ? 3 * Classes : 1];
+  Lanes* scale = Classes > 0 ? registers : class_lanes_.data();
+  Lanes* target = scale + C;
+  Lanes* sums = target + C;
+  Lanes present{};
+  std::size_t table_row[L] = {};
+  for (int l = 0; l < L; ++l) {
+    const bool used = l < count;
+    const std::size_t i = static_cast<std::size_t>(block[used ? l : 0]);
+    const double* b = logits_.data() + i * C_;
+    const double* q = targets_.data() + (first + i) * C_;
+    double top = b[0];
+    for (int k = 1; k < C; ++k) top = std::max(top, b[k]);
+    for (int k = 0; k < C; ++k) {
+      scale[k][l] = b[k] == top ? 1.0 : std::exp(b[k] - top);
+      target[k][l] = q[k];
+    }
+    present[l] = used ? 1.0 : 0.0;
+    table_row[l] = static_cast<std::size_t>(original_combination_[first + i]) * K;
   }
-  double top = base_logits[0];
-  for (int k = 1; k < C_; ++k) top = std::max(top, base_logits[k]);
-  double* inverse = combination_inverse_.data();
-  std::fill_n(inverse, K, 0.0);
-  for (int k = 0; k < C_; ++k) {
-    const double scale = std::exp(base_logits[k] - top);
-    const double* factor = combination_factor_.data() + static_cast<std::size_t>(k) * K;
-    double* u = class_terms_.data() + static_cast<std::size_t>(k) * K;
-    for (std::size_t c = 0; c < K; ++c) {
-      u[c] = scale * factor[c];
-      inverse[c] += u[c];
+  for (int k = 0; k < C; ++k) sums[k] = Lanes{};
+  const double* factor = combination_factor_.data();
+  Lanes* totals = combination_lanes_.data();
+  for (std::size_t c = 0; c < K; ++c) {
+    Lanes weight;
+    for (int l = 0; l < L; ++l) weight[l] = weight_table_[table_row[l] + c];
+    weight *= present;
+    Lanes u[Classes > 0 ? Classes : 1];
+    Lanes* terms = Classes > 0 ? u : sums + C;
+    Lanes denominator{};
+    for (int k = 0; k < C; ++k) {
+      terms[k] = scale[k] * factor[static_cast<std::size_t>(k) * K + c];
+      denominator += terms[k];
+    }
+    // denominator >= the top class's term >= e^-700 (the caller's spread check): normal.
+    const Lanes inverse = lanes::reciprocal(denominator);
+    for (int k = 0; k < C; ++k) {
+      const Lanes a = weight * (terms[k] * inverse - target[k]);
+      sums[k] += a;
+      totals[static_cast<std::size_t>(k) * K + c] += a;
     }
   }
-  for (std::size_t c = 0; c < K; ++c) inverse[c] = 1.0 / inverse[c];
-  for (int k = 0; k < C_; ++k) {
-    // a_k = w (p_k - q_k). Its sum goes to the base row's part; per combination it accumulates
-    // over the rows, and the one-hot columns' gradient (each feature's marginal over the other
-    // features' values) is read off the totals once per evaluation.
-    const double* u = class_terms_.data() + static_cast<std::size_t>(k) * K;
-    double* total = combination_residual_.data() + static_cast<std::size_t>(k) * K;
-    double sum = 0.0;
-    for (std::size_t c = 0; c < K; ++c) {
-      const double a = w[c] * (u[c] * inverse[c] - q[k]);
-      total[c] += a;
-      sum += a;
+  for (int l = 0; l < count; ++l) {
+    const std::size_t i = static_cast<std::size_t>(block[l]);
+    double* a_row = accumulated_.data() + i * C_;
+    for (int k = 0; k < C; ++k) a_row[k] += sums[k][l];
+    if (!observed_gradient) continue;
+    // The observed row z~ is one of the combinations: its probabilities come from the same
+    // factors; minus (p~ - e_y) x~^T as in subtract_observed_row.
+    const std::size_t r = first + i;
+    const std::size_t observed = static_cast<std::size_t>(observed_combination_[r]);
+    double* p = z_.data();
+    double total = 0.0;
+    for (int k = 0; k < C; ++k) {
+      p[k] = scale[k][l] * factor[static_cast<std::size_t>(k) * K + observed];
+      total += p[k];
     }
-    a_row[k] += sum;
+    const std::size_t F = features_.size();
+    const std::int32_t* randomized = randomized_.data() + r * F;
+    for (int k = 0; k < C; ++k) {
+      const double residual = p[k] / total - (k == observed_labels_[r] ? 1.0 : 0.0);
+      a_row[k] -= residual;
+      for (std::size_t f = 0; f < F; ++f) observed_gradient[entry(k, f, randomized[f])] -= residual;
+    }
   }
 }
 
@@ -371,18 +433,40 @@ void ExpectedLoss::add_base_outer(const double* a, const double* x, const std::i
   }
 }
 
-double ExpectedLoss::evaluate(const double* theta, double* gradient, int batch) {
+void ExpectedLoss::subtract_observed_row(std::size_t r, const double* base_logits,
+                                         const double* theta, double* a_row, double* gradient) {
+  // grad l(z~_r) = (p~ - e_y) x~^T with x~ = x-bar plus the randomized one-hots: its base part
+  // leaves a_row (multiplied by x-bar later), its one-hot part leaves those columns directly.
+  const std::size_t F = features_.size();
+  const std::int32_t* randomized = randomized_.data() + r * F;
+  double* z = z_.data();
+  for (int k = 0; k < C_; ++k) {
+    double logit = base_logits[k];
+    for (std::size_t f = 0; f < F; ++f) logit += theta[entry(k, f, randomized[f])];
+    z[k] = logit;
+  }
+  softmax_in_place(z, C_, false);
+  z[observed_labels_[r]] -= 1.0;
+  for (int k = 0; k < C_; ++k) {
+    a_row[k] -= z[k];
+    for (std::size_t f = 0; f < F; ++f) gradient[entry(k, f, randomized[f])] -= z[k];
+  }
+}
+
+double ExpectedLoss::evaluate(const double* theta, double* gradient, int batch,
+                              bool subtract_observed) {
   const std::size_t p = model_.parameters();
   if (gradient) {
     std::fill(gradient, gradient + p, 0.0);
     prepare_factors(theta);
     marginals_.assign(factors_.size(), 0.0);
-    combination_residual_.assign(combos_ * C_, 0.0);
     if (exact_) prepare_combinations(theta);
-    class_terms_.resize(combos_ * C_);
-    combination_weights_.resize(combos_);
-    combination_inverse_.resize(combos_);
+    class_lanes_.resize(4 * static_cast<std::size_t>(C_));
+    combination_lanes_.assign(combos_ * C_, lanes::Lanes{});
   }
+  // Rows go through the block kernel when their weights are tabulated (exact expectation) and
+  // their factorized exponentials cannot underflow; the others take the per-row paths.
+  const bool tabulated = gradient && exact_ && !weight_table_.empty();
   double loss = 0.0;
   double* z = z_.data();
   for (std::size_t first = 0; first < rows_; first += kChunkRows) {
@@ -390,6 +474,15 @@ double ExpectedLoss::evaluate(const double* theta, double* gradient, int batch) 
     const double* x = rows_x_ + first * D_;
     base_logits(x, nullptr, first, m, theta, logits_.data());
     std::fill_n(accumulated_.begin(), m * C_, 0.0);
+    int blocked = 0;
+    const auto flush_block = [&] {
+      double* observed = subtract_observed ? gradient : nullptr;
+      if (C_ == 2)  // the binary tasks of seed 000
+        exact_block_gradient<2>(first, block_rows_.data(), blocked, observed);
+      else
+        exact_block_gradient<0>(first, block_rows_.data(), blocked, observed);
+      blocked = 0;
+    };
     for (std::size_t i = 0; i < m; ++i) {
       const std::size_t r = first + i;
       const double* q = targets_.data() + r * C_;
@@ -407,10 +500,12 @@ double ExpectedLoss::evaluate(const double* theta, double* gradient, int batch) 
         continue;
       }
       double* a_row = accumulated_.data() + i * C_;
-      if (exact_ && top_minus_bottom(base_logits) + combination_spread_ <= 700.0) {
-        exact_row_gradient(r, base_logits, q, a_row);
+      if (tabulated && top_minus_bottom(base_logits) + combination_spread_ <= 700.0) {
+        block_rows_[blocked++] = static_cast<std::int32_t>(i);  // the block kernel, below
+        if (blocked == lanes::kLanes) flush_block();
         continue;
       }
+      if (subtract_observed) subtract_observed_row(r, base_logits, theta, a_row, gradient);
       for_each_probability(
           r, batch, base_logits, theta,
           [&](double weight, const std::int32_t* values, const double* probabilities) {
@@ -423,15 +518,19 @@ double ExpectedLoss::evaluate(const double* theta, double* gradient, int batch) 
             }
           });
     }
+    if (blocked > 0) flush_block();
     if (gradient) add_base_outer(accumulated_.data(), x, nullptr, first, m, gradient);
   }
   if (gradient && exact_) {
     const std::size_t F = features_.size();
     for (int k = 0; k < C_; ++k)
-      for (std::size_t c = 0; c < combos_; ++c)
+      for (std::size_t c = 0; c < combos_; ++c) {
+        const double total =
+            lanes::lane_sum(combination_lanes_[static_cast<std::size_t>(k) * combos_ + c]);
         for (std::size_t f = 0; f < F; ++f)
           marginals_[table_start_[f] + static_cast<std::size_t>(combo_values_[c * F + f]) * C_ +
-                     k] += combination_residual_[static_cast<std::size_t>(k) * combos_ + c];
+                     k] += total;
+      }
     for (std::size_t f = 0; f < F; ++f)
       for (int v = 0; v < features_[f].domain; ++v)
         for (int k = 0; k < C_; ++k)
@@ -442,16 +541,21 @@ double ExpectedLoss::evaluate(const double* theta, double* gradient, int batch) 
 }
 
 double ExpectedLoss::loss_sum(const double* theta) {
-  return evaluate(theta, nullptr, -1);
+  return evaluate(theta, nullptr, -1, false);
 }
 
 void ExpectedLoss::gradient_sum(const double* theta, double* out) {
-  evaluate(theta, out, -1);
+  evaluate(theta, out, -1, false);
 }
 
 void ExpectedLoss::batch_gradient_sum(const double* theta, int batch, double* out) {
   if (batch < 0 || batch >= batches()) throw RuntimeError("Monte-Carlo batch out of range");
-  evaluate(theta, out, exact_ ? -1 : batch);
+  evaluate(theta, out, exact_ ? -1 : batch, false);
+}
+
+void ExpectedLoss::change_gradient_sum(const double* theta, int batch, double* out) {
+  if (batch >= batches()) throw RuntimeError("Monte-Carlo batch out of range");
+  evaluate(theta, out, exact_ ? -1 : batch, true);
 }
 
 const double* ExpectedLoss::gather(const std::int64_t* ids, std::size_t first, std::size_t count) {

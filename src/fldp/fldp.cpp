@@ -235,21 +235,16 @@ class FldpRunner {
   // `batch` >= 0 uses one Monte-Carlo batch of the expectation.
   void change_gradient(const FldpChange& change, ExpectedLoss* expected, int batch,
                        std::vector<double>& out) {
-    const Client& client = problem_.clients[local_index(change.client)];
-    std::vector<double> original;
-    group_gradient_sum(
-        *problem_.model, client.features(), client.labels().data(), client.size(), theta_.data(),
-        change.remove ? influence_.removal_gradient : RemovalGradient::loss, original, work_);
     out.resize(p_);
-    if (change.remove) {
-      for (std::size_t j = 0; j < p_; ++j) out[j] = -original[j];
+    if (!change.remove) {
+      expected->change_gradient_sum(theta_.data(), batch, out.data());
       return;
     }
-    if (batch < 0)
-      expected->gradient_sum(theta_.data(), out.data());
-    else
-      expected->batch_gradient_sum(theta_.data(), batch, out.data());
-    for (std::size_t j = 0; j < p_; ++j) out[j] -= original[j];
+    const Client& client = problem_.clients[local_index(change.client)];
+    std::vector<double> original;
+    group_gradient_sum(*problem_.model, client.features(), client.labels().data(), client.size(),
+                       theta_.data(), influence_.removal_gradient, original, work_);
+    for (std::size_t j = 0; j < p_; ++j) out[j] = -original[j];
   }
 
   // I = -H^{-1} b for one change. Federated scope: every rank takes part in the solve (the

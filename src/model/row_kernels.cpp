@@ -1,6 +1,5 @@
-// Arithmetic in GCC/Clang vector extensions (8 double lanes: one AVX-512 register, two AVX2 ones);
-// only the byte-to-double conversion needs intrinsics, since the generic conversion is scalarized.
-// The lane-wise multiply-adds contract to FMA where the target has it.
+// Arithmetic in GCC/Clang vector extensions (fluence/core/lanes.hpp); only the byte-to-double
+// conversion needs intrinsics, since the generic conversion is scalarized.
 #include "fluence/model/row_kernels.hpp"
 
 #if defined(__AVX2__)
@@ -12,16 +11,16 @@
 #include <cstring>
 #include <utility>
 
-// Without AVX-512 (a build without FLUENCE_NATIVE) GCC notes that 64-byte vectors are passed
-// differently; these helpers are internal and inlined, never an ABI boundary.
-#pragma GCC diagnostic ignored "-Wpsabi"
+#include "fluence/core/lanes.hpp"
 
 namespace fluence {
 
 namespace {
 
-using Lanes = double __attribute__((vector_size(64)));
-constexpr int kLanes = 8;
+using lanes::kLanes;
+using lanes::Lanes;
+using lanes::load;
+using lanes::store;
 
 // byte_logits keeps R x G accumulators in registers (4 x 5 = 20 of the 32 AVX-512 registers, the
 // rest for the converted rows and a weight vector): a weight vector serves 4 rows, a converted
@@ -36,16 +35,6 @@ constexpr int kParkedRows = 16;
 // Classes byte_rank_update and block_logits hold at once (one or two registers each).
 constexpr int kUpdateClasses = 10;
 constexpr int kBlockClasses = 10;
-
-inline Lanes load(const double* p) {
-  Lanes v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-inline void store(double* p, const Lanes& v) {
-  std::memcpy(p, &v, sizeof v);
-}
 
 // Eight codes as doubles (exact). The widening goes through 32-bit lanes in intrinsics: the
 // compilers scalarize a direct byte-to-double conversion, or split it into 256-bit halves.

@@ -148,6 +148,9 @@ TEST_P(ExpectedLossClasses, EnumerationEqualsBruteForceOverAllRandomizations) {
     ExpectedLoss expected(s.model, *s.client, changed, {}, 1, 0);
     ASSERT_TRUE(expected.exact());
     const BruteForce brute(s, changed);
+    ExpectationConfig no_table;  // the weights formed per row instead of read from the table
+    no_table.weight_table_entries = 0;
+    ExpectedLoss untabulated(s.model, *s.client, changed, no_table, 1, 0);
     Workspace work;
     EXPECT_NEAR(expected.loss_sum(s.theta.data()), brute.loss(s, s.theta.data()),
                 kRoundingTolerance * brute.loss(s, s.theta.data()));
@@ -162,6 +165,17 @@ TEST_P(ExpectedLossClasses, EnumerationEqualsBruteForceOverAllRandomizations) {
                                                        work);
                                 }),
                  kRoundingTolerance, "gradient");
+
+    // Seed 000 Eq. 14's bracket in one pass: the expected gradient minus the observed rows'
+    // gradient (z~: the client's randomized rows and labels), the latter from the model's kernel.
+    std::vector<double> observed(p), change(p), difference(p);
+    s.model.gradient_sum(s.client->features(), s.randomized_labels.data(), s.table.rows,
+                         s.theta.data(), observed.data(), work);
+    for (std::size_t j = 0; j < p; ++j) difference[j] = gradient[j] - observed[j];
+    expected.change_gradient_sum(s.theta.data(), -1, change.data());
+    expect_close(change, difference, kRoundingTolerance, "change gradient");
+    untabulated.change_gradient_sum(s.theta.data(), -1, change.data());
+    expect_close(change, difference, kRoundingTolerance, "change gradient without the table");
 
     std::vector<double> v(p), hv(p);
     Stream stream(3, Purpose::synthetic_model, 1);
@@ -254,6 +268,16 @@ TEST(ExpectedLoss, MonteCarloIsUnbiasedAndItsStandardErrorCalibrated) {
     ASSERT_FALSE(sampled.exact());
     sampled.gradient_sum(s.theta.data(), gradient.data());
     std::vector<double> batch_mean(p, 0.0), batch_square(p, 0.0);
+    if (key == 0) {  // the one-pass bracket of a batch: its expectation minus the observed rows
+      std::vector<double> observed(p), change(p);
+      Workspace work;
+      s.model.gradient_sum(s.client->features(), s.randomized_labels.data(), s.table.rows,
+                           s.theta.data(), observed.data(), work);
+      sampled.batch_gradient_sum(s.theta.data(), 1, batch.data());
+      sampled.change_gradient_sum(s.theta.data(), 1, change.data());
+      for (std::size_t j = 0; j < p; ++j) batch[j] -= observed[j];
+      expect_close(change, batch, kRoundingTolerance, "Monte-Carlo change gradient");
+    }
     for (int b = 0; b < sampled.batches(); ++b) {
       sampled.batch_gradient_sum(s.theta.data(), b, batch.data());
       for (std::size_t j = 0; j < p; ++j) {

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "fluence/core/lanes.hpp"
 #include "fluence/fl/client.hpp"
 #include "fluence/fl/local_objective.hpp"
 #include "fluence/model/softmax_regression.hpp"
@@ -37,6 +38,10 @@ struct ExpectationConfig {
   std::uint64_t enumeration_limit = 4096;  // largest |F_x| over the changed features enumerated
   int samples = 64;                        // Monte-Carlo draws per row above the limit
   int batches = 8;                         // independent batches of draws (standard error)
+  // Largest table of k-RR combination weights w(c | o) (|F_x|^2 doubles; 512 KB by default, so
+  // up to |F_x| = 256). The exact gradient's block kernel reads its weights from the table;
+  // without one, rows take the per-row path.
+  std::size_t weight_table_entries = std::size_t{1} << 16;
 };
 
 class ExpectedLoss final : public LocalObjective {
@@ -63,6 +68,11 @@ class ExpectedLoss final : public LocalObjective {
   /// The gradient from Monte-Carlo batch `batch` alone (an independent unbiased estimate); when
   /// exact, the gradient.
   void batch_gradient_sum(const double* theta, int batch, double* out);
+  // sum_r [grad E l(z_eps', theta) - grad l(z~_r, theta)]: seed 000 Eq. 14's bracket in one pass
+  // over the rows (the observed rows' logits are the base logits plus their randomized one-hots,
+  // so the second gradient costs a softmax per row, not a second pass). batch < 0: every
+  // combination or draw; else one Monte-Carlo batch.
+  void change_gradient_sum(const double* theta, int batch, double* out);
   void hessian_vector_sum(const double* theta, const double* v, double* out) override;
   void sampled_hessian_vector_sum(const double* theta, const std::int64_t* rows, std::size_t count,
                                   const double* v, double* out) override;
@@ -80,7 +90,9 @@ class ExpectedLoss final : public LocalObjective {
   void for_each_combination(std::size_t r, int batch, Visit&& visit) const;
   // The loss over the rows (gradient == nullptr) or the gradient (into `gradient`; returns 0),
   // draws from `batch` (-1 = all).
-  double evaluate(const double* theta, double* gradient, int batch);
+  double evaluate(const double* theta, double* gradient, int batch, bool subtract_observed);
+  void subtract_observed_row(std::size_t r, const double* base_logits, const double* theta,
+                             double* a_row, double* gradient);
   void hessian_vector_rows(const double* theta, const std::int64_t* ids, std::size_t count,
                            const double* v, double* out);
   const double* gather(const std::int64_t* ids, std::size_t first, std::size_t count);
@@ -96,10 +108,12 @@ class ExpectedLoss final : public LocalObjective {
   void for_each_probability(std::size_t r, int batch, const double* base_logits,
                             const double* theta, Visit&& visit);
   void prepare_factors(const double* theta);
-  // The exact expectation's gradient terms of row r, vectorized over the combinations: adds
-  // sum_c w_c (p_c - q) to a_row (the base-row part) and each combination's residual to
-  // combination_residual_ (the one-hot columns' part, read off once per evaluation).
-  void exact_row_gradient(std::size_t r, const double* base_logits, const double* q, double* a_row);
+  // The exact expectation's gradient terms of up to eight rows of the current chunk (indices
+  // `block` into it, base logits in logits_), into accumulated_ and combination_lanes_; with
+  // observed_gradient, minus the observed rows' own gradient.
+  template <int Classes>
+  void exact_block_gradient(std::size_t first, const std::int32_t* block, int count,
+                            double* observed_gradient);
   double top_minus_bottom(const double* logits) const;
   // Index into theta (C x D) of class k's column for value `value` of changed feature f.
   std::size_t entry(int k, std::size_t f, std::int32_t value) const {
@@ -123,11 +137,12 @@ class ExpectedLoss final : public LocalObjective {
   std::vector<std::int32_t> randomized_;  // rows x F: z~'s values of the changed features
   std::vector<std::int32_t> original_;    // rows x F: original values of the changed features
   std::vector<double> targets_;           // rows x C: soft label q (or one-hot of the z~ label)
+  const std::int32_t* observed_labels_;   // z~'s labels (the client's, used in place)
   bool exact_ = true;
   std::size_t combos_ = 1;
-  std::vector<std::int32_t> combo_values_;   // combos x F (exact)
-  std::vector<std::int32_t> combo_columns_;  // F x combos, the same transposed
-  std::vector<double> combination_factor_;   // C x combos: e^(T_k(c) - max_k T_k(c))
+  std::vector<std::int32_t> combo_values_;          // combos x F (exact)
+  std::vector<std::int32_t> observed_combination_;  // rows: the combination z~ reports (exact)
+  std::vector<double> combination_factor_;          // C x combos: e^(T_k(c) - max_k T_k(c))
   double combination_spread_ = 0.0;
   int samples_ = 0, batches_ = 1;
   std::vector<std::int32_t> sample_values_;  // rows x samples x F (Monte Carlo)
@@ -136,10 +151,12 @@ class ExpectedLoss final : public LocalObjective {
   std::vector<std::size_t> table_start_;  // feature f's first entry in factors_
   std::size_t table_rows_ = 0;            // sum of the changed features' domains
   std::vector<double> level_, row_weights_;
-  std::vector<double> class_terms_, combination_weights_,
-      combination_inverse_;                   // C x combos, combos, combos
-  std::vector<double> marginals_;             // [f][v][k] gradient of the one-hot columns
-  std::vector<double> combination_residual_;  // C x combos: a_k(c) summed over the rows
+  std::vector<std::int32_t> original_combination_;  // rows: the original values' combination
+  std::vector<double> weight_table_;                // combos x combos: w(c | original o), if small
+  std::vector<lanes::Lanes> class_lanes_;        // 2C: a lane group of u_k, then the a_k lane sums
+  std::vector<double> marginals_;                // [f][v][k] gradient of the one-hot columns
+  std::vector<lanes::Lanes> combination_lanes_;  // C x combos: a_k(c) over the rows, per lane
+  std::vector<std::int32_t> block_rows_ = std::vector<std::int32_t>(lanes::kLanes);
   // Scratch, sized once.
   std::vector<double> chunk_, logits_, second_, accumulated_, z_, u_, v_scratch_;
 };
