@@ -340,10 +340,11 @@ void ExpectedLoss::exact_block_gradient(std::size_t first, const std::int32_t* b
   constexpr int L = lanes::kLanes;
   const int C = Classes > 0 ? Classes : C_;
   const std::size_t K = combos_;
-  Lanes registers[Classes > 0 ? 3 * Classes : 1];
+  Lanes registers[Classes > 0 ? 4 * Classes : 1];
   Lanes* scale = Classes > 0 ? registers : class_lanes_.data();
   Lanes* target = scale + C;
   Lanes* sums = target + C;
+  Lanes* terms = sums + C;
   Lanes present{};
   std::size_t table_row[L] = {};
   for (int l = 0; l < L; ++l) {
@@ -367,8 +368,6 @@ void ExpectedLoss::exact_block_gradient(std::size_t first, const std::int32_t* b
     Lanes weight;
     for (int l = 0; l < L; ++l) weight[l] = weight_table_[table_row[l] + c];
     weight *= present;
-    Lanes u[Classes > 0 ? Classes : 1];
-    Lanes* terms = Classes > 0 ? u : sums + C;
     Lanes denominator{};
     for (int k = 0; k < C; ++k) {
       terms[k] = scale[k] * factor[static_cast<std::size_t>(k) * K + c];
@@ -388,7 +387,7 @@ void ExpectedLoss::exact_block_gradient(std::size_t first, const std::int32_t* b
     for (int k = 0; k < C; ++k) a_row[k] += sums[k][l];
     if (!observed_gradient) continue;
     // The observed row z~ is one of the combinations: its probabilities come from the same
-    // factors; minus (p~ - e_y) x~^T as in subtract_observed_row.
+    // factors, without an exponential.
     const std::size_t r = first + i;
     const std::size_t observed = static_cast<std::size_t>(observed_combination_[r]);
     double* p = z_.data();
@@ -397,13 +396,8 @@ void ExpectedLoss::exact_block_gradient(std::size_t first, const std::int32_t* b
       p[k] = scale[k][l] * factor[static_cast<std::size_t>(k) * K + observed];
       total += p[k];
     }
-    const std::size_t F = features_.size();
-    const std::int32_t* randomized = randomized_.data() + r * F;
-    for (int k = 0; k < C; ++k) {
-      const double residual = p[k] / total - (k == observed_labels_[r] ? 1.0 : 0.0);
-      a_row[k] -= residual;
-      for (std::size_t f = 0; f < F; ++f) observed_gradient[entry(k, f, randomized[f])] -= residual;
-    }
+    for (int k = 0; k < C; ++k) p[k] /= total;
+    subtract_observed_gradient(r, p, a_row, observed_gradient);
   }
 }
 
@@ -435,8 +429,6 @@ void ExpectedLoss::add_base_outer(const double* a, const double* x, const std::i
 
 void ExpectedLoss::subtract_observed_row(std::size_t r, const double* base_logits,
                                          const double* theta, double* a_row, double* gradient) {
-  // grad l(z~_r) = (p~ - e_y) x~^T with x~ = x-bar plus the randomized one-hots: its base part
-  // leaves a_row (multiplied by x-bar later), its one-hot part leaves those columns directly.
   const std::size_t F = features_.size();
   const std::int32_t* randomized = randomized_.data() + r * F;
   double* z = z_.data();
@@ -446,10 +438,19 @@ void ExpectedLoss::subtract_observed_row(std::size_t r, const double* base_logit
     z[k] = logit;
   }
   softmax_in_place(z, C_, false);
-  z[observed_labels_[r]] -= 1.0;
+  subtract_observed_gradient(r, z, a_row, gradient);
+}
+
+void ExpectedLoss::subtract_observed_gradient(std::size_t r, const double* probabilities,
+                                              double* a_row, double* gradient) const {
+  // grad l(z~_r) = (p~ - e_y) x~^T with x~ = x-bar plus the randomized one-hots: its base part
+  // leaves a_row (multiplied by x-bar later), its one-hot part leaves those columns directly.
+  const std::size_t F = features_.size();
+  const std::int32_t* randomized = randomized_.data() + r * F;
   for (int k = 0; k < C_; ++k) {
-    a_row[k] -= z[k];
-    for (std::size_t f = 0; f < F; ++f) gradient[entry(k, f, randomized[f])] -= z[k];
+    const double residual = probabilities[k] - (k == observed_labels_[r] ? 1.0 : 0.0);
+    a_row[k] -= residual;
+    for (std::size_t f = 0; f < F; ++f) gradient[entry(k, f, randomized[f])] -= residual;
   }
 }
 

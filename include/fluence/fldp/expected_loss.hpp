@@ -91,8 +91,13 @@ class ExpectedLoss final : public LocalObjective {
   // The loss over the rows (gradient == nullptr) or the gradient (into `gradient`; returns 0),
   // draws from `batch` (-1 = all).
   double evaluate(const double* theta, double* gradient, int batch, bool subtract_observed);
+  // Minus grad l(z~_r), its probabilities from the base logits and theta.
   void subtract_observed_row(std::size_t r, const double* base_logits, const double* theta,
                              double* a_row, double* gradient);
+  // Minus grad l(z~_r) given its probabilities p~: a_row loses p~ - e_y, the randomized one-hot
+  // columns of `gradient` too.
+  void subtract_observed_gradient(std::size_t r, const double* probabilities, double* a_row,
+                                  double* gradient) const;
   void hessian_vector_rows(const double* theta, const std::int64_t* ids, std::size_t count,
                            const double* v, double* out);
   const double* gather(const std::int64_t* ids, std::size_t first, std::size_t count);
@@ -153,8 +158,8 @@ class ExpectedLoss final : public LocalObjective {
   std::vector<double> level_, row_weights_;
   std::vector<std::int32_t> original_combination_;  // rows: the original values' combination
   std::vector<double> weight_table_;                // combos x combos: w(c | original o), if small
-  std::vector<lanes::Lanes> class_lanes_;        // 2C: a lane group of u_k, then the a_k lane sums
-  std::vector<double> marginals_;                // [f][v][k] gradient of the one-hot columns
+  std::vector<lanes::Lanes> class_lanes_;  // 4C: the block kernel's scale, target, sums, terms
+  std::vector<double> marginals_;          // [f][v][k] gradient of the one-hot columns
   std::vector<lanes::Lanes> combination_lanes_;  // C x combos: a_k(c) over the rows, per lane
   std::vector<std::int32_t> block_rows_ = std::vector<std::int32_t>(lanes::kLanes);
   // Scratch, sized once.
