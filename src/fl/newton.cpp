@@ -11,6 +11,7 @@
 
 #include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
+#include "fluence/core/vector_ops.hpp"
 #include "fluence/fl/federation.hpp"
 
 namespace fluence {
@@ -47,12 +48,6 @@ PetscErrorCode federated_hessian_diagonal(Mat matrix, Vec diagonal) {
   std::copy(values.begin(), values.end(), out);
   PetscCall(VecRestoreArray(diagonal, &out));
   PetscFunctionReturn(0);
-}
-
-double dot(const std::vector<double>& a, const std::vector<double>& b) {
-  double s = 0.0;
-  for (std::size_t k = 0; k < a.size(); ++k) s += a[k] * b[k];
-  return s;
 }
 
 // Owns the PETSc objects of one polish run.

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "fluence/core/error.hpp"
+#include "fluence/core/vector_ops.hpp"
 
 namespace fluence {
 
@@ -23,14 +24,6 @@ void group_gradient_sum(const SoftmaxRegression& model, const double* x, const s
   const double share = static_cast<double>(rows) * model.l2();
   for (std::size_t k = 0; k < out.size(); ++k) out[k] += share * theta[k];
 }
-
-namespace {
-double dot(const std::vector<double>& a, const std::vector<double>& b) {
-  double s = 0.0;
-  for (std::size_t k = 0; k < a.size(); ++k) s += a[k] * b[k];
-  return s;
-}
-}  // namespace
 
 SolveReport removal_parameter_change(IhvpSolver& solver, const std::vector<double>& group_gradient,
                                      std::int64_t n, std::vector<double>& delta) {

@@ -3,18 +3,9 @@
 #include <cmath>
 
 #include "fluence/core/error.hpp"
+#include "fluence/core/vector_ops.hpp"
 
 namespace fluence::lia {
-
-namespace {
-
-double dot(const std::vector<double>& a, const std::vector<double>& b) {
-  double s = 0.0;
-  for (std::size_t k = 0; k < a.size(); ++k) s += a[k] * b[k];
-  return s;
-}
-
-}  // namespace
 
 double regularized_objective(const SoftmaxRegression& model, const double* x, const std::int32_t* y,
                              std::size_t rows, const double* theta, Workspace& work) {

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "fluence/core/error.hpp"
+#include "fluence/core/vector_ops.hpp"
 
 namespace fluence {
 
@@ -254,12 +255,6 @@ void PerturbedObjective::hessian_vector(const double* v, double* out) {
 }
 
 namespace {
-
-double dot(const std::vector<double>& a, const std::vector<double>& b) {
-  double s = 0.0;
-  for (std::size_t j = 0; j < a.size(); ++j) s += a[j] * b[j];
-  return s;
-}
 
 // Solves H_S step = gradient to relative residual `forcing` by CG preconditioned with the clean
 // Hessian's solver; returns the products by H_S used.
