@@ -47,6 +47,25 @@ void accumulate_outer(const double* weights, const double* x, std::size_t rows, 
     for (int c = 0; c < C; ++c) axpy(weights[r * C + c], x + r * D, out + c * D, D);
 }
 
+// One epoch's mini-batches in `order`: each batch's row pointers (into `x`, D values per row) and
+// labels are gathered into the workspace vectors and handed to train(pointers, labels, batch).
+template <class Value, class Train>
+void for_each_batch(const Value* x, int D, const std::int32_t* y, const std::int64_t* order,
+                    std::size_t rows, int batch_size, std::vector<const Value*>& pointers,
+                    std::vector<std::int32_t>& labels, Train&& train) {
+  pointers.resize(batch_size);
+  labels.resize(batch_size);
+  for (std::size_t start = 0; start < rows; start += batch_size) {
+    const int batch = static_cast<int>(std::min<std::size_t>(batch_size, rows - start));
+    for (int b = 0; b < batch; ++b) {
+      const auto r = static_cast<std::size_t>(order[start + b]);
+      pointers[b] = x + r * D;
+      labels[b] = y[r];
+    }
+    train(pointers.data(), labels.data(), batch);
+  }
+}
+
 }  // namespace
 
 void Workspace::reserve(std::size_t rows, int classes, int features) {
@@ -334,21 +353,12 @@ void SoftmaxRegression::sgd_epoch(const double* x, const std::int32_t* y, const 
                                   std::size_t rows, int batch_size, double learning_rate,
                                   double* theta, Workspace& work, const double* center,
                                   double proximal) const {
-  const int D = features_;
-  work.reserve(static_cast<std::size_t>(batch_size), classes_, D);
-  std::vector<const double*>& pointers = work.batch_rows;
-  std::vector<std::int32_t>& labels = work.batch_labels;
-  pointers.resize(batch_size);
-  labels.resize(batch_size);
-  for (std::size_t start = 0; start < rows; start += batch_size) {
-    const int batch = static_cast<int>(std::min<std::size_t>(batch_size, rows - start));
-    for (int b = 0; b < batch; ++b) {
-      const auto r = static_cast<std::size_t>(order[start + b]);
-      pointers[b] = x + r * D;
-      labels[b] = y[r];
-    }
-    sgd_batch(pointers.data(), labels.data(), batch, learning_rate, theta, work, center, proximal);
-  }
+  work.reserve(static_cast<std::size_t>(batch_size), classes_, features_);
+  for_each_batch(x, features_, y, order, rows, batch_size, work.batch_rows, work.batch_labels,
+                 [&](const double* const* batch_rows, const std::int32_t* labels, int batch) {
+                   sgd_batch(batch_rows, labels, batch, learning_rate, theta, work, center,
+                             proximal);
+                 });
 }
 
 void SoftmaxRegression::sgd_batch(const std::uint8_t* const* rows_k, const std::int32_t* labels,
@@ -376,23 +386,13 @@ void SoftmaxRegression::sgd_epoch(const std::uint8_t* codes, const ByteCoding& c
                                   std::size_t rows, int batch_size, double learning_rate,
                                   double* theta, Workspace& work, const double* center,
                                   double proximal) const {
-  const int D = features_;
   work.reserve(static_cast<std::size_t>(batch_size), classes_, 0);
   work.folded.resize(classes_);
-  std::vector<const std::uint8_t*>& pointers = work.batch_codes;
-  std::vector<std::int32_t>& labels = work.batch_labels;
-  pointers.resize(batch_size);
-  labels.resize(batch_size);
-  for (std::size_t start = 0; start < rows; start += batch_size) {
-    const int batch = static_cast<int>(std::min<std::size_t>(batch_size, rows - start));
-    for (int b = 0; b < batch; ++b) {
-      const auto r = static_cast<std::size_t>(order[start + b]);
-      pointers[b] = codes + r * D;
-      labels[b] = y[r];
-    }
-    sgd_batch(pointers.data(), labels.data(), batch, coding, learning_rate, theta, work, center,
-              proximal);
-  }
+  for_each_batch(codes, features_, y, order, rows, batch_size, work.batch_codes, work.batch_labels,
+                 [&](const std::uint8_t* const* batch_rows, const std::int32_t* labels, int batch) {
+                   sgd_batch(batch_rows, labels, batch, coding, learning_rate, theta, work, center,
+                             proximal);
+                 });
 }
 
 LossAndAccuracy SoftmaxRegression::loss_sum_blocked(const std::uint8_t* blocked,
