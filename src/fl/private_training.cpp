@@ -127,10 +127,9 @@ PrivateTraining::PrivateTraining(Federation& federation, const PrivacyConfig& co
   }
   personal_.resize(problem.clients.size());
   const int rounds = std::max(personalization.rounds, 0);
-  for (auto* series : {&metrics_.acc_g, &metrics_.acc_g_p, &metrics_.acc_g_np, &metrics_.acc_l_p,
-                       &metrics_.acc_l_np, &metrics_.var_g_p, &metrics_.var_g_np, &metrics_.var_l_p,
-                       &metrics_.var_l_np})
-    series->assign(static_cast<std::size_t>(rounds), std::numeric_limits<double>::quiet_NaN());
+  Feo2Metrics::for_each(metrics_, [&](const char*, std::vector<double>& series) {
+    series.assign(static_cast<std::size_t>(rounds), std::numeric_limits<double>::quiet_NaN());
+  });
   for (int id : history_.opt_out_clients) opt_out_[id] = 1;
   for (const auto& rows : problem.client_test_rows) local_tests_ |= !rows.empty();
   private_clients_ = clients - static_cast<std::int64_t>(history_.opt_out_clients.size());
@@ -356,14 +355,9 @@ void PrivateTraining::save_state(std::map<std::string, std::vector<double>>& arr
   arrays["private/clip_norm"] = history_.clip_norm;
   arrays["private/sampled_private"] = as_doubles(history_.sampled_private);
   arrays["private/sampled_opt_out"] = as_doubles(history_.sampled_opt_out);
-  const std::pair<const char*, const std::vector<double>*> metrics[] = {
-      {"acc_g", &metrics_.acc_g},       {"acc_g_p", &metrics_.acc_g_p},
-      {"acc_g_np", &metrics_.acc_g_np}, {"acc_l_p", &metrics_.acc_l_p},
-      {"acc_l_np", &metrics_.acc_l_np}, {"var_g_p", &metrics_.var_g_p},
-      {"var_g_np", &metrics_.var_g_np}, {"var_l_p", &metrics_.var_l_p},
-      {"var_l_np", &metrics_.var_l_np}};
-  for (const auto& [name, series] : metrics)
-    arrays[std::string("private/metrics/") + name] = *series;
+  Feo2Metrics::for_each(metrics_, [&](const char* name, const std::vector<double>& series) {
+    arrays[std::string("private/metrics/") + name] = series;
+  });
   if (!personalization_.ditto) return;
   // Ditto's personal models, one row per client in id order (a flag column first: 0 = not yet
   // initialized). Collective: every rank passes its clients' rows, which are contiguous in id
@@ -391,14 +385,9 @@ void PrivateTraining::restore_state(const std::map<std::string, std::vector<doub
   };
   history_.sampled_private = integers("private/sampled_private");
   history_.sampled_opt_out = integers("private/sampled_opt_out");
-  const std::pair<const char*, std::vector<double>*> metrics[] = {
-      {"acc_g", &metrics_.acc_g},       {"acc_g_p", &metrics_.acc_g_p},
-      {"acc_g_np", &metrics_.acc_g_np}, {"acc_l_p", &metrics_.acc_l_p},
-      {"acc_l_np", &metrics_.acc_l_np}, {"var_g_p", &metrics_.var_g_p},
-      {"var_g_np", &metrics_.var_g_np}, {"var_l_p", &metrics_.var_l_p},
-      {"var_l_np", &metrics_.var_l_np}};
-  for (const auto& [name, series] : metrics)
-    *series = required(arrays, std::string("private/metrics/") + name);
+  Feo2Metrics::for_each(metrics_, [&](const char* name, std::vector<double>& series) {
+    series = required(arrays, std::string("private/metrics/") + name);
+  });
   if (!personalization_.ditto) return;
   const auto& all = required(arrays, "private/personal");
   const std::size_t p = federation_.parameters();

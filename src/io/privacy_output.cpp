@@ -20,15 +20,9 @@ void write_privacy_output(ResultsFile& file, const PrivacyConfig& config,
 }
 
 void write_feo2_output(ResultsFile& file, const Feo2Metrics& m) {
-  file.dataset("/feo2/acc_g", m.acc_g);
-  file.dataset("/feo2/acc_g_p", m.acc_g_p);
-  file.dataset("/feo2/acc_g_np", m.acc_g_np);
-  file.dataset("/feo2/acc_l_p", m.acc_l_p);
-  file.dataset("/feo2/acc_l_np", m.acc_l_np);
-  file.dataset("/feo2/var_g_p", m.var_g_p);
-  file.dataset("/feo2/var_g_np", m.var_g_np);
-  file.dataset("/feo2/var_l_p", m.var_l_p);
-  file.dataset("/feo2/var_l_np", m.var_l_np);
+  Feo2Metrics::for_each(m, [&](const char* name, const std::vector<double>& series) {
+    file.dataset(std::string("/feo2/") + name, series);
+  });
   std::vector<double> delta_g, delta_l;  // opt-out minus private (seed 004 Tables 1-2)
   for (std::size_t t = 0; t < m.acc_g.size(); ++t) {
     delta_g.push_back(m.acc_g_np[t] - m.acc_g_p[t]);

@@ -67,6 +67,21 @@ struct PersonalizationConfig {
 struct Feo2Metrics {
   std::vector<double> acc_g, acc_g_p, acc_g_np, acc_l_p, acc_l_np;
   std::vector<double> var_g_p, var_g_np, var_l_p, var_l_np;
+
+  /// visit(name, series) for every series, in this order (the output, the checkpoint and the
+  /// initialization all go through this one list). Self: Feo2Metrics or const Feo2Metrics.
+  template <class Self, class Visit>
+  static void for_each(Self& self, Visit&& visit) {
+    visit("acc_g", self.acc_g);
+    visit("acc_g_p", self.acc_g_p);
+    visit("acc_g_np", self.acc_g_np);
+    visit("acc_l_p", self.acc_l_p);
+    visit("acc_l_np", self.acc_l_np);
+    visit("var_g_p", self.var_g_p);
+    visit("var_g_np", self.var_g_np);
+    visit("var_l_p", self.var_l_p);
+    visit("var_l_np", self.var_l_np);
+  }
 };
 
 /// What a private run reports (/privacy/* in docs/outputs.md).
