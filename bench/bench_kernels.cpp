@@ -72,6 +72,32 @@ void BM_GradientSum(benchmark::State& state) {
 }
 BENCHMARK(BM_GradientSum)->Args({100000, 64, 2})->Args({22000, 88, 2})->Args({60000, 785, 10});
 
+// The Newton-CG inner product at fixed probabilities (one rank's share of a retrain's Hessian):
+// args rows, features, classes.
+void BM_HessianVector(benchmark::State& state) {
+  const int rows = state.range(0), features = state.range(1), classes = state.range(2);
+  auto d = make_data(rows, features, classes);
+  fluence::SoftmaxRegression model(features, classes, 1e-3);
+  fluence::Workspace work;
+  std::vector<double> probabilities(static_cast<std::size_t>(rows) * classes),
+      v(model.parameters()), out(model.parameters());
+  for (auto& value : d.theta) value = 0.01;
+  for (std::size_t j = 0; j < v.size(); ++j) v[j] = 1.0 / (1.0 + j);
+  model.probabilities(d.x.data(), rows, d.theta.data(), probabilities.data());
+  for (auto _ : state)
+    model.hessian_vector_sum_at(d.x.data(), rows, probabilities.data(), v.data(), out.data(), work);
+  state.counters["GFLOP/s"] = benchmark::Counter(4.0 * rows * features * classes,
+                                                 benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+  state.counters["ns/row"] = benchmark::Counter(
+      rows, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_HessianVector)
+    ->Args({12000, 789, 4})
+    ->Args({30000, 785, 10})
+    ->Args({22000, 88, 2})
+    ->Unit(benchmark::kMillisecond);
+
 // Image-like rows as 8-bit codes (as Fashion-MNIST's: about half the pixels zero) with a
 // standardizing byte coding and a bias column.
 struct ByteData {

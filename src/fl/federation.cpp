@@ -86,14 +86,27 @@ void Federation::gradient(const std::vector<double>& theta, std::vector<double>&
     out[k] = out[k] * inverse_n() + model.l2() * theta[k];
 }
 
-void Federation::hessian_vector(const std::vector<double>& theta, const double* v, double* out) {
+void Federation::hessian_vector(const std::vector<double>& theta, const double* v, double* out,
+                                HessianCache* cache) {
   const auto& model = *problem_.model;
   const std::size_t p = parameters();
+  const bool fill = cache && !cache->filled;
+  if (fill) cache->probabilities.resize(problem_.clients.size());
   sum_over_clients(std::span<double>(out, p), [&](std::size_t k, double* sum) {
     const auto& client = problem_.clients[k];
     if (objectives_[k]) return objectives_[k]->hessian_vector_sum(theta.data(), v, sum);
-    model.hessian_vector_sum(client.features(), client.size(), theta.data(), v, sum, work_);
+    if (!cache)
+      return model.hessian_vector_sum(client.features(), client.size(), theta.data(), v, sum,
+                                      work_);
+    std::vector<double>& probabilities = cache->probabilities[k];
+    if (fill) {
+      probabilities.resize(client.size() * model.classes());
+      model.probabilities(client.features(), client.size(), theta.data(), probabilities.data());
+    }
+    model.hessian_vector_sum_at(client.features(), client.size(), probabilities.data(), v, sum,
+                                work_);
   });
+  if (fill) cache->filled = true;
   for (std::size_t k = 0; k < p; ++k) out[k] = out[k] * inverse_n() + model.l2() * v[k];
 }
 

@@ -21,6 +21,7 @@ namespace {
 struct ShellContext {
   Federation* federation;
   const std::vector<double>* theta;
+  Federation::HessianCache cache;  // the probabilities at *theta, cleared when theta moves
 };
 
 PetscErrorCode federated_hessian_mult(Mat matrix, Vec x, Vec y) {
@@ -31,7 +32,7 @@ PetscErrorCode federated_hessian_mult(Mat matrix, Vec x, Vec y) {
   PetscScalar* out = nullptr;
   PetscCall(VecGetArrayRead(x, &in));
   PetscCall(VecGetArray(y, &out));
-  context->federation->hessian_vector(*context->theta, in, out);
+  context->federation->hessian_vector(*context->theta, in, out, &context->cache);
   PetscCall(VecRestoreArray(y, &out));
   PetscCall(VecRestoreArrayRead(x, &in));
   PetscFunctionReturn(0);
@@ -54,7 +55,7 @@ PetscErrorCode federated_hessian_diagonal(Mat matrix, Vec diagonal) {
 class NewtonSolver {
  public:
   NewtonSolver(Federation& federation, const std::vector<double>& theta)
-      : context_{&federation, &theta} {
+      : context_{&federation, &theta, {}} {
     const auto p = static_cast<PetscInt>(federation.parameters());
     petsc_check(MatCreateShell(PETSC_COMM_SELF, p, p, p, p, &context_, &hessian_),
                 "MatCreateShell");
@@ -97,7 +98,9 @@ class NewtonSolver {
       petsc_check(KSPSetTolerances(ksp_, rtol, 0.0, PETSC_DEFAULT, PETSC_DEFAULT),
                   "KSPSetTolerances");
     }
-    // theta moved: the Jacobi preconditioner must be rebuilt from the new diagonal.
+    // theta moved: the cached probabilities are stale, and the Jacobi preconditioner must be
+    // rebuilt from the new diagonal.
+    context_.cache.clear();
     // (MatAssemblyEnd advances the matrix state, which makes KSPSolve set the PC up again.)
     petsc_check(MatAssemblyBegin(hessian_, MAT_FINAL_ASSEMBLY), "MatAssemblyBegin");
     petsc_check(MatAssemblyEnd(hessian_, MAT_FINAL_ASSEMBLY), "MatAssemblyEnd");

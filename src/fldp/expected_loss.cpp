@@ -9,6 +9,7 @@
 #include "fluence/core/error.hpp"
 #include "fluence/core/lanes.hpp"
 #include "fluence/core/rng.hpp"
+#include "fluence/model/dense_kernels.hpp"
 #include "fluence/privacy/randomized_response.hpp"
 
 namespace fluence {
@@ -30,18 +31,6 @@ double softmax_in_place(double* z, int C, bool want_lse) {
   const double inverse = 1.0 / sum;
   for (int k = 0; k < C; ++k) z[k] *= inverse;
   return want_lse ? top + std::log(sum) : 0.0;
-}
-
-// out (m x C) = x (m x D) theta^T, theta C x D.
-void row_logits(const double* x, std::size_t m, int D, int C, const double* theta, double* out) {
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), C, D, 1.0, x, D, theta,
-              D, 0.0, out, C);
-}
-
-// out (C x D) += a^T (C x m) x (m x D).
-void add_outer(const double* a, const double* x, std::size_t m, int D, int C, double* out) {
-  cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, D, static_cast<int>(m), 1.0, a, C, x, D,
-              1.0, out, D);
 }
 
 }  // namespace

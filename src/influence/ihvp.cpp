@@ -244,7 +244,7 @@ class CholeskySolver final : public IhvpSolver {
 
   IhvpMethod method() const override { return IhvpMethod::explicit_cholesky; }
 
-  SolveReport solve(const double* b, double* x) override {
+  void apply_inverse(const double* b, double* x) override {
     const std::size_t p = hessian_.parameters();
     const int n = static_cast<int>(p), one = 1;
     std::copy(b, b + p, x);
@@ -252,6 +252,11 @@ class CholeskySolver final : public IhvpSolver {
     // Column-major "L" of the row-major symmetric matrix is the same factorization.
     dpotrs_("L", &n, &one, factor_.data(), &n, x, &n, &info);
     if (info != 0) throw RuntimeError("explicit IHVP: dpotrs failed");
+  }
+
+  SolveReport solve(const double* b, double* x) override {
+    const std::size_t p = hessian_.parameters();
+    apply_inverse(b, x);
     SolveReport report;
     report.iterations = 1;
     // True residual with the dense matrix itself (a product by the operator would cost a pass

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "fluence/model/dense_kernels.hpp"
+
 namespace fluence::lia {
 
 long dp_sgd_steps(std::size_t rows, const DpSgdConfig& config) {
@@ -46,8 +48,7 @@ void dp_sgd(const double* x, const std::int32_t* y, std::size_t rows, int featur
         std::copy_n(x + members[i] * D, D, &work.batch[static_cast<std::size_t>(i) * D]);
         work.labels[i] = y[members[i]];
       }
-      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, C, D, 1.0, work.batch.data(), D,
-                  theta, D, 0.0, work.logits.data(), C);
+      row_logits(work.batch.data(), m, D, C, theta, work.logits.data());
       for (int i = 0; i < m; ++i) {
         double* a = &work.logits[static_cast<std::size_t>(i) * C];
         double top = a[0];
@@ -66,9 +67,8 @@ void dp_sgd(const double* x, const std::int32_t* y, std::size_t rows, int featur
           for (int c = 0; c < C; ++c) a[c] *= factor;
         }
       }
-      // Sum of clipped gradients: A^T X_batch (C x D).
-      cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, D, m, 1.0, work.logits.data(), C,
-                  work.batch.data(), D, 0.0, work.gradient.data(), D);
+      // Sum of clipped gradients: A^T X_batch (C x D), onto the zeroed gradient.
+      add_outer(work.logits.data(), work.batch.data(), m, D, C, work.gradient.data());
     }
     if (config.noise_multiplier > 0.0) {
       const double sd = config.noise_multiplier * config.clip;

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <limits>
 
+#include "fluence/model/dense_kernels.hpp"
+
 namespace fluence::lia {
 
 double vote_flip_probability(double epsilon, bool seed_accounting) {
@@ -229,8 +231,7 @@ void VoteKernel::loss_differences(const double* x, const std::int32_t* y,
     // L(z, theta_base) once per row.
     base_logits_.resize(rows * C);
     base_loss_.resize(rows);
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), C, D, 1.0, block_x,
-                D, base, D, 0.0, base_logits_.data(), C);
+    row_logits(block_x, rows, D, C, base, base_logits_.data());
     shifted_.resize(std::max(rows, static_cast<std::size_t>(kContributorChunk)) * C);
     row_losses_.resize(kContributorChunk);
     block_losses(base_logits_.data(), static_cast<int>(rows), C, y + row0, 1, shifted_.data(),

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "fluence/model/dense_kernels.hpp"
 #include "fluence/model/row_kernels.hpp"
 
 namespace fluence {
@@ -16,35 +17,17 @@ constexpr std::size_t kChunkRows = 2048;
 
 // Shapes at or above this many multiply-adds go to BLAS; below, the call overhead dominates.
 constexpr std::size_t kBlasWork = 16384;
-// With this few classes the GEMMs are too skinny for BLAS to beat plain fused loops.
-constexpr int kSkinnyClasses = 4;
-
-// Dot product with eight fixed partial sums: vectorizable without -ffast-math and deterministic
-// (the summation order depends only on n).
-inline double dot(const double* a, const double* b, int n) {
-  double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int j = 0;
-  for (; j + 8 <= n; j += 8)
-    for (int k = 0; k < 8; ++k) s[k] += a[j + k] * b[j + k];
-  double tail = 0.0;
-  for (; j < n; ++j) tail += a[j] * b[j];
-  return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7])) + tail;
+// With this few classes the GEMMs are too skinny for BLAS: the tiled kernels of dense_kernels.hpp
+// take them, in cache-sized blocks of rows so that x is read from memory once per pass pair.
+inline bool skinny(int C) {
+  return C >= 2 && C <= kDenseMaxClasses;
+}
+inline std::size_t chunk_rows(int C) {
+  return skinny(C) ? kDenseBlockRows : kChunkRows;
 }
 
 inline void axpy(double alpha, const double* x, double* y, int n) {
   for (int j = 0; j < n; ++j) y[j] += alpha * x[j];
-}
-
-// out (C x D) += weights^T x for `rows` rows: a GEMM, or fused row loops when C is small.
-void accumulate_outer(const double* weights, const double* x, std::size_t rows, int C, int D,
-                      double* out) {
-  if (C > kSkinnyClasses) {
-    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, D, static_cast<int>(rows), 1.0, weights,
-                C, x, D, 1.0, out, D);
-    return;
-  }
-  for (std::size_t r = 0; r < rows; ++r)
-    for (int c = 0; c < C; ++c) axpy(weights[r * C + c], x + r * D, out + c * D, D);
 }
 
 // One epoch's mini-batches in `order`: each batch's row pointers (into `x`, D values per row) and
@@ -76,8 +59,8 @@ void Workspace::reserve(std::size_t rows, int classes, int features) {
     batch.resize(rows * static_cast<std::size_t>(features));
 }
 
-double softmax_rows(double* logits, std::size_t rows, int classes, const std::int32_t* labels) {
-  double loss = 0.0;
+double softmax_rows(double* logits, std::size_t rows, int classes, const std::int32_t* labels,
+                    double loss) {
   for (std::size_t r = 0; r < rows; ++r) {
     double* z = logits + r * classes;
     const double top = *std::max_element(z, z + classes);
@@ -90,11 +73,11 @@ double softmax_rows(double* logits, std::size_t rows, int classes, const std::in
   return loss;
 }
 
-// sum over rows of log-sum-exp(z) - z_label, leaving the logits as they are (evaluation only
-// needs the loss: no probabilities, one exponential per logit).
+// loss plus, row by row, log-sum-exp(z) - z_label, leaving the logits as they are (evaluation
+// only needs the loss: no probabilities, one exponential per logit). Adding in row order keeps the
+// sum independent of how the rows are chunked.
 double log_loss_rows(const double* logits, std::size_t rows, int classes,
-                     const std::int32_t* labels) {
-  double loss = 0.0;
+                     const std::int32_t* labels, double loss) {
   for (std::size_t r = 0; r < rows; ++r) {
     const double* z = logits + r * classes;
     const double top = *std::max_element(z, z + classes);
@@ -131,31 +114,25 @@ SoftmaxRegression::SoftmaxRegression(int features, int classes, double l2)
 
 void SoftmaxRegression::compute_logits(const double* x, std::size_t rows, const double* theta,
                                        double* logits) const {
-  const int C = classes_, D = features_;
-  if (C > kSkinnyClasses && rows * C * static_cast<std::size_t>(D) >= kBlasWork) {
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), C, D, 1.0, x, D,
-                theta, D, 0.0, logits, C);
-    return;
-  }
-  for (std::size_t r = 0; r < rows; ++r)
-    for (int c = 0; c < C; ++c) logits[r * C + c] = dot(x + r * D, theta + c * D, D);
+  row_logits(x, rows, features_, classes_, theta, logits);
 }
 
 LossAndAccuracy SoftmaxRegression::loss_sum(const double* x, const std::int32_t* y,
                                             std::size_t rows, const double* theta,
                                             Workspace& work) const {
   const int C = classes_, D = features_;
-  work.reserve(std::min(rows, kChunkRows), C, 0);
+  const std::size_t chunk = chunk_rows(C);
+  work.reserve(std::min(rows, chunk), C, 0);
   LossAndAccuracy result;
-  for (std::size_t start = 0; start < rows; start += kChunkRows) {
-    const std::size_t n = std::min(kChunkRows, rows - start);
+  for (std::size_t start = 0; start < rows; start += chunk) {
+    const std::size_t n = std::min(chunk, rows - start);
     double* z = work.logits.data();
     compute_logits(x + start * D, n, theta, z);
     for (std::size_t r = 0; r < n; ++r) {
       const double* row = z + r * C;
       if (std::max_element(row, row + C) - row == y[start + r]) ++result.correct;
     }
-    result.loss_sum += log_loss_rows(z, n, C, y + start);
+    result.loss_sum = log_loss_rows(z, n, C, y + start, result.loss_sum);
   }
   return result;
 }
@@ -164,25 +141,27 @@ double SoftmaxRegression::gradient_sum(const double* x, const std::int32_t* y, s
                                        const double* theta, double* gradient, Workspace& work,
                                        double* probabilities) const {
   const int C = classes_, D = features_;
-  work.reserve(std::min(rows, kChunkRows), C, 0);
+  const std::size_t chunk = chunk_rows(C);
+  work.reserve(std::min(rows, chunk), C, 0);
   std::fill(gradient, gradient + parameters(), 0.0);
   double loss = 0.0;
-  for (std::size_t start = 0; start < rows; start += kChunkRows) {
-    const std::size_t n = std::min(kChunkRows, rows - start);
+  for (std::size_t start = 0; start < rows; start += chunk) {
+    const std::size_t n = std::min(chunk, rows - start);
     double* residual = work.logits.data();
     compute_logits(x + start * D, n, theta, residual);
-    loss += softmax_rows(residual, n, C, y + start);
+    loss = softmax_rows(residual, n, C, y + start, loss);
     if (probabilities) std::copy(residual, residual + n * C, probabilities + start * C);
     for (std::size_t r = 0; r < n; ++r) residual[r * C + y[start + r]] -= 1.0;  // p - onehot(y)
-    accumulate_outer(residual, x + start * D, n, C, D, gradient);  // gradient += residual^T x
+    add_outer(residual, x + start * D, n, D, C, gradient);  // gradient += residual^T x
   }
   return loss;
 }
 
 void SoftmaxRegression::probabilities(const double* x, std::size_t rows, const double* theta,
                                       double* out) const {
-  for (std::size_t start = 0; start < rows; start += kChunkRows) {
-    const std::size_t n = std::min(kChunkRows, rows - start);
+  const std::size_t chunk = chunk_rows(classes_);
+  for (std::size_t start = 0; start < rows; start += chunk) {
+    const std::size_t n = std::min(chunk, rows - start);
     compute_logits(x + start * features_, n, theta, out + start * classes_);
     softmax_probabilities(out + start * classes_, n, classes_);
   }
@@ -200,16 +179,17 @@ void SoftmaxRegression::hessian_vector_chunk(const double* x, std::size_t n, con
     for (int c = 0; c < C; ++c) mean += pr[c] * ar[c];
     for (int c = 0; c < C; ++c) ar[c] = pr[c] * (ar[c] - mean);
   }
-  accumulate_outer(a, x, n, C, D, out);
+  add_outer(a, x, n, D, C, out);
 }
 
 void SoftmaxRegression::hessian_vector_sum(const double* x, std::size_t rows, const double* theta,
                                            const double* v, double* out, Workspace& work) const {
   const int C = classes_, D = features_;
-  work.reserve(std::min(rows, kChunkRows), C, 0);
+  const std::size_t chunk = chunk_rows(C);
+  work.reserve(std::min(rows, chunk), C, 0);
   std::fill(out, out + parameters(), 0.0);
-  for (std::size_t start = 0; start < rows; start += kChunkRows) {
-    const std::size_t n = std::min(kChunkRows, rows - start);
+  for (std::size_t start = 0; start < rows; start += chunk) {
+    const std::size_t n = std::min(chunk, rows - start);
     double* p = work.logits.data();
     compute_logits(x + start * D, n, theta, p);
     softmax_probabilities(p, n, C);
@@ -221,10 +201,11 @@ void SoftmaxRegression::hessian_vector_sum_at(const double* x, std::size_t rows,
                                               const double* probabilities, const double* v,
                                               double* out, Workspace& work) const {
   const int C = classes_, D = features_;
-  work.reserve(std::min(rows, kChunkRows), C, 0);
+  const std::size_t chunk = chunk_rows(C);
+  work.reserve(std::min(rows, chunk), C, 0);
   std::fill(out, out + parameters(), 0.0);
-  for (std::size_t start = 0; start < rows; start += kChunkRows) {
-    const std::size_t n = std::min(kChunkRows, rows - start);
+  for (std::size_t start = 0; start < rows; start += chunk) {
+    const std::size_t n = std::min(chunk, rows - start);
     hessian_vector_chunk(x + start * D, n, probabilities + start * C, v, out, work.scratch.data());
   }
 }
@@ -232,10 +213,11 @@ void SoftmaxRegression::hessian_vector_sum_at(const double* x, std::size_t rows,
 void SoftmaxRegression::hessian_diagonal_sum(const double* x, std::size_t rows, const double* theta,
                                              double* out, Workspace& work) const {
   const int C = classes_, D = features_;
-  work.reserve(std::min(rows, kChunkRows), C, D);
+  const std::size_t chunk = chunk_rows(C);
+  work.reserve(std::min(rows, chunk), C, D);
   std::fill(out, out + parameters(), 0.0);
-  for (std::size_t start = 0; start < rows; start += kChunkRows) {
-    const std::size_t n = std::min(kChunkRows, rows - start);
+  for (std::size_t start = 0; start < rows; start += chunk) {
+    const std::size_t n = std::min(chunk, rows - start);
     double* weight = work.logits.data();
     compute_logits(x + start * D, n, theta, weight);
     softmax_probabilities(weight, n, C);
@@ -243,7 +225,7 @@ void SoftmaxRegression::hessian_diagonal_sum(const double* x, std::size_t rows, 
     double* squares = work.batch.data();
     const double* xs = x + start * D;
     for (std::size_t k = 0; k < n * D; ++k) squares[k] = xs[k] * xs[k];
-    accumulate_outer(weight, squares, n, C, D, out);  // out_cd += sum_r w_rc x_rd^2
+    add_outer(weight, squares, n, D, C, out);  // out_cd += sum_r w_rc x_rd^2
   }
 }
 
@@ -336,7 +318,7 @@ void SoftmaxRegression::sgd_batch_update(const double* const* rows_x, const std:
     return;
   }
   for (int b = 0; b < batch; ++b)
-    for (int c = 0; c < C; ++c) g[b * C + c] = dot(rows_x[b], theta + c * D, D);
+    for (int c = 0; c < C; ++c) g[b * C + c] = lanes_dot(rows_x[b], theta + c * D, D);
   softmax_probabilities(g, batch, C);
   for (int b = 0; b < batch; ++b) g[b * C + labels[b]] -= 1.0;
   // theta_c <- shrink theta_c - step sum_b g_bc x_b, the shrink fused into the first row's pass.

@@ -1,13 +1,12 @@
 // The what-if ground truth: exact retraining on perturbed records (docs/math.md §6).
 #include "fluence/whatif/retrain.hpp"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 
 #include "fluence/core/error.hpp"
 #include "fluence/core/vector_ops.hpp"
+#include "fluence/model/dense_kernels.hpp"
 
 namespace fluence {
 
@@ -115,8 +114,7 @@ double pseudo_rows_loss_gradient(const PseudoRows& rows_in, std::size_t first, s
   const double* x = rows_in.x.data() + first * D;
   scratch.resize(rows * C);
   double* z = scratch.data();
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), C, D, 1.0, x, D,
-              theta, D, 0.0, z, C);
+  row_logits(x, rows, D, C, theta, z);
   double loss = 0.0;
   for (std::size_t r = 0; r < rows; ++r) {
     const double w = rows_in.weight[first + r];
@@ -125,9 +123,7 @@ double pseudo_rows_loss_gradient(const PseudoRows& rows_in, std::size_t first, s
                                   rows_in.flc[first + r] != 0, rows_in.distortion.data(), C);
     for (int k = 0; k < C; ++k) zr[k] *= w;
   }
-  // gradient += residual^T x
-  cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, D, static_cast<int>(rows), 1.0, z, C, x,
-              D, 1.0, gradient, D);
+  add_outer(z, x, rows, D, C, gradient);  // gradient += residual^T x
   return loss;
 }
 
@@ -140,10 +136,8 @@ void pseudo_rows_hessian_vector(const PseudoRows& rows_in, std::size_t first, st
   // Per row r: logits z_r = theta x_r, directional logits a_r = V x_r, and b_r = w_r H_r a_r;
   // then out += b^T x (the chain rule through the logits, as in PerturbedObjective).
   std::vector<double> z(rows * C), a(rows * C), b(rows * C), H(static_cast<std::size_t>(C) * C);
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), C, D, 1.0, x, D,
-              theta, D, 0.0, z.data(), C);
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), C, D, 1.0, x, D, v,
-              D, 0.0, a.data(), C);
+  row_logits(x, rows, D, C, theta, z.data());
+  row_logits(x, rows, D, C, v, a.data());
   for (std::size_t r = 0; r < rows; ++r) {
     row_hessian(z.data() + r * C, rows_in.target.data() + (first + r) * C,
                 rows_in.flc[first + r] != 0, rows_in.distortion.data(), C, H.data());
@@ -154,8 +148,7 @@ void pseudo_rows_hessian_vector(const PseudoRows& rows_in, std::size_t first, st
       b[r * C + i] = w * t;
     }
   }
-  cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, D, static_cast<int>(rows), 1.0, b.data(),
-              C, x, D, 1.0, out, D);
+  add_outer(b.data(), x, rows, D, C, out);
 }
 
 PerturbedObjective::PerturbedObjective(Federation& federation,
@@ -211,8 +204,7 @@ void PerturbedObjective::prepare_hessian(const std::vector<double>& theta) {
     blocks_[k].resize(m * C * C);
     if (m == 0) continue;
     scratch_.resize(m * C);
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), C, rows.width, 1.0,
-                rows.x.data(), rows.width, theta.data(), rows.width, 0.0, scratch_.data(), C);
+    row_logits(rows.x.data(), m, rows.width, C, theta.data(), scratch_.data());
     for (std::size_t r = 0; r < m; ++r) {
       double* H = blocks_[k].data() + r * C * C;
       row_hessian(scratch_.data() + r * C, rows.target.data() + r * C, rows.flc[r] != 0,
@@ -237,8 +229,7 @@ void PerturbedObjective::hessian_vector(const double* v, double* out) {
     scratch_.resize(2 * m * C);
     double* a = scratch_.data();  // directional logits V x_r
     double* b = a + m * C;        // H_r a_r
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), C, D, 1.0,
-                rows.x.data(), D, v, D, 0.0, a, C);
+    row_logits(rows.x.data(), m, D, C, v, a);
     for (std::size_t r = 0; r < m; ++r) {
       const double* H = blocks_[k].data() + r * C * C;
       for (int i = 0; i < C; ++i) {
@@ -247,8 +238,7 @@ void PerturbedObjective::hessian_vector(const double* v, double* out) {
         b[r * C + i] = t;
       }
     }
-    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, D, static_cast<int>(m), 1.0, b, C,
-                rows.x.data(), D, 1.0, sum, D);
+    add_outer(b, rows.x.data(), m, D, C, sum);
   });
   const double inverse_n = 1.0 / static_cast<double>(federation_.train_rows());
   for (std::size_t j = 0; j < p; ++j) out[j] = out[j] * inverse_n + model.l2() * v[j];
@@ -264,7 +254,7 @@ int preconditioned_newton_step(PerturbedObjective& objective, IhvpSolver& clean_
   const std::size_t p = gradient.size();
   std::vector<double> r = gradient, z(p), d(p), hd(p);
   std::fill(step.begin(), step.end(), 0.0);
-  clean_hessian.solve(r.data(), z.data());
+  clean_hessian.apply_inverse(r.data(), z.data());
   d = z;
   double rz = dot(r, z);
   const double target = forcing * norm2(gradient);
@@ -284,7 +274,7 @@ int preconditioned_newton_step(PerturbedObjective& objective, IhvpSolver& clean_
       r[j] -= alpha * hd[j];
     }
     if (norm2(r) <= target) break;
-    clean_hessian.solve(r.data(), z.data());
+    clean_hessian.apply_inverse(r.data(), z.data());
     const double rz_next = dot(r, z);
     for (std::size_t j = 0; j < p; ++j) d[j] = z[j] + rz_next / rz * d[j];
     rz = rz_next;

@@ -29,6 +29,26 @@ inline void store(double* p, const Lanes& v) {
   std::memcpy(p, &v, sizeof v);
 }
 
+// The first n < 8 values at p in the low lanes, zeros above (reads nothing past p + n).
+inline Lanes load_first(const double* p, int n) {
+#if defined(__AVX512F__)
+  return reinterpret_cast<Lanes>(_mm512_maskz_loadu_pd(static_cast<__mmask8>((1u << n) - 1), p));
+#else
+  double padded[kLanes] = {0, 0, 0, 0, 0, 0, 0, 0};
+  std::memcpy(padded, p, sizeof(double) * static_cast<std::size_t>(n));
+  return load(padded);
+#endif
+}
+
+// Stores the low n < 8 lanes at p (writes nothing past p + n).
+inline void store_first(double* p, const Lanes& v, int n) {
+#if defined(__AVX512F__)
+  _mm512_mask_storeu_pd(p, static_cast<__mmask8>((1u << n) - 1), reinterpret_cast<__m512d>(v));
+#else
+  std::memcpy(p, &v, sizeof(double) * static_cast<std::size_t>(n));
+#endif
+}
+
 // The lanes' sum as a fixed pairwise tree (the same bits for the same data, and three dependent
 // adds instead of seven).
 inline double lane_sum(const Lanes& v) {

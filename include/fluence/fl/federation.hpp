@@ -47,8 +47,19 @@ class Federation {
   double objective(const std::vector<double>& theta);
   /// grad h(theta).
   void gradient(const std::vector<double>& theta, std::vector<double>& out);
-  /// Hessian of h at theta applied to v.
-  void hessian_vector(const std::vector<double>& theta, const double* v, double* out);
+  /// Per local client, the softmax probabilities at one theta: a caller that multiplies by the
+  /// Hessian at a fixed theta many times (a CG solve) keeps one, so every product after the first
+  /// makes one pass over the data less. It holds no theta: the caller clears it when theta or the
+  /// data change.
+  struct HessianCache {
+    std::vector<std::vector<double>> probabilities;
+    bool filled = false;
+    void clear() { filled = false; }
+  };
+  /// Hessian of h at theta applied to v; with a `cache`, the probabilities are taken from it (and
+  /// computed into it when it is not filled).
+  void hessian_vector(const std::vector<double>& theta, const double* v, double* out,
+                      HessianCache* cache = nullptr);
   /// Diagonal of the Hessian of h at theta (the Jacobi preconditioner).
   void hessian_diagonal(const std::vector<double>& theta, std::vector<double>& out);
   /// The explicit p x p Hessian of h at theta, row-major (small p: p^2 doubles on every rank).

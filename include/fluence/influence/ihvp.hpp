@@ -54,6 +54,9 @@ class IhvpSolver {
   virtual ~IhvpSolver() = default;
   /// x = H^{-1} b (x is overwritten). A collective when the operator is.
   virtual SolveReport solve(const double* b, double* x) = 0;
+  /// x = H^{-1} b without the report (a preconditioner's application, where the residual check a
+  /// solve makes would cost as much as the solve: a dense product for the explicit solver).
+  virtual void apply_inverse(const double* b, double* x) { solve(b, x); }
   virtual IhvpMethod method() const = 0;
   /// What earlier solves left that changes later ones (CG's recycled solutions, LiSSA's solve
   /// counter): a resumed sweep restores it so that its solves are bitwise the uninterrupted ones.

@@ -108,9 +108,11 @@ class SoftmaxRegression {
   double l2_;
 };
 
-/// Softmax of each row of `logits` in place; returns sum of log-sum-exp minus the label logit when
-/// labels are given.
-double softmax_rows(double* logits, std::size_t rows, int classes, const std::int32_t* labels);
+/// Softmax of each row of `logits` in place; with labels, returns `loss` plus each row's
+/// log-sum-exp minus its label logit, added in row order (so a sum over chunks of rows does not
+/// depend on the chunking).
+double softmax_rows(double* logits, std::size_t rows, int classes, const std::int32_t* labels,
+                    double loss = 0.0);
 /// Softmax probabilities of each row in place, without the loss (the SGD hot path).
 void softmax_probabilities(double* logits, std::size_t rows, int classes);
 
