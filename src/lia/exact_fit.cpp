@@ -58,14 +58,18 @@ ExactFitReport exact_fit(const SoftmaxRegression& model, const double* x, const 
       for (std::size_t k = 0; k < p; ++k) direction[k] = residual[k] + next / rho * direction[k];
       rho = next;
     }
-    // Armijo backtracking (the full step is taken near the optimum).
+    // Armijo backtracking (the full step is taken near the optimum). Near the optimum the
+    // decrease (about |g|^2 / |H|) falls below the objective's rounding, so a step within a few
+    // ulps of the current value passes too, as in the other Newton solvers; without it the
+    // search would halve the step away and stall just above a tight tolerance.
     const double slope = dot(gradient, step);
+    const double rounding = 1e-14 * (1.0 + std::abs(objective));
     double t = 1.0;
     double value = 0.0;
     for (int halving = 0; halving < 40; ++halving, t *= 0.5) {
       for (std::size_t k = 0; k < p; ++k) trial[k] = theta[k] + t * step[k];
       value = regularized_objective(model, x, y, rows, trial.data(), work);
-      if (value <= objective + 1e-4 * t * slope) break;
+      if (value <= objective + 1e-4 * t * slope + rounding) break;
     }
     theta.swap(trial);
     objective = gradient_at(theta);

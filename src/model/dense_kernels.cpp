@@ -23,6 +23,30 @@ inline double dot_lanes_sum(const Lanes& s) {
   return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
 }
 
+using Index = long long __attribute__((vector_size(64)));
+
+// dot_lanes_sum of eight vectors at once, out[i] = dot_lanes_sum(s[i]) bit for bit: the same
+// tree of adds (floating-point addition is commutative, and each level adds the same pairs),
+// done lane-parallel with shuffles: 7 vector adds instead of 56 scalar ones and the extracts.
+inline void dot_lanes_sum8(const Lanes* s, double* out) {
+  // Level 1, lanes i and i + 4 of each vector: u[k] = [a0+a4, .., a3+a7, b0+b4, .., b3+b7] for
+  // (a, b) = (s[2k], s[2k + 1]).
+  Lanes u[4];
+  for (int k = 0; k < 4; ++k)
+    u[k] = __builtin_shuffle(s[2 * k], s[2 * k + 1], Index{0, 1, 2, 3, 8, 9, 10, 11}) +
+           __builtin_shuffle(s[2 * k], s[2 * k + 1], Index{4, 5, 6, 7, 12, 13, 14, 15});
+  // Level 2, (0+4) + (1+5) and (2+6) + (3+7): w[m] = [a01, c01, a23, c23, b01, d01, b23, d23] for
+  // the four vectors (a, b, c, d) = s[4m .. 4m + 3].
+  Lanes w[2];
+  for (int m = 0; m < 2; ++m)
+    w[m] = __builtin_shuffle(u[2 * m], u[2 * m + 1], Index{0, 8, 2, 10, 4, 12, 6, 14}) +
+           __builtin_shuffle(u[2 * m], u[2 * m + 1], Index{1, 9, 3, 11, 5, 13, 7, 15});
+  // Level 3, the two halves: sums of s[0], s[2], s[1], s[3], s[4], s[6], s[5], s[7].
+  const Lanes total = __builtin_shuffle(w[0], w[1], Index{0, 1, 4, 5, 8, 9, 12, 13}) +
+                      __builtin_shuffle(w[0], w[1], Index{2, 3, 6, 7, 10, 11, 14, 15});
+  store(out, __builtin_shuffle(total, Index{0, 2, 1, 3, 4, 6, 5, 7}));
+}
+
 // R rows x C classes of logits: R * C partial-sum registers, one load of each x element.
 template <int C, int R>
 void logits_tile(const double* x, int D, const double* theta, double* z) {
@@ -46,14 +70,25 @@ void logits_tile(const double* x, int D, const double* theta, double* z) {
       for (int c = 0; c < C; ++c) acc[r][c] += xv * t[c];
     }
   }
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) z[r * C + c] = dot_lanes_sum(acc[r][c]);
+  // The logits of the tile are contiguous in z, in the accumulators' order.
+  const Lanes* sums = &acc[0][0];
+  int k = 0;
+  for (; k + lanes::kLanes <= R * C; k += lanes::kLanes) dot_lanes_sum8(sums + k, z + k);
+  for (; k < R * C; ++k) z[k] = dot_lanes_sum(sums[k]);
+}
+
+// Rows per tile: at most 20 accumulators, preferably a multiple of 8 for dot_lanes_sum8.
+constexpr int tile_rows(int C) {
+  const int most = std::max(1, std::min(8, 20 / C));
+  for (int R = most; R > 1; --R)
+    if (R * C % lanes::kLanes == 0) return R;
+  return most;
 }
 
 // Tiles of R rows (R * C <= 20 of the 32 vector registers hold partial sums), then single rows.
 template <int C>
 void logits_rows(const double* x, std::size_t rows, int D, const double* theta, double* z) {
-  constexpr int R = std::max(1, std::min(8, 20 / C));
+  constexpr int R = tile_rows(C);
   std::size_t r = 0;
   for (; r + R <= rows; r += R) logits_tile<C, R>(x + r * D, D, theta, z + r * C);
   for (; r < rows; ++r) logits_tile<C, 1>(x + r * D, D, theta, z + r * C);
