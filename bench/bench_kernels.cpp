@@ -35,6 +35,18 @@ Data make_data(int rows, int features, int classes) {
   return d;
 }
 
+// GFLOP/s of a forward-and-backward pass (2 multiply-adds per row, class and feature) and, with
+// `per_row`, ns per row.
+void report_rate(benchmark::State& state, int rows, int features, int classes,
+                 bool per_row = true) {
+  state.counters["GFLOP/s"] = benchmark::Counter(4.0 * rows * features * classes,
+                                                 benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+  if (per_row)
+    state.counters["ns/row"] = benchmark::Counter(
+        rows, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
 // args: rows, features, classes, batch
 void BM_SgdEpoch(benchmark::State& state) {
   const int rows = state.range(0), features = state.range(1), classes = state.range(2),
@@ -45,12 +57,7 @@ void BM_SgdEpoch(benchmark::State& state) {
   for (auto _ : state)
     model.sgd_epoch(d.x.data(), d.y.data(), d.order.data(), rows, batch, 0.01, d.theta.data(),
                     work);
-  // Forward and backward: 2 multiply-adds per (row, class, feature).
-  state.counters["GFLOP/s"] = benchmark::Counter(4.0 * rows * features * classes,
-                                                 benchmark::Counter::kIsIterationInvariantRate,
-                                                 benchmark::Counter::kIs1000);
-  state.counters["ns/row"] = benchmark::Counter(
-      rows, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  report_rate(state, rows, features, classes);
 }
 BENCHMARK(BM_SgdEpoch)
     ->Args({1200, 60, 2, 1})
@@ -66,9 +73,7 @@ void BM_GradientSum(benchmark::State& state) {
   std::vector<double> gradient(model.parameters());
   for (auto _ : state)
     model.gradient_sum(d.x.data(), d.y.data(), rows, d.theta.data(), gradient.data(), work);
-  state.counters["GFLOP/s"] = benchmark::Counter(4.0 * rows * features * classes,
-                                                 benchmark::Counter::kIsIterationInvariantRate,
-                                                 benchmark::Counter::kIs1000);
+  report_rate(state, rows, features, classes, false);
 }
 BENCHMARK(BM_GradientSum)->Args({100000, 64, 2})->Args({22000, 88, 2})->Args({60000, 785, 10});
 
@@ -86,11 +91,7 @@ void BM_HessianVector(benchmark::State& state) {
   model.probabilities(d.x.data(), rows, d.theta.data(), probabilities.data());
   for (auto _ : state)
     model.hessian_vector_sum_at(d.x.data(), rows, probabilities.data(), v.data(), out.data(), work);
-  state.counters["GFLOP/s"] = benchmark::Counter(4.0 * rows * features * classes,
-                                                 benchmark::Counter::kIsIterationInvariantRate,
-                                                 benchmark::Counter::kIs1000);
-  state.counters["ns/row"] = benchmark::Counter(
-      rows, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  report_rate(state, rows, features, classes);
 }
 BENCHMARK(BM_HessianVector)
     ->Args({12000, 789, 4})
@@ -142,11 +143,7 @@ void BM_SgdEpochBytes(benchmark::State& state) {
   for (auto _ : state)
     model.sgd_epoch(d.codes.data(), d.coding, d.y.data(), d.order.data(), rows, batch, 1e-4,
                     d.theta.data(), work);
-  state.counters["GFLOP/s"] = benchmark::Counter(4.0 * rows * features * classes,
-                                                 benchmark::Counter::kIsIterationInvariantRate,
-                                                 benchmark::Counter::kIs1000);
-  state.counters["ns/row"] = benchmark::Counter(
-      rows, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  report_rate(state, rows, features, classes);
 }
 BENCHMARK(BM_SgdEpochBytes)->Args({1500, 785, 10, 16})->Args({10000, 785, 10, 16});
 
