@@ -336,20 +336,23 @@ void ExpectedLoss::exact_block_gradient(std::size_t first, const std::int32_t* b
   Lanes* terms = sums + C;
   Lanes present{};
   std::size_t table_row[L] = {};
+  Lanes top;
   for (int l = 0; l < L; ++l) {
     const bool used = l < count;
     const std::size_t i = static_cast<std::size_t>(block[used ? l : 0]);
     const double* b = logits_.data() + i * C_;
     const double* q = targets_.data() + (first + i) * C_;
-    double top = b[0];
-    for (int k = 1; k < C; ++k) top = std::max(top, b[k]);
+    top[l] = b[0];
+    for (int k = 1; k < C; ++k) top[l] = std::max(top[l], b[k]);
     for (int k = 0; k < C; ++k) {
-      scale[k][l] = b[k] == top ? 1.0 : std::exp(b[k] - top);
+      scale[k][l] = b[k];
       target[k][l] = q[k];
     }
     present[l] = used ? 1.0 : 0.0;
     table_row[l] = static_cast<std::size_t>(original_combination_[first + i]) * K;
   }
+  // e^(b_k - max b) lane-wise (within about an ulp of std::exp; exactly 1 at the maximum).
+  for (int k = 0; k < C; ++k) scale[k] = lanes::exp_nonpositive(scale[k] - top);
   for (int k = 0; k < C; ++k) sums[k] = Lanes{};
   const double* factor = combination_factor_.data();
   Lanes* totals = combination_lanes_.data();

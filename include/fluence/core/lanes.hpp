@@ -4,6 +4,7 @@
 // order at the end, so they vectorize without -ffast-math and give the same bits on every rank.
 // The lane-wise multiply-adds contract to FMA where the target has it.
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 
 #if defined(__AVX512F__)
@@ -71,6 +72,42 @@ inline Lanes reciprocal(const Lanes& d) {
 #else
   return 1.0 / d;
 #endif
+}
+
+// e^x for x <= 0, to about an ulp: x = n ln 2 + r with |r| <= ln 2 / 2, e^r by its Taylor series to
+// r^13 (the first omitted term is below 5e-18), times 2^n built in the exponent bits. Below -708
+// the argument is clamped (e^-708 = 3e-308): a softmax denominator of at least 1 cannot see it.
+inline Lanes exp_nonpositive(const Lanes& argument) {
+  using Int64Lanes = std::int64_t __attribute__((vector_size(64)));
+  const Lanes lowest = Lanes{} - 708.0;
+  const Lanes x = argument < lowest ? lowest : argument;
+  const double shifter = 0x1.8p52;  // adding it rounds to an integer, kept in the low bits
+  const Lanes shifted = x * 1.4426950408889634 + shifter;
+  const Lanes n = shifted - shifter;
+  const Lanes r = (x - n * 0x1.62e42fefa3800p-1) - n * 0x1.ef35793c7673p-45;  // ln 2, hi + lo
+  Lanes p = Lanes{} + 1.0 / 6227020800.0;
+  const double inverse_factorial[] = {1.0 / 479001600.0,
+                                      1.0 / 39916800.0,
+                                      1.0 / 3628800.0,
+                                      1.0 / 362880.0,
+                                      1.0 / 40320.0,
+                                      1.0 / 5040.0,
+                                      1.0 / 720.0,
+                                      1.0 / 120.0,
+                                      1.0 / 24.0,
+                                      1.0 / 6.0,
+                                      0.5,
+                                      1.0,
+                                      1.0};
+  for (double coefficient : inverse_factorial) p = p * r + coefficient;
+  Int64Lanes bits;
+  std::memcpy(&bits, &shifted, sizeof bits);
+  // shifted = shifter + n exactly, with shifter's exponent: n is the difference of the bit
+  // patterns; 2^n has the exponent field n + 1023.
+  const Int64Lanes scale_bits = (bits - 0x4338000000000000 + 1023) << 52;
+  Lanes scale;
+  std::memcpy(&scale, &scale_bits, sizeof scale);
+  return p * scale;
 }
 
 }  // namespace fluence::lanes
