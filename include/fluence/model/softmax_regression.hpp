@@ -6,8 +6,8 @@
 // its Hessian is singular along that direction).
 //
 // Functions named *_sum return sums over rows without regularization; objective-level helpers add
-// l2/2 ||theta||^2. All kernels are allocation-free given a Workspace and GEMM-shaped for large
-// batches (OpenBLAS, one thread per rank).
+// l2/2 ||theta||^2. All kernels are allocation-free given a Workspace and GEMM-shaped: the tiled
+// kernels of dense_kernels.hpp for C <= 16, OpenBLAS (one thread per rank) for more classes.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -89,7 +89,7 @@ class SoftmaxRegression {
                      double* theta, Workspace& work) const;
 
  private:
-  // logits = x theta^T for `rows` rows (BLAS for large shapes).
+  // logits = x theta^T for `rows` rows (row_logits: the tiled kernels for C <= 16, else BLAS).
   void compute_logits(const double* x, std::size_t rows, const double* theta, double* logits) const;
   // out += sum over n rows of the row Hessians at probabilities p applied to v (a: n x C scratch).
   void hessian_vector_chunk(const double* x, std::size_t n, const double* p, const double* v,
