@@ -161,13 +161,6 @@ void dense_outer_update(const double* w, const double* x, std::size_t rows, int 
       C, [&]<int K>() { outer_update<K>(w, x, rows, D, out); }, kClassRange);
 }
 
-namespace {
-
-// Shapes below this many multiply-adds skip BLAS: the call overhead would dominate.
-constexpr std::size_t kBlasWork = 16384;
-
-}  // namespace
-
 double lanes_dot(const double* a, const double* b, int n) {
   Lanes s{};
   const int whole = n - n % lanes::kLanes;

@@ -15,8 +15,6 @@ namespace {
 // Rows per chunk in full-data passes: bounds the workspace (chunk x C) while keeping GEMMs large.
 constexpr std::size_t kChunkRows = 2048;
 
-// Shapes at or above this many multiply-adds go to BLAS; below, the call overhead dominates.
-constexpr std::size_t kBlasWork = 16384;
 // With this few classes the GEMMs are too skinny for BLAS: the tiled kernels of dense_kernels.hpp
 // take them, in cache-sized blocks of rows so that x is read from memory once per pass pair.
 inline bool skinny(int C) {

@@ -19,6 +19,8 @@ namespace fluence {
 
 /// The most classes the tiled kernels take; larger models use BLAS.
 constexpr int kDenseMaxClasses = 16;
+/// Products of at least this many multiply-adds go to BLAS; below, its call overhead dominates.
+constexpr std::size_t kBlasWork = 16384;
 /// Rows per block of a two-pass computation: 32 rows of Fashion-MNIST's 789 columns are 200 KB,
 /// which stay in L2 between the passes.
 constexpr std::size_t kDenseBlockRows = 32;
