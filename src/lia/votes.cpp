@@ -3,11 +3,11 @@
 #include <cblas.h>
 
 #include <algorithm>
-#include <bit>
 #include <chrono>
 #include <cmath>
 #include <limits>
 
+#include "fluence/core/lanes.hpp"
 #include "fluence/model/dense_kernels.hpp"
 
 namespace fluence::lia {
@@ -156,32 +156,13 @@ double mixture_threshold(std::vector<double> values) {
 VoteKernel::VoteKernel(int features, int classes) : features_(features), classes_(classes) {}
 
 void exp_nonpositive(const double* x, double* out, std::size_t n) {
-  constexpr double kInvLn2 = 1.4426950408889634;
-  constexpr double kLn2Hi = 6.93147180369123816490e-01;  // ln 2 split so that k * kLn2Hi is exact
-  constexpr double kLn2Lo = 1.90821492927058770002e-10;
-  constexpr double kShifter = 6755399441055744.0;  // 1.5 * 2^52: adding it rounds to an integer
-  for (std::size_t i = 0; i < n; ++i) {
-    const double v = std::max(x[i], -700.0);
-    const double t = v * kInvLn2 + kShifter;
-    const double k = t - kShifter;  // round(v / ln 2)
-    const double r = (v - k * kLn2Hi) - k * kLn2Lo;
-    double p = 1.0 / 6227020800.0;  // 1/13!
-    p = p * r + 1.0 / 479001600.0;
-    p = p * r + 1.0 / 39916800.0;
-    p = p * r + 1.0 / 3628800.0;
-    p = p * r + 1.0 / 362880.0;
-    p = p * r + 1.0 / 40320.0;
-    p = p * r + 1.0 / 5040.0;
-    p = p * r + 1.0 / 720.0;
-    p = p * r + 1.0 / 120.0;
-    p = p * r + 1.0 / 24.0;
-    p = p * r + 1.0 / 6.0;
-    p = p * r + 0.5;
-    p = p * r + 1.0;
-    p = p * r + 1.0;
-    // t's low mantissa bits hold k (two's complement); (k + 1023) << 52 is the double 2^k.
-    const std::uint64_t bits = (std::bit_cast<std::uint64_t>(t) + 1023) << 52;
-    out[i] = p * std::bit_cast<double>(bits);
+  // The lane kernel of core/lanes.hpp, eight values at a time; the last partial group masked.
+  std::size_t i = 0;
+  for (; i + lanes::kLanes <= n; i += lanes::kLanes)
+    lanes::store(out + i, lanes::exp_nonpositive(lanes::load(x + i)));
+  if (i < n) {
+    const int rest = static_cast<int>(n - i);
+    lanes::store_first(out + i, lanes::exp_nonpositive(lanes::load_first(x + i, rest)), rest);
   }
 }
 

@@ -17,33 +17,31 @@ using lanes::Lanes;
 using lanes::load;
 using lanes::store;
 
-// The reduction of a dot product's eight partial sums (the tail columns are a zero-padded last
-// group, added lane-wise like the others).
-inline double dot_lanes_sum(const Lanes& s) {
-  return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
-}
+using lanes::lane_sum;  // a dot product's eight partial sums, reduced (the tail columns are a
+                        // zero-padded last group, added lane-wise like the others)
 
 using Index = long long __attribute__((vector_size(64)));
 
-// dot_lanes_sum of eight vectors at once, out[i] = dot_lanes_sum(s[i]) bit for bit: the same
-// tree of adds (floating-point addition is commutative, and each level adds the same pairs),
-// done lane-parallel with shuffles: 7 vector adds instead of 56 scalar ones and the extracts.
-inline void dot_lanes_sum8(const Lanes* s, double* out) {
-  // Level 1, lanes i and i + 4 of each vector: u[k] = [a0+a4, .., a3+a7, b0+b4, .., b3+b7] for
+// lane_sum of eight vectors at once, out[i] = lane_sum(s[i]) bit for bit: the same tree of adds,
+// ((0+4) + (2+6)) + ((1+5) + (3+7)), each level adding the same pairs (floating-point addition is
+// commutative), done lane-parallel with shuffles: 7 vector adds instead of 56 scalar ones and the
+// extracts.
+inline void lane_sum8(const Lanes* s, double* out) {
+  // Level 1, lanes i and i + 4 of each vector: u[k] = [a04, a15, a26, a37, b04, b15, b26, b37] for
   // (a, b) = (s[2k], s[2k + 1]).
   Lanes u[4];
   for (int k = 0; k < 4; ++k)
     u[k] = __builtin_shuffle(s[2 * k], s[2 * k + 1], Index{0, 1, 2, 3, 8, 9, 10, 11}) +
            __builtin_shuffle(s[2 * k], s[2 * k + 1], Index{4, 5, 6, 7, 12, 13, 14, 15});
-  // Level 2, (0+4) + (1+5) and (2+6) + (3+7): w[m] = [a01, c01, a23, c23, b01, d01, b23, d23] for
-  // the four vectors (a, b, c, d) = s[4m .. 4m + 3].
+  // Level 2, a04 + a26 and a15 + a37: w[m] = [a0426, a1537, c0426, c1537, b0426, b1537, d0426,
+  // d1537] for the four vectors (a, b, c, d) = s[4m .. 4m + 3].
   Lanes w[2];
   for (int m = 0; m < 2; ++m)
-    w[m] = __builtin_shuffle(u[2 * m], u[2 * m + 1], Index{0, 8, 2, 10, 4, 12, 6, 14}) +
-           __builtin_shuffle(u[2 * m], u[2 * m + 1], Index{1, 9, 3, 11, 5, 13, 7, 15});
+    w[m] = __builtin_shuffle(u[2 * m], u[2 * m + 1], Index{0, 1, 8, 9, 4, 5, 12, 13}) +
+           __builtin_shuffle(u[2 * m], u[2 * m + 1], Index{2, 3, 10, 11, 6, 7, 14, 15});
   // Level 3, the two halves: sums of s[0], s[2], s[1], s[3], s[4], s[6], s[5], s[7].
-  const Lanes total = __builtin_shuffle(w[0], w[1], Index{0, 1, 4, 5, 8, 9, 12, 13}) +
-                      __builtin_shuffle(w[0], w[1], Index{2, 3, 6, 7, 10, 11, 14, 15});
+  const Lanes total = __builtin_shuffle(w[0], w[1], Index{0, 2, 4, 6, 8, 10, 12, 14}) +
+                      __builtin_shuffle(w[0], w[1], Index{1, 3, 5, 7, 9, 11, 13, 15});
   store(out, __builtin_shuffle(total, Index{0, 2, 1, 3, 4, 6, 5, 7}));
 }
 
@@ -73,11 +71,11 @@ void logits_tile(const double* x, int D, const double* theta, double* z) {
   // The logits of the tile are contiguous in z, in the accumulators' order.
   const Lanes* sums = &acc[0][0];
   int k = 0;
-  for (; k + lanes::kLanes <= R * C; k += lanes::kLanes) dot_lanes_sum8(sums + k, z + k);
-  for (; k < R * C; ++k) z[k] = dot_lanes_sum(sums[k]);
+  for (; k + lanes::kLanes <= R * C; k += lanes::kLanes) lane_sum8(sums + k, z + k);
+  for (; k < R * C; ++k) z[k] = lane_sum(sums[k]);
 }
 
-// Rows per tile: at most 20 accumulators, preferably a multiple of 8 for dot_lanes_sum8.
+// Rows per tile: at most 20 accumulators, preferably a multiple of 8 for lane_sum8.
 constexpr int tile_rows(int C) {
   const int most = std::max(1, std::min(8, 20 / C));
   for (int R = most; R > 1; --R)
@@ -167,7 +165,7 @@ double lanes_dot(const double* a, const double* b, int n) {
   for (int j = 0; j < whole; j += lanes::kLanes) s += load(a + j) * load(b + j);
   if (whole < n)
     s += lanes::load_first(a + whole, n - whole) * lanes::load_first(b + whole, n - whole);
-  return dot_lanes_sum(s);
+  return lane_sum(s);
 }
 
 void row_logits(const double* x, std::size_t rows, int D, int C, const double* theta, double* z) {

@@ -35,11 +35,11 @@ double kmeans_threshold(std::vector<double> values);
 /// midpoint when a component collapses.
 double mixture_threshold(std::vector<double> values);
 
-/// out[i] = exp(x[i]) for x[i] <= 0 (values below -700 are taken as -700, whose exp is below
-/// 1e-304), as one loop the compiler vectorizes: x = k ln 2 + r with |r| <= ln(2)/2, exp(r) from
-/// its Taylor polynomial of degree 13 (truncation below 1e-17 relative), 2^k built in the exponent
-/// bits. Within a few ulp of std::exp; the vote kernel's softmax losses spend most of their time
-/// here.
+/// out[i] = exp(x[i]) for x[i] <= 0 (values below -708 are taken as -708, whose exp is about
+/// 3e-308), eight at a time with lanes::exp_nonpositive (core/lanes.hpp): x = k ln 2 + r with
+/// |r| <= ln(2)/2, exp(r) from its Taylor polynomial of degree 13 (truncation below 1e-17
+/// relative), 2^k built in the exponent bits. Within a few ulp of std::exp; the vote kernel's
+/// softmax losses spend most of their time here.
 void exp_nonpositive(const double* x, double* out, std::size_t n);
 
 /// Sums over each validator's rows of L(z, theta_base) - L(z, theta_a) for every contributor a,
