@@ -112,6 +112,40 @@ TEST(Federation, HessianVectorMatchesExplicitHessianWithAndWithoutCache) {
   }
 }
 
+TEST(Federation, NewtonDirectionWithANearbyPreconditionerSolvesTheDenseSystem) {
+  FederatedProblem problem = build_problem(Deck::from_string(kDeck, "test"));
+  Federation federation(problem);
+  const std::size_t p = federation.parameters();
+  std::vector<double> near(p), theta(p), gradient(p);
+  for (std::size_t k = 0; k < p; ++k) {
+    near[k] = 0.05 * static_cast<double>(k % 5) - 0.1;
+    theta[k] = near[k] + 0.02 * std::cos(static_cast<double>(k));
+    gradient[k] = std::sin(1.0 + static_cast<double>(k));
+  }
+  // The preconditioner: the exact inverse of the Hessian at a nearby point (dense, LAPACK).
+  std::vector<double> near_hessian, hessian;
+  federation.explicit_hessian(near, near_hessian);
+  federation.explicit_hessian(theta, hessian);
+  const NewtonPreconditioner nearby = [&](const double* r, double* z) {
+    const auto solved = testing::dense_solve(near_hessian, std::vector<double>(r, r + p));
+    std::copy(solved.begin(), solved.end(), z);
+  };
+  const auto reference = testing::dense_solve(hessian, gradient);
+  std::vector<double> jacobi_direction, preconditioned_direction;
+  const double rtol = 1e-11;
+  const int jacobi = newton_direction(federation, theta, gradient, jacobi_direction, rtol);
+  const int preconditioned =
+      newton_direction(federation, theta, gradient, preconditioned_direction, rtol, nearby);
+  // ||x - x*|| <= ||H^{-1}|| ||r|| <= rtol ||g|| / l2, l2 = 0.01: about 1e-10 here.
+  const double bound = rtol * norm2(gradient) / 0.01;
+  for (std::size_t j = 0; j < p; ++j) {
+    EXPECT_NEAR(jacobi_direction[j], reference[j], bound) << j;
+    EXPECT_NEAR(preconditioned_direction[j], reference[j], bound) << j;
+  }
+  // M^{-1} H is I plus a small perturbation: CG converges in a fraction of Jacobi's iterations.
+  EXPECT_LT(2 * preconditioned, jacobi) << preconditioned << " vs " << jacobi;
+}
+
 TEST(ClientLayout, ContiguousAndBalancedBySize) {
   const std::vector<std::int64_t> sizes = {100, 100, 100, 100, 400, 100, 100};
   for (int ranks = 1; ranks <= 4; ++ranks) {

@@ -175,6 +175,25 @@ TEST_F(FldpMpi, NewtonRefinementReachesTheExpectedRetrainInThreeSteps) {
   EXPECT_LE(r.newton_ed_expected[2], 1e-8);
 }
 
+TEST_F(FldpMpi, ExplicitSolverPreconditionsRetrainsAndRefinementWithoutChangingThem) {
+  // The explicit solver's Cholesky factor of the clean Hessian preconditions the expected and
+  // re-randomized retrains and the Newton refinement; CG with Jacobi is the reference.
+  const FldpCase c = change(1, 0.5);
+  const FldpResult cg = run(c, 3, 2);
+  influence.ihvp.method = IhvpMethod::explicit_cholesky;
+  const FldpResult dense = run(c, 3, 2);
+  const auto &a = cg.cases[0], &b = dense.cases[0];
+  // Both retrains stop at ||grad h|| <= 1e-12 with h l2-strongly convex (l2 = 0.01): their
+  // minimizers are within 2e-12 / 0.01 of each other; the estimates are two solves to rtol 1e-12.
+  EXPECT_LT(distance(a.theta_expected, b.theta_expected), 2e-10);
+  EXPECT_LT(distance(a.theta_estimate, b.theta_estimate), 1e-9);
+  ASSERT_EQ(b.ed.size(), 2u);
+  for (std::size_t d = 0; d < 2; ++d) EXPECT_NEAR(a.ed[d], b.ed[d], 1e-9);
+  ASSERT_EQ(b.newton_ed_expected.size(), 3u);
+  EXPECT_LT(b.newton_ed_expected[1], b.newton_ed_expected[0]);
+  EXPECT_LE(b.newton_ed_expected[2], 1e-8);
+}
+
 TEST_F(FldpMpi, RemovalMatchesTheRemovalInfluenceAndRetrainsAreDeterministic) {
   FldpCase removal;
   removal.changes.push_back({3, true, {}});

@@ -121,10 +121,22 @@ class Federation {
   std::vector<double> local_buffer_;
 };
 
+/// z = M^{-1} r for a symmetric positive definite M close to the Hessian (replicated on every
+/// rank, so that every rank's CG stays identical).
+using NewtonPreconditioner = std::function<void(const double* r, double* z)>;
+
 /// Federated Newton steps with CG (PETSc KSP, options prefix "newton_") on the matrix-free Hessian,
-/// with a backtracking line search, until ||grad h|| <= tolerance. Returns the steps taken.
+/// with a backtracking line search, until ||grad h|| <= tolerance. Returns the steps taken. CG is
+/// Jacobi-preconditioned unless `preconditioner` is given.
 int newton_polish(Federation& federation, std::vector<double>& theta, double tolerance,
-                  int max_steps, bool verbose = true);
+                  int max_steps, bool verbose = true,
+                  const NewtonPreconditioner& preconditioner = {});
+
+/// Collective: direction = H(theta)^{-1} gradient by the polish's CG to relative residual `rtol`
+/// (one Newton direction). Returns the CG iterations.
+int newton_direction(Federation& federation, const std::vector<double>& theta,
+                     std::vector<double> gradient, std::vector<double>& direction, double rtol,
+                     const NewtonPreconditioner& preconditioner = {});
 
 double norm2(const std::vector<double>& v);
 
