@@ -115,6 +115,11 @@ class NewtonSolver {
     MatDestroy(&hessian_);
   }
 
+  void limit_iterations(int iterations) {
+    petsc_check(KSPSetTolerances(ksp_, PETSC_DEFAULT, PETSC_DEFAULT, PETSC_DEFAULT, iterations),
+                "KSPSetTolerances");
+  }
+
   /// direction = H^{-1} gradient to relative residual `rtol` (< 0: the forcing term); returns the
   /// CG iterations.
   int solve(std::vector<double>& gradient, std::vector<double>& direction, double rtol = -1.0) {
@@ -153,8 +158,9 @@ class NewtonSolver {
 
 int newton_direction(Federation& federation, const std::vector<double>& theta,
                      std::vector<double> gradient, std::vector<double>& direction, double rtol,
-                     const NewtonPreconditioner& preconditioner) {
+                     const NewtonPreconditioner& preconditioner, int max_iterations) {
   NewtonSolver solver(federation, theta, preconditioner);
+  if (max_iterations > 0) solver.limit_iterations(max_iterations);
   direction.resize(gradient.size());
   return solver.solve(gradient, direction, rtol);
 }

@@ -54,6 +54,10 @@ Client rerandomized_client(const FederatedProblem& problem, const Client& client
 
 namespace {
 
+// CG iterations per preconditioned Newton refinement step: about the cost of assembling and
+// factoring the dense Hessian at p = 7,890 (docs/math.md §5.3).
+constexpr int kRefineIterations = 200;
+
 FederationConfig quiet(FederationConfig config) {
   config.polish_verbose = false;
   return config;
@@ -333,9 +337,15 @@ class FldpRunner {
     for (int s = 0; s < config_.newton_steps; ++s) {
       federation_.gradient(theta, gradient);
       if (const auto preconditioner = clean_preconditioner(); preconditioner && damping_ == 0.0) {
-        // The same IHVP by CG on the changed Hessian, preconditioned by the clean factor: a
-        // few products instead of a dense Hessian assembled and factored at every step.
-        newton_direction(federation_, theta, gradient, step, influence_.ihvp.rtol, preconditioner);
+        // The IHVP by CG on the changed Hessian, preconditioned by the clean factor: a few
+        // products instead of a dense Hessian assembled and factored at every step. Far from
+        // theta^ (a large change) the clean factor is a poor preconditioner, so the solve is
+        // inexact with the forcing term min(0.1, ||grad h'||), which keeps Newton's quadratic
+        // convergence (Dembo, Eisenstat and Steihaug 1982), and capped at kRefineIterations
+        // (CG's iterate is a descent direction; the line search takes care of the rest).
+        const double forcing = std::max(influence_.ihvp.rtol, std::min(0.1, norm2(gradient)));
+        newton_direction(federation_, theta, gradient, step, forcing, preconditioner,
+                         kRefineIterations);
       } else {
         auto hessian = make_federated_hessian(federation_, theta);
         hessian->set_damping(influence_.damping);

@@ -133,10 +133,11 @@ int newton_polish(Federation& federation, std::vector<double>& theta, double tol
                   const NewtonPreconditioner& preconditioner = {});
 
 /// Collective: direction = H(theta)^{-1} gradient by the polish's CG to relative residual `rtol`
-/// (one Newton direction). Returns the CG iterations.
+/// (one Newton direction), or CG's iterate after `max_iterations` (> 0; a descent direction all
+/// the same). Returns the CG iterations.
 int newton_direction(Federation& federation, const std::vector<double>& theta,
                      std::vector<double> gradient, std::vector<double>& direction, double rtol,
-                     const NewtonPreconditioner& preconditioner = {});
+                     const NewtonPreconditioner& preconditioner = {}, int max_iterations = 0);
 
 double norm2(const std::vector<double>& v);
 
