@@ -30,7 +30,7 @@
 #                 100 rounds x 3 local epochs, batch 1, learning rate 0.01, dense Hessian)
 #                 against the time of the estimate, eps 3 -> 1 for one client. fashion_mnist
 #                 keeps its own schedule (batch-1 SGD over 60,000 images x 300 epochs is
-#                 impractical) and times one retraining (about 3.5 minutes each).
+#                 impractical) and times a single retraining draw (about 5 minutes).
 #
 # A run whose results.h5 already exists is skipped, so an interrupted sweep resumes where it
 # stopped (fluence writes results.h5.partial and renames it only when complete). Every command is

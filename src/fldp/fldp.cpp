@@ -55,7 +55,7 @@ Client rerandomized_client(const FederatedProblem& problem, const Client& client
 namespace {
 
 // CG iterations per preconditioned Newton refinement step: about the cost of assembling and
-// factoring the dense Hessian at p = 7,890 (docs/math.md §5.3).
+// factoring the dense Hessian at p = 7,890 on 2 ranks (43 s, docs/performance.md, FLDP).
 constexpr int kRefineIterations = 200;
 
 FederationConfig quiet(FederationConfig config) {
@@ -371,8 +371,9 @@ class FldpRunner {
     result.theta_newton = theta;
   }
 
-  // The clean Hessian's Cholesky factor (explicit solver, federated scope) as the inverse of a
-  // nearby Hessian; empty otherwise (the retrains' CG is then Jacobi-preconditioned).
+  // The clean Hessian's Cholesky factor (explicit solver, federated scope; with
+  // fldp.hessian_block = "first" the block approximation, still symmetric positive definite) as
+  // the inverse of a nearby Hessian; empty otherwise (the retrains' CG is then Jacobi's).
   NewtonPreconditioner clean_preconditioner() {
     if (!solver_ || solver_->method() != IhvpMethod::explicit_cholesky) return {};
     return [this](const double* r, double* z) { solver_->apply_inverse(r, z); };

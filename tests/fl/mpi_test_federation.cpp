@@ -136,7 +136,7 @@ TEST(Federation, NewtonDirectionWithANearbyPreconditionerSolvesTheDenseSystem) {
   const int jacobi = newton_direction(federation, theta, gradient, jacobi_direction, rtol);
   const int preconditioned =
       newton_direction(federation, theta, gradient, preconditioned_direction, rtol, nearby);
-  // ||x - x*|| <= ||H^{-1}|| ||r|| <= rtol ||g|| / l2, l2 = 0.01: about 1e-10 here.
+  // ||x - x*|| <= ||H^{-1}|| ||r|| <= rtol ||g|| / l2, l2 = 0.01 (||g|| ~ sqrt(p / 2)).
   const double bound = rtol * norm2(gradient) / 0.01;
   for (std::size_t j = 0; j < p; ++j) {
     EXPECT_NEAR(jacobi_direction[j], reference[j], bound) << j;
@@ -144,6 +144,34 @@ TEST(Federation, NewtonDirectionWithANearbyPreconditionerSolvesTheDenseSystem) {
   }
   // M^{-1} H is I plus a small perturbation: CG converges in a fraction of Jacobi's iterations.
   EXPECT_LT(2 * preconditioned, jacobi) << preconditioned << " vs " << jacobi;
+  // Capped at two iterations: CG's iterate, still a descent direction (g . d > 0).
+  std::vector<double> capped;
+  EXPECT_EQ(newton_direction(federation, theta, gradient, capped, 1e-14, {}, 2), 2);
+  double slope = 0.0;
+  for (std::size_t j = 0; j < p; ++j) slope += gradient[j] * capped[j];
+  EXPECT_GT(slope, 0.0);
+}
+
+TEST(Federation, NewtonPolishWithAPreconditionerReachesTheSameMinimizer) {
+  FederatedProblem problem = build_problem(Deck::from_string(kDeck, "test"));
+  Federation federation(problem);
+  const std::size_t p = federation.parameters();
+  std::vector<double> start(p);
+  for (std::size_t k = 0; k < p; ++k) start[k] = 0.1 * std::sin(static_cast<double>(k));
+  std::vector<double> start_hessian;
+  federation.explicit_hessian(start, start_hessian);
+  long applications = 0;
+  const NewtonPreconditioner at_start = [&](const double* r, double* z) {
+    ++applications;
+    const auto solved = testing::dense_solve(start_hessian, std::vector<double>(r, r + p));
+    std::copy(solved.begin(), solved.end(), z);
+  };
+  std::vector<double> jacobi = start, preconditioned = start;
+  newton_polish(federation, jacobi, 1e-12, 100, false);
+  newton_polish(federation, preconditioned, 1e-12, 100, false, at_start);
+  EXPECT_GT(applications, 0);  // the preconditioner was used
+  // Both stop at ||grad h|| <= 1e-12 of an l2 = 0.01 strongly convex h: within 2e-12 / 0.01.
+  for (std::size_t j = 0; j < p; ++j) EXPECT_NEAR(preconditioned[j], jacobi[j], 2e-10) << j;
 }
 
 TEST(ClientLayout, ContiguousAndBalancedBySize) {

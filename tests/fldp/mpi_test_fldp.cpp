@@ -184,11 +184,14 @@ TEST_F(FldpMpi, ExplicitSolverPreconditionsRetrainsAndRefinementWithoutChangingT
   const FldpResult dense = run(c, 3, 2);
   const auto &a = cg.cases[0], &b = dense.cases[0];
   // Both retrains stop at ||grad h|| <= 1e-12 with h l2-strongly convex (l2 = 0.01): their
-  // minimizers are within 2e-12 / 0.01 of each other; the estimates are two solves to rtol 1e-12.
+  // minimizers are within 2e-12 / 0.01 of each other, and so are the re-randomized retrains
+  // (each ED then within 2e-10 + the estimates' difference). The estimates are a dense solve and
+  // CG to rtol 1e-12 of one system whose condition number is below 1e3 here: relative 1e-9.
   EXPECT_LT(distance(a.theta_expected, b.theta_expected), 2e-10);
-  EXPECT_LT(distance(a.theta_estimate, b.theta_estimate), 1e-9);
+  const double estimate_bound = 1e-9 * distance(a.theta_estimate, theta);
+  EXPECT_LT(distance(a.theta_estimate, b.theta_estimate), estimate_bound);
   ASSERT_EQ(b.ed.size(), 2u);
-  for (std::size_t d = 0; d < 2; ++d) EXPECT_NEAR(a.ed[d], b.ed[d], 1e-9);
+  for (std::size_t d = 0; d < 2; ++d) EXPECT_NEAR(a.ed[d], b.ed[d], 2e-10 + estimate_bound);
   ASSERT_EQ(b.newton_ed_expected.size(), 3u);
   EXPECT_LT(b.newton_ed_expected[1], b.newton_ed_expected[0]);
   EXPECT_LE(b.newton_ed_expected[2], 1e-8);

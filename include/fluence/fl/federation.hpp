@@ -121,8 +121,9 @@ class Federation {
   std::vector<double> local_buffer_;
 };
 
-/// z = M^{-1} r for a symmetric positive definite M close to the Hessian (replicated on every
-/// rank, so that every rank's CG stays identical).
+/// z = M^{-1} r for a symmetric positive definite M close to the Hessian. Every rank runs the same
+/// CG, so M^{-1} r must be bitwise identical on every rank (a replicated factor applied by the same
+/// single-threaded BLAS).
 using NewtonPreconditioner = std::function<void(const double* r, double* z)>;
 
 /// Federated Newton steps with CG (PETSc KSP, options prefix "newton_") on the matrix-free Hessian,
