@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "fluence/core/error.hpp"
+#include "fluence/core/lanes.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/rng.hpp"
@@ -142,9 +143,34 @@ PrivateTraining::PrivateTraining(Federation& federation, const PrivacyConfig& co
 }
 
 namespace {
-// Sampled clients whose update norms are computed together (independent chains in flight; the
-// group's updates, 8 x 63 KB at p = 7,850, stay in L2).
-constexpr std::size_t kNormGroup = 8;
+using lanes::kLanes;
+using lanes::Lanes;
+
+struct UpdateSize {
+  double squared_norm = 0.0, max_abs = 0.0;
+};
+
+// update <- update - theta in place, with ||update||^2 (eight lane sums added in a fixed order: the
+// clipping decision depends on its rounding, the same on every rank) and max |update_i|.
+UpdateSize subtract_and_measure(double* update, const double* theta, std::size_t p) {
+  Lanes square{}, largest{};
+  std::size_t i = 0;
+  for (; i + kLanes <= p; i += kLanes) {
+    const Lanes d = lanes::load(update + i) - lanes::load(theta + i);
+    lanes::store(update + i, d);
+    square += d * d;
+    const Lanes magnitude = d < 0.0 ? -d : d;
+    largest = magnitude > largest ? magnitude : largest;
+  }
+  UpdateSize size{lanes::lane_sum(square), 0.0};
+  for (int l = 0; l < kLanes; ++l) size.max_abs = std::max(size.max_abs, largest[l]);
+  for (; i < p; ++i) {
+    update[i] -= theta[i];
+    size.squared_norm += update[i] * update[i];
+    size.max_abs = std::max(size.max_abs, std::abs(update[i]));
+  }
+  return size;
+}
 }  // namespace
 
 bool PrivateTraining::sampled(int round, int id) const {
@@ -166,43 +192,42 @@ void PrivateTraining::round(int round, std::vector<double>& theta,
   for (std::size_t k = 0; k < problem.clients.size(); ++k)
     if (sampled(round, problem.clients[k].id())) chosen.push_back(k);
   updates_.resize(chosen.size() * p);
-  std::vector<double>& unclipped = unclipped_;
-  unclipped.resize(chosen.size());
-  for (std::size_t first = 0; first < chosen.size(); first += kNormGroup) {
-    const std::size_t n = std::min(kNormGroup, chosen.size() - first);
-    for (std::size_t j = first; j < first + n; ++j) {
-      if (personalization_.ditto) personal_step(chosen[j], round, theta);
-      double* update = updates_.data() + j * p;
-      std::copy(theta.begin(), theta.end(), update);
-      if (j + 1 < chosen.size()) problem.clients[chosen[j + 1]].prefetch();
-      problem.clients[chosen[j]].train_round(model, local, problem.seed, round, update, work_);
-      for (std::size_t i = 0; i < p; ++i) update[i] -= theta[i];
-    }
-    // Each norm is one chain of p dependent multiply-adds in index order (the clipping decisions
-    // depend on its rounding); the chains of a group of clients are independent, so they advance
-    // together instead of one after another.
-    double square[kNormGroup] = {};
-    const double* group = updates_.data() + first * p;
-    for (std::size_t i = 0; i < p; ++i)
-      for (std::size_t g = 0; g < n; ++g) square[g] += group[g * p + i] * group[g * p + i];
-    for (std::size_t j = first; j < first + n; ++j) {
-      double* update = updates_.data() + j * p;
-      const double norm = std::sqrt(square[j - first]);
-      unclipped[j] = norm <= S ? 1.0 : 0.0;
-      const double scale = std::isinf(S) ? 1.0 : S / std::max(norm, S);  // Clip(update, S)
-      for (std::size_t i = 0; i < p; ++i) update[i] *= scale;
-    }
+  scales_.resize(chosen.size());
+  std::int64_t counts[3] = {0, 0, 0};  // private, opt-out, unclipped
+  double largest = 0.0;                // max |term| over this rank's clipped updates
+  for (std::size_t j = 0; j < chosen.size(); ++j) {
+    if (personalization_.ditto) personal_step(chosen[j], round, theta);
+    double* update = updates_.data() + j * p;
+    std::copy(theta.begin(), theta.end(), update);
+    if (j + 1 < chosen.size()) problem.clients[chosen[j + 1]].prefetch();
+    problem.clients[chosen[j]].train_round(model, local, problem.seed, round, update, work_);
+    const UpdateSize size = subtract_and_measure(update, theta.data(), p);
+    const double norm = std::sqrt(size.squared_norm);
+    const double scale = std::isinf(S) ? 1.0 : S / std::max(norm, S);  // Clip(update, S)
+    scales_[j] = scale;
+    // A non-finite update (diverged local training) makes the sums NaN below, as it always did.
+    largest = std::isfinite(norm) ? std::max(largest, size.max_abs * scale)
+                                  : std::numeric_limits<double>::infinity();
+    ++counts[opt_out_[problem.clients[chosen[j]].id()] != 0 ? 1 : 0];
+    if (norm <= S) ++counts[2];
   }
-  // [private sum (p) | opt-out sum (p) | private count | opt-out count | unclipped count]
-  sums_.assign(2 * p + 3, 0.0);
-  chain_sum(static_cast<int>(chosen.size()), sums_, [&](int j, std::span<double> sum) {
+  // The sums of the clipped updates, exact in fixed point (docs/math.md §8.3): the same bits for
+  // any rank count, and no rank waits for another's partial sum. fl(scale * d) is monotone in |d|,
+  // so `largest` bounds every term exactly.
+  MPI_Allreduce(MPI_IN_PLACE, &largest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  const bool finite = std::isfinite(largest);
+  quantized_.reset(2 * p, 3, finite ? largest : 0.0,
+                   static_cast<std::int64_t>(problem.client_rows.size()));
+  for (std::size_t j = 0; j < chosen.size(); ++j) {
     const bool out = opt_out_[problem.clients[chosen[j]].id()] != 0;
-    const double* update = updates_.data() + static_cast<std::size_t>(j) * p;
-    double* target = sum.data() + (out ? p : 0);
-    for (std::size_t i = 0; i < p; ++i) target[i] += update[i];
-    sum[2 * p + (out ? 1 : 0)] += 1.0;
-    sum[2 * p + 2] += unclipped[j];
-  });
+    if (finite) quantized_.add(out ? p : 0, updates_.data() + j * p, scales_[j], p);
+  }
+  std::copy(counts, counts + 3, quantized_.counts().begin());
+  // [private sum (p) | opt-out sum (p) | private count | opt-out count | unclipped count]
+  sums_.resize(2 * p + 3);
+  quantized_.allreduce(std::span<double>(sums_.data(), 2 * p));
+  if (!finite) std::fill(sums_.begin(), sums_.begin() + 2 * p, std::nan(""));
+  for (int k = 0; k < 3; ++k) sums_[2 * p + k] = static_cast<double>(quantized_.counts()[k]);
   const double n_private = sums_[2 * p], n_opt_out = sums_[2 * p + 1];
   history_.sampled_private.push_back(static_cast<std::int64_t>(n_private));
   history_.sampled_opt_out.push_back(static_cast<std::int64_t>(n_opt_out));

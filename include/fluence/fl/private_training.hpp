@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "fluence/core/config.hpp"
+#include "fluence/core/quantized_sum.hpp"
 #include "fluence/fl/federation.hpp"
 #include "fluence/privacy/adaptive_clip.hpp"
 #include "fluence/privacy/rdp_accountant.hpp"
@@ -129,7 +130,8 @@ class PrivateTraining {
   std::int64_t private_clients_ = 0;
   bool local_tests_ = false;  // some client holds local test rows (else the metrics stay NaN)
   PrivacyHistory history_;
-  std::vector<double> updates_, sums_, noise_, unclipped_;  // scratch, reused every round
+  std::vector<double> updates_, scales_, sums_, noise_;  // scratch, reused every round
+  QuantizedSum quantized_;
   std::vector<std::size_t> chosen_;
   Workspace work_;
 };
