@@ -82,3 +82,23 @@ print(f"bench_lia: {votes} votes on {sys.argv[2]} ranks: contributors' DP-SGD {t
       f"votes {t['votes'][()]:.2f} s (target <= 20 s), vote GEMMs {t['vote_gflops'][()]:.1f} GFLOP/s per rank "
       f"(dgemm ~53 per core)")
 PY
+# DP-FedAvg (issue 8, seed 004): 2,000 single-label Fashion-MNIST clients, 5% sampled per round,
+# 200 rounds of one local epoch (batch 16) with clipping, noise and the test evaluation every round.
+# Target: <= 0.5 s on 2 ranks (the same loop in PyTorch: about 4.6 s). Best of 5: the machine is
+# shared, and the slower rank sets every round's pace.
+best=""
+for repeat in 1 2 3 4 5; do
+  bash "$here/scripts/mpirun.sh" -n "$ranks" "$build/fluence" train "$here/inputs/bench_feo2.toml" \
+    --out "$out/bench_feo2" --quiet >/dev/null
+  t=$(/usr/bin/python3 -c "import h5py; print(h5py.File('$out/bench_feo2/results.h5')['/metrics/wall_time_s'][-1])")
+  best=$(/usr/bin/python3 -c "print(min(float('$t'), float('${best:-inf}')))")
+done
+/usr/bin/python3 - "$out/bench_feo2/results.h5" "$ranks" "$best" <<'PY'
+import sys, h5py
+f = h5py.File(sys.argv[1], "r")
+best = float(sys.argv[3])
+rounds = len(f["/metrics/round"])
+print(f"bench_feo2: {rounds} rounds of DP-FedAvg on {sys.argv[2]} ranks: {best:.3f} s (best of 5), "
+      f"{1e3 * best / rounds:.2f} ms per round (target <= 0.5 s; PyTorch about 4.6 s); "
+      f"test accuracy {f['/model/test_accuracy'][()]:.4f}, epsilon {f['/privacy/epsilon'][-1]:.3f}")
+PY

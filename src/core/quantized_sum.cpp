@@ -7,6 +7,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "fluence/core/mpi.hpp"
+
 #if defined(__AVX512DQ__)
 #include <immintrin.h>
 #endif
@@ -23,24 +25,38 @@ void QuantizedSum::reset(std::size_t width, std::size_t counts, double bound,
   // bound < 2^exponent; terms below 2^-900 may round to 0 rather than q leave the normal range.
   const int exponent = bound > 0.0 ? std::max(std::ilogb(bound) + 1, -900) : 0;
   const int term_bits = static_cast<int>(std::bit_width(static_cast<std::uint64_t>(max_terms)));
+  bound_ = bound;
   quantum_ = std::ldexp(1.0, exponent + term_bits - 62);
   inverse_quantum_ = std::ldexp(1.0, 62 - exponent - term_bits);
 }
 
-void QuantizedSum::add(std::size_t offset, const double* values, double scale, std::size_t n) {
+std::size_t QuantizedSum::add(std::size_t offset, const double* values, double scale,
+                              std::size_t n) {
   std::int64_t* slot = slots_.data() + offset;
   // scale / q is exact (q a power of two), and fl(v * (scale / q)) = fl(v * scale) / q.
   const double factor = scale * inverse_quantum_;
-  std::size_t i = 0;
+  const double limit = bound_ * inverse_quantum_;  // the bound in quanta (exact)
+  std::size_t beyond = 0, i = 0;
 #if defined(__AVX512DQ__)
   // Conversion in the current rounding mode (nearest-even), as std::llrint below.
-  const __m512d f = _mm512_set1_pd(factor);
+  const __m512d f = _mm512_set1_pd(factor), top = _mm512_set1_pd(limit);
   for (; i + 8 <= n; i += 8) {
-    const __m512i q = _mm512_cvtpd_epi64(_mm512_mul_pd(_mm512_loadu_pd(values + i), f));
+    const __m512d t = _mm512_mul_pd(_mm512_loadu_pd(values + i), f);
+    // Not within [-limit, limit] (NaN included): the ordered-quiet comparison is false for NaN.
+    const __mmask8 inside = _mm512_cmp_pd_mask(_mm512_abs_pd(t), top, _CMP_LE_OQ);
+    beyond += static_cast<std::size_t>(std::popcount(static_cast<unsigned>(~inside & 0xFFu)));
+    const __m512i q = _mm512_maskz_cvtpd_epi64(inside, t);
     _mm512_storeu_si512(slot + i, _mm512_add_epi64(_mm512_loadu_si512(slot + i), q));
   }
 #endif
-  for (; i < n; ++i) slot[i] += std::llrint(values[i] * factor);
+  for (; i < n; ++i) {
+    const double t = values[i] * factor;
+    if (std::abs(t) <= limit)
+      slot[i] += std::llrint(t);
+    else
+      ++beyond;
+  }
+  return beyond;
 }
 
 void QuantizedSum::allreduce(std::span<double> out) {
@@ -52,6 +68,46 @@ void QuantizedSum::allreduce(std::span<double> out) {
 void QuantizedSum::local_total(std::span<double> out) const {
   if (out.size() != width_) throw std::invalid_argument("QuantizedSum: output width mismatch");
   for (std::size_t i = 0; i < width_; ++i) out[i] = static_cast<double>(slots_[i]) * quantum_;
+}
+
+void psd_matrix_sum(int local_items, std::size_t p, std::vector<double>& out,
+                    const std::function<bool(int, double*)>& diagonal_of,
+                    const std::function<bool(int, double*)>& matrix_of) {
+  const std::size_t width = p * p;
+  double largest = 0.0;
+  std::int64_t items = local_items;
+  {
+    std::vector<double> diagonal(p);
+    for (int k = 0; k < local_items; ++k)
+      if (diagonal_of(k, diagonal.data()))
+        for (double d : diagonal) largest = std::max(largest, std::abs(d));
+  }
+  MPI_Allreduce(MPI_IN_PLACE, &largest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &items, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+  // The computed entries carry their own rounding: twice the diagonal bound leaves room for it.
+  const double bound = 2.0 * largest;
+  std::int64_t beyond = !std::isfinite(bound) ? 1 : 0;
+  QuantizedSum sum;
+  if (beyond == 0) {
+    sum.reset(width, 1, bound, items);
+    std::vector<double> matrix(width);
+    for (int k = 0; k < local_items; ++k)
+      if (matrix_of(k, matrix.data()))
+        beyond += static_cast<std::int64_t>(sum.add(0, matrix.data(), 1.0, width));
+  }
+  // The item buffer is gone before `out` grows: the peak is two p x p arrays, as with chain_sum.
+  MPI_Allreduce(MPI_IN_PLACE, &beyond, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+  out.resize(width);
+  if (beyond == 0) {
+    sum.allreduce(out);
+    return;
+  }
+  sum = QuantizedSum();  // not PSD: the chain in item order instead
+  std::vector<double> matrix(width);
+  chain_sum(local_items, out, [&](int k, std::span<double> total) {
+    if (matrix_of(k, matrix.data()))
+      for (std::size_t j = 0; j < width; ++j) total[j] += matrix[j];
+  });
 }
 
 }  // namespace fluence

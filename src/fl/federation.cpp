@@ -6,6 +6,7 @@
 #include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/mpi.hpp"
+#include "fluence/core/quantized_sum.hpp"
 
 namespace fluence {
 
@@ -124,17 +125,29 @@ void Federation::hessian_diagonal(const std::vector<double>& theta, std::vector<
 void Federation::explicit_hessian(const std::vector<double>& theta, std::vector<double>& out) {
   const auto& model = *problem_.model;
   const std::size_t p = parameters();
-  out.resize(p * p);
-  std::vector<double> client_hessian(p * p);
-  chain_sum(static_cast<int>(problem_.clients.size()), out, [&](int k, std::span<double> sum) {
-    if (!included(k)) return;
-    const auto& client = problem_.clients[k];
-    if (objectives_[k])
-      objectives_[k]->hessian_sum(theta.data(), client_hessian.data());
-    else
-      model.hessian_sum(client.features(), client.size(), theta.data(), client_hessian.data());
-    for (std::size_t j = 0; j < p * p; ++j) sum[j] += client_hessian[j];
-  });
+  // Client Hessians are PSD: summed exactly in fixed point, every rank computing its own clients'
+  // at once (docs/math.md §8.3).
+  psd_matrix_sum(
+      static_cast<int>(problem_.clients.size()), p, out,
+      [&](int k, double* diagonal) {
+        if (!included(k)) return false;
+        const auto& client = problem_.clients[k];
+        if (objectives_[k])
+          objectives_[k]->hessian_diagonal_sum(theta.data(), diagonal);
+        else
+          model.hessian_diagonal_sum(client.features(), client.size(), theta.data(), diagonal,
+                                     work_);
+        return true;
+      },
+      [&](int k, double* matrix) {
+        if (!included(k)) return false;
+        const auto& client = problem_.clients[k];
+        if (objectives_[k])
+          objectives_[k]->hessian_sum(theta.data(), matrix);
+        else
+          model.hessian_sum(client.features(), client.size(), theta.data(), matrix);
+        return true;
+      });
   for (auto& value : out) value *= inverse_n();
   for (std::size_t j = 0; j < p; ++j) out[j * p + j] += model.l2();
 }

@@ -5,6 +5,7 @@
 
 #include "fluence/core/error.hpp"
 #include "fluence/core/mpi.hpp"
+#include "fluence/core/quantized_sum.hpp"
 #include "fluence/core/rng.hpp"
 
 namespace fluence::whatif_detail {
@@ -141,12 +142,18 @@ void TestSelection::gradient(const std::vector<double>& theta, std::vector<doubl
 
 void TestSelection::hessian(const std::vector<double>& theta, std::vector<double>& out) {
   const std::size_t p = model().parameters();
-  out.assign(p * p, 0.0);
-  std::vector<double> chunk_hessian(p * p);
-  chain_sum(static_cast<int>(chunks_.size()), out, [&](int k, std::span<double> sum) {
-    model().hessian_sum(chunks_[k].x, chunks_[k].rows, theta.data(), chunk_hessian.data());
-    for (std::size_t j = 0; j < p * p; ++j) sum[j] += chunk_hessian[j];
-  });
+  // Each chunk's Hessian is PSD: summed exactly in fixed point, all ranks at once (docs/math.md
+  // §8.3).
+  psd_matrix_sum(
+      static_cast<int>(chunks_.size()), p, out,
+      [&](int k, double* diagonal) {
+        model().hessian_diagonal_sum(chunks_[k].x, chunks_[k].rows, theta.data(), diagonal, work_);
+        return true;
+      },
+      [&](int k, double* matrix) {
+        model().hessian_sum(chunks_[k].x, chunks_[k].rows, theta.data(), matrix);
+        return true;
+      });
   for (auto& value : out) value /= static_cast<double>(rows_);
 }
 

@@ -122,6 +122,92 @@ TEST(QuantizedSum, TheMostTermsOfTheLargestMagnitudeDoNotOverflow) {
   }
 }
 
+// psd_matrix_sum: PSD items A_k A_k^T (p = 6, rank 3), item 4 left out, spread over the ranks. The
+// result is the bits of all items quantized on one rank in reverse order with the same bound
+// (twice the largest diagonal entry), and within half a quantum per item of the exact sum.
+TEST(PsdMatrixSum, IsTheSameBitsForAnyLayoutAndCloseToTheExactSum) {
+  const int items = 9, p = 6;
+  auto matrix_of_item = [&](int item, double* m) {
+    double a[p][3];
+    for (int i = 0; i < p; ++i)
+      for (int c = 0; c < 3; ++c) a[i][c] = item_value(item * 5 + i, c) * 1e-3;
+    for (int i = 0; i < p; ++i)
+      for (int j = 0; j < p; ++j) {
+        double v = 0.0;
+        for (int c = 0; c < 3; ++c) v += a[i][c] * a[j][c];
+        m[i * p + j] = v;
+      }
+    return item != 4;
+  };
+  const int rank = world_rank(), ranks = world_size();
+  const int first = items * rank / ranks, end = items * (rank + 1) / ranks;
+  std::vector<double> out;
+  psd_matrix_sum(
+      end - first, p, out,
+      [&](int k, double* d) {
+        std::vector<double> m(p * p);
+        const bool used = matrix_of_item(first + k, m.data());
+        for (int i = 0; i < p; ++i) d[i] = m[i * p + i];
+        return used;
+      },
+      [&](int k, double* m) { return matrix_of_item(first + k, m); });
+  ASSERT_EQ(out.size(), static_cast<std::size_t>(p * p));
+  double largest = 0.0;
+  std::vector<std::vector<double>> all(items, std::vector<double>(p * p));
+  for (int item = 0; item < items; ++item)
+    if (matrix_of_item(item, all[item].data()))
+      for (int i = 0; i < p; ++i) largest = std::max(largest, all[item][i * p + i]);
+  QuantizedSum reversed;
+  reversed.reset(p * p, 0, 2.0 * largest, items);
+  for (int item = items - 1; item >= 0; --item)
+    if (item != 4) EXPECT_EQ(reversed.add(0, all[item].data(), 1.0, p * p), 0u);
+  std::vector<double> local(p * p);
+  reversed.local_total(local);
+  for (int j = 0; j < p * p; ++j) {
+    EXPECT_EQ(out[j], local[j]) << "entry " << j;
+    long double exact = 0.0L;
+    for (int item = 0; item < items; ++item)
+      if (item != 4) exact += all[item][j];
+    EXPECT_NEAR(out[j], static_cast<double>(exact),
+                items * reversed.quantum() / 2 + std::abs(static_cast<double>(exact)) * 0x1p-52)
+        << "entry " << j;
+  }
+}
+
+// An item that is not PSD (an off-diagonal entry beyond every diagonal bound) sends the sum to
+// the chain: then it equals ordered_sum of the items, bitwise.
+TEST(PsdMatrixSum, FallsBackToTheItemOrderChainWhenAnItemIsNotPsd) {
+  const int items = 5, p = 2;
+  auto matrix_of_item = [](int item, double* m) {
+    m[0] = m[3] = 0.1 * (item + 1);
+    m[1] = m[2] = item == 2 ? 7.0 + 1e-9 : item_value(item, 1) * 1e-12;
+  };
+  const int rank = world_rank(), ranks = world_size();
+  const int first = items * rank / ranks, end = items * (rank + 1) / ranks;
+  std::vector<double> out, local;
+  for (int item = first; item < end; ++item) {
+    double m[p * p];
+    matrix_of_item(item, m);
+    local.insert(local.end(), m, m + p * p);
+  }
+  psd_matrix_sum(
+      end - first, p, out,
+      [&](int k, double* d) {
+        double m[p * p];
+        matrix_of_item(first + k, m);
+        d[0] = m[0];
+        d[1] = m[3];
+        return true;
+      },
+      [&](int k, double* m) {
+        matrix_of_item(first + k, m);
+        return true;
+      });
+  std::vector<double> expected(p * p);
+  ordered_sum(local, end - first, p * p, expected);
+  for (int j = 0; j < p * p; ++j) EXPECT_EQ(out[j], expected[j]) << "entry " << j;
+}
+
 TEST(CollectiveCheck, EveryRankThrowsTheLowestFailingRanksMessage) {
   const int failing = world_size() - 1;
   try {

@@ -11,6 +11,7 @@
 // q/2 <= M 2^(L-63), about the double rounding of the largest term times n.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -22,8 +23,9 @@ class QuantizedSum {
   /// terms per slot, each of magnitude at most `bound` (finite, >= 0; 0 when every term is 0).
   /// Every rank must pass the same bound and max_terms.
   void reset(std::size_t width, std::size_t counts, double bound, std::int64_t max_terms);
-  /// slot[offset + i] += round_to_nearest_even(fl(scale * values[i]) / q) for i < n.
-  void add(std::size_t offset, const double* values, double scale, std::size_t n);
+  /// slot[offset + i] += round_to_nearest_even(fl(scale * values[i]) / q) for i < n. Returns how
+  /// many terms exceeded the bound (their slots may then be wrong: the caller must not use them).
+  std::size_t add(std::size_t offset, const double* values, double scale, std::size_t n);
   /// The exact integer slots (counts of clients, say), summed over ranks by allreduce too.
   std::span<std::int64_t> counts() { return {slots_.data() + width_, count_slots_}; }
   /// Collective: sums every slot over the ranks, then writes q * total to `out` (width values).
@@ -35,7 +37,18 @@ class QuantizedSum {
  private:
   std::vector<std::int64_t> slots_;  // width quantized, then the counts
   std::size_t width_ = 0, count_slots_ = 0;
-  double quantum_ = 1.0, inverse_quantum_ = 1.0;
+  double bound_ = 0.0, quantum_ = 1.0, inverse_quantum_ = 1.0;
 };
+
+/// Collective: out = the sum over all ranks' items of symmetric positive semidefinite p x p
+/// matrices (dense Hessians), the same bits for any rank count. Every rank computes its items in
+/// parallel: chain_sum would make each rank wait for the lower ranks' items before computing its
+/// own. The bound comes from the diagonals (|M_ij| <= sqrt(M_ii M_jj) for PSD M), one cheap pass:
+/// `diagonal_of(k, d)` writes item k's diagonal (p values), `matrix_of(k, m)` its p x p matrix;
+/// either returns false when item k contributes nothing. If an item is not PSD after all (an entry
+/// beyond the bound), the sum is recomputed with chain_sum (item order, also rank-independent).
+void psd_matrix_sum(int local_items, std::size_t p, std::vector<double>& out,
+                    const std::function<bool(int, double*)>& diagonal_of,
+                    const std::function<bool(int, double*)>& matrix_of);
 
 }  // namespace fluence
