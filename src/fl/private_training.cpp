@@ -216,17 +216,22 @@ void PrivateTraining::round(int round, std::vector<double>& theta,
   // so `largest` bounds every term exactly.
   MPI_Allreduce(MPI_IN_PLACE, &largest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   const bool finite = std::isfinite(largest);
-  quantized_.reset(2 * p, 3, finite ? largest : 0.0,
+  quantized_.reset(2 * p, 4, finite ? largest : 0.0,
                    static_cast<std::int64_t>(problem.client_rows.size()));
+  std::int64_t beyond = 0;  // terms past the bound: none, since it is their exact maximum
   for (std::size_t j = 0; j < chosen.size(); ++j) {
     const bool out = opt_out_[problem.clients[chosen[j]].id()] != 0;
-    if (finite) quantized_.add(out ? p : 0, updates_.data() + j * p, scales_[j], p);
+    if (finite)
+      beyond += static_cast<std::int64_t>(
+          quantized_.add(out ? p : 0, updates_.data() + j * p, scales_[j], p));
   }
   std::copy(counts, counts + 3, quantized_.counts().begin());
+  quantized_.counts()[3] = beyond;
   // [private sum (p) | opt-out sum (p) | private count | opt-out count | unclipped count]
   sums_.resize(2 * p + 3);
   quantized_.allreduce(std::span<double>(sums_.data(), 2 * p));
-  if (!finite) std::fill(sums_.begin(), sums_.begin() + 2 * p, std::nan(""));
+  if (!finite || quantized_.counts()[3] > 0)
+    std::fill(sums_.begin(), sums_.begin() + 2 * p, std::nan(""));
   for (int k = 0; k < 3; ++k) sums_[2 * p + k] = static_cast<double>(quantized_.counts()[k]);
   const double n_private = sums_[2 * p], n_opt_out = sums_[2 * p + 1];
   history_.sampled_private.push_back(static_cast<std::int64_t>(n_private));

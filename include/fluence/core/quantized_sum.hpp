@@ -8,7 +8,7 @@
 // q is fixed by a bound M on the terms' magnitudes and the most terms a slot receives, n:
 // q = 2^(e + L - 62) with 2^(e-1) <= M < 2^e and 2^(L-1) <= n < 2^L, so that every term is below
 // 2^(62-L) quanta and no partial sum leaves the int64 range. A term's rounding error is at most
-// q/2 <= M 2^(L-63), about the double rounding of the largest term times n.
+// q/2 <= M 2^(L-62): 2^-51 of the largest term for n = 2,000.
 #include <cstddef>
 #include <cstdint>
 #include <functional>
