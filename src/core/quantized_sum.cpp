@@ -60,8 +60,12 @@ std::size_t QuantizedSum::add(std::size_t offset, const double* values, double s
 }
 
 void QuantizedSum::allreduce(std::span<double> out) {
-  MPI_Allreduce(MPI_IN_PLACE, slots_.data(), static_cast<int>(slots_.size()), MPI_INT64_T, MPI_SUM,
-                MPI_COMM_WORLD);
+  // In pieces: MPI counts are int, and a dense Hessian of p > 46,340 has more slots than that.
+  constexpr std::size_t kPiece = std::size_t{1} << 27;
+  for (std::size_t first = 0; first < slots_.size(); first += kPiece)
+    MPI_Allreduce(MPI_IN_PLACE, slots_.data() + first,
+                  static_cast<int>(std::min(kPiece, slots_.size() - first)), MPI_INT64_T, MPI_SUM,
+                  MPI_COMM_WORLD);
   local_total(out);
 }
 
@@ -89,7 +93,7 @@ void psd_matrix_sum(int local_items, std::size_t p, std::vector<double>& out,
   std::int64_t beyond = !std::isfinite(bound) ? 1 : 0;
   QuantizedSum sum;
   if (beyond == 0) {
-    sum.reset(width, 1, bound, items);
+    sum.reset(width, 0, bound, items);
     std::vector<double> matrix(width);
     for (int k = 0; k < local_items; ++k)
       if (matrix_of(k, matrix.data()))
