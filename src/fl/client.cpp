@@ -1,5 +1,6 @@
 #include "fluence/fl/client.hpp"
 
+#include <algorithm>
 #include <numeric>
 #include <span>
 
@@ -28,7 +29,12 @@ void Client::prefetch() const {
 }
 
 void Client::train_round(const SoftmaxRegression& model, const LocalTrainingConfig& config,
-                         std::uint64_t seed, int round, double* theta, Workspace& work) {
+                         std::uint64_t seed, int round, double* theta, Workspace& work,
+                         const double* start) {
+  if (start && !(coding_ && !config.full_batch && config.epochs > 0)) {
+    std::copy(start, start + model.parameters(), theta);
+    start = nullptr;
+  }
   for (int epoch = 0; epoch < config.epochs; ++epoch) {
     if (config.full_batch) {
       model.gradient_step(features(), labels_.data(), size(), config.learning_rate, theta, work);
@@ -40,7 +46,8 @@ void Client::train_round(const SoftmaxRegression& model, const LocalTrainingConf
     stream.shuffle(std::span<std::int64_t>(order_));
     if (coding_)
       model.sgd_epoch(codes_.data(), *coding_, labels_.data(), order_.data(), size(),
-                      config.batch_size, config.learning_rate, theta, work);
+                      config.batch_size, config.learning_rate, theta, work, nullptr, 0.0,
+                      epoch == 0 ? start : nullptr);
     else
       model.sgd_epoch(features(), labels_.data(), order_.data(), size(), config.batch_size,
                       config.learning_rate, theta, work);

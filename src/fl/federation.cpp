@@ -210,8 +210,7 @@ void Federation::fedavg_round(int round, std::vector<double>& theta,
       std::fill(local, local + p, 0.0);
       continue;
     }
-    std::copy(theta.begin(), theta.end(), local);
-    client.train_round(*problem_.model, config, problem_.seed, round, local, work_);
+    client.train_round(*problem_.model, config, problem_.seed, round, local, work_, theta.data());
     // The message the server receives: n_i theta_i (seed 000 Eq. 2 numerator).
     const auto weight = static_cast<double>(client.size());
     for (std::size_t j = 0; j < p; ++j) local[j] *= weight;

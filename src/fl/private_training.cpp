@@ -198,9 +198,9 @@ void PrivateTraining::round(int round, std::vector<double>& theta,
   for (std::size_t j = 0; j < chosen.size(); ++j) {
     if (personalization_.ditto) personal_step(chosen[j], round, theta);
     double* update = updates_.data() + j * p;
-    std::copy(theta.begin(), theta.end(), update);
     if (j + 1 < chosen.size()) problem.clients[chosen[j + 1]].prefetch();
-    problem.clients[chosen[j]].train_round(model, local, problem.seed, round, update, work_);
+    problem.clients[chosen[j]].train_round(model, local, problem.seed, round, update, work_,
+                                           theta.data());
     const UpdateSize size = subtract_and_measure(update, theta.data(), p);
     const double norm = std::sqrt(size.squared_norm);
     const double scale = std::isinf(S) ? 1.0 : S / std::max(norm, S);  // Clip(update, S)

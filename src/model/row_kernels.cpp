@@ -157,7 +157,7 @@ void logits_group(const std::uint8_t* const* x, int rows, int D, const double* t
 template <int G>
 void update_group(const std::uint8_t* const* x, std::size_t rows, int D, const double* a, int C,
                   double shrink, const double* step, const double* offset, const double* sums,
-                  double* theta) {
+                  const double* source, double* theta) {
   const int whole = D / kLanes * kLanes;
   for (int j = 0; j < whole; j += kLanes) {
     Lanes t[G] = {};
@@ -170,8 +170,9 @@ void update_group(const std::uint8_t* const* x, std::size_t rows, int D, const d
     const Lanes sv = load(step + j), ov = load(offset + j);
 #pragma GCC unroll 16
     for (int g = 0; g < G; ++g) {
-      double* target = theta + static_cast<std::ptrdiff_t>(g) * D + j;
-      Lanes v = shrink * load(target);
+      const std::ptrdiff_t at = static_cast<std::ptrdiff_t>(g) * D + j;
+      double* target = theta + at;
+      Lanes v = shrink * load(source + at);
       v += ov * sums[g];
       v += sv * t[g];
       store(target, v);
@@ -182,7 +183,7 @@ void update_group(const std::uint8_t* const* x, std::size_t rows, int D, const d
       double t = 0.0;
       for (std::size_t b = 0; b < rows; ++b) t += a[b * C + g] * static_cast<double>(x[b][j]);
       double& target = theta[static_cast<std::ptrdiff_t>(g) * D + j];
-      double v = shrink * target;
+      double v = shrink * source[static_cast<std::ptrdiff_t>(g) * D + j];
       v += offset[j] * sums[g];
       v += step[j] * t;
       target = v;
@@ -357,8 +358,9 @@ void byte_logits(const std::uint8_t* const* rows_k, std::size_t rows, int D, con
 }
 
 void byte_rank_update(const std::uint8_t* const* rows_k, std::size_t rows, int D, const double* a,
-                      int C, double shrink, const double* step, const double* offset,
-                      double* theta) {
+                      int C, double shrink, const double* step, const double* offset, double* theta,
+                      const double* source) {
+  if (!source) source = theta;
   double sums[kUpdateClasses];
   for (int c = 0; c < C; c += kUpdateClasses) {
     const int n = std::min(kUpdateClasses, C - c);
@@ -370,6 +372,7 @@ void byte_rank_update(const std::uint8_t* const* rows_k, std::size_t rows, int D
         n,
         [&]<int G>() {
           update_group<G>(rows_k, rows, D, a + c, C, shrink, step, offset, sums,
+                          source + static_cast<std::ptrdiff_t>(c) * D,
                           theta + static_cast<std::ptrdiff_t>(c) * D);
         },
         std::make_integer_sequence<int, kUpdateClasses>());

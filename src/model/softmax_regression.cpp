@@ -343,21 +343,22 @@ void SoftmaxRegression::sgd_epoch(const double* x, const std::int32_t* y, const 
 
 void SoftmaxRegression::sgd_batch(const std::uint8_t* const* rows_k, const std::int32_t* labels,
                                   int batch, const ByteCoding& coding, double learning_rate,
-                                  double* theta, Workspace& work, const double* center,
-                                  double proximal) const {
+                                  const double* source, double* theta, Workspace& work,
+                                  const double* center, double proximal) const {
   const int C = classes_, D = features_;
   const double shrink = 1.0 - learning_rate * (l2_ + (center ? proximal : 0.0));
   const double step = learning_rate / batch;
   // theta x = bias + (theta * step) k: the kernels read the codes (a batch of 16 rows is 12.5 KB
   // at D = 785, in L1) where they lie, and no BLAS call or packing is paid on a 16-row batch.
   double* g = work.logits.data();
-  byte_logits(rows_k, batch, D, theta, coding.step.data(), coding.offset.data(), C,
+  byte_logits(rows_k, batch, D, source, coding.step.data(), coding.offset.data(), C,
               work.folded.data(), g);
   softmax_probabilities(g, batch, C);
   for (int b = 0; b < batch; ++b) g[b * C + labels[b]] -= 1.0;
   for (int k = 0; k < batch * C; ++k) g[k] *= -step;
   // theta <- shrink theta - step (P - Y)^T X, then the proximal pull as in the double path.
-  byte_rank_update(rows_k, batch, D, g, C, shrink, coding.step.data(), coding.offset.data(), theta);
+  byte_rank_update(rows_k, batch, D, g, C, shrink, coding.step.data(), coding.offset.data(), theta,
+                   source);
   if (center) axpy(learning_rate * proximal, center, theta, static_cast<int>(parameters()));
 }
 
@@ -365,13 +366,16 @@ void SoftmaxRegression::sgd_epoch(const std::uint8_t* codes, const ByteCoding& c
                                   const std::int32_t* y, const std::int64_t* order,
                                   std::size_t rows, int batch_size, double learning_rate,
                                   double* theta, Workspace& work, const double* center,
-                                  double proximal) const {
+                                  double proximal, const double* start) const {
   work.reserve(static_cast<std::size_t>(batch_size), classes_, 0);
   work.folded.resize(classes_);
+  if (start && rows == 0) std::copy(start, start + parameters(), theta);
+  const double* source = start ? start : theta;
   for_each_batch(codes, features_, y, order, rows, batch_size, work.batch_codes, work.batch_labels,
                  [&](const std::uint8_t* const* batch_rows, const std::int32_t* labels, int batch) {
-                   sgd_batch(batch_rows, labels, batch, coding, learning_rate, theta, work, center,
-                             proximal);
+                   sgd_batch(batch_rows, labels, batch, coding, learning_rate, source, theta, work,
+                             center, proximal);
+                   source = theta;
                  });
 }
 

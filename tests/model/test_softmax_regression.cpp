@@ -263,6 +263,30 @@ TEST(SoftmaxRegression, ByteSgdEpochMatchesNaiveUpdatesOfTheDecodedRows) {
   }
 }
 
+// sgd_epoch from `start` writes theta without reading it: bitwise the epoch after copying start
+// into theta (theta holds NaNs, which any read would carry into the result), also for a client
+// with no rows and with Ditto's proximal pull.
+TEST(SoftmaxRegression, ByteSgdEpochFromAStartEqualsCopyingItFirst) {
+  const auto p = coded_problem(45, 785, 10, 91);
+  SoftmaxRegression model(785, 10, 0.01);
+  std::vector<std::int64_t> order(p.decoded.rows);
+  std::iota(order.begin(), order.end(), 0);
+  std::vector<double> center(p.decoded.theta.size(), 0.05);
+  for (std::size_t rows : {static_cast<std::size_t>(p.decoded.rows), std::size_t{0}})
+    for (bool proximal : {false, true}) {
+      Workspace work;
+      auto copied = p.decoded.theta;
+      model.sgd_epoch(p.codes.data(), p.coding, p.decoded.y.data(), order.data(), rows, 16, 0.05,
+                      copied.data(), work, proximal ? center.data() : nullptr, 0.2);
+      std::vector<double> written(copied.size(), std::nan(""));
+      model.sgd_epoch(p.codes.data(), p.coding, p.decoded.y.data(), order.data(), rows, 16, 0.05,
+                      written.data(), work, proximal ? center.data() : nullptr, 0.2,
+                      p.decoded.theta.data());
+      for (std::size_t k = 0; k < copied.size(); ++k)
+        ASSERT_EQ(written[k], copied[k]) << "rows " << rows << " prox " << proximal << " k " << k;
+    }
+}
+
 TEST(SoftmaxRegression, BlockedByteLossMatchesTheLossOfTheDecodedRows) {
   for (auto [rows, features, classes] :
        {std::tuple{1000, 785, 10}, std::tuple{37, 12, 3}, std::tuple{300, 9, 2}}) {

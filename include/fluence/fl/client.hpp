@@ -46,9 +46,12 @@ class Client {
   void prefetch() const;
 
   /// Local training from `theta` (in/out) for one round: seeded shuffles keyed by
-  /// (seed, client, round, epoch), so the result does not depend on the hosting rank.
+  /// (seed, client, round, epoch), so the result does not depend on the hosting rank. With
+  /// `start`, training begins from start and theta's contents are ignored: the same bits as
+  /// copying start into theta first (byte-coded SGD reads start directly and skips the copy).
   void train_round(const SoftmaxRegression& model, const LocalTrainingConfig& config,
-                   std::uint64_t seed, int round, double* theta, Workspace& work);
+                   std::uint64_t seed, int round, double* theta, Workspace& work,
+                   const double* start = nullptr);
   /// Ditto's personal step (seed 004 Eq. 2): SGD on f(theta) + lambda/2 ||theta - center||^2 from
   /// `theta` (the client's persistent personal model, in/out), its own shuffle stream.
   void train_personal(const SoftmaxRegression& model, const LocalTrainingConfig& config,

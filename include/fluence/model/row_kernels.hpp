@@ -28,9 +28,11 @@ void byte_logits(const std::uint8_t* const* rows_k, std::size_t rows, int D, con
 /// theta[c * D + j] <- shrink * theta[c * D + j] + offset[j] * s[c] + step[j] * u[c][j], with
 /// u[c][j] = sum_b a[b * C + c] k_b[j] and s[c] = sum_b a[b * C + c] (both in ascending b): the
 /// rank-`rows` update theta <- shrink theta + A^T X of an SGD step, for X = offset + step * K.
+/// With `source`, the old theta is read from there (C x D) and theta is only written: the same
+/// bits as copying source into theta first, without the copy.
 void byte_rank_update(const std::uint8_t* const* rows_k, std::size_t rows, int D, const double* a,
-                      int C, double shrink, const double* step, const double* offset,
-                      double* theta);
+                      int C, double shrink, const double* step, const double* offset, double* theta,
+                      const double* source = nullptr);
 
 // --- Evaluation of a fixed set of rows --------------------------------------------------------
 

@@ -73,10 +73,12 @@ class SoftmaxRegression {
                  Workspace& work, const double* center = nullptr, double proximal = 0.0) const;
   /// sgd_epoch on rows stored as 8-bit codes of `coding` (size() x D, row-major): the same
   /// update up to rounding, with an eighth of the memory traffic.
+  /// With `start`, the epoch begins from start instead of theta's contents and writes theta (the
+  /// same bits as copying start into theta first: the first step reads start, the others theta).
   void sgd_epoch(const std::uint8_t* codes, const ByteCoding& coding, const std::int32_t* y,
                  const std::int64_t* order, std::size_t rows, int batch_size, double learning_rate,
                  double* theta, Workspace& work, const double* center = nullptr,
-                 double proximal = 0.0) const;
+                 double proximal = 0.0, const double* start = nullptr) const;
   /// loss_sum over rows stored as codes of `coding` in the blocked layout of block_codes()
   /// (row_kernels.hpp), starting at a block; each row's loss does not depend on the blocking. With
   /// `fast`, the logits come from float weights (block_logits: a mean loss within about 1e-8
@@ -100,9 +102,10 @@ class SoftmaxRegression {
   void sgd_batch_update(const double* const* rows_x, const std::int32_t* labels, int batch,
                         double learning_rate, double shrink, double* theta, Workspace& work) const;
 
+  // One byte-coded step from `source` (theta itself unless given) into theta.
   void sgd_batch(const std::uint8_t* const* rows_k, const std::int32_t* labels, int batch,
-                 const ByteCoding& coding, double learning_rate, double* theta, Workspace& work,
-                 const double* center, double proximal) const;
+                 const ByteCoding& coding, double learning_rate, const double* source,
+                 double* theta, Workspace& work, const double* center, double proximal) const;
 
   int features_, classes_;
   double l2_;
