@@ -111,15 +111,24 @@ void Federation::hessian_vector(const std::vector<double>& theta, const double* 
   for (std::size_t k = 0; k < p; ++k) out[k] = out[k] * inverse_n() + model.l2() * v[k];
 }
 
+void Federation::client_hessian_diagonal(std::size_t k, const std::vector<double>& theta,
+                                         double* out) {
+  const auto& client = problem_.clients[k];
+  if (objectives_[k]) return objectives_[k]->hessian_diagonal_sum(theta.data(), out);
+  problem_.model->hessian_diagonal_sum(client.features(), client.size(), theta.data(), out, work_);
+}
+
+void Federation::client_hessian(std::size_t k, const std::vector<double>& theta, double* out) {
+  const auto& client = problem_.clients[k];
+  if (objectives_[k]) return objectives_[k]->hessian_sum(theta.data(), out);
+  problem_.model->hessian_sum(client.features(), client.size(), theta.data(), out);
+}
+
 void Federation::hessian_diagonal(const std::vector<double>& theta, std::vector<double>& out) {
-  const auto& model = *problem_.model;
   out.resize(parameters());
-  sum_over_clients(out, [&](std::size_t k, double* sum) {
-    const auto& client = problem_.clients[k];
-    if (objectives_[k]) return objectives_[k]->hessian_diagonal_sum(theta.data(), sum);
-    model.hessian_diagonal_sum(client.features(), client.size(), theta.data(), sum, work_);
-  });
-  for (auto& value : out) value = value * inverse_n() + model.l2();
+  sum_over_clients(out,
+                   [&](std::size_t k, double* sum) { client_hessian_diagonal(k, theta, sum); });
+  for (auto& value : out) value = value * inverse_n() + problem_.model->l2();
 }
 
 void Federation::explicit_hessian(const std::vector<double>& theta, std::vector<double>& out) {
@@ -130,23 +139,12 @@ void Federation::explicit_hessian(const std::vector<double>& theta, std::vector<
   psd_matrix_sum(
       static_cast<int>(problem_.clients.size()), p, out,
       [&](int k, double* diagonal) {
-        if (!included(k)) return false;
-        const auto& client = problem_.clients[k];
-        if (objectives_[k])
-          objectives_[k]->hessian_diagonal_sum(theta.data(), diagonal);
-        else
-          model.hessian_diagonal_sum(client.features(), client.size(), theta.data(), diagonal,
-                                     work_);
-        return true;
+        if (included(k)) client_hessian_diagonal(k, theta, diagonal);
+        return included(k);
       },
       [&](int k, double* matrix) {
-        if (!included(k)) return false;
-        const auto& client = problem_.clients[k];
-        if (objectives_[k])
-          objectives_[k]->hessian_sum(theta.data(), matrix);
-        else
-          model.hessian_sum(client.features(), client.size(), theta.data(), matrix);
-        return true;
+        if (included(k)) client_hessian(k, theta, matrix);
+        return included(k);
       });
   for (auto& value : out) value *= inverse_n();
   for (std::size_t j = 0; j < p; ++j) out[j * p + j] += model.l2();

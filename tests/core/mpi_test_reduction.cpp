@@ -101,6 +101,7 @@ TEST(QuantizedSum, IsTheSameBitsForAnyLayoutAndWithinHalfAQuantumPerTerm) {
       sum = next;
     }
     const double exact = static_cast<double>(sum + compensation);
+    // Half a quantum per term, plus the final rounding of the integer total times q to a double.
     const double tolerance = items * distributed.quantum() / 2 + std::abs(exact) * 0x1p-52;
     EXPECT_NEAR(total[k], exact, tolerance) << "component " << k;
   }
@@ -159,8 +160,11 @@ TEST(PsdMatrixSum, IsTheSameBitsForAnyLayoutAndCloseToTheExactSum) {
       for (int i = 0; i < p; ++i) largest = std::max(largest, all[item][i * p + i]);
   QuantizedSum reversed;
   reversed.reset(p * p, 0, 2.0 * largest, items);
-  for (int item = items - 1; item >= 0; --item)
-    if (item != 4) EXPECT_EQ(reversed.add(0, all[item].data(), 1.0, p * p), 0u);
+  for (int item = items - 1; item >= 0; --item) {
+    if (item != 4) {
+      EXPECT_EQ(reversed.add(0, all[item].data(), 1.0, p * p), 0u);
+    }
+  }
   std::vector<double> local(p * p);
   reversed.local_total(local);
   for (int j = 0; j < p * p; ++j) {

@@ -112,6 +112,10 @@ class Federation {
 
  private:
   double inverse_n() const { return 1.0 / static_cast<double>(train_rows_); }
+  // Local client k's Hessian diagonal (p) and dense Hessian (p x p) of its data term, from its
+  // replacing objective when it has one.
+  void client_hessian_diagonal(std::size_t k, const std::vector<double>& theta, double* out);
+  void client_hessian(std::size_t k, const std::vector<double>& theta, double* out);
 
   FederatedProblem& problem_;
   std::vector<char> included_;                               // per client id
