@@ -16,18 +16,22 @@
 namespace fluence {
 
 void QuantizedSum::reset(std::size_t width, std::size_t counts, double bound,
-                         std::int64_t max_terms) {
+                         std::int64_t max_terms, int limbs) {
   if (!(bound >= 0.0) || !std::isfinite(bound) || max_terms < 0)
     throw std::invalid_argument("QuantizedSum: the bound must be finite and >= 0");
+  if (limbs != 1 && limbs != 2) throw std::invalid_argument("QuantizedSum: limbs must be 1 or 2");
   width_ = width;
   count_slots_ = counts;
-  slots_.assign(width + counts, 0);
+  limbs_ = limbs;
+  slots_.assign(width * limbs + counts, 0);
   // bound < 2^exponent; terms below 2^-900 may round to 0 rather than q leave the normal range.
   const int exponent = bound > 0.0 ? std::max(std::ilogb(bound) + 1, -900) : 0;
   const int term_bits = static_cast<int>(std::bit_width(static_cast<std::uint64_t>(max_terms)));
   bound_ = bound;
   quantum_ = std::ldexp(1.0, exponent + term_bits - 62);
   inverse_quantum_ = std::ldexp(1.0, 62 - exponent - term_bits);
+  // A remainder is at most half a quantum: 2^(61 - L) low quanta, n of them below 2^61.
+  low_bits_ = 62 - term_bits;
 }
 
 std::size_t QuantizedSum::add(std::size_t offset, const double* values, double scale,
@@ -37,6 +41,9 @@ std::size_t QuantizedSum::add(std::size_t offset, const double* values, double s
   const double factor = scale * inverse_quantum_;
   const double limit = bound_ * inverse_quantum_;  // the bound in quanta (exact)
   std::size_t beyond = 0, i = 0;
+  if (limbs_ == 2)
+    return add_two_limbs(slot, slots_.data() + width_ + count_slots_ + offset, values, factor,
+                         limit, n);
 #if defined(__AVX512DQ__)
   // Conversion in the current rounding mode (nearest-even), as std::llrint below.
   const __m512d f = _mm512_set1_pd(factor), top = _mm512_set1_pd(limit);
@@ -59,6 +66,39 @@ std::size_t QuantizedSum::add(std::size_t offset, const double* values, double s
   return beyond;
 }
 
+std::size_t QuantizedSum::add_two_limbs(std::int64_t* high, std::int64_t* low, const double* values,
+                                        double factor, double limit, std::size_t n) {
+  // t = fl(v scale) / q; its high limb round(t) and the remainder t - round(t) (exact: |t| < 2^61,
+  // and when |t| >= 2^52 t is an integer and the remainder 0), counted in low quanta.
+  const double low_factor = std::ldexp(1.0, low_bits_);
+  std::size_t beyond = 0, i = 0;
+#if defined(__AVX512DQ__)
+  const __m512d f = _mm512_set1_pd(factor), top = _mm512_set1_pd(limit),
+                g = _mm512_set1_pd(low_factor);
+  for (; i + 8 <= n; i += 8) {
+    const __m512d t = _mm512_mul_pd(_mm512_loadu_pd(values + i), f);
+    const __mmask8 inside = _mm512_cmp_pd_mask(_mm512_abs_pd(t), top, _CMP_LE_OQ);
+    beyond += static_cast<std::size_t>(std::popcount(static_cast<unsigned>(~inside & 0xFFu)));
+    const __m512i h = _mm512_maskz_cvtpd_epi64(inside, t);
+    const __m512d r = _mm512_sub_pd(t, _mm512_maskz_cvtepi64_pd(inside, h));
+    const __m512i l = _mm512_maskz_cvtpd_epi64(inside, _mm512_mul_pd(r, g));
+    _mm512_storeu_si512(high + i, _mm512_add_epi64(_mm512_loadu_si512(high + i), h));
+    _mm512_storeu_si512(low + i, _mm512_add_epi64(_mm512_loadu_si512(low + i), l));
+  }
+#endif
+  for (; i < n; ++i) {
+    const double t = values[i] * factor;
+    if (!(std::abs(t) <= limit)) {
+      ++beyond;
+      continue;
+    }
+    const std::int64_t h = std::llrint(t);
+    high[i] += h;
+    low[i] += std::llrint((t - static_cast<double>(h)) * low_factor);
+  }
+  return beyond;
+}
+
 void QuantizedSum::allreduce(std::span<double> out) {
   // In pieces: MPI counts are int, and a dense Hessian of p > 46,340 has more slots than that.
   constexpr std::size_t kPiece = std::size_t{1} << 27;
@@ -71,6 +111,18 @@ void QuantizedSum::allreduce(std::span<double> out) {
 
 void QuantizedSum::local_total(std::span<double> out) const {
   if (out.size() != width_) throw std::invalid_argument("QuantizedSum: output width mismatch");
+  if (limbs_ == 2) {
+    // high 2^low_bits + low is below 2^(62 + low_bits) <= 2^123 in magnitude: exact in 128 bits,
+    // then one rounding to double (round to nearest) and an exact power-of-two scaling.
+    const std::int64_t* low = slots_.data() + width_ + count_slots_;
+    const double low_quantum = quantum();
+    for (std::size_t i = 0; i < width_; ++i) {
+      const __int128 total =
+          static_cast<__int128>(slots_[i]) * (static_cast<__int128>(1) << low_bits_) + low[i];
+      out[i] = static_cast<double>(total) * low_quantum;
+    }
+    return;
+  }
   for (std::size_t i = 0; i < width_; ++i) out[i] = static_cast<double>(slots_[i]) * quantum_;
 }
 

@@ -186,52 +186,62 @@ void PrivateTraining::round(int round, std::vector<double>& theta,
   const auto& model = *problem.model;
   const std::size_t p = theta.size();
   const double S = clip_.clip();
-  // Train the sampled local clients first (in parallel across ranks), then reduce in id order.
+  // Train the sampled local clients (in parallel across ranks) and sum their clipped updates
+  // exactly in fixed point (docs/math.md §8.3): the same bits for any rank count, and no rank waits
+  // for another's partial sum. With a finite clip norm S, no coordinate of a clipped update exceeds
+  // S (|d_i| <= ||d||, up to the rounding of the norm: 2^-40 S of slack is ample), so the bound is
+  // known before training and each update is quantized as soon as it is trained, while it is in
+  // cache; two limbs keep the rounding far below an ulp of the terms even when S is far above them.
+  // Without clipping (mode "none") the updates wait for their exact max over all ranks.
   std::vector<std::size_t>& chosen = chosen_;
   chosen.clear();
   for (std::size_t k = 0; k < problem.clients.size(); ++k)
     if (sampled(round, problem.clients[k].id())) chosen.push_back(k);
-  updates_.resize(chosen.size() * p);
+  const bool bounded = std::isfinite(S);
+  const auto max_terms = static_cast<std::int64_t>(problem.client_rows.size());
+  if (bounded) quantized_.reset(2 * p, 4, S + std::ldexp(S, -40), max_terms, 2);
+  updates_.resize((bounded ? 1 : chosen.size()) * p);
   scales_.resize(chosen.size());
-  std::int64_t counts[3] = {0, 0, 0};  // private, opt-out, unclipped
-  double largest = 0.0;                // max |term| over this rank's clipped updates
+  // private, opt-out, unclipped; and terms past the bound or non-finite updates (the sums are then
+  // NaN, as a diverged local training always made them)
+  std::int64_t counts[4] = {0, 0, 0, 0};
+  double largest = 0.0;  // max |term| over this rank's updates (unbounded only)
+  auto offset_of = [&](std::size_t j) {
+    return opt_out_[problem.clients[chosen[j]].id()] != 0 ? p : std::size_t{0};
+  };
   for (std::size_t j = 0; j < chosen.size(); ++j) {
     if (personalization_.ditto) personal_step(chosen[j], round, theta);
-    double* update = updates_.data() + j * p;
+    double* update = updates_.data() + (bounded ? 0 : j * p);
     if (j + 1 < chosen.size()) problem.clients[chosen[j + 1]].prefetch();
     problem.clients[chosen[j]].train_round(model, local, problem.seed, round, update, work_,
                                            theta.data());
     const UpdateSize size = subtract_and_measure(update, theta.data(), p);
     const double norm = std::sqrt(size.squared_norm);
-    const double scale = std::isinf(S) ? 1.0 : S / std::max(norm, S);  // Clip(update, S)
-    scales_[j] = scale;
-    // A non-finite update (diverged local training) makes the sums NaN below, as it always did.
-    largest = std::isfinite(norm) ? std::max(largest, size.max_abs * scale)
-                                  : std::numeric_limits<double>::infinity();
-    ++counts[opt_out_[problem.clients[chosen[j]].id()] != 0 ? 1 : 0];
+    ++counts[offset_of(j) != 0 ? 1 : 0];
     if (norm <= S) ++counts[2];
+    scales_[j] = bounded ? S / std::max(norm, S) : 1.0;  // Clip(update, S)
+    if (!std::isfinite(norm)) {
+      ++counts[3];
+      scales_[j] = std::nan("");
+    } else if (bounded) {
+      counts[3] += static_cast<std::int64_t>(quantized_.add(offset_of(j), update, scales_[j], p));
+    } else {
+      largest = std::max(largest, size.max_abs);
+    }
   }
-  // The sums of the clipped updates, exact in fixed point (docs/math.md §8.3): the same bits for
-  // any rank count, and no rank waits for another's partial sum. fl(scale * d) is monotone in |d|,
-  // so `largest` bounds every term exactly.
-  MPI_Allreduce(MPI_IN_PLACE, &largest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  const bool finite = std::isfinite(largest);
-  quantized_.reset(2 * p, 4, finite ? largest : 0.0,
-                   static_cast<std::int64_t>(problem.client_rows.size()));
-  std::int64_t beyond = 0;  // terms past the bound: none, since it is their exact maximum
-  for (std::size_t j = 0; j < chosen.size(); ++j) {
-    const bool out = opt_out_[problem.clients[chosen[j]].id()] != 0;
-    if (finite)
-      beyond += static_cast<std::int64_t>(
-          quantized_.add(out ? p : 0, updates_.data() + j * p, scales_[j], p));
+  if (!bounded) {
+    MPI_Allreduce(MPI_IN_PLACE, &largest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    quantized_.reset(2 * p, 4, largest, max_terms);
+    for (std::size_t j = 0; j < chosen.size(); ++j)
+      if (!std::isnan(scales_[j]))
+        counts[3] += static_cast<std::int64_t>(
+            quantized_.add(offset_of(j), updates_.data() + j * p, scales_[j], p));
   }
-  std::copy(counts, counts + 3, quantized_.counts().begin());
-  quantized_.counts()[3] = beyond;
+  std::copy(counts, counts + 4, quantized_.counts().begin());
   // [private sum (p) | opt-out sum (p) | private count | opt-out count | unclipped count]
   sums_.resize(2 * p + 3);
   quantized_.allreduce(std::span<double>(sums_.data(), 2 * p));
-  if (!finite || quantized_.counts()[3] > 0)
-    std::fill(sums_.begin(), sums_.begin() + 2 * p, std::nan(""));
+  if (quantized_.counts()[3] > 0) std::fill(sums_.begin(), sums_.begin() + 2 * p, std::nan(""));
   for (int k = 0; k < 3; ++k) sums_[2 * p + k] = static_cast<double>(quantized_.counts()[k]);
   const double n_private = sums_[2 * p], n_opt_out = sums_[2 * p + 1];
   history_.sampled_private.push_back(static_cast<std::int64_t>(n_private));

@@ -65,18 +65,23 @@ TEST(OrderedSum, AllgatherKeepsItemOrder) {
 // QuantizedSum (docs/math.md §8.3): terms spread over the ranks in uneven ranges give the same bits
 // as all terms added on one rank in reverse order, and stay within half a quantum per term of the
 // exact sum. The reference is a compensated (Neumaier) sum in long double: its own error, about
-// 2^-64 of the sum's magnitude, is far below the quantum.
-TEST(QuantizedSum, IsTheSameBitsForAnyLayoutAndWithinHalfAQuantumPerTerm) {
+// 2^-64 of the sum's magnitude, is far below the quantum. Cases: one limb with the exact bound;
+// two limbs with the exact bound and with a bound 2^30 times too large (a clip norm far above the
+// updates), whose finest quantum is then still 2^-50 of the largest term.
+void check_quantized_sum(int limbs, double looseness) {
   const int items = 37, width = 5;
   const double scale = 0.37;
   const int rank = world_rank(), ranks = world_size();
   const int first = items * rank / ranks, end = items * (rank + 1) / ranks;
-  double bound = 0.0;
+  double largest = 0.0;
   for (int item = 0; item < items; ++item)
-    for (int k = 0; k < width; ++k) bound = std::max(bound, std::abs(item_value(item, k) * scale));
+    for (int k = 0; k < width; ++k)
+      largest = std::max(largest, std::abs(item_value(item, k) * scale));
+  const double bound = largest * looseness;
   QuantizedSum distributed, reversed;
-  distributed.reset(width, 1, bound, items);
-  reversed.reset(width, 1, bound, items);
+  distributed.reset(width, 1, bound, items, limbs);
+  reversed.reset(width, 1, bound, items, limbs);
+  EXPECT_LE(distributed.quantum(), largest * (limbs == 2 ? 0x1p-50 : 0x1p-50 * looseness));
   std::vector<double> row(width);
   for (int item = first; item < end; ++item) {
     for (int k = 0; k < width; ++k) row[k] = item_value(item, k);
@@ -107,20 +112,27 @@ TEST(QuantizedSum, IsTheSameBitsForAnyLayoutAndWithinHalfAQuantumPerTerm) {
   }
 }
 
+TEST(QuantizedSum, IsTheSameBitsForAnyLayoutAndWithinHalfAQuantumPerTerm) {
+  check_quantized_sum(1, 1.0);
+  check_quantized_sum(2, 1.0);
+  check_quantized_sum(2, 0x1p30);
+}
+
 // The design limit: max_terms terms of magnitude `bound` in one slot stay inside int64 and sum
 // exactly (2000 x 1.5 and 2000 x -2, with 2 an exact power of two, the edge of the exponent).
 TEST(QuantizedSum, TheMostTermsOfTheLargestMagnitudeDoNotOverflow) {
   const int terms = 2000;
   const int rank = world_rank(), ranks = world_size();
   const int first = terms * rank / ranks, end = terms * (rank + 1) / ranks;
-  for (const double value : {1.5, -2.0}) {
-    QuantizedSum sum;
-    sum.reset(1, 0, std::abs(value), terms);
-    for (int term = first; term < end; ++term) sum.add(0, &value, 1.0, 1);
-    std::vector<double> total(1);
-    sum.allreduce(total);
-    EXPECT_EQ(total[0], terms * value);
-  }
+  for (const int limbs : {1, 2})
+    for (const double value : {1.5, -2.0}) {
+      QuantizedSum sum;
+      sum.reset(1, 0, std::abs(value), terms, limbs);
+      for (int term = first; term < end; ++term) sum.add(0, &value, 1.0, 1);
+      std::vector<double> total(1);
+      sum.allreduce(total);
+      EXPECT_EQ(total[0], terms * value) << limbs << " limb(s)";
+    }
 }
 
 // psd_matrix_sum: PSD items A_k A_k^T (p = 6, rank 3), item 4 left out, spread over the ranks. The

@@ -189,5 +189,82 @@ TEST(PrivateTraining, LocalTestMetricsMatchDirectEvaluation) {
   EXPECT_GT(run.metrics().acc_l_np[1], 0.0);
 }
 
+// One noise-free DP-FedAvg round with every client sampled is theta + sum_k Clip(d_k, S) / (q N),
+// recomputed here: each client's update d_k from the same local training, clipped and summed in
+// long double, the ranks' partial sums added by MPI. The fixed-point sum quantizes with the bound
+// S before any client trains (docs/math.md §8.3), two limbs deep, so its rounding is far below an
+// ulp; what remains is fl(scale d_i) (2^-53 S per term, 2^-53 S after the division by N = 40) and
+// the final additions (2^-53 |theta|): 2^-50 (S + |theta|) bounds it with room to spare. The clip
+// is chosen so that some updates are clipped and some are not.
+TEST(PrivateTraining, ClippedUpdatesAreSummedToRounding) {
+  const double S = 0.15;
+  const Deck deck = Deck::from_string(deck_text(R"(
+mode = "dp-fedavg"
+sampling_rate = 1.0
+noise_multiplier = 0.0
+clip = 0.15
+adaptive_clip = false
+)"),
+                                      "test");
+  FederatedProblem problem = build_problem(deck);
+  Federation federation(problem);
+  PrivateTraining training(federation, PrivacyConfig::from_deck(deck, 40, 1));
+  const FederationConfig fedavg = FederationConfig::from_deck(deck);
+  const std::size_t p = federation.parameters();
+  std::vector<double> theta(p);
+  for (std::size_t k = 0; k < p; ++k) theta[k] = 0.01 * std::sin(static_cast<double>(k));
+  const std::vector<double> start = theta;
+  training.round(1, theta, fedavg.local);
+
+  std::vector<long double> sum(p, 0.0L);
+  std::vector<double> update(p);
+  Workspace work;
+  long clipped[2] = {0, 0};  // clipped, not clipped
+  for (auto& client : problem.clients) {
+    client.train_round(*problem.model, fedavg.local, problem.seed, 1, update.data(), work,
+                       start.data());
+    long double squares = 0.0L;
+    for (std::size_t k = 0; k < p; ++k) {
+      const long double d = static_cast<long double>(update[k]) - start[k];
+      squares += d * d;
+    }
+    const long double norm = std::sqrt(squares);
+    const long double scale = norm > S ? S / norm : 1.0L;
+    ++clipped[norm > S ? 0 : 1];
+    for (std::size_t k = 0; k < p; ++k)
+      sum[k] += scale * (static_cast<long double>(update[k]) - start[k]);
+  }
+  MPI_Allreduce(MPI_IN_PLACE, sum.data(), static_cast<int>(p), MPI_LONG_DOUBLE, MPI_SUM,
+                MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, clipped, 2, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+  EXPECT_GT(clipped[0], 0);
+  EXPECT_GT(clipped[1], 0);
+  for (std::size_t k = 0; k < p; ++k) {
+    const double expected = static_cast<double>(start[k] + sum[k] / 40.0L);
+    EXPECT_NEAR(theta[k], expected, 0x1p-50 * (S + std::abs(expected))) << "coordinate " << k;
+  }
+}
+
+// A client whose local training diverges (a learning rate of 1e300 overflows) has a non-finite
+// update: it is counted, not added, and the round's sum and theta are NaN on every rank.
+TEST(PrivateTraining, DivergedClientMakesTheRoundNaN) {
+  const Deck deck = Deck::from_string(deck_text(R"(
+mode = "dp-fedavg"
+sampling_rate = 1.0
+noise_multiplier = 0.0
+clip = 0.5
+adaptive_clip = false
+)"),
+                                      "test");
+  FederatedProblem problem = build_problem(deck);
+  Federation federation(problem);
+  PrivateTraining training(federation, PrivacyConfig::from_deck(deck, 40, 1));
+  LocalTrainingConfig local = FederationConfig::from_deck(deck).local;
+  local.learning_rate = 1e300;
+  std::vector<double> theta(federation.parameters(), 0.0);
+  training.round(1, theta, local);
+  for (double value : theta) ASSERT_TRUE(std::isnan(value));
+}
+
 }  // namespace
 }  // namespace fluence

@@ -9,6 +9,11 @@
 // q = 2^(e + L - 62) with 2^(e-1) <= M < 2^e and 2^(L-1) <= n < 2^L, so that every term is below
 // 2^(62-L) quanta and no partial sum leaves the int64 range. A term's rounding error is at most
 // q/2 <= M 2^(L-62): 2^-51 of the largest term for n = 2,000.
+//
+// With two limbs, what a term's rounding to q leaves (at most q/2) is itself counted in quanta of
+// q 2^(L-62), in a second int64 slot: the error per term drops to M 2^(2L-124), so a bound M far
+// above the actual terms (one known before the terms are, say) costs no precision that matters.
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -22,7 +27,9 @@ class QuantizedSum {
   /// Zeroes `width` quantized slots and `counts` exact integer slots, for at most `max_terms`
   /// terms per slot, each of magnitude at most `bound` (finite, >= 0; 0 when every term is 0).
   /// Every rank must pass the same bound and max_terms.
-  void reset(std::size_t width, std::size_t counts, double bound, std::int64_t max_terms);
+  /// `limbs` is 1 or 2 (the second halves the rounding error's exponent; twice the slots).
+  void reset(std::size_t width, std::size_t counts, double bound, std::int64_t max_terms,
+             int limbs = 1);
   /// slot[offset + i] += round_to_nearest_even(fl(scale * values[i]) / q) for i < n. Returns how
   /// many terms exceeded the bound (their slots may then be wrong: the caller must not use them).
   std::size_t add(std::size_t offset, const double* values, double scale, std::size_t n);
@@ -32,11 +39,16 @@ class QuantizedSum {
   void allreduce(std::span<double> out);
   /// The same conversion of this rank's slots alone, without communication.
   void local_total(std::span<double> out) const;
-  double quantum() const { return quantum_; }
+  /// The finest quantum: a term's rounding error is at most half of it.
+  double quantum() const { return limbs_ == 2 ? std::ldexp(quantum_, -low_bits_) : quantum_; }
 
  private:
-  std::vector<std::int64_t> slots_;  // width quantized, then the counts
+  std::size_t add_two_limbs(std::int64_t* high, std::int64_t* low, const double* values,
+                            double factor, double limit, std::size_t n);
+
+  std::vector<std::int64_t> slots_;  // width quantized, the counts, then width low limbs
   std::size_t width_ = 0, count_slots_ = 0;
+  int limbs_ = 1, low_bits_ = 0;  // a low quantum is q 2^-low_bits
   double bound_ = 0.0, quantum_ = 1.0, inverse_quantum_ = 1.0;
 };
 
