@@ -340,9 +340,13 @@ std::vector<KeySpec> build_schema() {
           "randomized-response privacy of each vote (Eq. 2-3); \"inf\" = votes sent as they are"),
       choice("lia.vote_accounting", "\"exact\"", {"exact", "seed"},
              "eps of a vote: exact ln((1-p/2)/(p/2)), or the seed's Eq. 3 (twice that)"),
-      choice("lia.vote_baseline", "\"model\"", {"model", "median"},
-             "a vote is +1 when the loss difference exceeds 0 (Eq. 1) or the validator's median "
-             "difference over its contributors"),
+      choice("lia.vote_baseline", "\"model\"", {"model", "median", "quantile"},
+             "a vote is +1 when the loss difference exceeds 0 (Eq. 1), the validator's median "
+             "difference over its contributors, or their lia.vote_quantile quantile"),
+      key("lia.vote_quantile", T::real, "0.5",
+          "vote_baseline = \"quantile\": the quantile q of a validator's differences (votes +1 "
+          "for all but about the share q of its contributors that help it least)",
+          0.0, 1.0, true),
       key("lia.validators_per_contributor", T::integer, "0",
           "validators drawn per contributor (0 = all other participants)", 0),
       key("lia.validation_subsets", T::integer, "1",

@@ -66,11 +66,14 @@ std::vector<std::uint8_t> membership_matrix(int contributors, int id0, const Lia
 // median difference over the contributors it evaluates, so its vote says whether A helps more than
 // its typical contributor; this removes the shift every noisy layer shares (DP noise raises every
 // loss by about tau^2 tr(H)/2) and the shift a non-IID validator sees from every foreign batch.
+// "quantile": the q-quantile instead, so a validator votes -1 only on the share q of its
+// contributors that help it least (docs/results/lia.md: a corrupted batch is among the worst for
+// the validators holding its classes, an honest non-IID batch rarely is).
 std::vector<double> vote_baselines(const std::vector<double>& differences,
                                    const std::vector<std::uint8_t>& member, int contributors,
                                    const LiaConfig& config, int first, int last) {
   std::vector<double> baseline(last - first, 0.0);
-  if (config.vote_baseline != "median") return baseline;
+  if (config.vote_baseline == "model") return baseline;
   std::vector<double> values;
   for (int b = first; b < last; ++b) {
     values.clear();
@@ -78,10 +81,7 @@ std::vector<double> vote_baselines(const std::vector<double>& differences,
       const std::size_t at = static_cast<std::size_t>(b - first) * contributors + k;
       if (member[at]) values.push_back(differences[at]);
     }
-    if (values.empty()) continue;
-    const auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
-    std::nth_element(values.begin(), middle, values.end());
-    baseline[b - first] = *middle;
+    if (!values.empty()) baseline[b - first] = vote_quantile(values, config.vote_quantile);
   }
   return baseline;
 }

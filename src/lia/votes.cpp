@@ -34,6 +34,14 @@ int obfuscate_vote(int vote, double flip_probability, Stream& stream) {
   return vote;
 }
 
+double vote_quantile(std::vector<double>& values, double q) {
+  const auto rank =
+      std::min(values.size() - 1, static_cast<std::size_t>(static_cast<double>(values.size()) * q));
+  const auto at = values.begin() + static_cast<std::ptrdiff_t>(rank);
+  std::nth_element(values.begin(), at, values.end());
+  return *at;
+}
+
 double kmeans_threshold(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const std::size_t n = values.size();

@@ -699,7 +699,7 @@ else fail "FeO2/Ditto restart"; tail -3 "$work/dittoR.log" | sed 's/^/    /'; fi
 # on 1, 2 and 3 ranks (with validator subsets and split validation sets exercised too).
 lia_deck="$source_dir/inputs/lia_synthetic.toml"
 lia_extra=(--quiet --set lia.validators_per_contributor=25 --set lia.validation_subsets=2 --set lia.participants=70
-  --set 'lia.vote_baseline="median"')
+  --set 'lia.vote_baseline="quantile"' --set lia.vote_quantile=0.3)
 for ranks in 1 2 3; do
   "$mpirun" -n "$ranks" "$fluence" lia "$lia_deck" --out "$work/lia$ranks" "${lia_extra[@]}" >"$work/lia$ranks.log" 2>&1 ||
     { fail "lia on $ranks ranks"; tail -5 "$work/lia$ranks.log" | sed 's/^/    /'; }

@@ -89,6 +89,27 @@ TEST(LiaVotes, KmeansThresholdIsTheOptimalTwoClusterMidpoint) {
   EXPECT_EQ(kmeans_threshold({4, 4, 4}), 4.0);
 }
 
+// The vote baseline is the element a full sort puts at rank floor(n q) (the last for q = 1), and
+// q = 1/2 is the median: rank n/2, as "median" always took.
+TEST(LiaVotes, VoteQuantileIsTheSortedElementOfRankFloorNq) {
+  for (std::uint64_t trial = 0; trial < 30; ++trial) {
+    Stream stream(23, Purpose::synthetic_rows, trial);
+    std::vector<double> values(1 + trial % 13);
+    for (auto& v : values) v = std::floor(4 * stream.normal());  // ties included
+    std::vector<double> sorted = values;
+    std::sort(sorted.begin(), sorted.end());
+    for (double q : {0.1, 0.25, 0.3, 0.5, 0.99, 1.0}) {
+      std::vector<double> copy = values;
+      const auto rank =
+          std::min(values.size() - 1,
+                   static_cast<std::size_t>(std::floor(static_cast<double>(values.size()) * q)));
+      EXPECT_EQ(vote_quantile(copy, q), sorted[rank]) << trial << " q " << q;
+    }
+    std::vector<double> copy = values;
+    EXPECT_EQ(vote_quantile(copy, 0.5), sorted[values.size() / 2]) << trial;
+  }
+}
+
 TEST(LiaVotes, MixtureThresholdFindsTheEqualPosteriorPoint) {
   // 7,000 draws from N(0, 2^2) and 3,000 from N(-8, 1): the true equal-posterior point solves
   // log 0.7 - log 2 - x^2/8 = log 0.3 - (x + 8)^2 / 2 between the means. EM's parameter errors

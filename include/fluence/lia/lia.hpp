@@ -33,7 +33,8 @@ struct LiaConfig {
   double delta = 1e-5;
   double epsilon_vote = 1.0;
   std::string vote_accounting = "exact";  // "exact": eps = ln((1-p/2)/(p/2)); "seed": 2 ln(...)
-  std::string vote_baseline = "model";    // or "median" (a validator's median difference)
+  std::string vote_baseline = "model";    // or "median" / "quantile" of a validator's differences
+  double vote_quantile = 0.5;             // the quantile of vote_baseline = "quantile"
   int validators_per_contributor = 0;     // 0 = all other participants
   int validation_subsets = 1;
   std::string body = "identity";  // or "mlp"

@@ -21,6 +21,11 @@ double vote_epsilon(double flip_probability, bool seed_accounting);
 /// Eq. 2: with probability p report a fair coin (+1 or -1), otherwise the vote.
 int obfuscate_vote(int vote, double flip_probability, Stream& stream);
 
+/// A validator's vote baseline (docs/math.md §9): the element of rank floor(n q) (0-based) of its
+/// n >= 1 loss differences (rank n - 1 for q = 1), q in (0, 1]; q = 1/2 is the median
+/// ("median"). `values` is reordered.
+double vote_quantile(std::vector<double>& values, double q);
+
 /// The center's threshold (seed Fig. 2c): the two clusters of the vote sums by 1-D k-means, solved
 /// exactly (in one dimension the optimal clusters are the two sides of a split of the sorted
 /// values, so every split is tried instead of Lloyd iterations from a random start), and the
