@@ -147,6 +147,22 @@ void BM_SgdEpochBytes(benchmark::State& state) {
 }
 BENCHMARK(BM_SgdEpochBytes)->Args({1500, 785, 10, 16})->Args({10000, 785, 10, 16});
 
+// The same epoch in float (federation.local_precision = "single").
+void BM_SgdEpochBytesSingle(benchmark::State& state) {
+  const int rows = state.range(0), features = state.range(1), classes = state.range(2),
+            batch = state.range(3);
+  auto d = make_byte_data(rows, features, classes);
+  d.coding.with_single();
+  std::vector<float> theta(d.theta.begin(), d.theta.end());
+  fluence::SoftmaxRegression model(features, classes, 0.0);
+  fluence::Workspace work;
+  for (auto _ : state)
+    model.sgd_epoch(d.codes.data(), d.coding, d.y.data(), d.order.data(), rows, batch, 1e-4,
+                    theta.data(), work);
+  report_rate(state, rows, features, classes);
+}
+BENCHMARK(BM_SgdEpochBytesSingle)->Args({1500, 785, 10, 16});
+
 // The server's test loss and accuracy (one rank's 5,000 rows of the 10,000): the doubles through
 // loss_sum (a dgemm per 2,048 rows), against blocked byte codes (double and fast float logits).
 void BM_TestLoss(benchmark::State& state) {

@@ -115,6 +115,9 @@ std::vector<KeySpec> build_schema() {
       key("federation.local_epochs", T::integer, "1", "local epochs per round", 1),
       key("federation.batch_size", T::integer, "32", "local mini-batch size (sgd)", 1),
       key("federation.learning_rate", T::real, "0.1", "local step size", 0.0, kInf, true),
+      choice("federation.local_precision", "\"double\"", {"double", "single"},
+             "arithmetic of the clients' mini-batch SGD on byte-coded (image) data: double, or "
+             "float32 as PyTorch's default (aggregation, noise and evaluation stay double)"),
       choice("federation.optimizer", "\"sgd\"", {"sgd", "gd"},
              "local optimizer: mini-batch SGD or full-batch gradient descent"),
       choice("federation.polish", "\"none\"", {"none", "newton"},

@@ -112,14 +112,24 @@ void QuantizedSum::allreduce(std::span<double> out) {
 void QuantizedSum::local_total(std::span<double> out) const {
   if (out.size() != width_) throw std::invalid_argument("QuantizedSum: output width mismatch");
   if (limbs_ == 2) {
-    // high 2^low_bits + low is below 2^(62 + low_bits) <= 2^123 in magnitude: exact in 128 bits,
-    // then one rounding to double (round to nearest) and an exact power-of-two scaling.
+    // The total high 2^low_bits + low, rounded once to a double, times the low quantum. The carry
+    // of low into high leaves low in [0, 2^low_bits); when both parts then fit in 53 bits the two
+    // scaled terms are exact doubles and their sum rounds once. Otherwise the total (below 2^123)
+    // is formed exactly in 128 bits and converted, which rounds the same way.
     const std::int64_t* low = slots_.data() + width_ + count_slots_;
     const double low_quantum = quantum();
+    const std::int64_t exact = std::int64_t{1} << 53;
     for (std::size_t i = 0; i < width_; ++i) {
-      const __int128 total =
-          static_cast<__int128>(slots_[i]) * (static_cast<__int128>(1) << low_bits_) + low[i];
-      out[i] = static_cast<double>(total) * low_quantum;
+      const std::int64_t carry = low[i] >> low_bits_;  // floor(low / 2^low_bits)
+      const std::int64_t rest = low[i] - carry * (std::int64_t{1} << low_bits_);
+      const std::int64_t high = slots_[i] + carry;
+      if (high > -exact && high < exact && rest < exact) {
+        out[i] = static_cast<double>(high) * quantum_ + static_cast<double>(rest) * low_quantum;
+      } else {
+        const __int128 total =
+            static_cast<__int128>(high) * (static_cast<__int128>(1) << low_bits_) + rest;
+        out[i] = static_cast<double>(total) * low_quantum;
+      }
     }
     return;
   }

@@ -19,6 +19,7 @@ FederationConfig FederationConfig::from_deck(const Deck& deck) {
   config.local.batch_size = static_cast<int>(deck.integer("federation.batch_size"));
   config.local.learning_rate = deck.real("federation.learning_rate");
   config.local.full_batch = deck.string("federation.optimizer") == "gd";
+  config.local.single_precision = deck.string("federation.local_precision") == "single";
   config.newton_polish = deck.string("federation.polish") == "newton";
   config.tolerance = deck.real("federation.tolerance");
   config.polish_max_steps = static_cast<int>(deck.integer("federation.polish_max_steps"));
@@ -129,7 +130,12 @@ FederatedProblem build_problem(const Deck& deck) {
   problem.encoding =
       Encoding(problem.data.train, data_config.standardize, deck.boolean("model.bias"));
   if (auto coding = problem.encoding.byte_coding(problem.data.train))
-    problem.coding = std::make_shared<const ByteCoding>(std::move(*coding));
+    problem.coding = std::make_shared<const ByteCoding>(std::move(coding->with_single()));
+  if (deck.string("federation.local_precision") == "single" && !problem.coding)
+    throw InputError(
+        "federation.local_precision = \"single\" runs local SGD on 8-bit codes of the features, "
+        "which these data do not have (only image data such as data.source = \"idx\" do); use "
+        "\"double\"");
   problem.model = std::make_unique<SoftmaxRegression>(
       problem.encoding.width(), problem.data.train.classes(), deck.real("model.l2"));
   problem.layout = std::make_unique<ClientLayout>(problem.client_sizes(), world_size());

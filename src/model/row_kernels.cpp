@@ -65,22 +65,74 @@ inline double lane_sum(const Lanes& v) {
   return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
 }
 
+using FloatLanes = float __attribute__((vector_size(64)));
+constexpr int kFloatLanes = 16;
+
+// Sixteen codes as floats (exact).
+inline FloatLanes load_codes_float(const std::uint8_t* p) {
+#if defined(__AVX512F__)
+  return reinterpret_cast<FloatLanes>(_mm512_maskz_cvtepi32_ps(
+      static_cast<__mmask16>(0xFFFF),
+      _mm512_maskz_cvtepu8_epi32(static_cast<__mmask16>(0xFFFF),
+                                 _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))));
+#else
+  FloatLanes v;
+  for (int l = 0; l < kFloatLanes; ++l) v[l] = p[l];
+  return v;
+#endif
+}
+
+// The SGD kernels below are written once for double (the default) and float (local_precision =
+// "single"): one 64-byte vector of W values, codes converted exactly, and a fixed lane reduction.
+template <class T>
+struct Simd;
+
+template <>
+struct Simd<double> {
+  using V = Lanes;
+  static constexpr int W = kLanes;
+  static V codes(const std::uint8_t* p) { return load_codes(p); }
+  static V load(const double* p) { return lanes::load(p); }
+  static void store(double* p, const V& v) { lanes::store(p, v); }
+  static double sum(const V& v) { return lane_sum(v); }
+};
+
+template <>
+struct Simd<float> {
+  using V = FloatLanes;
+  static constexpr int W = kFloatLanes;
+  static V codes(const std::uint8_t* p) { return load_codes_float(p); }
+  static V load(const float* p) {
+    V v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  }
+  static void store(float* p, const V& v) { std::memcpy(p, &v, sizeof v); }
+  static float sum(const V& v) {
+    const V h =
+        v + __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+    return ((h[0] + h[4]) + (h[1] + h[5])) + ((h[2] + h[6]) + (h[3] + h[7]));
+  }
+};
+
 // Columns [begin, end) (whole 8-column blocks) of R rows x G classes, continuing the parked
 // accumulators (R x G, row-major) unless `first`; w holds the slice's weights, class g at
 // w + g * kSliceColumns.
-template <int R, int G>
-void logits_slice(const std::uint8_t* const* x, int begin, int end, const double* w, Lanes* parked,
-                  bool first) {
-  Lanes acc[R][G];
+template <class T, int R, int G>
+void logits_slice(const std::uint8_t* const* x, int begin, int end, const T* w,
+                  typename Simd<T>::V* parked, bool first) {
+  using S = Simd<T>;
+  using V = typename S::V;
+  V acc[R][G];
   for (int r = 0; r < R; ++r)
-    for (int g = 0; g < G; ++g) acc[r][g] = first ? Lanes{} : parked[r * G + g];
-  for (int j = begin; j < end; j += kLanes) {
-    Lanes xv[R];
+    for (int g = 0; g < G; ++g) acc[r][g] = first ? V{} : parked[r * G + g];
+  for (int j = begin; j < end; j += S::W) {
+    V xv[R];
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) xv[r] = load_codes(x[r] + j);
+    for (int r = 0; r < R; ++r) xv[r] = S::codes(x[r] + j);
 #pragma GCC unroll 8
     for (int g = 0; g < G; ++g) {
-      const Lanes wv = load(w + g * kSliceColumns + (j - begin));
+      const V wv = S::load(w + g * kSliceColumns + (j - begin));
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) acc[r][g] += xv[r] * wv;
     }
@@ -89,21 +141,21 @@ void logits_slice(const std::uint8_t* const* x, int begin, int end, const double
     for (int g = 0; g < G; ++g) parked[r * G + g] = acc[r][g];
 }
 
-template <int G>
-void logits_slice_rows(const std::uint8_t* const* x, int rows, int begin, int end, const double* w,
-                       Lanes* parked, bool first) {
+template <class T, int G>
+void logits_slice_rows(const std::uint8_t* const* x, int rows, int begin, int end, const T* w,
+                       typename Simd<T>::V* parked, bool first) {
   int r = 0;
   for (; r + kLogitRows <= rows; r += kLogitRows)
-    logits_slice<kLogitRows, G>(x + r, begin, end, w, parked + r * G, first);
+    logits_slice<T, kLogitRows, G>(x + r, begin, end, w, parked + r * G, first);
   switch (rows - r) {
     case 1:
-      logits_slice<1, G>(x + r, begin, end, w, parked + r * G, first);
+      logits_slice<T, 1, G>(x + r, begin, end, w, parked + r * G, first);
       break;
     case 2:
-      logits_slice<2, G>(x + r, begin, end, w, parked + r * G, first);
+      logits_slice<T, 2, G>(x + r, begin, end, w, parked + r * G, first);
       break;
     case 3:
-      logits_slice<3, G>(x + r, begin, end, w, parked + r * G, first);
+      logits_slice<T, 3, G>(x + r, begin, end, w, parked + r * G, first);
       break;
     default:
       break;
@@ -115,75 +167,78 @@ void logits_slice_rows(const std::uint8_t* const* x, int rows, int begin, int en
 // written once per batch, would cost about as much as a tenth of the batch's arithmetic in
 // write-backs to L2. With `find_bias`, the same pass over theta computes the bias as byte_bias
 // does (same association); otherwise `bias` holds it.
-template <int G>
-void logits_group(const std::uint8_t* const* x, int rows, int D, const double* theta,
-                  const double* step, const double* offset, bool find_bias, double* bias, int C,
-                  double* z) {
-  Lanes parked[kParkedRows * G];
-  Lanes partial[G] = {};
-  alignas(64) double slice[G * kSliceColumns];
-  const int whole = D / kLanes * kLanes;
+template <class T, int G>
+void logits_group(const std::uint8_t* const* x, int rows, int D, const T* theta, const T* step,
+                  const T* offset, bool find_bias, T* bias, int C, T* z) {
+  using S = Simd<T>;
+  using V = typename S::V;
+  V parked[kParkedRows * G];
+  V partial[G] = {};
+  alignas(64) T slice[G * kSliceColumns];
+  const int whole = D / S::W * S::W;
   for (int begin = 0; begin < whole; begin += kSliceColumns) {
     const int end = std::min(whole, begin + kSliceColumns);
     for (int g = 0; g < G; ++g) {
-      const double* tg = theta + static_cast<std::ptrdiff_t>(g) * D;
-      for (int j = begin; j < end; j += kLanes) {
-        const Lanes t = load(tg + j);
-        store(slice + g * kSliceColumns + (j - begin), t * load(step + j));
-        if (find_bias) partial[g] += t * load(offset + j);
+      const T* tg = theta + static_cast<std::ptrdiff_t>(g) * D;
+      for (int j = begin; j < end; j += S::W) {
+        const V t = S::load(tg + j);
+        S::store(slice + g * kSliceColumns + (j - begin), t * S::load(step + j));
+        if (find_bias) partial[g] += t * S::load(offset + j);
       }
     }
-    logits_slice_rows<G>(x, rows, begin, end, slice, parked, begin == 0);
+    logits_slice_rows<T, G>(x, rows, begin, end, slice, parked, begin == 0);
   }
-  if (whole == 0) std::fill(parked, parked + rows * G, Lanes{});
+  if (whole == 0) std::fill(parked, parked + rows * G, V{});
   if (find_bias)
     for (int g = 0; g < G; ++g) {
-      const double* tg = theta + static_cast<std::ptrdiff_t>(g) * D;
-      double sum = lane_sum(partial[g]);
+      const T* tg = theta + static_cast<std::ptrdiff_t>(g) * D;
+      T sum = S::sum(partial[g]);
       for (int j = whole; j < D; ++j) sum += tg[j] * offset[j];
       bias[g] = sum;
     }
   for (int r = 0; r < rows; ++r)
     for (int g = 0; g < G; ++g) {
-      const double* tg = theta + static_cast<std::ptrdiff_t>(g) * D;
-      double sum = lane_sum(parked[r * G + g]);
-      for (int j = whole; j < D; ++j) sum += static_cast<double>(x[r][j]) * (tg[j] * step[j]);
+      const T* tg = theta + static_cast<std::ptrdiff_t>(g) * D;
+      T sum = S::sum(parked[r * G + g]);
+      for (int j = whole; j < D; ++j) sum += static_cast<T>(x[r][j]) * (tg[j] * step[j]);
       z[static_cast<std::ptrdiff_t>(r) * C + g] = bias[g] + sum;
     }
 }
 
 // G classes of theta (offset to the group) over all rows: the G running sums of one 8-column
 // block stay in registers while the rows stream past, each converted row used G times.
-template <int G>
-void update_group(const std::uint8_t* const* x, std::size_t rows, int D, const double* a, int C,
-                  double shrink, const double* step, const double* offset, const double* sums,
-                  const double* source, double* theta) {
-  const int whole = D / kLanes * kLanes;
-  for (int j = 0; j < whole; j += kLanes) {
-    Lanes t[G] = {};
+template <class T, int G>
+void update_group(const std::uint8_t* const* x, std::size_t rows, int D, const T* a, int C,
+                  T shrink, const T* step, const T* offset, const T* sums, const T* source,
+                  T* theta) {
+  using S = Simd<T>;
+  using V = typename S::V;
+  const int whole = D / S::W * S::W;
+  for (int j = 0; j < whole; j += S::W) {
+    V t[G] = {};
     for (std::size_t b = 0; b < rows; ++b) {
-      const Lanes xv = load_codes(x[b] + j);
-      const double* ab = a + b * C;
+      const V xv = S::codes(x[b] + j);
+      const T* ab = a + b * C;
 #pragma GCC unroll 16
       for (int g = 0; g < G; ++g) t[g] += ab[g] * xv;
     }
-    const Lanes sv = load(step + j), ov = load(offset + j);
+    const V sv = S::load(step + j), ov = S::load(offset + j);
 #pragma GCC unroll 16
     for (int g = 0; g < G; ++g) {
       const std::ptrdiff_t at = static_cast<std::ptrdiff_t>(g) * D + j;
-      double* target = theta + at;
-      Lanes v = shrink * load(source + at);
+      T* target = theta + at;
+      V v = shrink * S::load(source + at);
       v += ov * sums[g];
       v += sv * t[g];
-      store(target, v);
+      S::store(target, v);
     }
   }
   for (int j = whole; j < D; ++j)
     for (int g = 0; g < G; ++g) {
-      double t = 0.0;
-      for (std::size_t b = 0; b < rows; ++b) t += a[b * C + g] * static_cast<double>(x[b][j]);
-      double& target = theta[static_cast<std::ptrdiff_t>(g) * D + j];
-      double v = shrink * source[static_cast<std::ptrdiff_t>(g) * D + j];
+      T t = 0;
+      for (std::size_t b = 0; b < rows; ++b) t += a[b * C + g] * static_cast<T>(x[b][j]);
+      T& target = theta[static_cast<std::ptrdiff_t>(g) * D + j];
+      T v = shrink * source[static_cast<std::ptrdiff_t>(g) * D + j];
       v += offset[j] * sums[g];
       v += step[j] * t;
       target = v;
@@ -212,24 +267,8 @@ void block_group(const std::uint8_t* block, int D, const double* wt, const doubl
   }
 }
 
-using FloatLanes = float __attribute__((vector_size(64)));
-constexpr int kFloatLanes = 16;
 // Columns a float partial sum runs over before it is added to the double sums.
 constexpr int kFloatColumns = 64;
-
-// Sixteen codes as floats (exact).
-inline FloatLanes load_codes_float(const std::uint8_t* p) {
-#if defined(__AVX512F__)
-  return reinterpret_cast<FloatLanes>(_mm512_maskz_cvtepi32_ps(
-      static_cast<__mmask16>(0xFFFF),
-      _mm512_maskz_cvtepu8_epi32(static_cast<__mmask16>(0xFFFF),
-                                 _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))));
-#else
-  FloatLanes v;
-  for (int l = 0; l < kFloatLanes; ++l) v[l] = p[l];
-  return v;
-#endif
-}
 
 // The 16 lanes of a float vector added to two 8-lane double vectors.
 inline void add_widened(const FloatLanes& v, Lanes& low, Lanes& high) {
@@ -251,6 +290,8 @@ inline void add_widened(const FloatLanes& v, Lanes& low, Lanes& high) {
 #endif
 }
 
+// block_group with float weights: one 16-lane float vector per class, added to the double sums
+// after every kFloatColumns columns.
 // block_group with float weights: one 16-lane float vector per class, added to the double sums
 // after every kFloatColumns columns.
 template <int G>
@@ -340,43 +381,71 @@ void fold_transposed(const double* theta, int C, int D, const double* step, floa
           static_cast<float>(theta[static_cast<std::ptrdiff_t>(c) * D + j] * step[j]);
 }
 
-void byte_logits(const std::uint8_t* const* rows_k, std::size_t rows, int D, const double* theta,
-                 const double* step, const double* offset, int C, double* bias, double* z) {
+namespace {
+
+template <class T>
+void byte_logits_of(const std::uint8_t* const* rows_k, std::size_t rows, int D, const T* theta,
+                    const T* step, const T* offset, int C, T* bias, T* z) {
   for (std::size_t r = 0; r < rows; r += kParkedRows) {
     const int n = static_cast<int>(std::min<std::size_t>(kParkedRows, rows - r));
     for (int c = 0; c < C; c += kLogitClasses) {
-      const double* tc = theta + static_cast<std::ptrdiff_t>(c) * D;
-      double* zc = z + r * C + c;
+      const T* tc = theta + static_cast<std::ptrdiff_t>(c) * D;
+      T* zc = z + r * C + c;
       with_group(
           std::min(kLogitClasses, C - c),
           [&]<int G>() {
-            logits_group<G>(rows_k + r, n, D, tc, step, offset, r == 0, bias + c, C, zc);
+            logits_group<T, G>(rows_k + r, n, D, tc, step, offset, r == 0, bias + c, C, zc);
           },
           std::make_integer_sequence<int, kLogitClasses>());
     }
   }
 }
 
-void byte_rank_update(const std::uint8_t* const* rows_k, std::size_t rows, int D, const double* a,
-                      int C, double shrink, const double* step, const double* offset, double* theta,
-                      const double* source) {
+template <class T>
+void byte_rank_update_of(const std::uint8_t* const* rows_k, std::size_t rows, int D, const T* a,
+                         int C, T shrink, const T* step, const T* offset, T* theta,
+                         const T* source) {
   if (!source) source = theta;
-  double sums[kUpdateClasses];
+  T sums[kUpdateClasses];
   for (int c = 0; c < C; c += kUpdateClasses) {
     const int n = std::min(kUpdateClasses, C - c);
     for (int g = 0; g < n; ++g) {
-      sums[g] = 0.0;
+      sums[g] = 0;
       for (std::size_t b = 0; b < rows; ++b) sums[g] += a[b * C + c + g];
     }
     with_group(
         n,
         [&]<int G>() {
-          update_group<G>(rows_k, rows, D, a + c, C, shrink, step, offset, sums,
-                          source + static_cast<std::ptrdiff_t>(c) * D,
-                          theta + static_cast<std::ptrdiff_t>(c) * D);
+          update_group<T, G>(rows_k, rows, D, a + c, C, shrink, step, offset, sums,
+                             source + static_cast<std::ptrdiff_t>(c) * D,
+                             theta + static_cast<std::ptrdiff_t>(c) * D);
         },
         std::make_integer_sequence<int, kUpdateClasses>());
   }
+}
+
+}  // namespace
+
+void byte_logits(const std::uint8_t* const* rows_k, std::size_t rows, int D, const double* theta,
+                 const double* step, const double* offset, int C, double* bias, double* z) {
+  byte_logits_of(rows_k, rows, D, theta, step, offset, C, bias, z);
+}
+
+void byte_logits(const std::uint8_t* const* rows_k, std::size_t rows, int D, const float* theta,
+                 const float* step, const float* offset, int C, float* bias, float* z) {
+  byte_logits_of(rows_k, rows, D, theta, step, offset, C, bias, z);
+}
+
+void byte_rank_update(const std::uint8_t* const* rows_k, std::size_t rows, int D, const double* a,
+                      int C, double shrink, const double* step, const double* offset, double* theta,
+                      const double* source) {
+  byte_rank_update_of(rows_k, rows, D, a, C, shrink, step, offset, theta, source);
+}
+
+void byte_rank_update(const std::uint8_t* const* rows_k, std::size_t rows, int D, const float* a,
+                      int C, float shrink, const float* step, const float* offset, float* theta,
+                      const float* source) {
+  byte_rank_update_of(rows_k, rows, D, a, C, shrink, step, offset, theta, source);
 }
 
 void block_codes(const std::uint8_t* row_major, std::size_t rows, int D, std::uint8_t* blocked) {

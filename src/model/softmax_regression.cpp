@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
+#include "fluence/core/lanes.hpp"
 #include "fluence/model/dense_kernels.hpp"
 #include "fluence/model/row_kernels.hpp"
 
@@ -376,6 +378,62 @@ void SoftmaxRegression::sgd_epoch(const std::uint8_t* codes, const ByteCoding& c
                    sgd_batch(batch_rows, labels, batch, coding, learning_rate, source, theta, work,
                              center, proximal);
                    source = theta;
+                 });
+}
+
+void SoftmaxRegression::sgd_batch(const std::uint8_t* const* rows_k, const std::int32_t* labels,
+                                  int batch, const float* step, const float* offset,
+                                  double learning_rate, float* theta, Workspace& work) const {
+  const int C = classes_, D = features_;
+  const auto count = static_cast<std::size_t>(batch) * C;
+  float* z = work.single_logits.data();
+  byte_logits(rows_k, static_cast<std::size_t>(batch), D, theta, step, offset, C,
+              work.single_bias.data(), z);
+  // The softmax in double, its exponentials eight at a time (lanes::exp_nonpositive, within about
+  // an ulp of exp): one scalar exp per logit would cost a tenth of the float step.
+  double* g = work.logits.data();
+  for (int b = 0; b < batch; ++b) {
+    const float* zb = z + static_cast<std::ptrdiff_t>(b) * C;
+    const double top = *std::max_element(zb, zb + C);
+    for (int c = 0; c < C; ++c) g[b * C + c] = static_cast<double>(zb[c]) - top;
+  }
+  std::size_t k = 0;
+  for (; k + lanes::kLanes <= count; k += lanes::kLanes)
+    lanes::store(g + k, lanes::exp_nonpositive(lanes::load(g + k)));
+  if (k < count) {
+    const int rest = static_cast<int>(count - k);
+    lanes::store_first(g + k, lanes::exp_nonpositive(lanes::load_first(g + k, rest)), rest);
+  }
+  for (int b = 0; b < batch; ++b) {
+    double* gb = g + static_cast<std::ptrdiff_t>(b) * C;
+    double total = 0.0;
+    for (int c = 0; c < C; ++c) total += gb[c];
+    const double inverse = 1.0 / total;
+    for (int c = 0; c < C; ++c) gb[c] *= inverse;
+    gb[labels[b]] -= 1.0;
+  }
+  const double scale = -learning_rate / batch;
+  float* a = work.single_coefficients.data();
+  for (std::size_t k = 0; k < count; ++k) a[k] = static_cast<float>(scale * g[k]);
+  byte_rank_update(rows_k, static_cast<std::size_t>(batch), D, a, C,
+                   static_cast<float>(1.0 - learning_rate * l2_), step, offset, theta);
+}
+
+void SoftmaxRegression::sgd_epoch(const std::uint8_t* codes, const ByteCoding& coding,
+                                  const std::int32_t* y, const std::int64_t* order,
+                                  std::size_t rows, int batch_size, double learning_rate,
+                                  float* theta, Workspace& work) const {
+  if (coding.single_step.size() != static_cast<std::size_t>(features_))
+    throw std::logic_error("single-precision SGD needs ByteCoding::with_single()");
+  work.reserve(static_cast<std::size_t>(batch_size), classes_, 0);
+  const auto count = static_cast<std::size_t>(batch_size) * classes_;
+  if (work.single_logits.size() < count) work.single_logits.resize(count);
+  if (work.single_coefficients.size() < count) work.single_coefficients.resize(count);
+  work.single_bias.resize(classes_);
+  for_each_batch(codes, features_, y, order, rows, batch_size, work.batch_codes, work.batch_labels,
+                 [&](const std::uint8_t* const* batch_rows, const std::int32_t* labels, int batch) {
+                   sgd_batch(batch_rows, labels, batch, coding.single_step.data(),
+                             coding.single_offset.data(), learning_rate, theta, work);
                  });
 }
 

@@ -663,6 +663,32 @@ PY
 then pass "private training on IDX byte codes (ink, Ditto): bitwise identical on 1-4 ranks and across a 2 -> 3 rank restart"
 else fail "private training on IDX byte codes"; fi
 
+# The same in float local SGD (federation.local_precision = "single"): bitwise identical on 1 and 3
+# ranks; not the double run's bits, but its final model within float rounding (the step noise and
+# clipping are the same draws, so the runs differ only by the local arithmetic); and a deck asking
+# for it on data without byte codes is refused, naming the key.
+ok=1
+for ranks in 1 3; do
+  "$mpirun" -n "$ranks" "$fluence" train "$work/idx_private.toml" --out "$work/idxs$ranks" --quiet \
+    --set 'federation.local_precision="single"' >"$work/idxs$ranks.log" 2>&1 ||
+    { ok=0; tail -3 "$work/idxs$ranks.log" | sed 's/^/    /'; }
+done
+compare_runs "$work/idxs1/results.h5" "$work/idxs3/results.h5" || ok=0
+if [ "$ok" -eq 1 ] && "$python" - "$work/idxp1/results.h5" "$work/idxs1/results.h5" <<'PY'
+import sys, h5py, numpy as np
+double, single = (h5py.File(name, "r")["/model/theta"][...] for name in sys.argv[1:])
+difference = np.abs(double - single).max()
+assert 0 < difference <= 1e-4 * np.abs(double).max(), difference
+PY
+then pass "private training in float local SGD: bitwise identical on 1 and 3 ranks, within 1e-4 of the double run"
+else fail "private training in float local SGD"; fi
+if "$fluence" train "$source_dir/inputs/quickstart.toml" --out "$work/single_tabular" --quiet \
+  --set 'federation.local_precision="single"' >"$work/single_tabular.log" 2>&1; then
+  fail "local_precision = single on tabular data was accepted"
+elif grep -q "federation.local_precision" "$work/single_tabular.log"; then
+  pass "local_precision = single on data without byte codes: refused, naming the key"
+else fail "local_precision = single on tabular data: message"; sed 's/^/    /' "$work/single_tabular.log" | tail -3; fi
+
 # jobs/quickstart.sbatch outside SLURM: USR1 to the batch shell reaches the ranks through mpirun,
 # they checkpoint and exit 4; running the script again resumes and ends as the uninterrupted run.
 "$mpirun" -n 2 "$fluence" train "$source_dir/inputs/quickstart.toml" --out "$work/jobA" --quiet \
@@ -775,7 +801,8 @@ sweep_resume fl fldp "$fldp_deck" "$work/fldp2/results.h5" 15 4 --set fldp.enume
 sweep_resume in influence "$influence_deck" "$work/inf2/results.h5" 46 29
 # lia: the filtering stage is unit 1, the seven FL methods units 2-8.
 sweep_resume li lia "$lia_deck" "$work/lia2/results.h5" 6 4 --set lia.validators_per_contributor=25 \
-  --set lia.validation_subsets=2 --set lia.participants=70 --set 'lia.vote_baseline="median"'
+  --set lia.validation_subsets=2 --set lia.participants=70 --set 'lia.vote_baseline="quantile"' \
+  --set lia.vote_quantile=0.3
 
 COMMAND=whatif expect_input_error whatif_ck_deck "written for another deck" "$whatif_deck" \
   --restart "$work/wiS/chk_000026.h5" --set whatif.test_sample=500 --set 'whatif.epsilons=[0.1,1.0]'

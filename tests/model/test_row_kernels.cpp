@@ -108,6 +108,78 @@ TEST(ByteKernels, RankUpdateMatchesTheDecodedOuterProducts) {
   }
 }
 
+// The float kernels (federation.local_precision = "single") against the naive double computation
+// on the same float-rounded inputs, so only the float arithmetic differs. A lane adds about D/16
+// products in float and the lanes meet in a 4-level tree; with the bias's sum and the rounding of
+// theta * step to float, (D/16 + 8) rounding errors of 2^-24 of the sum of |terms| bound a logit's
+// error (each term enters at most that many roundings). The update's running sum over the rows
+// adds `rows` products, then three more operations: (rows + 8) 2^-24 of its |terms|.
+struct SingleRows {
+  std::vector<float> step, offset, theta;
+  explicit SingleRows(const ByteRows& p)
+      : step(p.step.begin(), p.step.end()),
+        offset(p.offset.begin(), p.offset.end()),
+        theta(p.theta.begin(), p.theta.end()) {}
+  double x(const ByteRows& p, int r, int j) const {
+    return static_cast<double>(offset[j]) + static_cast<double>(step[j]) * p.k[r * p.D + j];
+  }
+};
+
+TEST(ByteKernels, SingleLogitsMatchTheDecodedDotProducts) {
+  for (auto [D, C] : kShapes) {
+    const auto p = random_rows(21, D, C, 500 + D);
+    const SingleRows f(p);
+    std::vector<float> z(p.rows * C), bias(C);
+    byte_logits(p.pointers.data(), p.rows, D, f.theta.data(), f.step.data(), f.offset.data(), C,
+                bias.data(), z.data());
+    for (int r = 0; r < p.rows; ++r)
+      for (int c = 0; c < C; ++c) {
+        double expected = 0.0, scale = 0.0;
+        for (int j = 0; j < D; ++j) {
+          const double term = static_cast<double>(f.theta[c * D + j]) * f.x(p, r, j);
+          expected += term;
+          scale += std::abs(static_cast<double>(f.theta[c * D + j]) * f.offset[j]) +
+                   std::abs(static_cast<double>(f.theta[c * D + j]) * f.step[j] * p.k[r * D + j]);
+        }
+        EXPECT_NEAR(z[r * C + c], expected, (D / 16 + 8) * 0x1p-24 * scale)
+            << "D " << D << " C " << C << " row " << r << " class " << c;
+      }
+    // A row's logits do not depend on the rows computed with it (rank-count independence).
+    for (int r = 0; r < p.rows; r += 4) {
+      std::vector<float> alone(C);
+      byte_logits(p.pointers.data() + r, 1, D, f.theta.data(), f.step.data(), f.offset.data(), C,
+                  bias.data(), alone.data());
+      for (int c = 0; c < C; ++c) EXPECT_EQ(alone[c], z[r * C + c]) << "row " << r;
+    }
+  }
+}
+
+TEST(ByteKernels, SingleRankUpdateMatchesTheDecodedOuterProducts) {
+  for (auto [D, C] : kShapes) {
+    const auto p = random_rows(19, D, C, 600 + D);
+    const SingleRows f(p);
+    Stream stream(8, Purpose::synthetic_rows);
+    std::vector<float> a(p.rows * C);
+    for (auto& v : a) v = static_cast<float>(0.01 * stream.normal());
+    const float shrink = 0.99f;
+    auto theta = f.theta;
+    byte_rank_update(p.pointers.data(), p.rows, D, a.data(), C, shrink, f.step.data(),
+                     f.offset.data(), theta.data());
+    for (int c = 0; c < C; ++c)
+      for (int j = 0; j < D; ++j) {
+        double expected = static_cast<double>(shrink) * f.theta[c * D + j];
+        double scale = std::abs(expected);
+        for (int b = 0; b < p.rows; ++b) {
+          expected += static_cast<double>(a[b * C + c]) * f.x(p, b, j);
+          scale += std::abs(static_cast<double>(a[b * C + c])) *
+                   (std::abs(f.offset[j]) + f.step[j] * p.k[b * D + j]);
+        }
+        EXPECT_NEAR(theta[c * D + j], expected, (p.rows + 8) * 0x1p-24 * scale)
+            << "D " << D << " C " << C;
+      }
+  }
+}
+
 // The evaluation layout: 16-row blocks, column-major within a block.
 std::vector<std::uint8_t> blocked(const ByteRows& p) {
   std::vector<std::uint8_t> out((p.rows + kCodeBlockRows - 1) / kCodeBlockRows * kCodeBlockRows *

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "fluence/core/rng.hpp"
+#include "fluence/fl/client.hpp"
 #include "fluence/model/row_kernels.hpp"
 #include "fluence/model/softmax_regression.hpp"
 
@@ -285,6 +286,74 @@ TEST(SoftmaxRegression, ByteSgdEpochFromAStartEqualsCopyingItFirst) {
       for (std::size_t k = 0; k < copied.size(); ++k)
         ASSERT_EQ(written[k], copied[k]) << "rows " << rows << " prox " << proximal << " k " << k;
     }
+}
+
+// The float epoch (federation.local_precision = "single") follows the double byte-coded epoch from
+// the same (float-representable) start. A float logit is within about 3e-6 of its terms' scale
+// (row_kernels tests), which moves each step's probabilities, hence its update, by a few 1e-6
+// relative; over the 13-41 steps of these epochs, at step 0.05, the difference stays orders of
+// magnitude below 1e-4 of the epoch's change, while a wrong step, offset or weight decay would be
+// of the order of the change itself. The float result must also not be the double one.
+TEST(SoftmaxRegression, SingleSgdEpochTracksTheDoubleEpoch) {
+  for (auto [features, classes, batch] :
+       {std::tuple{785, 10, 16}, std::tuple{12, 3, 5}, std::tuple{30, 12, 7}}) {
+    auto p = coded_problem(203, features, classes, 70 + batch);
+    p.coding.with_single();
+    SoftmaxRegression model(features, classes, 0.01);
+    std::vector<std::int64_t> order(p.decoded.rows);
+    std::iota(order.begin(), order.end(), 0);
+    std::vector<float> single(p.decoded.theta.begin(), p.decoded.theta.end());
+    const std::vector<double> start(single.begin(), single.end());
+    auto twice = start;
+    Workspace work;
+    model.sgd_epoch(p.codes.data(), p.coding, p.decoded.y.data(), order.data(), p.decoded.rows,
+                    batch, 0.05, twice.data(), work);
+    model.sgd_epoch(p.codes.data(), p.coding, p.decoded.y.data(), order.data(), p.decoded.rows,
+                    batch, 0.05, single.data(), work);
+    double change = 0.0, difference = 0.0;
+    for (std::size_t k = 0; k < start.size(); ++k) {
+      change = std::max(change, std::abs(twice[k] - start[k]));
+      difference = std::max(difference, std::abs(static_cast<double>(single[k]) - twice[k]));
+    }
+    EXPECT_GT(change, 0.0);
+    EXPECT_GT(difference, 0.0) << "the float epoch gave the double epoch's bits";
+    EXPECT_LE(difference, 1e-4 * change) << "shape " << features << "x" << classes;
+  }
+}
+
+// A client in float local SGD returns start + (trained - rounded start), the difference exact in
+// double: with a step of zero the model comes back as sent, bit for bit (not rounded to float),
+// whether it trains in place or from a separate start.
+TEST(SoftmaxRegression, SingleClientRoundWithAZeroStepReturnsTheModelAsSent) {
+  auto p = coded_problem(40, 785, 10, 93);
+  auto coding = std::make_shared<ByteCoding>(p.coding);
+  coding->with_single();
+  std::vector<std::int64_t> rows(40);
+  std::iota(rows.begin(), rows.end(), 0);
+  Client client(3, rows, {}, p.decoded.y, {}, p.decoded.y, p.decoded.x);
+  client.set_codes(p.codes, coding);
+  SoftmaxRegression model(785, 10, 0.0);
+  LocalTrainingConfig config;
+  config.batch_size = 16;
+  config.learning_rate = 0.0;
+  config.single_precision = true;
+  Workspace work;
+  std::vector<double> sent(p.decoded.theta.size());
+  for (std::size_t k = 0; k < sent.size(); ++k) sent[k] = std::sin(0.1 * k) / 3.0;  // not floats
+  auto in_place = sent;
+  client.train_round(model, config, 1, 1, in_place.data(), work);
+  std::vector<double> written(sent.size(), std::nan(""));
+  client.train_round(model, config, 1, 1, written.data(), work, sent.data());
+  for (std::size_t k = 0; k < sent.size(); ++k) {
+    ASSERT_EQ(in_place[k], sent[k]) << k;
+    ASSERT_EQ(written[k], sent[k]) << k;
+  }
+  config.learning_rate = 0.05;  // and a real step moves it
+  client.train_round(model, config, 1, 1, written.data(), work, sent.data());
+  double moved = 0.0;
+  for (std::size_t k = 0; k < sent.size(); ++k)
+    moved = std::max(moved, std::abs(written[k] - sent[k]));
+  EXPECT_GT(moved, 1e-6);
 }
 
 TEST(SoftmaxRegression, BlockedByteLossMatchesTheLossOfTheDecodedRows) {

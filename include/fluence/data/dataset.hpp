@@ -55,6 +55,14 @@ struct TrainTest {
 struct ByteCoding {
   double denominator = 0.0;          // numeric values are k / denominator
   std::vector<double> offset, step;  // per encoded column
+  /// offset and step rounded to float, for local SGD in single precision (empty until
+  /// with_single() fills them).
+  std::vector<float> single_offset, single_step;
+  ByteCoding& with_single() {
+    single_offset.assign(offset.begin(), offset.end());
+    single_step.assign(step.begin(), step.end());
+    return *this;
+  }
 };
 
 /// Dense model inputs from a Table: standardized numeric columns, one-hot categorical columns, and

@@ -14,6 +14,9 @@ struct LocalTrainingConfig {
   int batch_size = 32;
   double learning_rate = 0.1;
   bool full_batch = false;  // optimizer = "gd"
+  // local_precision = "single": mini-batch SGD on byte-coded rows in float (train_round only;
+  // clients without codes, full-batch steps and Ditto's personal steps stay in double).
+  bool single_precision = false;
 };
 
 class Client {
@@ -49,6 +52,8 @@ class Client {
   /// (seed, client, round, epoch), so the result does not depend on the hosting rank. With
   /// `start`, training begins from start and theta's contents are ignored: the same bits as
   /// copying start into theta first (byte-coded SGD reads start directly and skips the copy).
+  /// With config.single_precision (and codes), the model is rounded to float, trained in float,
+  /// and theta = start + (trained - rounded start), the difference taken exactly in double.
   void train_round(const SoftmaxRegression& model, const LocalTrainingConfig& config,
                    std::uint64_t seed, int round, double* theta, Workspace& work,
                    const double* start = nullptr);
@@ -75,6 +80,9 @@ class Client {
   std::vector<double> features_;
   std::vector<std::uint8_t> codes_;  // empty, or features_ as codes of *coding_
   std::shared_ptr<const ByteCoding> coding_;
+  void train_round_single(const SoftmaxRegression& model, const LocalTrainingConfig& config,
+                          std::uint64_t seed, int round, double* theta, Workspace& work,
+                          const double* start);
   std::vector<std::int64_t> order_;  // shuffle buffer
   std::vector<double> local_test_features_;
   std::vector<std::int32_t> local_test_labels_;

@@ -34,6 +34,15 @@ void byte_rank_update(const std::uint8_t* const* rows_k, std::size_t rows, int D
                       int C, double shrink, const double* step, const double* offset, double* theta,
                       const double* source = nullptr);
 
+/// The same two kernels in float (federation.local_precision = "single"): sixteen lanes per
+/// vector, each lane's products summed in float, the lanes in a fixed order; the same structure,
+/// so the results do not depend on the rank count either.
+void byte_logits(const std::uint8_t* const* rows_k, std::size_t rows, int D, const float* theta,
+                 const float* step, const float* offset, int C, float* bias, float* z);
+void byte_rank_update(const std::uint8_t* const* rows_k, std::size_t rows, int D, const float* a,
+                      int C, float shrink, const float* step, const float* offset, float* theta,
+                      const float* source = nullptr);
+
 // --- Evaluation of a fixed set of rows --------------------------------------------------------
 
 /// bias[c] = sum_j theta[c * D + j] offset[j] (8-lane partial sums as byte_logits).
