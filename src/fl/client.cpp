@@ -1,9 +1,12 @@
 #include "fluence/fl/client.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <numeric>
 #include <span>
 
+#include "fluence/core/lanes.hpp"
 #include "fluence/core/rng.hpp"
 
 namespace fluence {
@@ -31,8 +34,16 @@ void Client::prefetch() const {
 void Client::train_round(const SoftmaxRegression& model, const LocalTrainingConfig& config,
                          std::uint64_t seed, int round, double* theta, Workspace& work,
                          const double* start) {
-  if (config.single_precision && coding_ && !config.full_batch && config.epochs > 0) {
-    train_round_single(model, config, seed, round, theta, work, start ? start : theta);
+  if (trains_single(config)) {
+    // The model rounded to float, trained, and returned as start + the exact float change.
+    const std::size_t p = model.parameters();
+    if (!start) start = theta;
+    std::vector<float>& start_single = work.single_start;
+    start_single.assign(start, start + p);
+    train_single(model, config, seed, round, work, start_single.data());
+    for (std::size_t k = 0; k < p; ++k)
+      theta[k] = start[k] +
+                 (static_cast<double>(work.single_theta[k]) - static_cast<double>(start_single[k]));
     return;
   }
   if (start && !(coding_ && !config.full_batch && config.epochs > 0)) {
@@ -58,26 +69,79 @@ void Client::train_round(const SoftmaxRegression& model, const LocalTrainingConf
   }
 }
 
-void Client::train_round_single(const SoftmaxRegression& model, const LocalTrainingConfig& config,
-                                std::uint64_t seed, int round, double* theta, Workspace& work,
-                                const double* start) {
-  const std::size_t p = model.parameters();
-  std::vector<float>& trained = work.single_theta;
-  trained.resize(p);
-  for (std::size_t k = 0; k < p; ++k) trained[k] = static_cast<float>(start[k]);
+void Client::train_single(const SoftmaxRegression& model, const LocalTrainingConfig& config,
+                          std::uint64_t seed, int round, Workspace& work,
+                          const float* start_single) {
+  work.single_theta.resize(model.parameters());
   for (int epoch = 0; epoch < config.epochs; ++epoch) {
     std::iota(order_.begin(), order_.end(), 0);
     Stream stream(seed, Purpose::local_shuffle, static_cast<std::uint64_t>(id_),
                   static_cast<std::uint64_t>(round), static_cast<std::uint64_t>(epoch));
     stream.shuffle(std::span<std::int64_t>(order_));
     model.sgd_epoch(codes_.data(), *coding_, labels_.data(), order_.data(), size(),
-                    config.batch_size, config.learning_rate, trained.data(), work);
+                    config.batch_size, config.learning_rate, work.single_theta.data(), work,
+                    epoch == 0 ? start_single : nullptr);
   }
-  // The update trained - rounded start is exact in double (both are floats); added to start, the
-  // model the server sent, so that an update of zero leaves theta = start bit for bit.
-  for (std::size_t k = 0; k < p; ++k)
-    theta[k] = start[k] + (static_cast<double>(trained[k]) -
-                           static_cast<double>(static_cast<float>(start[k])));
+}
+
+namespace {
+using lanes::kLanes;
+using lanes::Lanes;
+
+// The differences d_i = value(i) written to update, with ||d||^2 and max |d_i|: eight lane sums
+// over whole 8-blocks in ascending order, a fixed lane reduction, then the tail.
+template <class Difference>
+UpdateSize write_and_measure(double* update, std::size_t p, Difference&& difference) {
+  Lanes square{}, largest{};
+  std::size_t i = 0;
+  for (; i + kLanes <= p; i += kLanes) {
+    const Lanes d = difference.lanes(i);
+    lanes::store(update + i, d);
+    square += d * d;
+    const Lanes magnitude = d < 0.0 ? -d : d;
+    largest = magnitude > largest ? magnitude : largest;
+  }
+  UpdateSize size{lanes::lane_sum(square), 0.0};
+  for (int l = 0; l < kLanes; ++l) size.max_abs = std::max(size.max_abs, largest[l]);
+  for (; i < p; ++i) {
+    update[i] = difference.one(i);
+    size.squared_norm += update[i] * update[i];
+    size.max_abs = std::max(size.max_abs, std::abs(update[i]));
+  }
+  return size;
+}
+
+struct DoubleDifference {  // trained (in update) - start
+  const double *trained, *start;
+  Lanes lanes(std::size_t i) const { return lanes::load(trained + i) - lanes::load(start + i); }
+  double one(std::size_t i) const { return trained[i] - start[i]; }
+};
+
+struct FloatDifference {  // trained - start_single, both floats: exact in double
+  const float *trained, *start;
+  Lanes lanes(std::size_t i) const {
+    using Float8 = float __attribute__((vector_size(32)));
+    Float8 t, s;
+    std::memcpy(&t, trained + i, sizeof t);
+    std::memcpy(&s, start + i, sizeof s);
+    return __builtin_convertvector(t, Lanes) - __builtin_convertvector(s, Lanes);
+  }
+  double one(std::size_t i) const {
+    return static_cast<double>(trained[i]) - static_cast<double>(start[i]);
+  }
+};
+}  // namespace
+
+UpdateSize Client::train_update(const SoftmaxRegression& model, const LocalTrainingConfig& config,
+                                std::uint64_t seed, int round, double* update, Workspace& work,
+                                const double* start, const float* start_single) {
+  const std::size_t p = model.parameters();
+  if (start_single && trains_single(config)) {
+    train_single(model, config, seed, round, work, start_single);
+    return write_and_measure(update, p, FloatDifference{work.single_theta.data(), start_single});
+  }
+  train_round(model, config, seed, round, update, work, start);
+  return write_and_measure(update, p, DoubleDifference{update, start});
 }
 
 void Client::train_personal(const SoftmaxRegression& model, const LocalTrainingConfig& config,

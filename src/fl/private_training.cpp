@@ -8,7 +8,6 @@
 #include <limits>
 
 #include "fluence/core/error.hpp"
-#include "fluence/core/lanes.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/rng.hpp"
@@ -142,37 +141,6 @@ PrivateTraining::PrivateTraining(Federation& federation, const PrivacyConfig& co
   history_.delta = config.delta;
 }
 
-namespace {
-using lanes::kLanes;
-using lanes::Lanes;
-
-struct UpdateSize {
-  double squared_norm = 0.0, max_abs = 0.0;
-};
-
-// update <- update - theta in place, with ||update||^2 (eight lane sums added in a fixed order: the
-// clipping decision depends on its rounding, the same on every rank) and max |update_i|.
-UpdateSize subtract_and_measure(double* update, const double* theta, std::size_t p) {
-  Lanes square{}, largest{};
-  std::size_t i = 0;
-  for (; i + kLanes <= p; i += kLanes) {
-    const Lanes d = lanes::load(update + i) - lanes::load(theta + i);
-    lanes::store(update + i, d);
-    square += d * d;
-    const Lanes magnitude = d < 0.0 ? -d : d;
-    largest = magnitude > largest ? magnitude : largest;
-  }
-  UpdateSize size{lanes::lane_sum(square), 0.0};
-  for (int l = 0; l < kLanes; ++l) size.max_abs = std::max(size.max_abs, largest[l]);
-  for (; i < p; ++i) {
-    update[i] -= theta[i];
-    size.squared_norm += update[i] * update[i];
-    size.max_abs = std::max(size.max_abs, std::abs(update[i]));
-  }
-  return size;
-}
-}  // namespace
-
 bool PrivateTraining::sampled(int round, int id) const {
   if (config_.sampling_rate >= 1.0) return true;
   Stream stream(federation_.problem().seed, Purpose::client_sampling,
@@ -197,6 +165,7 @@ void PrivateTraining::round(int round, std::vector<double>& theta,
   chosen.clear();
   for (std::size_t k = 0; k < problem.clients.size(); ++k)
     if (sampled(round, problem.clients[k].id())) chosen.push_back(k);
+  if (local.single_precision) theta_single_.assign(theta.begin(), theta.end());  // once a round
   const bool bounded = std::isfinite(S);
   const auto max_terms = static_cast<std::int64_t>(problem.client_rows.size());
   if (bounded) quantized_.reset(2 * p, 4, S + std::ldexp(S, -40), max_terms, 2);
@@ -213,9 +182,9 @@ void PrivateTraining::round(int round, std::vector<double>& theta,
     if (personalization_.ditto) personal_step(chosen[j], round, theta);
     double* update = updates_.data() + (bounded ? 0 : j * p);
     if (j + 1 < chosen.size()) problem.clients[chosen[j + 1]].prefetch();
-    problem.clients[chosen[j]].train_round(model, local, problem.seed, round, update, work_,
-                                           theta.data());
-    const UpdateSize size = subtract_and_measure(update, theta.data(), p);
+    const UpdateSize size = problem.clients[chosen[j]].train_update(
+        model, local, problem.seed, round, update, work_, theta.data(),
+        local.single_precision ? theta_single_.data() : nullptr);
     const double norm = std::sqrt(size.squared_norm);
     ++counts[offset_of(j) != 0 ? 1 : 0];
     if (norm <= S) ++counts[2];

@@ -383,11 +383,12 @@ void SoftmaxRegression::sgd_epoch(const std::uint8_t* codes, const ByteCoding& c
 
 void SoftmaxRegression::sgd_batch(const std::uint8_t* const* rows_k, const std::int32_t* labels,
                                   int batch, const float* step, const float* offset,
-                                  double learning_rate, float* theta, Workspace& work) const {
+                                  double learning_rate, const float* source, float* theta,
+                                  Workspace& work) const {
   const int C = classes_, D = features_;
   const auto count = static_cast<std::size_t>(batch) * C;
   float* z = work.single_logits.data();
-  byte_logits(rows_k, static_cast<std::size_t>(batch), D, theta, step, offset, C,
+  byte_logits(rows_k, static_cast<std::size_t>(batch), D, source, step, offset, C,
               work.single_bias.data(), z);
   // The softmax in double, its exponentials eight at a time (lanes::exp_nonpositive, within about
   // an ulp of exp): one scalar exp per logit would cost a tenth of the float step.
@@ -416,13 +417,13 @@ void SoftmaxRegression::sgd_batch(const std::uint8_t* const* rows_k, const std::
   float* a = work.single_coefficients.data();
   for (std::size_t k = 0; k < count; ++k) a[k] = static_cast<float>(scale * g[k]);
   byte_rank_update(rows_k, static_cast<std::size_t>(batch), D, a, C,
-                   static_cast<float>(1.0 - learning_rate * l2_), step, offset, theta);
+                   static_cast<float>(1.0 - learning_rate * l2_), step, offset, theta, source);
 }
 
 void SoftmaxRegression::sgd_epoch(const std::uint8_t* codes, const ByteCoding& coding,
                                   const std::int32_t* y, const std::int64_t* order,
                                   std::size_t rows, int batch_size, double learning_rate,
-                                  float* theta, Workspace& work) const {
+                                  float* theta, Workspace& work, const float* start) const {
   if (coding.single_step.size() != static_cast<std::size_t>(features_))
     throw std::logic_error("single-precision SGD needs ByteCoding::with_single()");
   work.reserve(static_cast<std::size_t>(batch_size), classes_, 0);
@@ -430,10 +431,13 @@ void SoftmaxRegression::sgd_epoch(const std::uint8_t* codes, const ByteCoding& c
   if (work.single_logits.size() < count) work.single_logits.resize(count);
   if (work.single_coefficients.size() < count) work.single_coefficients.resize(count);
   work.single_bias.resize(classes_);
+  if (start && rows == 0) std::copy(start, start + parameters(), theta);
+  const float* source = start ? start : theta;
   for_each_batch(codes, features_, y, order, rows, batch_size, work.batch_codes, work.batch_labels,
                  [&](const std::uint8_t* const* batch_rows, const std::int32_t* labels, int batch) {
                    sgd_batch(batch_rows, labels, batch, coding.single_step.data(),
-                             coding.single_offset.data(), learning_rate, theta, work);
+                             coding.single_offset.data(), learning_rate, source, theta, work);
+                   source = theta;
                  });
 }
 

@@ -323,8 +323,8 @@ TEST(SoftmaxRegression, SingleSgdEpochTracksTheDoubleEpoch) {
 
 // A client in float local SGD returns start + (trained - rounded start), the difference exact in
 // double: with a step of zero the model comes back as sent, bit for bit (not rounded to float),
-// whether it trains in place or from a separate start.
-TEST(SoftmaxRegression, SingleClientRoundWithAZeroStepReturnsTheModelAsSent) {
+// whether it trains in place or from a separate start. And train_update's update.
+TEST(SoftmaxRegression, SingleClientReturnsTheModelAsSentPlusTheExactUpdate) {
   auto p = coded_problem(40, 785, 10, 93);
   auto coding = std::make_shared<ByteCoding>(p.coding);
   coding->with_single();
@@ -354,6 +354,29 @@ TEST(SoftmaxRegression, SingleClientRoundWithAZeroStepReturnsTheModelAsSent) {
   for (std::size_t k = 0; k < sent.size(); ++k)
     moved = std::max(moved, std::abs(written[k] - sent[k]));
   EXPECT_GT(moved, 1e-6);
+
+  // train_update (private training) writes the update itself: the same training, so it is the
+  // model train_round returns minus the model sent, up to that subtraction's rounding (an ulp of
+  // the model), and its size is the update's squared norm and largest entry.
+  const std::vector<float> sent_single(sent.begin(), sent.end());
+  std::vector<double> update(sent.size());
+  const UpdateSize size = client.train_update(model, config, 1, 1, update.data(), work, sent.data(),
+                                              sent_single.data());
+  double squares = 0.0, largest = 0.0;
+  for (std::size_t k = 0; k < sent.size(); ++k) {
+    ASSERT_NEAR(update[k], written[k] - sent[k],
+                0x1p-52 * std::max(std::abs(sent[k]), std::abs(written[k])))
+        << k;
+    squares += update[k] * update[k];
+    largest = std::max(largest, std::abs(update[k]));
+  }
+  EXPECT_NEAR(size.squared_norm, squares, 1e-12 * squares);
+  EXPECT_EQ(size.max_abs, largest);
+  // In double, the update is exactly train_round's model minus the model sent.
+  config.single_precision = false;
+  client.train_round(model, config, 1, 1, written.data(), work, sent.data());
+  client.train_update(model, config, 1, 1, update.data(), work, sent.data(), sent_single.data());
+  for (std::size_t k = 0; k < sent.size(); ++k) ASSERT_EQ(update[k], written[k] - sent[k]) << k;
 }
 
 TEST(SoftmaxRegression, BlockedByteLossMatchesTheLossOfTheDecodedRows) {

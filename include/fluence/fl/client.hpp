@@ -9,6 +9,12 @@
 
 namespace fluence {
 
+/// A local update's size: ||d||^2 (eight lane sums added in a fixed order, so that the clipping
+/// decision is the same on every rank) and max |d_i|.
+struct UpdateSize {
+  double squared_norm = 0.0, max_abs = 0.0;
+};
+
 struct LocalTrainingConfig {
   int epochs = 1;
   int batch_size = 32;
@@ -57,6 +63,13 @@ class Client {
   void train_round(const SoftmaxRegression& model, const LocalTrainingConfig& config,
                    std::uint64_t seed, int round, double* theta, Workspace& work,
                    const double* start = nullptr);
+  /// train_round from `start`, written as the update d = trained - start (`update`, p values) with
+  /// its size, in one pass. In single precision `start_single` is start rounded to float (the
+  /// caller rounds it once for all its clients of a round), training reads it directly, and
+  /// d = trained - start_single exactly; without it, or without codes, the double path.
+  UpdateSize train_update(const SoftmaxRegression& model, const LocalTrainingConfig& config,
+                          std::uint64_t seed, int round, double* update, Workspace& work,
+                          const double* start, const float* start_single = nullptr);
   /// Ditto's personal step (seed 004 Eq. 2): SGD on f(theta) + lambda/2 ||theta - center||^2 from
   /// `theta` (the client's persistent personal model, in/out), its own shuffle stream.
   void train_personal(const SoftmaxRegression& model, const LocalTrainingConfig& config,
@@ -80,9 +93,12 @@ class Client {
   std::vector<double> features_;
   std::vector<std::uint8_t> codes_;  // empty, or features_ as codes of *coding_
   std::shared_ptr<const ByteCoding> coding_;
-  void train_round_single(const SoftmaxRegression& model, const LocalTrainingConfig& config,
-                          std::uint64_t seed, int round, double* theta, Workspace& work,
-                          const double* start);
+  bool trains_single(const LocalTrainingConfig& config) const {
+    return config.single_precision && coding_ && !config.full_batch && config.epochs > 0;
+  }
+  // The float epochs from start_single into work.single_theta.
+  void train_single(const SoftmaxRegression& model, const LocalTrainingConfig& config,
+                    std::uint64_t seed, int round, Workspace& work, const float* start_single);
   std::vector<std::int64_t> order_;  // shuffle buffer
   std::vector<double> local_test_features_;
   std::vector<std::int32_t> local_test_labels_;

@@ -131,6 +131,7 @@ class PrivateTraining {
   bool local_tests_ = false;  // some client holds local test rows (else the metrics stay NaN)
   PrivacyHistory history_;
   std::vector<double> updates_, scales_, sums_, noise_;  // scratch, reused every round
+  std::vector<float> theta_single_;  // theta rounded to float (local_precision = "single")
   QuantizedSum quantized_;
   std::vector<std::size_t> chosen_;
   Workspace work_;

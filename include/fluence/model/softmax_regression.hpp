@@ -25,7 +25,7 @@ struct Workspace {
   std::vector<double> gradient;  // parameters
   std::vector<double> folded;    // weights and biases folded into a byte coding
   std::vector<float> folded_float;
-  std::vector<float> single_theta, single_logits, single_coefficients, single_bias;
+  std::vector<float> single_theta, single_start, single_logits, single_coefficients, single_bias;
   std::vector<const std::uint8_t*> batch_codes;
   void reserve(std::size_t rows, int classes, int features);
 };
@@ -81,10 +81,11 @@ class SoftmaxRegression {
                  double* theta, Workspace& work, const double* center = nullptr,
                  double proximal = 0.0, const double* start = nullptr) const;
   /// The byte-coded sgd_epoch in float (federation.local_precision = "single"): logits and the
-  /// rank-B update in float (row_kernels.hpp), the softmax in double; theta is float.
+  /// rank-B update in float (row_kernels.hpp), the softmax in double; theta is float. `start` as
+  /// in the double version.
   void sgd_epoch(const std::uint8_t* codes, const ByteCoding& coding, const std::int32_t* y,
                  const std::int64_t* order, std::size_t rows, int batch_size, double learning_rate,
-                 float* theta, Workspace& work) const;
+                 float* theta, Workspace& work, const float* start = nullptr) const;
   /// loss_sum over rows stored as codes of `coding` in the blocked layout of block_codes()
   /// (row_kernels.hpp), starting at a block; each row's loss does not depend on the blocking. With
   /// `fast`, the logits come from float weights (block_logits: a mean loss within about 1e-8
@@ -114,8 +115,8 @@ class SoftmaxRegression {
                  double* theta, Workspace& work, const double* center, double proximal) const;
 
   void sgd_batch(const std::uint8_t* const* rows_k, const std::int32_t* labels, int batch,
-                 const float* step, const float* offset, double learning_rate, float* theta,
-                 Workspace& work) const;
+                 const float* step, const float* offset, double learning_rate, const float* source,
+                 float* theta, Workspace& work) const;
 
   int features_, classes_;
   double l2_;
