@@ -164,14 +164,7 @@ double mixture_threshold(std::vector<double> values) {
 VoteKernel::VoteKernel(int features, int classes) : features_(features), classes_(classes) {}
 
 void exp_nonpositive(const double* x, double* out, std::size_t n) {
-  // The lane kernel of core/lanes.hpp, eight values at a time; the last partial group masked.
-  std::size_t i = 0;
-  for (; i + lanes::kLanes <= n; i += lanes::kLanes)
-    lanes::store(out + i, lanes::exp_nonpositive(lanes::load(x + i)));
-  if (i < n) {
-    const int rest = static_cast<int>(n - i);
-    lanes::store_first(out + i, lanes::exp_nonpositive(lanes::load_first(x + i, rest)), rest);
-  }
+  lanes::exp_nonpositive(x, out, n);  // the lane kernel of core/lanes.hpp
 }
 
 namespace {

@@ -398,13 +398,7 @@ void SoftmaxRegression::sgd_batch(const std::uint8_t* const* rows_k, const std::
     const double top = *std::max_element(zb, zb + C);
     for (int c = 0; c < C; ++c) g[b * C + c] = static_cast<double>(zb[c]) - top;
   }
-  std::size_t k = 0;
-  for (; k + lanes::kLanes <= count; k += lanes::kLanes)
-    lanes::store(g + k, lanes::exp_nonpositive(lanes::load(g + k)));
-  if (k < count) {
-    const int rest = static_cast<int>(count - k);
-    lanes::store_first(g + k, lanes::exp_nonpositive(lanes::load_first(g + k, rest)), rest);
-  }
+  lanes::exp_nonpositive(g, g, count);
   for (int b = 0; b < batch; ++b) {
     double* gb = g + static_cast<std::ptrdiff_t>(b) * C;
     double total = 0.0;

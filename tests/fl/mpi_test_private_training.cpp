@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "fluence/core/config.hpp"
 #include "fluence/core/error.hpp"
@@ -196,16 +197,17 @@ TEST(PrivateTraining, LocalTestMetricsMatchDirectEvaluation) {
 // ulp; what remains is fl(scale d_i) (2^-53 S per term, 2^-53 S after the division by N = 40) and
 // the final additions (2^-53 |theta|): 2^-50 (S + |theta|) bounds it with room to spare. The clip
 // is chosen so that some updates are clipped and some are not.
+// DP-FedAvg with every client sampled, no server noise and a fixed clip norm.
+Deck noise_free_deck(double clip) {
+  return Deck::from_string(deck_text("mode = \"dp-fedavg\"\nsampling_rate = 1.0\n"
+                                     "noise_multiplier = 0.0\nadaptive_clip = false\nclip = " +
+                                     std::to_string(clip) + "\n"),
+                           "test");
+}
+
 TEST(PrivateTraining, ClippedUpdatesAreSummedToRounding) {
   const double S = 0.15;
-  const Deck deck = Deck::from_string(deck_text(R"(
-mode = "dp-fedavg"
-sampling_rate = 1.0
-noise_multiplier = 0.0
-clip = 0.15
-adaptive_clip = false
-)"),
-                                      "test");
+  const Deck deck = noise_free_deck(S);
   FederatedProblem problem = build_problem(deck);
   Federation federation(problem);
   PrivateTraining training(federation, PrivacyConfig::from_deck(deck, 40, 1));
@@ -248,14 +250,7 @@ adaptive_clip = false
 // A client whose local training diverges (a learning rate of 1e300 overflows) has a non-finite
 // update: it is counted, not added, and the round's sum and theta are NaN on every rank.
 TEST(PrivateTraining, DivergedClientMakesTheRoundNaN) {
-  const Deck deck = Deck::from_string(deck_text(R"(
-mode = "dp-fedavg"
-sampling_rate = 1.0
-noise_multiplier = 0.0
-clip = 0.5
-adaptive_clip = false
-)"),
-                                      "test");
+  const Deck deck = noise_free_deck(0.5);
   FederatedProblem problem = build_problem(deck);
   Federation federation(problem);
   PrivateTraining training(federation, PrivacyConfig::from_deck(deck, 40, 1));

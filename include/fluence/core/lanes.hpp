@@ -110,4 +110,15 @@ inline Lanes exp_nonpositive(const Lanes& argument) {
   return p * scale;
 }
 
+// out[i] = exp_nonpositive(x[i]) for n values, eight at a time, the last partial group masked
+// (out may be x).
+inline void exp_nonpositive(const double* x, double* out, std::size_t n) {
+  std::size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) store(out + i, exp_nonpositive(load(x + i)));
+  if (i < n) {
+    const int rest = static_cast<int>(n - i);
+    store_first(out + i, exp_nonpositive(load_first(x + i, rest)), rest);
+  }
+}
+
 }  // namespace fluence::lanes
