@@ -46,7 +46,7 @@ void Client::train_round(const SoftmaxRegression& model, const LocalTrainingConf
                  (static_cast<double>(work.single_theta[k]) - static_cast<double>(start_single[k]));
     return;
   }
-  if (start && !(coding_ && !config.full_batch && config.epochs > 0)) {
+  if (start && !trains_on_codes(config)) {
     std::copy(start, start + model.parameters(), theta);
     start = nullptr;
   }

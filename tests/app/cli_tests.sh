@@ -664,7 +664,7 @@ then pass "private training on IDX byte codes (ink, Ditto): bitwise identical on
 else fail "private training on IDX byte codes"; fi
 
 # The same in float local SGD (federation.local_precision = "single"): bitwise identical on 1 and 3
-# ranks; not the double run's bits, but its final model within float rounding (the step noise and
+# ranks; not the double run's bits, but its final model within float rounding (the server noise and
 # clipping are the same draws, so the runs differ only by the local arithmetic); and a deck asking
 # for it on data without byte codes is refused, naming the key.
 ok=1
@@ -678,9 +678,10 @@ if [ "$ok" -eq 1 ] && "$python" - "$work/idxp1/results.h5" "$work/idxs1/results.
 import sys, h5py, numpy as np
 double, single = (h5py.File(name, "r")["/model/theta"][...] for name in sys.argv[1:])
 difference = np.abs(double - single).max()
-assert 0 < difference <= 1e-4 * np.abs(double).max(), difference
+# Measured 7e-8 of max |theta| after 6 rounds: float rounding of each update is about 1e-7 of it.
+assert 0 < difference <= 1e-5 * np.abs(double).max(), difference
 PY
-then pass "private training in float local SGD: bitwise identical on 1 and 3 ranks, within 1e-4 of the double run"
+then pass "private training in float local SGD: bitwise identical on 1 and 3 ranks, within 1e-5 of the double run"
 else fail "private training in float local SGD"; fi
 if "$fluence" train "$source_dir/inputs/quickstart.toml" --out "$work/single_tabular" --quiet \
   --set 'federation.local_precision="single"' >"$work/single_tabular.log" 2>&1; then

@@ -20,8 +20,8 @@ struct LocalTrainingConfig {
   int batch_size = 32;
   double learning_rate = 0.1;
   bool full_batch = false;  // optimizer = "gd"
-  // local_precision = "single": mini-batch SGD on byte-coded rows in float (train_round only;
-  // clients without codes, full-batch steps and Ditto's personal steps stay in double).
+  // local_precision = "single": mini-batch SGD on byte-coded rows in float (train_round and
+  // train_update; clients without codes, full-batch steps and Ditto's personal steps stay double).
   bool single_precision = false;
 };
 
@@ -93,8 +93,12 @@ class Client {
   std::vector<double> features_;
   std::vector<std::uint8_t> codes_;  // empty, or features_ as codes of *coding_
   std::shared_ptr<const ByteCoding> coding_;
+  // Mini-batch SGD epochs on the byte codes (the path that reads `start` without copying it).
+  bool trains_on_codes(const LocalTrainingConfig& config) const {
+    return coding_ && !config.full_batch && config.epochs > 0;
+  }
   bool trains_single(const LocalTrainingConfig& config) const {
-    return config.single_precision && coding_ && !config.full_batch && config.epochs > 0;
+    return config.single_precision && trains_on_codes(config);
   }
   // The float epochs from start_single into work.single_theta.
   void train_single(const SoftmaxRegression& model, const LocalTrainingConfig& config,
