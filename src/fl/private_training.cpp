@@ -168,7 +168,10 @@ void PrivateTraining::round(int round, std::vector<double>& theta,
   if (local.single_precision) theta_single_.assign(theta.begin(), theta.end());  // once a round
   const bool bounded = std::isfinite(S);
   const auto max_terms = static_cast<std::int64_t>(problem.client_rows.size());
-  if (bounded) quantized_.reset(2 * p, 4, S + std::ldexp(S, -40), max_terms, 2);
+  // Private and opt-out sums side by side; without opt-out clients (DP-FedAvg) the second is zero
+  // and is not reduced.
+  const std::size_t width = history_.opt_out_clients.empty() ? p : 2 * p;
+  if (bounded) quantized_.reset(width, 4, S + std::ldexp(S, -40), max_terms, 2);
   updates_.resize((bounded ? 1 : chosen.size()) * p);
   scales_.resize(chosen.size());
   // private, opt-out, unclipped; and terms past the bound or non-finite updates (the sums are then
@@ -200,7 +203,7 @@ void PrivateTraining::round(int round, std::vector<double>& theta,
   }
   if (!bounded) {
     MPI_Allreduce(MPI_IN_PLACE, &largest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    quantized_.reset(2 * p, 4, largest, max_terms);
+    quantized_.reset(width, 4, largest, max_terms);
     for (std::size_t j = 0; j < chosen.size(); ++j)
       if (!std::isnan(scales_[j]))
         counts[3] += static_cast<std::int64_t>(
@@ -209,7 +212,8 @@ void PrivateTraining::round(int round, std::vector<double>& theta,
   std::copy(counts, counts + 4, quantized_.counts().begin());
   // [private sum (p) | opt-out sum (p) | private count | opt-out count | unclipped count]
   sums_.resize(2 * p + 3);
-  quantized_.allreduce(std::span<double>(sums_.data(), 2 * p));
+  quantized_.allreduce(std::span<double>(sums_.data(), width));
+  std::fill(sums_.begin() + static_cast<std::ptrdiff_t>(width), sums_.begin() + 2 * p, 0.0);
   if (quantized_.counts()[3] > 0) std::fill(sums_.begin(), sums_.begin() + 2 * p, std::nan(""));
   for (int k = 0; k < 3; ++k) sums_[2 * p + k] = static_cast<double>(quantized_.counts()[k]);
   const double n_private = sums_[2 * p], n_opt_out = sums_[2 * p + 1];

@@ -7,6 +7,7 @@
 #endif
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -206,14 +207,18 @@ void logits_group(const std::uint8_t* const* x, int rows, int D, const T* theta,
 }
 
 // G classes of theta (offset to the group) over all rows: the G running sums of one 8-column
-// block stay in registers while the rows stream past, each converted row used G times.
+// block stay in registers while the rows stream past, each converted row used G times. With
+// `folded`, the new theta is also folded as fold_classes does (the same products and partial
+// sums in the same order, so the same bits), while it is in registers: the next batch's logits
+// need no pass of their own over theta.
 template <class T, int G>
 void update_group(const std::uint8_t* const* x, std::size_t rows, int D, const T* a, int C,
                   T shrink, const T* step, const T* offset, const T* sums, const T* source,
-                  T* theta) {
+                  T* theta, T* folded, double* bias) {
   using S = Simd<T>;
   using V = typename S::V;
   const int whole = D / S::W * S::W;
+  V partial[G] = {};
   for (int j = 0; j < whole; j += S::W) {
     V t[G] = {};
     for (std::size_t b = 0; b < rows; ++b) {
@@ -231,6 +236,10 @@ void update_group(const std::uint8_t* const* x, std::size_t rows, int D, const T
       v += ov * sums[g];
       v += sv * t[g];
       S::store(target, v);
+      if (folded) {
+        S::store(folded + at, v * sv);
+        partial[g] += v * ov;
+      }
     }
   }
   for (int j = whole; j < D; ++j)
@@ -243,6 +252,16 @@ void update_group(const std::uint8_t* const* x, std::size_t rows, int D, const T
       v += step[j] * t;
       target = v;
     }
+  if (!folded) return;
+  for (int g = 0; g < G; ++g) {
+    T sum = S::sum(partial[g]);
+    for (int j = whole; j < D; ++j) {
+      const T v = theta[static_cast<std::ptrdiff_t>(g) * D + j];
+      folded[static_cast<std::ptrdiff_t>(g) * D + j] = v * step[j];
+      sum += v * offset[j];
+    }
+    bias[g] = sum;
+  }
 }
 
 // The 16 rows (two lane vectors) x G classes of one block, wt/bias/z offset to the group: each
@@ -291,21 +310,22 @@ inline void add_widened(const FloatLanes& v, Lanes& low, Lanes& high) {
 }
 
 // block_group with float weights: one 16-lane float vector per class, added to the double sums
-// after every kFloatColumns columns.
-// block_group with float weights: one 16-lane float vector per class, added to the double sums
-// after every kFloatColumns columns.
+// after every kFloatColumns columns. The weight of class g and column j is
+// w[j * column_stride + g * class_stride]: (C, 1) for the transposed fold_transposed layout,
+// (1, D) for theta's own class-major layout (fold_classes).
 template <int G>
-void block_group_float(const std::uint8_t* block, int D, const float* wt, const double* bias, int C,
-                       double* z) {
+void block_group_float(const std::uint8_t* block, int D, const float* w,
+                       std::ptrdiff_t column_stride, std::ptrdiff_t class_stride,
+                       const double* bias, double* z) {
   Lanes sum[G][2] = {};
   for (int begin = 0; begin < D; begin += kFloatColumns) {
     const int end = std::min(D, begin + kFloatColumns);
     FloatLanes acc[G] = {};
     for (int j = begin; j < end; ++j) {
       const FloatLanes x = load_codes_float(block + j * kCodeBlockRows);
-      const float* w = wt + static_cast<std::ptrdiff_t>(j) * C;
+      const float* wj = w + j * column_stride;
 #pragma GCC unroll 16
-      for (int g = 0; g < G; ++g) acc[g] += w[g] * x;
+      for (int g = 0; g < G; ++g) acc[g] += wj[g * class_stride] * x;
     }
 #pragma GCC unroll 16
     for (int g = 0; g < G; ++g) add_widened(acc[g], sum[g][0], sum[g][1]);
@@ -326,24 +346,40 @@ void with_group(int g, Body&& body, std::integer_sequence<int, G...>) {
 
 void block_loss(const double* z, int C, const std::int32_t* labels, int rows, double& loss_sum,
                 long& correct) {
-  Lanes top[2], total[2] = {};
+  using Int64Lanes = std::int64_t __attribute__((vector_size(64)));
+  alignas(64) double row_loss[kCodeBlockRows];
+  alignas(64) std::int64_t best[kCodeBlockRows];
   for (int h = 0; h < 2; ++h) {
-    top[h] = load(z + h * kLanes);
+    const double* zh = z + h * kLanes;
+    Lanes top = load(zh);
     for (int c = 1; c < C; ++c) {
-      const Lanes v = load(z + c * kCodeBlockRows + h * kLanes);
-      top[h] = v > top[h] ? v : top[h];
+      const Lanes v = load(zh + c * kCodeBlockRows);
+      top = v > top ? v : top;
     }
-    for (int c = 0; c < C; ++c)
-      total[h] += exp_nonpositive(load(z + c * kCodeBlockRows + h * kLanes) - top[h]);
+    Lanes total{};
+    for (int c = 0; c < C; ++c) total += exp_nonpositive(load(zh + c * kCodeBlockRows) - top);
+    // The first maximal logit, as std::max_element: scanning down, the lowest equal class stays
+    // (a NaN row matches none and keeps the last class, as the scalar search did).
+    Int64Lanes first = Int64Lanes{} + (C - 1);
+    for (int c = C - 2; c >= 0; --c)
+      first = load(zh + c * kCodeBlockRows) == top ? Int64Lanes{} + c : first;
+    Lanes label_logit;
+    for (int l = 0; l < kLanes; ++l) {
+      const int r = h * kLanes + l;
+      label_logit[l] = zh[(r < rows ? labels[r] : 0) * kCodeBlockRows + l];
+    }
+    // total >= 1 (the top class adds e^0); a row's loss is (top + ln total) - z_label.
+    store(row_loss + h * kLanes, (top + lanes::log_positive(total)) - label_logit);
+    std::memcpy(best + h * kLanes, &first, sizeof first);
   }
+  double sum = loss_sum;  // in row order
+  long count = correct;
   for (int r = 0; r < rows; ++r) {
-    const double best_value = top[r / kLanes][r % kLanes];
-    int best = 0;  // the first maximal logit, as std::max_element
-    while (best + 1 < C && z[best * kCodeBlockRows + r] != best_value) ++best;
-    loss_sum +=
-        best_value + std::log(total[r / kLanes][r % kLanes]) - z[labels[r] * kCodeBlockRows + r];
-    if (best == labels[r]) ++correct;
+    sum += row_loss[r];
+    count += best[r] == labels[r];
   }
+  loss_sum = sum;
+  correct = count;
 }
 
 void byte_bias(const double* theta, int C, int D, const double* offset, double* bias) {
@@ -403,8 +439,8 @@ void byte_logits_of(const std::uint8_t* const* rows_k, std::size_t rows, int D, 
 
 template <class T>
 void byte_rank_update_of(const std::uint8_t* const* rows_k, std::size_t rows, int D, const T* a,
-                         int C, T shrink, const T* step, const T* offset, T* theta,
-                         const T* source) {
+                         int C, T shrink, const T* step, const T* offset, T* theta, const T* source,
+                         T* folded = nullptr, double* bias = nullptr) {
   if (!source) source = theta;
   T sums[kUpdateClasses];
   for (int c = 0; c < C; c += kUpdateClasses) {
@@ -418,7 +454,9 @@ void byte_rank_update_of(const std::uint8_t* const* rows_k, std::size_t rows, in
         [&]<int G>() {
           update_group<T, G>(rows_k, rows, D, a + c, C, shrink, step, offset, sums,
                              source + static_cast<std::ptrdiff_t>(c) * D,
-                             theta + static_cast<std::ptrdiff_t>(c) * D);
+                             theta + static_cast<std::ptrdiff_t>(c) * D,
+                             folded ? folded + static_cast<std::ptrdiff_t>(c) * D : nullptr,
+                             bias ? bias + c : nullptr);
         },
         std::make_integer_sequence<int, kUpdateClasses>());
   }
@@ -431,11 +469,6 @@ void byte_logits(const std::uint8_t* const* rows_k, std::size_t rows, int D, con
   byte_logits_of(rows_k, rows, D, theta, step, offset, C, bias, z);
 }
 
-void byte_logits(const std::uint8_t* const* rows_k, std::size_t rows, int D, const float* theta,
-                 const float* step, const float* offset, int C, float* bias, float* z) {
-  byte_logits_of(rows_k, rows, D, theta, step, offset, C, bias, z);
-}
-
 void byte_rank_update(const std::uint8_t* const* rows_k, std::size_t rows, int D, const double* a,
                       int C, double shrink, const double* step, const double* offset, double* theta,
                       const double* source) {
@@ -444,8 +477,8 @@ void byte_rank_update(const std::uint8_t* const* rows_k, std::size_t rows, int D
 
 void byte_rank_update(const std::uint8_t* const* rows_k, std::size_t rows, int D, const float* a,
                       int C, float shrink, const float* step, const float* offset, float* theta,
-                      const float* source) {
-  byte_rank_update_of(rows_k, rows, D, a, C, shrink, step, offset, theta, source);
+                      const float* source, float* folded, double* bias) {
+  byte_rank_update_of(rows_k, rows, D, a, C, shrink, step, offset, theta, source, folded, bias);
 }
 
 void block_codes(const std::uint8_t* row_major, std::size_t rows, int D, std::uint8_t* blocked) {
@@ -474,9 +507,89 @@ void block_logits(const std::uint8_t* block, int D, const float* wt, const doubl
     with_group(
         std::min(kBlockClasses, C - c),
         [&]<int G>() {
-          block_group_float<G>(block, D, wt + c, bias + c, C, z + c * kCodeBlockRows);
+          block_group_float<G>(block, D, wt + c, C, 1, bias + c, z + c * kCodeBlockRows);
         },
         std::make_integer_sequence<int, kBlockClasses>());
+}
+
+void block_logits_by_class(const std::uint8_t* block, int D, const float* w, const double* bias,
+                           int C, double* z) {
+  for (int c = 0; c < C; c += kBlockClasses)
+    with_group(
+        std::min(kBlockClasses, C - c),
+        [&]<int G>() {
+          block_group_float<G>(block, D, w + static_cast<std::ptrdiff_t>(c) * D, 1, D, bias + c,
+                               z + c * kCodeBlockRows);
+        },
+        std::make_integer_sequence<int, kBlockClasses>());
+}
+
+void fold_classes(const float* theta, int C, int D, const float* step, const float* offset,
+                  float* folded, double* bias) {
+  using S = Simd<float>;
+  using V = S::V;
+  const int whole = D / S::W * S::W;
+  for (int c = 0; c < C; ++c) {
+    const float* tc = theta + static_cast<std::ptrdiff_t>(c) * D;
+    float* fc = folded + static_cast<std::ptrdiff_t>(c) * D;
+    V partial{};
+    for (int j = 0; j < whole; j += S::W) {
+      const V t = S::load(tc + j);
+      S::store(fc + j, t * S::load(step + j));
+      partial += t * S::load(offset + j);
+    }
+    float sum = S::sum(partial);
+    for (int j = whole; j < D; ++j) {
+      fc[j] = tc[j] * step[j];
+      sum += tc[j] * offset[j];
+    }
+    bias[c] = sum;
+  }
+}
+
+void block_rows(const std::uint8_t* const* rows_k, int rows, int D, std::uint8_t* block) {
+#if defined(__AVX512VBMI__)
+  // Sixteen columns at a time: the 16 rows' 16-byte pieces, four rows to a register (row r at
+  // byte 16 (r % 4) of register r / 4), are permuted into four registers of four columns each
+  // (column i's 16 rows at byte 16 i). Output byte 16 i + r of register m takes byte
+  // 16 (r % 8) + 4 m + i of the register pair holding rows 0-7 (r < 8) or rows 8-15 (r >= 8).
+  alignas(64) static const auto indices = [] {
+    std::array<std::array<std::uint8_t, 64>, 4> index{};
+    for (int m = 0; m < 4; ++m)
+      for (int i = 0; i < 4; ++i)
+        for (int r = 0; r < 16; ++r)
+          index[m][16 * i + r] = static_cast<std::uint8_t>(16 * (r % 8) + 4 * m + i);
+    return index;
+  }();
+  const __mmask64 upper_rows = 0xFF00FF00FF00FF00ULL;
+  for (int j = 0; j < D; j += 16) {
+    const int n = std::min(16, D - j);
+    const auto columns = static_cast<__mmask16>(n == 16 ? 0xFFFF : (1u << n) - 1);
+    auto piece = [&](int r) {
+      return r < rows ? _mm_maskz_loadu_epi8(columns, rows_k[r] + j) : _mm_setzero_si128();
+    };
+    __m512i quads[4];
+    for (int q = 0; q < 4; ++q)
+      quads[q] = _mm512_inserti32x4(
+          _mm512_inserti32x4(
+              _mm512_inserti32x4(_mm512_castsi128_si512(piece(4 * q)), piece(4 * q + 1), 1),
+              piece(4 * q + 2), 2),
+          piece(4 * q + 3), 3);
+    for (int m = 0; 4 * m < n; ++m) {
+      const __m512i index = _mm512_load_si512(indices[m].data());
+      const __m512i low = _mm512_permutex2var_epi8(quads[0], index, quads[1]);
+      const __m512i high = _mm512_permutex2var_epi8(quads[2], index, quads[3]);
+      const __m512i out = _mm512_mask_blend_epi8(upper_rows, low, high);
+      const int bytes = std::min(4, n - 4 * m) * kCodeBlockRows;
+      _mm512_mask_storeu_epi8(block + (j + 4 * m) * kCodeBlockRows,
+                              bytes == 64 ? ~__mmask64{0} : (__mmask64{1} << bytes) - 1, out);
+    }
+  }
+#else
+  for (int j = 0; j < D; ++j)
+    for (int r = 0; r < kCodeBlockRows; ++r)
+      block[j * kCodeBlockRows + r] = r < rows ? rows_k[r][j] : std::uint8_t{0};
+#endif
 }
 
 }  // namespace fluence

@@ -384,20 +384,31 @@ void SoftmaxRegression::sgd_epoch(const std::uint8_t* codes, const ByteCoding& c
 void SoftmaxRegression::sgd_batch(const std::uint8_t* const* rows_k, const std::int32_t* labels,
                                   int batch, const float* step, const float* offset,
                                   double learning_rate, const float* source, float* theta,
-                                  Workspace& work) const {
+                                  Workspace& work, bool source_folded, bool fold_result) const {
   const int C = classes_, D = features_;
   const auto count = static_cast<std::size_t>(batch) * C;
-  float* z = work.single_logits.data();
-  byte_logits(rows_k, static_cast<std::size_t>(batch), D, source, step, offset, C,
-              work.single_bias.data(), z);
+  // The logits as the fast test evaluation takes them (block_logits_by_class): the batch's rows
+  // transposed into 16-row blocks, so that one converted column serves every class and each weight
+  // is a broadcast; the row-major form would convert each row once per group of classes and end
+  // in a horizontal sum per row and class. Each row's logits do not depend on its batch.
+  float* folded = work.folded_float.data();
+  double* bias = work.single_bias.data();
+  double* z = work.block_logits.data();
+  if (!source_folded) fold_classes(source, C, D, step, offset, folded, bias);
+  double* g = work.logits.data();
+  for (int b0 = 0; b0 < batch; b0 += kCodeBlockRows) {
+    const int n = std::min(kCodeBlockRows, batch - b0);
+    block_rows(rows_k + b0, n, D, work.batch_block.data());
+    block_logits_by_class(work.batch_block.data(), D, folded, bias, C, z);
+    for (int r = 0; r < n; ++r) {
+      double top = z[r];
+      for (int c = 1; c < C; ++c) top = std::max(top, z[c * kCodeBlockRows + r]);
+      double* gb = g + static_cast<std::ptrdiff_t>(b0 + r) * C;
+      for (int c = 0; c < C; ++c) gb[c] = z[c * kCodeBlockRows + r] - top;
+    }
+  }
   // The softmax in double, its exponentials eight at a time (lanes::exp_nonpositive, within about
   // an ulp of exp): one scalar exp per logit would cost a tenth of the float step.
-  double* g = work.logits.data();
-  for (int b = 0; b < batch; ++b) {
-    const float* zb = z + static_cast<std::ptrdiff_t>(b) * C;
-    const double top = *std::max_element(zb, zb + C);
-    for (int c = 0; c < C; ++c) g[b * C + c] = static_cast<double>(zb[c]) - top;
-  }
   lanes::exp_nonpositive(g, g, count);
   for (int b = 0; b < batch; ++b) {
     double* gb = g + static_cast<std::ptrdiff_t>(b) * C;
@@ -411,7 +422,8 @@ void SoftmaxRegression::sgd_batch(const std::uint8_t* const* rows_k, const std::
   float* a = work.single_coefficients.data();
   for (std::size_t k = 0; k < count; ++k) a[k] = static_cast<float>(scale * g[k]);
   byte_rank_update(rows_k, static_cast<std::size_t>(batch), D, a, C,
-                   static_cast<float>(1.0 - learning_rate * l2_), step, offset, theta, source);
+                   static_cast<float>(1.0 - learning_rate * l2_), step, offset, theta, source,
+                   fold_result ? folded : nullptr, fold_result ? bias : nullptr);
 }
 
 void SoftmaxRegression::sgd_epoch(const std::uint8_t* codes, const ByteCoding& coding,
@@ -422,15 +434,22 @@ void SoftmaxRegression::sgd_epoch(const std::uint8_t* codes, const ByteCoding& c
     throw std::logic_error("single-precision SGD needs ByteCoding::with_single()");
   work.reserve(static_cast<std::size_t>(batch_size), classes_, 0);
   const auto count = static_cast<std::size_t>(batch_size) * classes_;
-  if (work.single_logits.size() < count) work.single_logits.resize(count);
   if (work.single_coefficients.size() < count) work.single_coefficients.resize(count);
   work.single_bias.resize(classes_);
+  work.folded_float.resize(parameters());
+  work.batch_block.resize(static_cast<std::size_t>(kCodeBlockRows) * features_);
+  work.block_logits.resize(static_cast<std::size_t>(kCodeBlockRows) * classes_);
   if (start && rows == 0) std::copy(start, start + parameters(), theta);
   const float* source = start ? start : theta;
+  // Each update but the last folds its result for the next batch's logits.
+  std::size_t done = 0;
   for_each_batch(codes, features_, y, order, rows, batch_size, work.batch_codes, work.batch_labels,
                  [&](const std::uint8_t* const* batch_rows, const std::int32_t* labels, int batch) {
+                   const bool first = done == 0;
+                   done += static_cast<std::size_t>(batch);
                    sgd_batch(batch_rows, labels, batch, coding.single_step.data(),
-                             coding.single_offset.data(), learning_rate, source, theta, work);
+                             coding.single_offset.data(), learning_rate, source, theta, work,
+                             !first, done < rows);
                    source = theta;
                  });
 }

@@ -3,8 +3,10 @@
 // not depend on the rows it is computed with (bitwise).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "fluence/core/rng.hpp"
@@ -125,31 +127,55 @@ struct SingleRows {
   }
 };
 
-TEST(ByteKernels, SingleLogitsMatchTheDecodedDotProducts) {
+// The float SGD's logits: rows gathered by pointer into a block (block_rows), weights folded in
+// float in theta's layout (fold_classes), the block's sums as the fast evaluation takes them. A
+// weight theta * step is rounded once, a row's products are summed in float over runs of 64
+// columns (at most 64 roundings) and the runs in double, and the bias adds D/16 + 4 float
+// roundings: (64 + D/16 + 8) 2^-24 of the sum of |terms| bounds a logit's error.
+TEST(ByteKernels, SingleBlockLogitsMatchTheDecodedDotProducts) {
   for (auto [D, C] : kShapes) {
     const auto p = random_rows(21, D, C, 500 + D);
     const SingleRows f(p);
-    std::vector<float> z(p.rows * C), bias(C);
-    byte_logits(p.pointers.data(), p.rows, D, f.theta.data(), f.step.data(), f.offset.data(), C,
-                bias.data(), z.data());
-    for (int r = 0; r < p.rows; ++r)
-      for (int c = 0; c < C; ++c) {
-        double expected = 0.0, scale = 0.0;
-        for (int j = 0; j < D; ++j) {
-          const double term = static_cast<double>(f.theta[c * D + j]) * f.x(p, r, j);
-          expected += term;
-          scale += std::abs(static_cast<double>(f.theta[c * D + j]) * f.offset[j]) +
-                   std::abs(static_cast<double>(f.theta[c * D + j]) * f.step[j] * p.k[r * D + j]);
+    std::vector<float> folded(C * D);
+    std::vector<double> bias(C), z(C * kCodeBlockRows);
+    std::vector<std::uint8_t> block(kCodeBlockRows * D);
+    fold_classes(f.theta.data(), C, D, f.step.data(), f.offset.data(), folded.data(), bias.data());
+    for (int r0 = 0; r0 < p.rows; r0 += kCodeBlockRows) {
+      const int n = std::min(kCodeBlockRows, p.rows - r0);
+      block_rows(p.pointers.data() + r0, n, D, block.data());
+      block_logits_by_class(block.data(), D, folded.data(), bias.data(), C, z.data());
+      for (int l = 0; l < n; ++l)
+        for (int c = 0; c < C; ++c) {
+          const int r = r0 + l;
+          double expected = 0.0, scale = 0.0;
+          for (int j = 0; j < D; ++j) {
+            const double term = static_cast<double>(f.theta[c * D + j]) * f.x(p, r, j);
+            expected += term;
+            scale += std::abs(static_cast<double>(f.theta[c * D + j]) * f.offset[j]) +
+                     std::abs(static_cast<double>(f.theta[c * D + j]) * f.step[j] * p.k[r * D + j]);
+          }
+          EXPECT_NEAR(z[c * kCodeBlockRows + l], expected, (64 + D / 16 + 8) * 0x1p-24 * scale)
+              << "D " << D << " C " << C << " row " << r << " class " << c;
         }
-        EXPECT_NEAR(z[r * C + c], expected, (D / 16 + 8) * 0x1p-24 * scale)
-            << "D " << D << " C " << C << " row " << r << " class " << c;
-      }
-    // A row's logits do not depend on the rows computed with it (rank-count independence).
-    for (int r = 0; r < p.rows; r += 4) {
-      std::vector<float> alone(C);
-      byte_logits(p.pointers.data() + r, 1, D, f.theta.data(), f.step.data(), f.offset.data(), C,
-                  bias.data(), alone.data());
-      for (int c = 0; c < C; ++c) EXPECT_EQ(alone[c], z[r * C + c]) << "row " << r;
+    }
+  }
+}
+
+// block_rows against block_codes of the same rows: any 1-16 rows, in any order, any width (tails
+// of 1-15 columns past the 16-column steps, fewer columns than one step).
+TEST(ByteKernels, BlockRowsIsTheBlockedLayoutOfTheRowsItPointsTo) {
+  for (int D : {785, 16, 17, 13, 3, 64}) {
+    const auto p = random_rows(16, D, 1, 700 + D);
+    Stream stream(9, Purpose::synthetic_rows);
+    for (int n = 1; n <= kCodeBlockRows; ++n) {
+      auto pointers = p.pointers;
+      stream.shuffle(std::span<const std::uint8_t*>(pointers));
+      std::vector<std::uint8_t> rows(static_cast<std::size_t>(n) * D);
+      for (int r = 0; r < n; ++r) std::copy_n(pointers[r], D, rows.begin() + r * D);
+      std::vector<std::uint8_t> expected(kCodeBlockRows * D), block(kCodeBlockRows * D, 0xAB);
+      block_codes(rows.data(), n, D, expected.data());
+      block_rows(pointers.data(), n, D, block.data());
+      EXPECT_EQ(block, expected) << "D " << D << " rows " << n;
     }
   }
 }
@@ -177,6 +203,18 @@ TEST(ByteKernels, SingleRankUpdateMatchesTheDecodedOuterProducts) {
         EXPECT_NEAR(theta[c * D + j], expected, (p.rows + 8) * 0x1p-24 * scale)
             << "D " << D << " C " << C;
       }
+    // Folding on the way (the next batch's weights) changes no bit of theta and gives the bits of
+    // fold_classes on the result.
+    auto fused = f.theta;
+    std::vector<float> folded(C * D), expected_folded(C * D);
+    std::vector<double> bias(C), expected_bias(C);
+    byte_rank_update(p.pointers.data(), p.rows, D, a.data(), C, shrink, f.step.data(),
+                     f.offset.data(), fused.data(), nullptr, folded.data(), bias.data());
+    fold_classes(theta.data(), C, D, f.step.data(), f.offset.data(), expected_folded.data(),
+                 expected_bias.data());
+    EXPECT_EQ(fused, theta) << "D " << D << " C " << C;
+    EXPECT_EQ(folded, expected_folded) << "D " << D << " C " << C;
+    EXPECT_EQ(bias, expected_bias) << "D " << D << " C " << C;
   }
 }
 

@@ -110,6 +110,32 @@ inline Lanes exp_nonpositive(const Lanes& argument) {
   return p * scale;
 }
 
+// ln x for positive normal x, within about two ulps: x = 2^e m with m in [sqrt(1/2), sqrt(2)), and
+// ln m = 2 atanh(s) = 2 (s + s^3/3 + ... + s^21/21) for s = (m - 1)/(m + 1), |s| <= 0.1716 (the
+// first omitted term, 2 s^23/23, is below 2^-60 of ln m), plus e ln 2 in two parts. m - 1 is exact
+// and s has the error of the reciprocal (lanes::reciprocal) and one product. NaN (or infinite) x
+// gives NaN, so that a diverged loss stays NaN.
+inline Lanes log_positive(const Lanes& x) {
+  using Int64Lanes = std::int64_t __attribute__((vector_size(64)));
+  Int64Lanes bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  const Int64Lanes mantissa_bits = (bits & 0x000FFFFFFFFFFFFF) | 0x3FF0000000000000;
+  Lanes m;
+  std::memcpy(&m, &mantissa_bits, sizeof m);
+  const Int64Lanes above = m > 1.4142135623730951;  // -1 where m > sqrt(2): halve m, raise e
+  m = above ? m * 0.5 : m;
+  const Lanes e = __builtin_convertvector((bits >> 52) - 1023 - above, Lanes);
+  const Lanes s = (m - 1.0) * reciprocal(m + 1.0);
+  const Lanes z = s * s;
+  Lanes p = Lanes{} + 1.0 / 21.0;
+  for (double coefficient : {1.0 / 19.0, 1.0 / 17.0, 1.0 / 15.0, 1.0 / 13.0, 1.0 / 11.0, 1.0 / 9.0,
+                             1.0 / 7.0, 1.0 / 5.0, 1.0 / 3.0})
+    p = p * z + coefficient;
+  const Lanes twice_s = s + s;
+  return e * 0x1.62e42fefa3800p-1 + (e * 0x1.ef35793c7673p-45 + (twice_s + twice_s * z * p)) +
+         (x - x);
+}
+
 // out[i] = exp_nonpositive(x[i]) for n values, eight at a time, the last partial group masked
 // (out may be x).
 inline void exp_nonpositive(const double* x, double* out, std::size_t n) {

@@ -34,14 +34,14 @@ void byte_rank_update(const std::uint8_t* const* rows_k, std::size_t rows, int D
                       int C, double shrink, const double* step, const double* offset, double* theta,
                       const double* source = nullptr);
 
-/// The same two kernels in float (federation.local_precision = "single"): sixteen lanes per
-/// vector, each lane's products summed in float, the lanes in a fixed order; the same structure,
-/// so the results do not depend on the rank count either.
-void byte_logits(const std::uint8_t* const* rows_k, std::size_t rows, int D, const float* theta,
-                 const float* step, const float* offset, int C, float* bias, float* z);
+/// byte_rank_update in float (federation.local_precision = "single"): sixteen lanes per vector,
+/// the same structure, so the results do not depend on the rank count either. The float SGD's
+/// logits come from block_logits_by_class below; with `folded` (C x D) and `bias` (C), the new
+/// theta is also folded for them, with the bits of fold_classes on the result.
 void byte_rank_update(const std::uint8_t* const* rows_k, std::size_t rows, int D, const float* a,
                       int C, float shrink, const float* step, const float* offset, float* theta,
-                      const float* source = nullptr);
+                      const float* source = nullptr, float* folded = nullptr,
+                      double* bias = nullptr);
 
 // --- Evaluation of a fixed set of rows --------------------------------------------------------
 
@@ -71,6 +71,18 @@ void block_logits(const std::uint8_t* block, int D, const double* wt, const doub
 /// Fashion-MNIST's mean test loss comes out within about 2e-9 relative.
 void block_logits(const std::uint8_t* block, int D, const float* wt, const double* bias, int C,
                   double* z);
+
+/// block_logits with float weights in theta's class-major layout (w[c * D + j], as fold_classes
+/// writes them): the same sums as the transposed form, without a transposition per batch.
+void block_logits_by_class(const std::uint8_t* block, int D, const float* w, const double* bias,
+                           int C, double* z);
+/// folded[c * D + j] = theta[c * D + j] step[j] in float, and bias[c] = sum_j theta[c * D + j]
+/// offset[j] (16-lane float partial sums, then a fixed tree).
+void fold_classes(const float* theta, int C, int D, const float* step, const float* offset,
+                  float* folded, double* bias);
+/// One block of the blocked layout (block_codes) from up to 16 rows given by pointers (the rows
+/// past `rows` zero): how a mini-batch, gathered in random order, reaches block_logits.
+void block_rows(const std::uint8_t* const* rows_k, int rows, int D, std::uint8_t* block);
 
 /// For one block's logits z (C x 16, as block_logits writes them) and the first `rows` rows'
 /// labels: adds each row's cross-entropy log-sum-exp(z) - z_label to `loss_sum` in row order, and

@@ -25,7 +25,10 @@ struct Workspace {
   std::vector<double> gradient;  // parameters
   std::vector<double> folded;    // weights and biases folded into a byte coding
   std::vector<float> folded_float;
-  std::vector<float> single_theta, single_start, single_logits, single_coefficients, single_bias;
+  std::vector<float> single_theta, single_start, single_coefficients;
+  std::vector<double> single_bias;        // C: the float SGD's bias, summed in float
+  std::vector<std::uint8_t> batch_block;  // 16 x D: a mini-batch's codes in the blocked layout
+  std::vector<double> block_logits;       // C x 16: one block's logits
   std::vector<const std::uint8_t*> batch_codes;
   void reserve(std::size_t rows, int classes, int features);
 };
@@ -114,9 +117,11 @@ class SoftmaxRegression {
                  const ByteCoding& coding, double learning_rate, const double* source,
                  double* theta, Workspace& work, const double* center, double proximal) const;
 
+  // The float step: `source_folded` when work.folded_float and work.single_bias already hold the
+  // source folded (the previous step's `fold_result`).
   void sgd_batch(const std::uint8_t* const* rows_k, const std::int32_t* labels, int batch,
                  const float* step, const float* offset, double learning_rate, const float* source,
-                 float* theta, Workspace& work) const;
+                 float* theta, Workspace& work, bool source_folded, bool fold_result) const;
 
   int features_, classes_;
   double l2_;
