@@ -16,14 +16,15 @@
 namespace fluence {
 
 void QuantizedSum::reset(std::size_t width, std::size_t counts, double bound,
-                         std::int64_t max_terms, int limbs) {
+                         std::int64_t max_terms, int limbs, std::size_t extra) {
   if (!(bound >= 0.0) || !std::isfinite(bound) || max_terms < 0)
     throw std::invalid_argument("QuantizedSum: the bound must be finite and >= 0");
   if (limbs != 1 && limbs != 2) throw std::invalid_argument("QuantizedSum: limbs must be 1 or 2");
   width_ = width;
   count_slots_ = counts;
   limbs_ = limbs;
-  slots_.assign(width * limbs + counts, 0);
+  extra_slots_ = extra;
+  slots_.assign(width * limbs + counts + extra, 0);
   // bound < 2^exponent; terms below 2^-900 may round to 0 rather than q leave the normal range.
   const int exponent = bound > 0.0 ? std::max(std::ilogb(bound) + 1, -900) : 0;
   const int term_bits = static_cast<int>(std::bit_width(static_cast<std::uint64_t>(max_terms)));

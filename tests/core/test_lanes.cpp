@@ -15,7 +15,8 @@ namespace {
 
 // Error in units of the last place of the exact value (std::log's, within half an ulp).
 double ulps(double value, double expected) {
-  return std::abs(value - expected) / (std::nextafter(std::abs(expected), INFINITY) - std::abs(expected));
+  return std::abs(value - expected) /
+         (std::nextafter(std::abs(expected), INFINITY) - std::abs(expected));
 }
 
 TEST(Lanes, LogPositiveIsWithinTwoUlpsOfStdLog) {

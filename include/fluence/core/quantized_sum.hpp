@@ -28,13 +28,19 @@ class QuantizedSum {
   /// terms per slot, each of magnitude at most `bound` (finite, >= 0; 0 when every term is 0).
   /// Every rank must pass the same bound and max_terms.
   /// `limbs` is 1 or 2 (the second halves the rounding error's exponent; twice the slots).
+  /// `extra` raw int64 slots ride along in the same reduction (extra()).
   void reset(std::size_t width, std::size_t counts, double bound, std::int64_t max_terms,
-             int limbs = 1);
+             int limbs = 1, std::size_t extra = 0);
   /// slot[offset + i] += round_to_nearest_even(fl(scale * values[i]) / q) for i < n. Returns how
   /// many terms exceeded the bound (their slots may then be wrong: the caller must not use them).
   std::size_t add(std::size_t offset, const double* values, double scale, std::size_t n);
   /// The exact integer slots (counts of clients, say), summed over ranks by allreduce too.
   std::span<std::int64_t> counts() { return {slots_.data() + width_, count_slots_}; }
+  /// Raw slots summed over the ranks with the others: a value that exactly one rank writes (its
+  /// bit pattern, say) arrives unchanged, since the other ranks add zeros.
+  std::span<std::int64_t> extra() {
+    return {slots_.data() + width_ * static_cast<std::size_t>(limbs_) + count_slots_, extra_slots_};
+  }
   /// Collective: sums every slot over the ranks, then writes q * total to `out` (width values).
   void allreduce(std::span<double> out);
   /// The same conversion of this rank's slots alone, without communication.
@@ -46,8 +52,8 @@ class QuantizedSum {
   std::size_t add_two_limbs(std::int64_t* high, std::int64_t* low, const double* values,
                             double factor, double limit, std::size_t n);
 
-  std::vector<std::int64_t> slots_;  // width quantized, the counts, then width low limbs
-  std::size_t width_ = 0, count_slots_ = 0;
+  std::vector<std::int64_t> slots_;  // width quantized, the counts, width low limbs, the extra
+  std::size_t width_ = 0, count_slots_ = 0, extra_slots_ = 0;
   int limbs_ = 1, low_bits_ = 0;  // a low quantum is q 2^-low_bits
   double bound_ = 0.0, quantum_ = 1.0, inverse_quantum_ = 1.0;
 };

@@ -15,10 +15,12 @@
 // "realized"`). The noise comes from the server's stream (seed, server_noise, round).
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "fluence/core/config.hpp"
+#include "fluence/core/node_queue.hpp"
 #include "fluence/core/quantized_sum.hpp"
 #include "fluence/fl/federation.hpp"
 #include "fluence/privacy/adaptive_clip.hpp"
@@ -115,8 +117,9 @@ class PrivateTraining {
  private:
   void personal_step(std::size_t local, int round, const std::vector<double>& received);
   bool evaluated(int round) const;  // the /feo2 metrics are due after this round
-  // This rank's share of the round's p server normals, gathered: collective.
-  std::vector<double> server_normals(int round, std::size_t count) const;
+  // The round's server normals that this rank takes from the node's queue, as bit patterns at
+  // their indices in `out` (the other entries stay zero).
+  void draw_server_normals(int round, std::span<std::int64_t> out);
   void evaluate(int round, const std::vector<double>& theta);
 
   Federation& federation_;
@@ -133,6 +136,7 @@ class PrivateTraining {
   std::vector<double> updates_, scales_, sums_, noise_;  // scratch, reused every round
   std::vector<float> theta_single_;  // theta rounded to float (local_precision = "single")
   QuantizedSum quantized_;
+  NodeWorkQueue normal_queue_;  // the server normals, shared out among a node's ranks
   std::vector<std::size_t> chosen_;
   Workspace work_;
 };
