@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <exception>
 
 #include "fluence/core/mpi.hpp"
 
@@ -37,6 +38,9 @@ NodeWorkQueue::NodeWorkQueue() {
 }
 
 NodeWorkQueue::~NodeWorkQueue() {
+  // Unwinding an exception that may be this rank's alone (then MPI_Abort follows): the collective
+  // frees would wait for ranks that never come. The window is left to MPI's end.
+  if (std::uncaught_exceptions() > 0) return;
   if (window_ != MPI_WIN_NULL) MPI_Win_free(&window_);
   if (node_ != MPI_COMM_NULL) MPI_Comm_free(&node_);
 }

@@ -51,8 +51,8 @@ TEST(QuantizedSum, ExtraSlotsCarryOneRanksBitPatternsUnchanged) {
   const double values[width] = {0.25, -0.5, 1.0};
   sum.add(0, values, 1.0, width);
   // Slot i is written by rank i % ranks: negative values, -0, a NaN and subnormals included.
-  const double patterns[extra] = {-1.5, 0.1, -0.0, std::nan(""), 5e-324, -1e300,
-                                  3.0,  -2.0, 1e-310, 7.0,        -7.0};
+  const double patterns[extra] = {-1.5, 0.1,  -0.0,   std::nan(""), 5e-324, -1e300,
+                                  3.0,  -2.0, 1e-310, 7.0,          -7.0};
   for (std::size_t i = 0; i < extra; ++i)
     if (static_cast<int>(i) % ranks == rank)
       sum.extra()[i] = std::bit_cast<std::int64_t>(patterns[i]);

@@ -17,7 +17,7 @@ namespace fluence {
 
 class NodeWorkQueue {
  public:
-  /// Collective over MPI_COMM_WORLD, as is the destruction.
+  /// Collective over MPI_COMM_WORLD, as is the destruction (skipped while an exception unwinds).
   NodeWorkQueue();
   ~NodeWorkQueue();
   NodeWorkQueue(const NodeWorkQueue&) = delete;
