@@ -19,6 +19,7 @@ namespace fluence {
 namespace {
 
 using lanes::exp_nonpositive;
+using lanes::Int64Lanes;
 using lanes::kLanes;
 using lanes::Lanes;
 using lanes::load;
@@ -346,7 +347,6 @@ void with_group(int g, Body&& body, std::integer_sequence<int, G...>) {
 
 void block_loss(const double* z, int C, const std::int32_t* labels, int rows, double& loss_sum,
                 long& correct) {
-  using Int64Lanes = std::int64_t __attribute__((vector_size(64)));
   alignas(64) double row_loss[kCodeBlockRows];
   alignas(64) std::int64_t best[kCodeBlockRows];
   for (int h = 0; h < 2; ++h) {

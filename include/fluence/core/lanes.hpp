@@ -18,6 +18,8 @@
 namespace fluence::lanes {
 
 using Lanes = double __attribute__((vector_size(64)));
+// The same lanes as 64-bit integers: bit patterns, and the -1/0 masks that comparisons give.
+using Int64Lanes = std::int64_t __attribute__((vector_size(64)));
 constexpr int kLanes = 8;
 
 inline Lanes load(const double* p) {
@@ -78,7 +80,6 @@ inline Lanes reciprocal(const Lanes& d) {
 // r^13 (the first omitted term is below 5e-18), times 2^n built in the exponent bits. Below -708
 // the argument is clamped (e^-708 = 3e-308): a softmax denominator of at least 1 cannot see it.
 inline Lanes exp_nonpositive(const Lanes& argument) {
-  using Int64Lanes = std::int64_t __attribute__((vector_size(64)));
   const Lanes lowest = Lanes{} - 708.0;
   const Lanes x = argument < lowest ? lowest : argument;
   const double shifter = 0x1.8p52;  // adding it rounds to an integer, kept in the low bits
@@ -116,7 +117,6 @@ inline Lanes exp_nonpositive(const Lanes& argument) {
 // and s has the error of the reciprocal (lanes::reciprocal) and one product. NaN (or infinite) x
 // gives NaN, so that a diverged loss stays NaN.
 inline Lanes log_positive(const Lanes& x) {
-  using Int64Lanes = std::int64_t __attribute__((vector_size(64)));
   Int64Lanes bits;
   std::memcpy(&bits, &x, sizeof bits);
   const Int64Lanes mantissa_bits = (bits & 0x000FFFFFFFFFFFFF) | 0x3FF0000000000000;
