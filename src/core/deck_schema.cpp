@@ -346,6 +346,9 @@ std::vector<KeySpec> build_schema() {
       choice("lia.vote_baseline", "\"model\"", {"model", "median", "quantile"},
              "a vote is +1 when the loss difference exceeds 0 (Eq. 1), the validator's median "
              "difference over its contributors, or their lia.vote_quantile quantile"),
+      choice("lia.vote_loss", "\"cross_entropy\"", {"cross_entropy", "zero_one"},
+             "the loss L of Eq. 1: the model's cross-entropy, or the 0-1 loss (a vote compares "
+             "how many validation rows each model classifies correctly)"),
       key("lia.vote_quantile", T::real, "0.5",
           "vote_baseline = \"quantile\": the quantile q of a validator's differences (votes +1 "
           "for all but about the share q of its contributors that help it least)",

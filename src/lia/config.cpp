@@ -42,6 +42,7 @@ LiaConfig LiaConfig::from_deck(const Deck& deck, int classes) {
   c.epsilon_vote = single_level(deck, "lia.epsilon_vote");
   c.vote_accounting = deck.string("lia.vote_accounting");
   c.vote_baseline = deck.string("lia.vote_baseline");
+  c.vote_loss = deck.string("lia.vote_loss");
   c.vote_quantile = c.vote_baseline == "median" ? 0.5 : deck.real("lia.vote_quantile");
   c.validators_per_contributor = static_cast<int>(deck.integer("lia.validators_per_contributor"));
   c.validation_subsets = static_cast<int>(deck.integer("lia.validation_subsets"));

@@ -306,7 +306,8 @@ void filter_contributors(Experiment& e, LiaResult& result) {
 
   // Validators (lines 8-12): loss differences as GEMMs, then votes.
   Stopwatch vote_clock;
-  VoteKernel kernel(D, e.C);
+  VoteKernel kernel(D, e.C,
+                    config.vote_loss == "zero_one" ? VoteLoss::zero_one : VoteLoss::cross_entropy);
   std::vector<double> differences(static_cast<std::size_t>(owned) * P);
   std::vector<std::uint8_t> row_subset, pair_subset;
   if (config.validation_subsets > 1)

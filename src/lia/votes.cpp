@@ -161,7 +161,8 @@ double mixture_threshold(std::vector<double> values) {
   return midpoint;
 }
 
-VoteKernel::VoteKernel(int features, int classes) : features_(features), classes_(classes) {}
+VoteKernel::VoteKernel(int features, int classes, VoteLoss loss)
+    : features_(features), classes_(classes), loss_(loss) {}
 
 void exp_nonpositive(const double* x, double* out, std::size_t n) {
   lanes::exp_nonpositive(x, out, n);  // the lane kernel of core/lanes.hpp
@@ -193,6 +194,19 @@ void block_losses(const double* logits, int count, int classes, const std::int32
   }
 }
 
+// The 0-1 loss of `count` consecutive rows of C logits each (1 unless the first maximal logit is
+// the label), labels as in block_losses.
+void block_errors(const double* logits, int count, int classes, const std::int32_t* labels,
+                  std::size_t label_stride, double* errors) {
+  for (int a = 0; a < count; ++a) {
+    const double* l = logits + static_cast<std::size_t>(a) * classes;
+    int top = 0;
+    for (int c = 1; c < classes; ++c)
+      if (l[c] > l[top]) top = c;
+    errors[a] = top == labels[a * label_stride] ? 0.0 : 1.0;
+  }
+}
+
 }  // namespace
 
 void VoteKernel::loss_differences(const double* x, const std::int32_t* y,
@@ -216,8 +230,11 @@ void VoteKernel::loss_differences(const double* x, const std::int32_t* y,
     row_logits(block_x, rows, D, C, base, base_logits_.data());
     shifted_.resize(std::max(rows, static_cast<std::size_t>(kContributorChunk)) * C);
     row_losses_.resize(kContributorChunk);
-    block_losses(base_logits_.data(), static_cast<int>(rows), C, y + row0, 1, shifted_.data(),
-                 base_loss_.data());
+    if (loss_ == VoteLoss::zero_one)
+      block_errors(base_logits_.data(), static_cast<int>(rows), C, y + row0, 1, base_loss_.data());
+    else
+      block_losses(base_logits_.data(), static_cast<int>(rows), C, y + row0, 1, shifted_.data(),
+                   base_loss_.data());
     for (int a0 = 0; a0 < contributors; a0 += kContributorChunk) {
       const int chunk = std::min(contributors - a0, kContributorChunk);
       const int width = chunk * C;
@@ -236,7 +253,10 @@ void VoteKernel::loss_differences(const double* x, const std::int32_t* y,
           const std::size_t local = r - row0;
           const double* row_logits = &logits_[local * width];
           const std::int32_t label = y[r];
-          block_losses(row_logits, chunk, C, &label, 0, shifted_.data(), row_losses_.data());
+          if (loss_ == VoteLoss::zero_one)
+            block_errors(row_logits, chunk, C, &label, 0, row_losses_.data());
+          else
+            block_losses(row_logits, chunk, C, &label, 0, shifted_.data(), row_losses_.data());
           for (int a = 0; a < chunk; ++a) {
             if (pair_subset != nullptr &&
                 row_subset[r] != pair_subset[static_cast<std::size_t>(v) * contributors + a0 + a])

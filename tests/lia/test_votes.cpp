@@ -164,6 +164,14 @@ double naive_loss(const double* x, std::int32_t y, const double* theta, int C, i
   return std::log(total) - logits[y];
 }
 
+// The 0-1 loss by the definition: 1 unless the first maximal logit is the label.
+double naive_error(const double* x, std::int32_t y, const double* theta, int C, int D) {
+  std::vector<double> logits(C, 0.0);
+  for (int c = 0; c < C; ++c)
+    for (int d = 0; d < D; ++d) logits[c] += theta[c * D + d] * x[d];
+  return std::max_element(logits.begin(), logits.end()) - logits.begin() == y ? 0.0 : 1.0;
+}
+
 TEST(LiaVotes, KernelEqualsANaiveLoopOverContributors) {
   const int C = 4, D = 7, validators = 37, contributors = 300;  // 3 blocks, 3 chunks
   Stream stream(5, Purpose::synthetic_rows);
@@ -182,29 +190,39 @@ TEST(LiaVotes, KernelEqualsANaiveLoopOverContributors) {
   for (auto& s : row_subset) s = static_cast<std::uint8_t>(stream.below(3));
   for (auto& s : pair_subset) s = static_cast<std::uint8_t>(stream.below(3));
 
-  VoteKernel kernel(D, C);
-  for (bool subsets : {false, true}) {
-    std::vector<double> differences(static_cast<std::size_t>(validators) * contributors);
-    kernel.loss_differences(x.data(), y.data(), begin, base.data(), stacked.data(), contributors,
-                            differences.data(), subsets ? row_subset.data() : nullptr,
-                            subsets ? pair_subset.data() : nullptr);
-    for (int v = 0; v < validators; ++v)
-      for (int a = 0; a < contributors; ++a) {
-        double expected = 0.0;
-        for (std::size_t r = begin[v]; r < begin[v + 1]; ++r) {
-          if (subsets &&
-              row_subset[r] != pair_subset[static_cast<std::size_t>(v) * contributors + a])
-            continue;
-          expected +=
-              naive_loss(&x[r * D], y[r], base.data(), C, D) -
-              naive_loss(&x[r * D], y[r], &stacked[static_cast<std::size_t>(a) * C * D], C, D);
+  for (const VoteLoss loss : {VoteLoss::cross_entropy, VoteLoss::zero_one}) {
+    VoteKernel kernel(D, C, loss);
+    const auto naive = loss == VoteLoss::zero_one ? naive_error : naive_loss;
+    for (bool subsets : {false, true}) {
+      std::vector<double> differences(static_cast<std::size_t>(validators) * contributors);
+      kernel.loss_differences(x.data(), y.data(), begin, base.data(), stacked.data(), contributors,
+                              differences.data(), subsets ? row_subset.data() : nullptr,
+                              subsets ? pair_subset.data() : nullptr);
+      long changed = 0;  // pairs whose 0-1 difference is not 0: the check is not vacuous
+      for (int v = 0; v < validators; ++v)
+        for (int a = 0; a < contributors; ++a) {
+          double expected = 0.0;
+          for (std::size_t r = begin[v]; r < begin[v + 1]; ++r) {
+            if (subsets &&
+                row_subset[r] != pair_subset[static_cast<std::size_t>(v) * contributors + a])
+              continue;
+            expected += naive(&x[r * D], y[r], base.data(), C, D) -
+                        naive(&x[r * D], y[r], &stacked[static_cast<std::size_t>(a) * C * D], C, D);
+          }
+          const double got = differences[static_cast<std::size_t>(v) * contributors + a];
+          changed += expected != 0.0;
+          // Cross-entropy: sums of a few O(1) terms; only rounding differs (GEMM order,
+          // max-shifted log-sum-exp). 0-1 loss: counts, exact, since no two of these random
+          // normal logits tie and no GEMM rounding (1e-15) moves an argmax whose gap is larger.
+          if (loss == VoteLoss::zero_one)
+            EXPECT_EQ(got, expected) << "validator " << v << " contributor " << a;
+          else
+            EXPECT_NEAR(got, expected, 1e-11) << "validator " << v << " contributor " << a;
         }
-        // Sums of a few O(1) terms; only rounding differs (GEMM order, max-shifted log-sum-exp).
-        EXPECT_NEAR(differences[static_cast<std::size_t>(v) * contributors + a], expected, 1e-11)
-            << "validator " << v << " contributor " << a;
-      }
+      EXPECT_GT(changed, validators * contributors / 4);
+    }
+    EXPECT_DOUBLE_EQ(kernel.last_gemm_flops(), 2.0 * rows * contributors * C * D);
   }
-  EXPECT_DOUBLE_EQ(kernel.last_gemm_flops(), 2.0 * rows * contributors * C * D);
 }
 
 }  // namespace

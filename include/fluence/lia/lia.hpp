@@ -32,10 +32,11 @@ struct LiaConfig {
   double epsilon_train = 1.0;
   double delta = 1e-5;
   double epsilon_vote = 1.0;
-  std::string vote_accounting = "exact";  // "exact": eps = ln((1-p/2)/(p/2)); "seed": 2 ln(...)
-  std::string vote_baseline = "model";    // or "median" / "quantile" of a validator's differences
-  double vote_quantile = 0.5;             // the quantile of vote_baseline = "quantile"
-  int validators_per_contributor = 0;     // 0 = all other participants
+  std::string vote_accounting = "exact";    // "exact": eps = ln((1-p/2)/(p/2)); "seed": 2 ln(...)
+  std::string vote_baseline = "model";      // or "median" / "quantile" of a validator's differences
+  double vote_quantile = 0.5;               // the quantile of vote_baseline = "quantile"
+  std::string vote_loss = "cross_entropy";  // or "zero_one": the loss L of Eq. 1
+  int validators_per_contributor = 0;       // 0 = all other participants
   int validation_subsets = 1;
   std::string body = "identity";  // or "mlp"
   int hidden = 64;

@@ -47,18 +47,24 @@ double mixture_threshold(std::vector<double> values);
 /// softmax losses spend most of their time here.
 void exp_nonpositive(const double* x, double* out, std::size_t n);
 
+/// The loss L of Eq. 1 a validator evaluates: the softmax layer's cross-entropy, or the 0-1 loss
+/// (1 when the row's first maximal logit is not its label, else 0), so that L(z, theta_base) -
+/// L(z, theta_a) summed over a validator's rows is how many more of them theta_a classifies
+/// correctly than theta_base.
+enum class VoteLoss { cross_entropy, zero_one };
+
 /// Sums over each validator's rows of L(z, theta_base) - L(z, theta_a) for every contributor a,
-/// with the cross-entropy of a C-class softmax layer on D features. The logits of all contributors
-/// come from GEMMs of the validators' rows (in blocks of `kValidatorBlock` validators) against the
-/// stacked weights (in chunks of `kContributorChunk` contributors). Block and chunk boundaries are
-/// fixed in global indices, so a validator's sums are bitwise the same whichever rank computes
-/// them.
+/// with the cross-entropy or the 0-1 loss (VoteLoss) of a C-class softmax layer on D features. The
+/// logits of all contributors come from GEMMs of the validators' rows (in blocks of
+/// `kValidatorBlock` validators) against the stacked weights (in chunks of `kContributorChunk`
+/// contributors). Block and chunk boundaries are fixed in global indices, so a validator's sums are
+/// bitwise the same whichever rank computes them.
 class VoteKernel {
  public:
   static constexpr int kValidatorBlock = 16;
   static constexpr int kContributorChunk = 128;
 
-  VoteKernel(int features, int classes);
+  VoteKernel(int features, int classes, VoteLoss loss = VoteLoss::cross_entropy);
 
   /// `x` holds the rows of `validators` consecutive validators (the first one a multiple of
   /// kValidatorBlock in the global numbering, except in tests), validator v owning rows
@@ -78,6 +84,7 @@ class VoteKernel {
 
  private:
   int features_, classes_;
+  VoteLoss loss_;
   std::vector<double> logits_, base_logits_, base_loss_, shifted_, row_losses_;
   double flops_ = 0.0, gemm_seconds_ = 0.0;
 };
