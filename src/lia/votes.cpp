@@ -200,10 +200,7 @@ void block_errors(const double* logits, int count, int classes, const std::int32
                   std::size_t label_stride, double* errors) {
   for (int a = 0; a < count; ++a) {
     const double* l = logits + static_cast<std::size_t>(a) * classes;
-    int top = 0;
-    for (int c = 1; c < classes; ++c)
-      if (l[c] > l[top]) top = c;
-    errors[a] = top == labels[a * label_stride] ? 0.0 : 1.0;
+    errors[a] = std::max_element(l, l + classes) - l == labels[a * label_stride] ? 0.0 : 1.0;
   }
 }
 
