@@ -349,6 +349,17 @@ std::vector<KeySpec> build_schema() {
       choice("lia.vote_loss", "\"cross_entropy\"", {"cross_entropy", "zero_one"},
              "the loss L of Eq. 1: the model's cross-entropy, or the 0-1 loss (a vote compares "
              "how many validation rows each model classifies correctly)"),
+      choice("lia.relevance", "\"none\"", {"none", "predicted_classes"},
+             "how the center combines the votes on a contributor: their sum (seed 002), or a "
+             "mean weighted by how much the validator's and the contributor's histograms of M0's "
+             "predicted classes overlap (docs/math.md §9)"),
+      key("lia.relevance_epsilon", T::epsilon, "0.2",
+          "relevance = \"predicted_classes\": epsilon of each participant's Laplace-noised "
+          "histogram, paid from lia.epsilon_train (batch) and lia.epsilon_vote (validation set)"),
+      key("lia.relevance_power", T::real, "2.0",
+          "relevance = \"predicted_classes\": a vote's weight is the histogram overlap to this "
+          "power",
+          0.0, kInf, true),
       key("lia.vote_quantile", T::real, "0.5",
           "vote_baseline = \"quantile\": the quantile q of a validator's differences (votes +1 "
           "for all but about the share q of its contributors that help it least)",

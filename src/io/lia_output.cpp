@@ -15,6 +15,11 @@ void write_lia_output(ResultsFile& file, const lia::LiaConfig& config,
   const auto C = static_cast<std::size_t>(result.classes);
   file.dataset("/lia/batch_labels", result.batch_labels, {P, C});
   file.dataset("/lia/validation_labels", result.validation_labels, {P, C});
+  if (config.relevance_weighted()) {
+    file.dataset("/lia/relevance/batch_histogram", result.batch_histogram, {P, C});
+    file.dataset("/lia/relevance/validation_histogram", result.validation_histogram, {P, C});
+    file.scalar("/lia/relevance/epsilon", config.relevance_epsilon);
+  }
   file.scalar("/lia/threshold", result.threshold);
   file.scalar("/lia/recall", result.recall);
   file.scalar("/lia/precision", result.precision);

@@ -43,6 +43,9 @@ LiaConfig LiaConfig::from_deck(const Deck& deck, int classes) {
   c.vote_accounting = deck.string("lia.vote_accounting");
   c.vote_baseline = deck.string("lia.vote_baseline");
   c.vote_loss = deck.string("lia.vote_loss");
+  c.relevance = deck.string("lia.relevance");
+  c.relevance_epsilon = single_level(deck, "lia.relevance_epsilon");
+  c.relevance_power = deck.real("lia.relevance_power");
   c.vote_quantile = c.vote_baseline == "median" ? 0.5 : deck.real("lia.vote_quantile");
   c.validators_per_contributor = static_cast<int>(deck.integer("lia.validators_per_contributor"));
   c.validation_subsets = static_cast<int>(deck.integer("lia.validation_subsets"));
@@ -72,6 +75,15 @@ LiaConfig LiaConfig::from_deck(const Deck& deck, int classes) {
         "{}: lia.clip = 0 (no clipping) leaves DP-SGD without a sensitivity bound; set lia.clip > "
         "0 or lia.epsilon_train = \"inf\"",
         deck.where("lia.clip")));
+  // The histograms are released on top of DP-SGD and the votes, so they are paid from the same
+  // budgets (basic composition); a histogram without noise fits only budgets without limit.
+  for (const auto& [budget, name] : {std::pair{c.epsilon_train, "lia.epsilon_train"},
+                                     std::pair{c.epsilon_vote, "lia.epsilon_vote"}})
+    if (c.relevance_weighted() && std::isfinite(budget) && !(c.relevance_epsilon < budget))
+      throw InputError(fmt::format(
+          "{}: lia.relevance_epsilon = {} must be below {} = {}: the relevance histogram is paid "
+          "from that budget (\"inf\" only when the budget is \"inf\")",
+          deck.where("lia.relevance_epsilon"), c.relevance_epsilon, name, budget));
   if (c.validators_per_contributor >= c.participants)
     throw InputError(
         fmt::format("{}: lia.validators_per_contributor = {} but a contributor has only {} other "
@@ -94,7 +106,11 @@ LiaConfig LiaConfig::from_deck(const Deck& deck, int classes) {
 }
 
 double LiaConfig::vote_flip_probability() const {
-  return lia::vote_flip_probability(epsilon_vote, vote_accounting == "seed");
+  return lia::vote_flip_probability(after_relevance(epsilon_vote), vote_accounting == "seed");
+}
+
+double LiaConfig::after_relevance(double epsilon) const {
+  return relevance_weighted() && std::isfinite(epsilon) ? epsilon - relevance_epsilon : epsilon;
 }
 
 }  // namespace fluence::lia

@@ -180,14 +180,20 @@ Experiment set_up_experiment(const Deck& deck, bool progress, LiaResult& result)
   const double q = dp_sgd_rate(config.train_size, dp);
   const long steps = dp_sgd_steps(config.train_size, dp);
   if (std::isfinite(config.epsilon_train)) {
-    dp.noise_multiplier = noise_for_epsilon(q, steps, config.epsilon_train, config.delta);
-    result.epsilon_train = dp_sgd_epsilon(q, dp.noise_multiplier, steps, config.delta).epsilon;
+    // With relevance weighting the batch's histogram takes relevance_epsilon of the budget
+    // (basic composition of its pure-DP release with DP-SGD's (eps, delta)).
+    const double sgd_budget = config.after_relevance(config.epsilon_train);
+    dp.noise_multiplier = noise_for_epsilon(q, steps, sgd_budget, config.delta);
+    result.epsilon_train = dp_sgd_epsilon(q, dp.noise_multiplier, steps, config.delta).epsilon +
+                           (config.epsilon_train - sgd_budget);
   } else {
     result.epsilon_train = std::numeric_limits<double>::infinity();
   }
   result.noise_multiplier = dp.noise_multiplier;
   result.epsilon_vote =
-      vote_epsilon(config.vote_flip_probability(), config.vote_accounting == "seed");
+      vote_epsilon(config.vote_flip_probability(), config.vote_accounting == "seed") +
+      (config.relevance_weighted() && std::isfinite(config.epsilon_vote) ? config.relevance_epsilon
+                                                                         : 0.0);
   return e;
 }
 

@@ -13,6 +13,7 @@
 #include "fluence/core/log.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/rng.hpp"
+#include "fluence/lia/relevance.hpp"
 #include "fluence/lia/votes.hpp"
 
 namespace fluence::lia {
@@ -46,6 +47,17 @@ std::vector<std::uint8_t> validator_membership(int contributor, int participants
 
 struct VoteTally {
   std::vector<std::int64_t> noisy, truthful, cast;
+  std::vector<std::int64_t> weight;  // relevance: the sum of the quantized weights, else empty
+
+  // What the center decides on: the vote sums, or with relevance weights the weighted means.
+  std::vector<double> decided(const std::vector<std::int64_t>& sums) const {
+    std::vector<double> out(sums.size());
+    for (std::size_t k = 0; k < sums.size(); ++k)
+      out[k] = weight.empty()  ? static_cast<double>(sums[k])
+               : weight[k] > 0 ? static_cast<double>(sums[k]) / static_cast<double>(weight[k])
+                               : 0.0;
+    return out;
+  }
 };
 
 // member[(b - first) * contributors + k] = 1 when validator b votes on contributor id0 + k.
@@ -89,14 +101,17 @@ std::vector<double> vote_baselines(const std::vector<double>& differences,
 
 // The votes of the local validators on `contributors` contributors with ids id0, id0 + 1, ...
 // (Eq. 1 against `baseline`, then Eq. 2), summed over all validators (exact integer all-reduce).
+// With `weights` (quantized, one per validator and contributor as in `member`), each vote counts
+// its weight and the tally carries the weights' sums.
 VoteTally tally_votes(const std::vector<double>& differences,
                       const std::vector<std::uint8_t>& member, const std::vector<double>& baseline,
                       int contributors, int id0, const LiaConfig& config, int first, int last,
-                      std::uint64_t seed) {
+                      std::uint64_t seed, const std::vector<std::int64_t>& weights = {}) {
   VoteTally tally;
   tally.noisy.assign(contributors, 0);
   tally.truthful.assign(contributors, 0);
   tally.cast.assign(contributors, 0);
+  if (!weights.empty()) tally.weight.assign(contributors, 0);
   const double p = config.vote_flip_probability();
   for (int b = first; b < last; ++b)
     for (int k = 0; k < contributors; ++k) {
@@ -106,12 +121,16 @@ VoteTally tally_votes(const std::vector<double>& differences,
       const int vote = differences[at] > baseline[b - first] ? 1 : -1;
       Stream stream(seed, Purpose::lia_vote, static_cast<std::uint64_t>(b),
                     static_cast<std::uint64_t>(id0 + k));
-      tally.noisy[k] += obfuscate_vote(vote, p, stream);
-      tally.truthful[k] += vote;
+      const std::int64_t w = weights.empty() ? 1 : weights[at];
+      tally.noisy[k] += w * obfuscate_vote(vote, p, stream);
+      tally.truthful[k] += w * vote;
       tally.cast[k] += 1;
+      if (!weights.empty()) tally.weight[k] += w;
     }
-  for (auto* values : {&tally.noisy, &tally.truthful, &tally.cast})
-    MPI_Allreduce(MPI_IN_PLACE, values->data(), contributors, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+  for (auto* values : {&tally.noisy, &tally.truthful, &tally.cast, &tally.weight})
+    if (!values->empty())
+      MPI_Allreduce(MPI_IN_PLACE, values->data(), contributors, MPI_INT64_T, MPI_SUM,
+                    MPI_COMM_WORLD);
   return tally;
 }
 
@@ -132,6 +151,51 @@ void validation_subsets(const LiaConfig& config, int first, int last, int contri
       pair_subset[static_cast<std::size_t>(b - first) * contributors + k] =
           static_cast<std::uint8_t>(stream.below(s));
     }
+}
+
+// lia.relevance (docs/math.md §9, "Relevance-weighted votes"): a participant's noisy histogram of
+// M0's predicted classes over `rows` rows of x; `role` 0 is a training batch, 1 a validation set.
+std::vector<double> noisy_histogram(const Experiment& e, const double* x, std::size_t rows,
+                                    std::uint64_t participant, int role) {
+  auto counts = predicted_class_histogram(x, rows, e.D, e.C, e.theta0.data());
+  Stream stream(e.seed, Purpose::lia_relevance, static_cast<std::uint64_t>(role), participant);
+  add_laplace_noise(counts, e.config.relevance_epsilon, stream);
+  return counts;
+}
+
+// The quantized weights of the local validators' votes on `contributors` contributors whose
+// histograms are `contributor_histograms` (contributors x C), laid out as membership_matrix.
+std::vector<std::int64_t> vote_weights(const Experiment& e,
+                                       const std::vector<double>& validation_histograms,
+                                       const std::vector<double>& contributor_histograms,
+                                       int contributors) {
+  const int C = e.C, owned = e.local.last - e.local.first;
+  std::vector<std::int64_t> weights(static_cast<std::size_t>(owned) * contributors);
+  for (int b = 0; b < owned; ++b)
+    for (int k = 0; k < contributors; ++k)
+      weights[static_cast<std::size_t>(b) * contributors + k] = quantized_weight(relevance_weight(
+          &validation_histograms[static_cast<std::size_t>(e.local.first + b) * C],
+          &contributor_histograms[static_cast<std::size_t>(k) * C], C, e.config.relevance_power));
+  return weights;
+}
+
+// Every participant's two histograms, gathered (P x C each) into the result.
+void relevance_histograms(const Experiment& e, LiaResult& result) {
+  const LocalData& local = e.local;
+  const int owned = local.last - local.first, C = e.C, D = e.D;
+  std::vector<double> batch_local, validation_local;
+  for (int i = local.first; i < local.last; ++i) {
+    const std::size_t offset = static_cast<std::size_t>(i - local.first) * e.config.train_size;
+    const auto batch = noisy_histogram(e, &local.train_x[offset * D],
+                                       static_cast<std::size_t>(e.config.train_size), i, 0);
+    const std::size_t v0 = local.validation_begin[i - local.first],
+                      v1 = local.validation_begin[i - local.first + 1];
+    const auto validation = noisy_histogram(e, &local.validation_x[v0 * D], v1 - v0, i, 1);
+    batch_local.insert(batch_local.end(), batch.begin(), batch.end());
+    validation_local.insert(validation_local.end(), validation.begin(), validation.end());
+  }
+  result.batch_histogram = ordered_allgather(batch_local, owned, C);
+  result.validation_histogram = ordered_allgather(validation_local, owned, C);
 }
 
 struct Filtration {
@@ -256,9 +320,26 @@ void judge_minority_newcomers(Experiment& e, VoteKernel& kernel,
   // A newcomer is judged against the validators' baselines from the population's contributors.
   const auto newcomer_member =
       membership_matrix(newcomers, P, config, local.first, local.last, seed);
-  const VoteTally newcomer_tally = tally_votes(minority_differences, newcomer_member, baseline,
-                                               newcomers, P, config, local.first, local.last, seed);
-  result.minority.vote_sum.assign(newcomer_tally.noisy.begin(), newcomer_tally.noisy.end());
+  std::vector<std::int64_t> newcomer_weights;
+  if (config.relevance_weighted()) {
+    // Newcomer k's batch histogram; its stream id continues after the P participants.
+    std::vector<double> local_histograms;
+    for (auto k = n0; k < n1; ++k) {
+      const int f = static_cast<int>(k / R), run = static_cast<int>(k % R);
+      const auto rows =
+          minority_batch(train, e.assignment, config, config.minority_fractions[f], seed, run);
+      const auto x = e.body.features(train, rows);
+      const auto h =
+          noisy_histogram(e, x.data(), rows.size(), static_cast<std::uint64_t>(P + k), 0);
+      local_histograms.insert(local_histograms.end(), h.begin(), h.end());
+    }
+    const auto histograms = ordered_allgather(local_histograms, static_cast<int>(n1 - n0), e.C);
+    newcomer_weights = vote_weights(e, result.validation_histogram, histograms, newcomers);
+  }
+  const VoteTally newcomer_tally =
+      tally_votes(minority_differences, newcomer_member, baseline, newcomers, P, config,
+                  local.first, local.last, seed, newcomer_weights);
+  result.minority.vote_sum = newcomer_tally.decided(newcomer_tally.noisy);
   result.minority.acceptance.assign(F, 0.0);
   for (int k = 0; k < newcomers; ++k)
     if (result.minority.vote_sum[k] >= result.threshold)
@@ -300,8 +381,11 @@ void filter_contributors(Experiment& e, LiaResult& result) {
   if (e.progress)
     log::info(
         "lia: {} contributors trained (DP-SGD: q = {:.3g}, {} steps, sigma = {:.4g}, "
-        "eps = {:.4g} at delta = {:g}) in {}",
+        "eps = {:.4g} at delta = {:g}{}) in {}",
         P, q, steps, e.dp.noise_multiplier, result.epsilon_train, config.delta,
+        config.relevance_weighted()
+            ? fmt::format(", of which {:g} for the relevance histogram", config.relevance_epsilon)
+            : std::string(),
         format_duration(result.time_training));
 
   // Validators (lines 8-12): loss differences as GEMMs, then votes.
@@ -320,13 +404,18 @@ void filter_contributors(Experiment& e, LiaResult& result) {
   result.vote_gflops = gemm_seconds > 0 ? kernel.last_gemm_flops() / gemm_seconds / 1e9 : 0.0;
   const auto member = membership_matrix(P, 0, config, local.first, local.last, seed);
   const auto baseline = vote_baselines(differences, member, P, config, local.first, local.last);
-  const VoteTally tally =
-      tally_votes(differences, member, baseline, P, 0, config, local.first, local.last, seed);
+  std::vector<std::int64_t> weights;
+  if (config.relevance_weighted()) {
+    relevance_histograms(e, result);
+    weights = vote_weights(e, result.validation_histogram, result.batch_histogram, P);
+  }
+  const VoteTally tally = tally_votes(differences, member, baseline, P, 0, config, local.first,
+                                      local.last, seed, weights);
   result.time_votes = vote_clock.seconds();
 
   // Center (line 14).
-  result.vote_sum.assign(tally.noisy.begin(), tally.noisy.end());
-  result.true_vote_sum.assign(tally.truthful.begin(), tally.truthful.end());
+  result.vote_sum = tally.decided(tally.noisy);
+  result.true_vote_sum = tally.decided(tally.truthful);
   result.votes_cast = tally.cast;
   result.threshold = config.threshold == "kmeans"    ? kmeans_threshold(result.vote_sum)
                      : config.threshold == "mixture" ? mixture_threshold(result.vote_sum)

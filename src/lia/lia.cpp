@@ -23,6 +23,8 @@ void save_lia_state(const LiaResult& r, StateArrays& arrays) {
                            r.epsilon_train, r.epsilon_vote,  r.noise_multiplier, r.sign_agreement,
                            r.vote_gflops,   r.time_training, r.time_votes};
   arrays["lia/sign_checked"] = as_double(r.sign_checked);
+  arrays["lia/relevance/batch_histogram"] = r.batch_histogram;
+  arrays["lia/relevance/validation_histogram"] = r.validation_histogram;
   arrays["lia/minority/acceptance"] = r.minority.acceptance;
   arrays["lia/minority/vote_sum"] = r.minority.vote_sum;
   for (const auto& method : r.fl) {
@@ -55,6 +57,8 @@ void restore_filtering(const StateArrays& arrays, int participants, const LiaCon
   r.time_training = scalars[9];
   r.time_votes = scalars[10];
   r.sign_checked = as_int(state_array(arrays, "lia/sign_checked"));
+  r.batch_histogram = state_array(arrays, "lia/relevance/batch_histogram");
+  r.validation_histogram = state_array(arrays, "lia/relevance/validation_histogram");
   r.minority.acceptance = state_array(arrays, "lia/minority/acceptance");
   r.minority.vote_sum = state_array(arrays, "lia/minority/vote_sum");
   if (!config.minority_fractions.empty()) r.minority.fractions = config.minority_fractions;

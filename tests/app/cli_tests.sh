@@ -758,6 +758,32 @@ PY
 then pass "lia on 1, 2, 3 ranks: bitwise-identical votes, decisions, sign check, minority and FL curves"
 else fail "lia results differ across rank counts or miss datasets"; fi
 
+# Relevance-weighted votes (docs/math.md §9): bitwise the same on 1 and 3 ranks, the minority
+# newcomers weighted too; the histograms are written and the budgets still add up to eps.
+lia_rel=(--quiet --set lia.participants=70 --set 'lia.relevance="predicted_classes"' --set lia.relevance_epsilon=0.5
+  --set lia.rounds=2 --set 'lia.vote_baseline="quantile"' --set lia.vote_quantile=0.3)
+for ranks in 1 3; do
+  "$mpirun" -n "$ranks" "$fluence" lia "$lia_deck" --out "$work/liarel$ranks" "${lia_rel[@]}" >"$work/liarel$ranks.log" 2>&1 ||
+    { fail "lia relevance on $ranks ranks"; tail -5 "$work/liarel$ranks.log" | sed 's/^/    /'; }
+done
+if compare_runs "$work/liarel1/results.h5" "$work/liarel3/results.h5" && "$python" - "$work" <<'PY'
+import sys, h5py, numpy as np
+f = h5py.File(f"{sys.argv[1]}/liarel1/results.h5", "r")
+P, C = 70, f["/lia/batch_labels"].shape[1]
+for name in ("batch_histogram", "validation_histogram"):
+    assert f["/lia/relevance/" + name].shape == (P, C), name
+assert f["/lia/relevance/epsilon"][()] == 0.5
+v = f["/lia/vote_sum"][...]
+assert np.all(np.abs(v) <= 1) and np.all(np.abs(f["/lia/minority/vote_sum"][...]) <= 1)
+acc = f["/lia/accepted"][...]
+assert np.array_equal(acc, (v >= f["/lia/threshold"][()]).astype(acc.dtype))
+assert abs(f["/lia/epsilon_train"][()] - 2.0) < 1e-6 and abs(f["/lia/epsilon_vote"][()] - 2.0) < 1e-12
+PY
+then pass "lia with relevance-weighted votes on 1 and 3 ranks: bitwise identical, histograms written"
+else fail "lia relevance results differ across rank counts or miss datasets"; fi
+COMMAND=lia expect_input_error lia_relevance_budget "lia.relevance_epsilon = 2 must be below lia.epsilon_vote = 2" \
+  "$lia_deck" --set 'lia.relevance="predicted_classes"' --set lia.relevance_epsilon=2.0 --set lia.epsilon_train=3.0
+
 COMMAND=lia expect_input_error lia_krum "which needs more than 2f + 2" "$lia_deck" \
   --set lia.corrupted_fraction=0.5
 COMMAND=lia expect_input_error lia_clip "leaves DP-SGD without a sensitivity bound" "$lia_deck" \
@@ -801,6 +827,7 @@ sweep_resume fl fldp "$fldp_deck" "$work/fldp2/results.h5" 15 4 --set fldp.enume
 # influence (CG): 20 rounds, the model at 21, 20 vectors (22-41), 20 leave-one-out retrains (42-61).
 sweep_resume in influence "$influence_deck" "$work/inf2/results.h5" 46 29
 # lia: the filtering stage is unit 1, the seven FL methods units 2-8.
+sweep_resume lr lia "$lia_deck" "$work/liarel1/results.h5" 6 4 "${lia_rel[@]:1}"
 sweep_resume li lia "$lia_deck" "$work/lia2/results.h5" 6 4 --set lia.validators_per_contributor=25 \
   --set lia.validation_subsets=2 --set lia.participants=70 --set 'lia.vote_baseline="quantile"' \
   --set lia.vote_quantile=0.3

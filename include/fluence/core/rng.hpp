@@ -40,6 +40,7 @@ enum class Purpose : std::uint64_t {
   lia_sign_check = 28,
   lia_minority = 29,
   lia_body = 30,
+  lia_relevance = 31,
 };
 
 class Stream {

@@ -36,7 +36,11 @@ struct LiaConfig {
   std::string vote_baseline = "model";      // or "median" / "quantile" of a validator's differences
   double vote_quantile = 0.5;               // the quantile of vote_baseline = "quantile"
   std::string vote_loss = "cross_entropy";  // or "zero_one": the loss L of Eq. 1
-  int validators_per_contributor = 0;       // 0 = all other participants
+  std::string relevance =
+      "none";  // or "predicted_classes": relevance-weighted votes (relevance.hpp)
+  double relevance_epsilon = 0.2;      // each participant's noisy histogram, taken from its budgets
+  double relevance_power = 2.0;        // weight = histogram overlap ^ power
+  int validators_per_contributor = 0;  // 0 = all other participants
   int validation_subsets = 1;
   std::string body = "identity";  // or "mlp"
   int hidden = 64;
@@ -57,8 +61,11 @@ struct LiaConfig {
   /// Validates the [lia] section against the data's class count (messages name the key).
   static LiaConfig from_deck(const Deck& deck, int classes);
 
-  /// The randomized-response flip probability p of Eq. 2 for epsilon_vote (0 for eps = inf).
+  /// The randomized-response flip probability p of Eq. 2 for the vote's budget (0 for eps = inf).
   double vote_flip_probability() const;
+  bool relevance_weighted() const { return relevance != "none"; }
+  /// What the relevance histogram leaves of a budget: eps - relevance_epsilon when weighted.
+  double after_relevance(double epsilon) const;
 };
 
 /// Per-round test accuracy of one FL method after filtering.
@@ -85,6 +92,8 @@ struct LiaResult {
   double threshold = 0.0;
   double recall = 0.0, precision = 0.0, accuracy = 0.0;
   double epsilon_train = 0.0, epsilon_vote = 0.0, noise_multiplier = 0.0;
+  // lia.relevance: every participant's noisy predicted-class histograms, P x C each.
+  std::vector<double> batch_histogram, validation_histogram;
   double sign_agreement = std::numeric_limits<double>::quiet_NaN();
   std::vector<std::int64_t> sign_checked;  // the contributors checked
   double m0_test_accuracy = 0.0;
