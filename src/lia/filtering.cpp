@@ -170,12 +170,19 @@ std::vector<std::int64_t> vote_weights(const Experiment& e,
                                        const std::vector<double>& contributor_histograms,
                                        int contributors) {
   const int C = e.C, owned = e.local.last - e.local.first;
+  // Shares once per histogram, then one C-long dot product per (validator, contributor) pair.
+  const auto validator_shares =
+      relevance_shares(std::span<const double>(validation_histograms)
+                           .subspan(static_cast<std::size_t>(e.local.first) * C,
+                                    static_cast<std::size_t>(owned) * C),
+                       C);
+  const auto contributor_shares = relevance_shares(contributor_histograms, C);
   std::vector<std::int64_t> weights(static_cast<std::size_t>(owned) * contributors);
   for (int b = 0; b < owned; ++b)
     for (int k = 0; k < contributors; ++k)
       weights[static_cast<std::size_t>(b) * contributors + k] = quantized_weight(relevance_weight(
-          &validation_histograms[static_cast<std::size_t>(e.local.first + b) * C],
-          &contributor_histograms[static_cast<std::size_t>(k) * C], C, e.config.relevance_power));
+          &validator_shares[static_cast<std::size_t>(b) * C],
+          &contributor_shares[static_cast<std::size_t>(k) * C], C, e.config.relevance_power));
   return weights;
 }
 

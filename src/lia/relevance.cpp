@@ -35,18 +35,22 @@ void add_laplace_noise(std::span<double> counts, double epsilon, Stream& stream)
   for (auto& count : counts) count += laplace(1.0 / epsilon, stream);
 }
 
-double relevance_weight(const double* validator_histogram, const double* contributor_histogram,
-                        int C, double power) {
-  auto shares = [C](const double* h) {
-    std::vector<double> f(C);
+std::vector<double> relevance_shares(std::span<const double> histograms, int C) {
+  std::vector<double> shares(histograms.size());
+  for (std::size_t h = 0; h < histograms.size(); h += C) {
     double total = 0.0;
-    for (int c = 0; c < C; ++c) total += f[c] = std::max(h[c], 0.0);
-    for (auto& v : f) v = total > 0.0 ? v / total : 1.0 / C;
-    return f;
-  };
-  const auto fv = shares(validator_histogram), fa = shares(contributor_histogram);
+    for (int c = 0; c < C; ++c) total += shares[h + c] = std::max(histograms[h + c], 0.0);
+    for (int c = 0; c < C; ++c) shares[h + c] = total > 0.0 ? shares[h + c] / total : 1.0 / C;
+  }
+  return shares;
+}
+
+double relevance_weight(const double* validator_shares, const double* contributor_shares, int C,
+                        double power) {
+  // A plain loop, not a GEMM: C is small, and the same order of additions for every pair keeps the
+  // weights independent of how the validators are spread over the ranks.
   double overlap = 0.0;
-  for (int c = 0; c < C; ++c) overlap += fv[c] * fa[c];
+  for (int c = 0; c < C; ++c) overlap += validator_shares[c] * contributor_shares[c];
   return std::pow(std::min(overlap, 1.0), power);
 }
 

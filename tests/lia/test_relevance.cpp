@@ -72,22 +72,29 @@ TEST(LiaRelevance, LaplaceDrawsFollowTheirDistributionFunction) {
 }
 
 TEST(LiaRelevance, WeightIsTheOverlapOfTheClippedSharesToThePower) {
-  const std::vector<double> a{10, 0, 30, 0}, b{0, 5, 15, 0};
-  // Shares: a = (1/4, 0, 3/4, 0), b = (0, 1/4, 3/4, 0); overlap 9/16.
-  EXPECT_DOUBLE_EQ(relevance_weight(a.data(), b.data(), 4, 1.0), 9.0 / 16);
-  EXPECT_DOUBLE_EQ(relevance_weight(a.data(), b.data(), 4, 2.0), 81.0 / 256);
-  // Negative noisy counts count as 0: (10, -3, 30, -1) has a's shares.
-  const std::vector<double> noisy{10, -3, 30, -1};
-  EXPECT_DOUBLE_EQ(relevance_weight(noisy.data(), b.data(), 4, 2.0), 81.0 / 256);
-  // Nothing left: uniform shares, overlap 1/C with any histogram.
-  const std::vector<double> empty{-1, -2, 0, -0.5};
-  EXPECT_DOUBLE_EQ(relevance_weight(empty.data(), b.data(), 4, 1.0), 0.25);
-  // Disjoint and identical one-class histograms.
-  const std::vector<double> c0{4, 0, 0, 0}, c1{0, 9, 0, 0};
-  EXPECT_EQ(relevance_weight(c0.data(), c1.data(), 4, 2.0), 0.0);
-  EXPECT_EQ(relevance_weight(c0.data(), c0.data(), 4, 3.0), 1.0);
-  // Power 0 weighs every vote 1: the plain vote sum, up to the weights' total.
-  EXPECT_EQ(relevance_weight(c0.data(), c1.data(), 4, 0.0), 1.0);
+  // Five histograms of 4 classes, their shares worked by hand below.
+  const std::vector<double> histograms{10, 0,  30, 0,     // a: (1/4, 0, 3/4, 0)
+                                       0,  5,  15, 0,     // b: (0, 1/4, 3/4, 0)
+                                       10, -3, 30, -1,    // a with noisy negatives: a's shares
+                                       -1, -2, 0,  -0.5,  // nothing left: uniform
+                                       4,  0,  0,  0};    // one class
+  const auto f = relevance_shares(histograms, 4);
+  ASSERT_EQ(f.size(), histograms.size());
+  EXPECT_EQ(std::vector<double>(f.begin(), f.begin() + 4), (std::vector<double>{0.25, 0, 0.75, 0}));
+  EXPECT_EQ(std::vector<double>(f.begin() + 8, f.begin() + 12),
+            std::vector<double>(f.begin(), f.begin() + 4));
+  EXPECT_EQ(std::vector<double>(f.begin() + 12, f.begin() + 16), std::vector<double>(4, 0.25));
+  const double* a = &f[0];
+  const double* b = &f[4];
+  const double* uniform = &f[12];
+  const double* one = &f[16];
+  EXPECT_DOUBLE_EQ(relevance_weight(a, b, 4, 1.0), 9.0 / 16);  // 3/4 * 3/4
+  EXPECT_DOUBLE_EQ(relevance_weight(a, b, 4, 2.0), 81.0 / 256);
+  EXPECT_DOUBLE_EQ(relevance_weight(uniform, b, 4, 1.0), 0.25);  // 1/C with any shares
+  EXPECT_EQ(relevance_weight(one, b, 4, 2.0), 0.0);              // disjoint
+  EXPECT_EQ(relevance_weight(one, one, 4, 3.0), 1.0);            // identical one-class
+  // Power 0 weighs every vote 1: the plain mean of the votes.
+  EXPECT_EQ(relevance_weight(one, b, 4, 0.0), 1.0);
 }
 
 TEST(LiaRelevance, QuantizedWeightsAreWithinHalfAQuantum) {

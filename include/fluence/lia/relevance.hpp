@@ -28,11 +28,14 @@ void add_laplace_noise(std::span<double> counts, double epsilon, Stream& stream)
 /// One Laplace(scale) draw: the difference of two unit exponentials, from two uniforms on [0, 1).
 double laplace(double scale, Stream& stream);
 
-/// The weight of a validator's vote on a contributor: (sum_c f_v(c) f_a(c))^power, where f is a
-/// histogram with negative (noisy) counts set to 0, normalized to sum 1 (uniform when nothing is
-/// left). In [0, 1].
-double relevance_weight(const double* validator_histogram, const double* contributor_histogram,
-                        int C, double power);
+/// A histogram's shares f: negative (noisy) counts set to 0, normalized to sum 1 (uniform when
+/// nothing is left). `histograms` holds `count` histograms of C values; returns count x C shares.
+std::vector<double> relevance_shares(std::span<const double> histograms, int C);
+
+/// The weight of a validator's vote on a contributor from their shares: (sum_c f_v(c)
+/// f_a(c))^power, in [0, 1].
+double relevance_weight(const double* validator_shares, const double* contributor_shares, int C,
+                        double power);
 
 /// A weight in [0, 1] as an integer multiple of 2^-40, so that weighted vote sums are exact
 /// integer sums whatever the rank count (docs/math.md §9, "Relevance-weighted votes").
