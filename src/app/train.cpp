@@ -42,11 +42,12 @@ int run_train(const CommandLine& command_line) {
   Federation federation(problem);
   const PersonalizationConfig personalization = PersonalizationConfig::from_deck(deck, config);
   std::optional<PrivateTraining> private_training;
-  std::function<void(int, std::vector<double>&)> round_step;
+  Federation::RoundStep round_step;
   if (privacy.enabled() || personalization.ditto) {
     private_training.emplace(federation, privacy, personalization);
-    round_step = [&](int round, std::vector<double>& theta) {
-      private_training->round(round, theta, config.local);
+    round_step = [&](int round, std::vector<double>& theta,
+                     const std::function<void()>& before_reduction) {
+      private_training->round(round, theta, config.local, before_reduction);
     };
     if (privacy.enabled())
       log::info("privacy: {} with q = {}, noise multiplier z = {:.4g} (updates {:.4g}), delta = {}",

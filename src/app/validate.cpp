@@ -52,8 +52,10 @@ int run_validate(const CommandLine& command_line) {
   log::info("\n# data: {} training rows, {} test rows, {} encoded features, {} classes",
             problem->data.train.rows, problem->data.test.rows, problem->encoding.width(),
             problem->data.train.classes());
-  log::info("# partition: {} clients of {} to {} rows over {} rank(s); model has {} parameters",
-            sizes.size(), *smallest, *largest, world_size(), problem->model->parameters());
+  log::info("# partition: {} clients of {} to {} rows over {} rank(s)", sizes.size(), *smallest,
+            *largest, world_size());
+  log::info("# model: {} ({} parameters)", problem->model->describe(),
+            problem->model->parameters());
   if (has_fldp) log::info("# fldp: {} case(s)", fldp_cases);
   if (whatif)
     log::info("# whatif: group {} in {{{}}}, {} fractions x {} eps x {} variant(s)",

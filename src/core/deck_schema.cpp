@@ -96,10 +96,33 @@ std::vector<KeySpec> build_schema() {
           0.0, kInf, true),
 
       section("model", "the model trained"),
-      choice("model.type", "\"logistic\"", {"logistic"}, "multinomial logistic regression"),
+      choice("model.type", "\"logistic\"", {"logistic", "mlp", "cnn"},
+             "multinomial logistic regression, a fully connected network, or a convolutional "
+             "network (docs/math.md §10)"),
       key("model.l2", T::real, "0.001", "L2 coefficient lambda: objective + lambda/2 ||theta||^2",
           0.0),
-      key("model.bias", T::boolean, "true", "add a bias (intercept) per class"),
+      key("model.bias", T::boolean, "true",
+          "add a bias (intercept): per class (logistic), per unit and filter (mlp, cnn)"),
+      key("model.hidden", T::integer_array, "[]",
+          "mlp, cnn: widths of the hidden dense layers, each followed by the activation ([] = "
+          "none: the logits come straight from the inputs or the convolutions)",
+          1),
+      choice("model.activation", "\"relu\"", {"relu", "tanh"},
+             "mlp, cnn: the activation after every hidden dense layer and convolution"),
+      choice("model.init", "\"auto\"", {"auto", "he", "glorot"},
+             "mlp, cnn: weights drawn N(0, 2/fan_in) (he) or U(+-sqrt(6/(fan_in+fan_out))) "
+             "(glorot); auto = he for relu, glorot for tanh; biases start at 0"),
+      key("model.conv_filters", T::integer_array, "[32, 64]",
+          "cnn: filters of each convolution layer, in order", 1),
+      key("model.conv_kernel", T::integer, "5", "cnn: k of every k x k convolution (stride 1)", 1),
+      choice("model.conv_padding", "\"same\"", {"same", "valid"},
+             "cnn: same (zero-pad (k-1)/2 per side, odd k) or valid (no padding)"),
+      key("model.conv_pool", T::boolean, "true",
+          "cnn: a 2 x 2 max-pooling (stride 2) after every convolution's activation"),
+      key("model.input_shape", T::integer_array, "[]",
+          "cnn: [height, width, channels] of the input images, channels last ([] = from the data: "
+          "IDX images are [28, 28, 1])",
+          1),
 
       section("ldp", "k-ary randomized response per client and attribute (seed 000 §3.2)"),
       key("ldp.attributes", T::string_array, "[]",
@@ -118,6 +141,12 @@ std::vector<KeySpec> build_schema() {
       choice("federation.local_precision", "\"double\"", {"double", "single"},
              "arithmetic of the clients' mini-batch SGD on byte-coded (image) data: double, or "
              "float32 as PyTorch's default (aggregation, noise and evaluation stay double)"),
+      choice("federation.client_sampling", "\"all\"", {"all", "poisson", "fixed"},
+             "clients in a FedAvg round: all, each with probability sampling_rate (poisson), or "
+             "round(sampling_rate N) drawn without replacement (fixed, McMahan et al.'s C)"),
+      key("federation.sampling_rate", T::real, "0.1",
+          "client_sampling poisson or fixed: q (privacy.sampling_rate samples private training)",
+          0.0, 1.0, true),
       choice("federation.optimizer", "\"sgd\"", {"sgd", "gd"},
              "local optimizer: mini-batch SGD or full-batch gradient descent"),
       choice("federation.polish", "\"none\"", {"none", "newton"},

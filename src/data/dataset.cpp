@@ -28,6 +28,7 @@ Table Table::empty_like() const {
   out.label_name = label_name;
   out.class_names = class_names;
   out.byte_denominator = byte_denominator;
+  out.image_shape = image_shape;
   return out;
 }
 

@@ -730,8 +730,10 @@ IdxPart read_idx_part(const std::string& directory, const std::string& images_na
   return part;
 }
 
-Table idx_layout(std::size_t pixels, int classes) {
+Table idx_layout(std::size_t height, std::size_t width, int classes) {
+  const std::size_t pixels = height * width;
   Table layout;
+  layout.image_shape = {static_cast<int>(height), static_cast<int>(width), 1};
   layout.attributes.reserve(pixels);
   for (std::size_t p = 0; p < pixels; ++p)
     layout.attributes.push_back(
@@ -814,7 +816,7 @@ TrainTest read_idx(const std::string& directory) {
                                  test.images.dimensions[2], train.images.path,
                                  train.images.dimensions[1], train.images.dimensions[2]));
   const int classes = std::max(max_label(train), max_label(test)) + 1;
-  const Table layout = idx_layout(train.pixels(), classes);
+  const Table layout = idx_layout(train.images.dimensions[1], train.images.dimensions[2], classes);
   return {idx_table(layout, train), idx_table(layout, test)};
 }
 

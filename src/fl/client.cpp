@@ -31,12 +31,11 @@ void Client::prefetch() const {
     __builtin_prefetch(begin + offset, 0, 1);  // read, keep in the outer caches
 }
 
-void Client::train_round(const SoftmaxRegression& model, const LocalTrainingConfig& config,
-                         std::uint64_t seed, int round, double* theta, Workspace& work,
-                         const double* start) {
-  if (trains_single(config)) {
+void Client::train_round(const Model& model, const LocalTrainingConfig& config, std::uint64_t seed,
+                         int round, double* theta, Workspace& work, const double* start) {
+  const std::size_t p = model.parameters();
+  if (trains_single(model, config)) {
     // The model rounded to float, trained, and returned as start + the exact float change.
-    const std::size_t p = model.parameters();
     if (!start) start = theta;
     std::vector<float>& start_single = work.single_start;
     start_single.assign(start, start + p);
@@ -46,41 +45,36 @@ void Client::train_round(const SoftmaxRegression& model, const LocalTrainingConf
                  (static_cast<double>(work.single_theta[k]) - static_cast<double>(start_single[k]));
     return;
   }
-  if (start && !trains_on_codes(config)) {
-    std::copy(start, start + model.parameters(), theta);
+  const TrainingRows data = training_rows();
+  if (start && (config.full_batch || config.epochs == 0)) {
+    std::copy(start, start + p, theta);
     start = nullptr;
   }
   for (int epoch = 0; epoch < config.epochs; ++epoch) {
     if (config.full_batch) {
-      model.gradient_step(features(), labels_.data(), size(), config.learning_rate, theta, work);
+      model.gradient_step(data, config.learning_rate, theta, work);
       continue;
     }
     std::iota(order_.begin(), order_.end(), 0);
     Stream stream(seed, Purpose::local_shuffle, static_cast<std::uint64_t>(id_),
                   static_cast<std::uint64_t>(round), static_cast<std::uint64_t>(epoch));
     stream.shuffle(std::span<std::int64_t>(order_));
-    if (coding_)
-      model.sgd_epoch(codes_.data(), *coding_, labels_.data(), order_.data(), size(),
-                      config.batch_size, config.learning_rate, theta, work, nullptr, 0.0,
-                      epoch == 0 ? start : nullptr);
-    else
-      model.sgd_epoch(features(), labels_.data(), order_.data(), size(), config.batch_size,
-                      config.learning_rate, theta, work);
+    model.sgd_epoch(data, order_.data(), config.batch_size, config.learning_rate, theta, work,
+                    nullptr, 0.0, epoch == 0 ? start : nullptr);
   }
 }
 
-void Client::train_single(const SoftmaxRegression& model, const LocalTrainingConfig& config,
-                          std::uint64_t seed, int round, Workspace& work,
-                          const float* start_single) {
+void Client::train_single(const Model& model, const LocalTrainingConfig& config, std::uint64_t seed,
+                          int round, Workspace& work, const float* start_single) {
   work.single_theta.resize(model.parameters());
+  const TrainingRows data = training_rows();
   for (int epoch = 0; epoch < config.epochs; ++epoch) {
     std::iota(order_.begin(), order_.end(), 0);
     Stream stream(seed, Purpose::local_shuffle, static_cast<std::uint64_t>(id_),
                   static_cast<std::uint64_t>(round), static_cast<std::uint64_t>(epoch));
     stream.shuffle(std::span<std::int64_t>(order_));
-    model.sgd_epoch(codes_.data(), *coding_, labels_.data(), order_.data(), size(),
-                    config.batch_size, config.learning_rate, work.single_theta.data(), work,
-                    epoch == 0 ? start_single : nullptr);
+    model.sgd_epoch(data, order_.data(), config.batch_size, config.learning_rate,
+                    work.single_theta.data(), work, epoch == 0 ? start_single : nullptr);
   }
 }
 
@@ -132,11 +126,11 @@ struct FloatDifference {  // trained - start_single, both floats: exact in doubl
 };
 }  // namespace
 
-UpdateSize Client::train_update(const SoftmaxRegression& model, const LocalTrainingConfig& config,
+UpdateSize Client::train_update(const Model& model, const LocalTrainingConfig& config,
                                 std::uint64_t seed, int round, double* update, Workspace& work,
                                 const double* start, const float* start_single) {
   const std::size_t p = model.parameters();
-  if (start_single && trains_single(config)) {
+  if (start_single && trains_single(model, config)) {
     train_single(model, config, seed, round, work, start_single);
     return write_and_measure(update, p, FloatDifference{work.single_theta.data(), start_single});
   }
@@ -144,20 +138,17 @@ UpdateSize Client::train_update(const SoftmaxRegression& model, const LocalTrain
   return write_and_measure(update, p, DoubleDifference{update, start});
 }
 
-void Client::train_personal(const SoftmaxRegression& model, const LocalTrainingConfig& config,
+void Client::train_personal(const Model& model, const LocalTrainingConfig& config,
                             std::uint64_t seed, int round, double* theta, const double* center,
                             double lambda, Workspace& work) {
+  const TrainingRows data = training_rows();
   for (int epoch = 0; epoch < config.epochs; ++epoch) {
     std::iota(order_.begin(), order_.end(), 0);
     Stream stream(seed, Purpose::personal_shuffle, static_cast<std::uint64_t>(id_),
                   static_cast<std::uint64_t>(round), static_cast<std::uint64_t>(epoch));
     stream.shuffle(std::span<std::int64_t>(order_));
-    if (coding_)
-      model.sgd_epoch(codes_.data(), *coding_, labels_.data(), order_.data(), size(),
-                      config.batch_size, config.learning_rate, theta, work, center, lambda);
-    else
-      model.sgd_epoch(features(), labels_.data(), order_.data(), size(), config.batch_size,
-                      config.learning_rate, theta, work, center, lambda);
+    model.sgd_epoch(data, order_.data(), config.batch_size, config.learning_rate, theta, work,
+                    center, lambda);
   }
 }
 

@@ -149,8 +149,8 @@ bool PrivateTraining::sampled(int round, int id) const {
   return stream.uniform() < config_.sampling_rate;
 }
 
-void PrivateTraining::round(int round, std::vector<double>& theta,
-                            const LocalTrainingConfig& local) {
+void PrivateTraining::round(int round, std::vector<double>& theta, const LocalTrainingConfig& local,
+                            const std::function<void()>& before_reduction) {
   auto& problem = federation_.problem();
   const auto& model = *problem.model;
   const std::size_t p = theta.size();
@@ -204,6 +204,7 @@ void PrivateTraining::round(int round, std::vector<double>& theta,
       largest = std::max(largest, size.max_abs);
     }
   }
+  if (before_reduction) before_reduction();
   if (!bounded) {
     MPI_Allreduce(MPI_IN_PLACE, &largest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     quantized_.reset(width, 4, largest, max_terms, 1, noise_slots);

@@ -1,13 +1,18 @@
 #include "fluence/fl/problem.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "fluence/core/error.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/rng.hpp"
 #include "fluence/data/partition.hpp"
 #include "fluence/data/source.hpp"
+#include "fluence/model/build.hpp"
+#include "fluence/model/network.hpp"
 #include "fluence/model/row_kernels.hpp"
 
 namespace fluence {
@@ -24,7 +29,33 @@ FederationConfig FederationConfig::from_deck(const Deck& deck) {
   config.tolerance = deck.real("federation.tolerance");
   config.polish_max_steps = static_cast<int>(deck.integer("federation.polish_max_steps"));
   config.eval_train_loss = deck.boolean("federation.eval_train_loss");
+  const std::string sampling = deck.string("federation.client_sampling");
+  config.sampling.kind = sampling == "poisson" ? ClientSampling::Kind::poisson
+                         : sampling == "fixed" ? ClientSampling::Kind::fixed
+                                               : ClientSampling::Kind::all;
+  config.sampling.rate = deck.real("federation.sampling_rate");
+  if (config.sampling.kind != ClientSampling::Kind::all &&
+      (deck.string("privacy.mode") != "none" || deck.string("personalization.method") != "none"))
+    throw InputError(fmt::format(
+        "federation.client_sampling = \"{}\" samples the clients of plain FedAvg; private "
+        "training and Ditto sample them with privacy.sampling_rate (Poisson, as their accounting "
+        "assumes): leave federation.client_sampling = \"all\"",
+        sampling));
+  if (config.newton_polish && deck.string("model.type") != "logistic")
+    throw InputError(fmt::format(
+        "federation.polish = \"newton\" needs a convex objective, and model.type = \"{}\" is "
+        "not convex (Newton may stop at a saddle point or diverge); set federation.polish = "
+        "\"none\"",
+        deck.string("model.type")));
   return config;
+}
+
+const SoftmaxRegression& FederatedProblem::linear_model(const std::string& what) const {
+  if (const SoftmaxRegression* linear = model->linear()) return *linear;
+  throw InputError(
+      fmt::format("{} needs model.type = \"logistic\" (its one-hot and explicit-Hessian kernels); "
+                  "model.type = \"{}\" is not supported there yet",
+                  what, model->type()));
 }
 
 std::vector<std::int64_t> FederatedProblem::client_sizes() const {
@@ -111,6 +142,28 @@ TestShard make_test_shard(const Table& test, const Encoding& encoding,
   return shard;
 }
 
+TestShard make_network_test_set(const Table& test, const Encoding& encoding,
+                                const std::shared_ptr<const ByteCoding>& coding,
+                                std::size_t chunk_rows) {
+  TestShard shard;
+  shard.all_rows = test.rows;
+  shard.chunk_rows = chunk_rows;
+  std::vector<std::int64_t> rows(test.rows);
+  std::iota(rows.begin(), rows.end(), 0);
+  shard.all_labels = test.label;
+  if (coding) {
+    shard.all_codes.resize(test.rows * encoding.width());
+    if (encoding.encode_bytes(test, rows, nullptr, *coding, shard.all_codes.data())) {
+      shard.coding = coding;
+      return shard;
+    }
+    shard.all_codes.clear();
+  }
+  shard.all_features.resize(test.rows * encoding.width());
+  encoding.encode(test, rows, nullptr, shard.all_features.data());
+  return shard;
+}
+
 }  // namespace
 
 FederatedProblem build_problem(const Deck& deck) {
@@ -128,16 +181,17 @@ FederatedProblem build_problem(const Deck& deck) {
   for (const auto& rows : problem.client_test_rows)
     problem.total_train_rows -= static_cast<std::int64_t>(rows.size());
   problem.encoding =
-      Encoding(problem.data.train, data_config.standardize, deck.boolean("model.bias"));
+      Encoding(problem.data.train, data_config.standardize, model_encodes_bias(deck));
   if (auto coding = problem.encoding.byte_coding(problem.data.train))
     problem.coding = std::make_shared<const ByteCoding>(std::move(coding->with_single()));
-  if (deck.string("federation.local_precision") == "single" && !problem.coding)
+  problem.model = build_model(deck, problem.encoding.width(), problem.data.train.image_shape,
+                              problem.data.train.classes());
+  if (deck.string("federation.local_precision") == "single" && problem.model->linear() &&
+      !problem.coding)
     throw InputError(
-        "federation.local_precision = \"single\" runs local SGD on 8-bit codes of the features, "
-        "which these data do not have (only image data such as data.source = \"idx\" do); use "
-        "\"double\"");
-  problem.model = std::make_unique<SoftmaxRegression>(
-      problem.encoding.width(), problem.data.train.classes(), deck.real("model.l2"));
+        "federation.local_precision = \"single\" runs the logistic model's local SGD on 8-bit "
+        "codes of the features, which these data do not have (only image data such as "
+        "data.source = \"idx\" do); use \"double\" (networks train in float on any data)");
   problem.layout = std::make_unique<ClientLayout>(problem.client_sizes(), world_size());
   const int rank = world_rank();
   for (int id = problem.layout->first_client(rank); id < problem.layout->end_client(rank); ++id) {
@@ -150,7 +204,11 @@ FederatedProblem build_problem(const Deck& deck) {
     for (auto row : test_rows) labels.push_back(problem.data.train.label[row]);
     problem.clients.back().set_local_test(std::move(features), std::move(labels));
   }
-  problem.test = make_test_shard(problem.data.test, problem.encoding, problem.coding);
+  if (const auto* network = dynamic_cast<const Network*>(problem.model.get()))
+    problem.test = make_network_test_set(problem.data.test, problem.encoding, problem.coding,
+                                         network->evaluation_rows());
+  else
+    problem.test = make_test_shard(problem.data.test, problem.encoding, problem.coding);
   return problem;
 }
 

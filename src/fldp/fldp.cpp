@@ -225,7 +225,7 @@ class FldpRunner {
       }
       if (owner(change.client) != world_rank()) continue;
       state.expected[k] = std::make_shared<ExpectedLoss>(
-          *problem_.model, problem_.clients[local_index(change.client)],
+          problem_.linear_model("fluence fldp"), problem_.clients[local_index(change.client)],
           changed_attributes(problem_, change), config_.expectation, problem_.seed, index);
       sampled |= !state.expected[k]->exact();
     }

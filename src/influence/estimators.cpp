@@ -15,7 +15,7 @@ RemovalGradient parse_removal_gradient(const std::string& name) {
   throw InputError("unknown removal gradient '" + name + "' (allowed: regularized, loss)");
 }
 
-void group_gradient_sum(const SoftmaxRegression& model, const double* x, const std::int32_t* y,
+void group_gradient_sum(const Model& model, const double* x, const std::int32_t* y,
                         std::size_t rows, const double* theta, RemovalGradient kind,
                         std::vector<double>& out, Workspace& work) {
   out.resize(model.parameters());

@@ -22,16 +22,46 @@ namespace {
 
 // Adds the sampled rows' Hessian-vector products of one client: rows are gathered into a batch so
 // that the product is one pass over contiguous memory.
-void sampled_client_product(const SoftmaxRegression& model, const Client& client,
+void sampled_client_product(const Model& model, const Client& client,
                             const std::vector<std::int64_t>& local_rows, const double* theta,
                             const double* v, double* out, std::vector<double>& batch,
-                            Workspace& work) {
+                            std::vector<std::int32_t>& labels, Workspace& work) {
   const int D = model.features();
   batch.resize(local_rows.size() * D);
-  for (std::size_t b = 0; b < local_rows.size(); ++b)
+  labels.resize(local_rows.size());
+  for (std::size_t b = 0; b < local_rows.size(); ++b) {
     std::copy_n(client.features() + local_rows[b] * D, D, batch.data() + b * D);
-  model.hessian_vector_sum(batch.data(), local_rows.size(), theta, v, out, work);
+    labels[b] = client.labels()[static_cast<std::size_t>(local_rows[b])];
+  }
+  model.hessian_vector_sum(batch.data(), labels.data(), local_rows.size(), theta, v, out, work);
 }
+
+// A client's Hessian-vector products at a fixed theta: the linear model caches its softmax
+// probabilities (one pass over the features less per product); any other model runs its exact
+// R-operator product.
+class ClientProducts {
+ public:
+  ClientProducts(const Model& model, const Client& client, const std::vector<double>& theta)
+      : model_(model), client_(client), theta_(theta) {
+    if (const SoftmaxRegression* linear = model.linear()) {
+      probabilities_.resize(client.size() * model.classes());
+      linear->probabilities(client.features(), client.size(), theta.data(), probabilities_.data());
+    }
+  }
+  void apply(const double* v, double* out, Workspace& work) const {
+    if (const SoftmaxRegression* linear = model_.linear())
+      return linear->hessian_vector_sum_at(client_.features(), client_.size(),
+                                           probabilities_.data(), v, out, work);
+    model_.hessian_vector_sum(client_.features(), client_.labels().data(), client_.size(),
+                              theta_.data(), v, out, work);
+  }
+
+ private:
+  const Model& model_;
+  const Client& client_;
+  const std::vector<double>& theta_;
+  std::vector<double> probabilities_;
+};
 
 class FederatedHessian final : public HessianOperator {
  public:
@@ -41,13 +71,10 @@ class FederatedHessian final : public HessianOperator {
   FederatedHessian(Federation& federation, const std::vector<double>& theta)
       : federation_(federation), theta_(theta) {
     auto& problem = federation.problem();
-    probabilities_.resize(problem.clients.size());
+    products_.resize(problem.clients.size());
     for (std::size_t k = 0; k < problem.clients.size(); ++k) {
       if (!federation.included(k) || federation.local_objective(k)) continue;
-      const auto& client = problem.clients[k];
-      probabilities_[k].resize(client.size() * problem.model->classes());
-      problem.model->probabilities(client.features(), client.size(), theta.data(),
-                                   probabilities_[k].data());
+      products_[k] = std::make_unique<ClientProducts>(*problem.model, problem.clients[k], theta);
     }
   }
 
@@ -55,15 +82,11 @@ class FederatedHessian final : public HessianOperator {
   bool collective() const override { return true; }
 
   void apply(const double* v, double* out) override {
-    auto& problem = federation_.problem();
     const std::size_t p = parameters();
-    const auto& model = *problem.model;
     federation_.sum_over_clients(std::span<double>(out, p), [&](std::size_t k, double* sum) {
-      const auto& client = problem.clients[k];
       if (auto* objective = federation_.local_objective(k))
         return objective->hessian_vector_sum(theta_.data(), v, sum);
-      model.hessian_vector_sum_at(client.features(), client.size(), probabilities_[k].data(), v,
-                                  sum, work_);
+      products_[k]->apply(v, sum, work_);
     });
     finish(v, out, 1.0 / static_cast<double>(federation_.train_rows()));
   }
@@ -102,7 +125,7 @@ class FederatedHessian final : public HessianOperator {
                                               sum);
       else
         sampled_client_product(model, problem.clients[k], drawn[k], theta_.data(), v, sum, batch_,
-                               work_);
+                               labels_, work_);
     });
     finish(v, out, 1.0 / batch);
   }
@@ -126,8 +149,9 @@ class FederatedHessian final : public HessianOperator {
 
   Federation& federation_;
   const std::vector<double>& theta_;
-  std::vector<std::vector<double>> probabilities_;  // per local client, rows x C
+  std::vector<std::unique_ptr<ClientProducts>> products_;  // per local client
   std::vector<double> batch_;
+  std::vector<std::int32_t> labels_;
   Workspace work_;
 };
 
@@ -141,16 +165,14 @@ class ClientHessian final : public HessianOperator {
     if (client_.size() == 0)
       throw InputError("client " + std::to_string(client_.id()) +
                        " holds no training rows: its local Hessian is undefined");
-    probabilities_.resize(client_.size() * model_.classes());
-    model_.probabilities(client_.features(), client_.size(), theta.data(), probabilities_.data());
+    products_ = std::make_unique<ClientProducts>(model_, client_, theta);
   }
 
   std::size_t parameters() const override { return model_.parameters(); }
   bool collective() const override { return false; }
 
   void apply(const double* v, double* out) override {
-    model_.hessian_vector_sum_at(client_.features(), client_.size(), probabilities_.data(), v, out,
-                                 work_);
+    products_->apply(v, out, work_);
     finish(v, out, 1.0 / static_cast<double>(client_.size()));
   }
 
@@ -160,14 +182,14 @@ class ClientHessian final : public HessianOperator {
                   static_cast<std::uint64_t>(client_.id()) + 1);
     drawn_.resize(static_cast<std::size_t>(batch));
     for (auto& row : drawn_) row = static_cast<std::int64_t>(stream.below(client_.size()));
-    sampled_client_product(model_, client_, drawn_, theta_.data(), v, out, batch_, work_);
+    sampled_client_product(model_, client_, drawn_, theta_.data(), v, out, batch_, labels_, work_);
     finish(v, out, 1.0 / batch);
   }
 
   void diagonal(std::vector<double>& out) override {
     out.resize(parameters());
-    model_.hessian_diagonal_sum(client_.features(), client_.size(), theta_.data(), out.data(),
-                                work_);
+    problem_.linear_model("the exact Hessian diagonal (influence.preconditioner = \"jacobi\")")
+        .hessian_diagonal_sum(client_.features(), client_.size(), theta_.data(), out.data(), work_);
     const double scale = 1.0 / static_cast<double>(client_.size());
     for (auto& value : out) value = value * scale + model_.l2() + damping_;
   }
@@ -175,7 +197,8 @@ class ClientHessian final : public HessianOperator {
   void dense(std::vector<double>& out) override {
     const std::size_t p = parameters();
     out.resize(p * p);
-    model_.hessian_sum(client_.features(), client_.size(), theta_.data(), out.data());
+    problem_.linear_model("the explicit Hessian (influence.solver = \"explicit\")")
+        .hessian_sum(client_.features(), client_.size(), theta_.data(), out.data());
     const double scale = 1.0 / static_cast<double>(client_.size());
     for (auto& value : out) value *= scale;
     for (std::size_t j = 0; j < p; ++j) out[j * p + j] += model_.l2() + damping_;
@@ -189,10 +212,12 @@ class ClientHessian final : public HessianOperator {
 
   FederatedProblem& problem_;
   const Client& client_;
-  const SoftmaxRegression& model_;
+  const Model& model_;
   const std::vector<double>& theta_;
+  std::unique_ptr<ClientProducts> products_;
   std::vector<std::int64_t> drawn_;
-  std::vector<double> probabilities_, batch_;
+  std::vector<double> batch_;
+  std::vector<std::int32_t> labels_;
   Workspace work_;
 };
 

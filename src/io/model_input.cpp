@@ -57,16 +57,23 @@ std::vector<double> read_on_root(const std::string& path, const FederatedProblem
   }
   const auto& model = *problem.model;
   hid_t space = H5Dget_space(set);
-  hsize_t dims[2] = {0, 0};
   const int rank = H5Sget_simple_extent_ndims(space);
-  H5Sget_simple_extent_dims(space, dims, nullptr);
+  std::vector<hsize_t> dims(static_cast<std::size_t>(std::max(rank, 0)));
+  H5Sget_simple_extent_dims(space, dims.data(), nullptr);
   H5Sclose(space);
+  const std::vector<std::size_t> expected = model.theta_shape();
   std::vector<double> theta;
   std::string problem_text;
-  if (rank != 2 || dims[0] != static_cast<hsize_t>(model.classes()) ||
-      dims[1] != static_cast<hsize_t>(model.features())) {
-    problem_text = fmt::format("/model/theta has shape [{}, {}], the deck's model is [{}, {}]",
-                               dims[0], rank == 2 ? dims[1] : 0, model.classes(), model.features());
+  const std::string stored_model = [&] {
+    const auto text = read_string_attribute(set, "model");
+    return text.empty() ? std::string("logistic") : text.front();
+  }();
+  if (dims.size() != expected.size() || !std::equal(dims.begin(), dims.end(), expected.begin())) {
+    problem_text = fmt::format("/model/theta has shape [{}], the deck's model is [{}]",
+                               fmt::join(dims, ", "), fmt::join(expected, ", "));
+  } else if (!model.linear() && stored_model != model.describe()) {
+    problem_text = fmt::format("it holds the model \"{}\", the deck's is \"{}\"", stored_model,
+                               model.describe());
   } else if (read_string_attribute(set, "features") !=
              problem.encoding.column_names(problem.data.train)) {
     problem_text = "its encoded feature names differ from the deck's encoding";

@@ -1,5 +1,8 @@
 #include "fluence/io/training_output.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "fluence/core/mpi.hpp"
 
 namespace fluence {
@@ -24,11 +27,16 @@ void write_metrics(ResultsFile& file, const std::vector<RoundMetrics>& history) 
 
 void write_model(ResultsFile& file, const FederatedProblem& problem, const TrainingResult& result) {
   const auto& model = *problem.model;
-  file.dataset(
-      "/model/theta", result.theta,
-      {static_cast<std::size_t>(model.classes()), static_cast<std::size_t>(model.features())});
+  file.dataset("/model/theta", result.theta, model.theta_shape());
   file.attribute("/model/theta", "features", problem.encoding.column_names(problem.data.train));
   file.attribute("/model/theta", "classes", problem.data.train.class_names);
+  file.attribute("/model/theta", "model", model.describe());
+  std::vector<std::string> blocks;
+  for (const auto& block : model.parameter_blocks()) {
+    blocks.push_back(
+        fmt::format("{} {} {}", block.name, block.offset, fmt::join(block.shape, "x")));
+  }
+  file.attribute("/model/theta", "blocks", blocks);
   file.scalar("/model/gradient_norm", result.gradient_norm);
   file.scalar("/model/polish_steps", result.polish_steps);
   file.scalar("/model/train_loss", result.final_metrics.train_loss);

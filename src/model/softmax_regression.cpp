@@ -51,66 +51,76 @@ void for_each_batch(const Value* x, int D, const std::int32_t* y, const std::int
 
 }  // namespace
 
-void Workspace::reserve(std::size_t rows, int classes, int features) {
-  const std::size_t need = rows * static_cast<std::size_t>(classes);
-  if (logits.size() < need) logits.resize(need);
-  if (scratch.size() < need) scratch.resize(need);
-  if (batch.size() < rows * static_cast<std::size_t>(features))
-    batch.resize(rows * static_cast<std::size_t>(features));
-}
-
-double softmax_rows(double* logits, std::size_t rows, int classes, const std::int32_t* labels,
-                    double loss) {
-  for (std::size_t r = 0; r < rows; ++r) {
-    double* z = logits + r * classes;
-    const double top = *std::max_element(z, z + classes);
-    double total = 0.0;
-    for (int c = 0; c < classes; ++c) total += std::exp(z[c] - top);
-    const double log_total = std::log(total);
-    if (labels) loss += top + log_total - z[labels[r]];
-    for (int c = 0; c < classes; ++c) z[c] = std::exp(z[c] - top - log_total);
-  }
-  return loss;
-}
-
-// loss plus, row by row, log-sum-exp(z) - z_label, leaving the logits as they are (evaluation
-// only needs the loss: no probabilities, one exponential per logit). Adding in row order keeps the
-// sum independent of how the rows are chunked.
-double log_loss_rows(const double* logits, std::size_t rows, int classes,
-                     const std::int32_t* labels, double loss) {
-  for (std::size_t r = 0; r < rows; ++r) {
-    const double* z = logits + r * classes;
-    const double top = *std::max_element(z, z + classes);
-    double total = 0.0;
-    for (int c = 0; c < classes; ++c) total += std::exp(z[c] - top);
-    loss += top + std::log(total) - z[labels[r]];
-  }
-  return loss;
-}
-
-void softmax_probabilities(double* logits, std::size_t rows, int classes) {
-  if (classes == 2) {
-    // Two classes: p1 = 1 / (1 + e^(z0 - z1)), one exponential and no logarithm.
-    for (std::size_t r = 0; r < rows; ++r) {
-      double* z = logits + 2 * r;
-      const double p1 = 1.0 / (1.0 + std::exp(z[0] - z[1]));
-      z[0] = 1.0 - p1;
-      z[1] = p1;
-    }
-    return;
-  }
-  for (std::size_t r = 0; r < rows; ++r) {
-    double* z = logits + r * classes;
-    const double top = *std::max_element(z, z + classes);
-    double total = 0.0;
-    for (int c = 0; c < classes; ++c) total += (z[c] = std::exp(z[c] - top));
-    const double inverse = 1.0 / total;
-    for (int c = 0; c < classes; ++c) z[c] *= inverse;
-  }
-}
-
 SoftmaxRegression::SoftmaxRegression(int features, int classes, double l2)
     : features_(features), classes_(classes), l2_(l2) {}
+
+std::string SoftmaxRegression::describe() const {
+  return "logistic " + std::to_string(features_) + " -> " + std::to_string(classes_);
+}
+
+std::vector<ParameterBlock> SoftmaxRegression::parameter_blocks() const {
+  return {{"weights", 0, parameters(), {classes_, features_}}};
+}
+
+void SoftmaxRegression::initialize(std::uint64_t, double* theta) const {
+  std::fill(theta, theta + parameters(), 0.0);
+}
+
+void SoftmaxRegression::logits(const double* x, std::size_t rows, const double* theta, double* out,
+                               Workspace&) const {
+  const std::size_t chunk = chunk_rows(classes_);
+  for (std::size_t start = 0; start < rows; start += chunk)
+    compute_logits(x + start * features_, std::min(chunk, rows - start), theta,
+                   out + start * classes_);
+}
+
+void SoftmaxRegression::clipped_gradient_sum(const double* x, const std::int32_t* y,
+                                             std::size_t rows, const double* theta, double clip,
+                                             double* out, Workspace& work, double* norms) const {
+  const int C = classes_, D = features_;
+  const std::size_t chunk = chunk_rows(C);
+  work.reserve(std::min(rows, chunk), C, 0);
+  std::fill(out, out + parameters(), 0.0);
+  for (std::size_t start = 0; start < rows; start += chunk) {
+    const std::size_t n = std::min(chunk, rows - start);
+    double* residual = work.logits.data();
+    const double* xs = x + start * D;
+    compute_logits(xs, n, theta, residual);
+    softmax_probabilities(residual, n, C);
+    for (std::size_t r = 0; r < n; ++r) {
+      double* g = residual + r * C;
+      g[y[start + r]] -= 1.0;
+      const double norm = std::sqrt(lanes_dot(g, g, C) * lanes_dot(xs + r * D, xs + r * D, D));
+      if (norms) norms[start + r] = norm;
+      if (norm > clip)
+        for (int c = 0; c < C; ++c) g[c] *= clip / norm;
+    }
+    add_outer(residual, xs, n, D, C, out);
+  }
+}
+
+void SoftmaxRegression::sgd_epoch(const TrainingRows& data, const std::int64_t* order,
+                                  int batch_size, double learning_rate, double* theta,
+                                  Workspace& work, const double* center, double proximal,
+                                  const double* start) const {
+  if (data.codes) {
+    sgd_epoch(data.codes, *data.coding, data.labels, order, data.rows, batch_size, learning_rate,
+              theta, work, center, proximal, start);
+    return;
+  }
+  if (start) std::copy(start, start + parameters(), theta);
+  sgd_epoch(data.features, data.labels, order, data.rows, batch_size, learning_rate, theta, work,
+            center, proximal);
+}
+
+void SoftmaxRegression::sgd_epoch(const TrainingRows& data, const std::int64_t* order,
+                                  int batch_size, double learning_rate, float* theta,
+                                  Workspace& work, const float* start) const {
+  if (!data.codes)
+    throw std::logic_error("the logistic model's float SGD runs on byte-coded rows only");
+  sgd_epoch(data.codes, *data.coding, data.labels, order, data.rows, batch_size, learning_rate,
+            theta, work, start);
+}
 
 void SoftmaxRegression::compute_logits(const double* x, std::size_t rows, const double* theta,
                                        double* logits) const {
@@ -172,13 +182,7 @@ void SoftmaxRegression::hessian_vector_chunk(const double* x, std::size_t n, con
   const int C = classes_, D = features_;
   compute_logits(x, n, v, a);  // a_r = V x_r
   // Per row, (diag(p) - p p^T) a: the softmax Jacobian applied to the directional logits.
-  for (std::size_t r = 0; r < n; ++r) {
-    double* ar = a + r * C;
-    const double* pr = p + r * C;
-    double mean = 0.0;
-    for (int c = 0; c < C; ++c) mean += pr[c] * ar[c];
-    for (int c = 0; c < C; ++c) ar[c] = pr[c] * (ar[c] - mean);
-  }
+  softmax_jacobian_rows(p, a, n, C, 1.0, a);
   add_outer(a, x, n, D, C, out);
 }
 

@@ -158,7 +158,7 @@ PerturbedObjective::PerturbedObjective(Federation& federation,
 double PerturbedObjective::value_and_gradient(const std::vector<double>& theta,
                                               std::vector<double>& gradient) {
   auto& problem = federation_.problem();
-  const auto& model = *problem.model;
+  const auto& model = problem.linear_model("fluence whatif");
   const std::size_t p = federation_.parameters();
   sums_.assign(p + 1, 0.0);
   const int C = model.classes();
@@ -188,7 +188,7 @@ double PerturbedObjective::value_and_gradient(const std::vector<double>& theta,
 
 void PerturbedObjective::prepare_hessian(const std::vector<double>& theta) {
   auto& problem = federation_.problem();
-  const auto& model = *problem.model;
+  const auto& model = problem.linear_model("fluence whatif");
   const int C = model.classes();
   const bool cached = theta == probabilities_theta_;  // the last value_and_gradient's theta
   probabilities_.resize(problem.clients.size());
@@ -216,7 +216,7 @@ void PerturbedObjective::prepare_hessian(const std::vector<double>& theta) {
 
 void PerturbedObjective::hessian_vector(const double* v, double* out) {
   auto& problem = federation_.problem();
-  const auto& model = *problem.model;
+  const auto& model = problem.linear_model("fluence whatif");
   const int C = model.classes(), D = model.features();
   const std::size_t p = federation_.parameters();
   federation_.sum_over_clients(std::span<double>(out, p), [&](std::size_t k, double* sum) {

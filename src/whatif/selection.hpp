@@ -46,7 +46,9 @@ class TestSelection {
     const std::int32_t* y;
     std::size_t rows;
   };
-  const SoftmaxRegression& model() const { return *federation_.problem().model; }
+  const SoftmaxRegression& model() const {
+    return federation_.problem().linear_model("fluence whatif");
+  }
 
   Federation& federation_;
   std::int64_t rows_ = 0;

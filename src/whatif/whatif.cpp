@@ -191,7 +191,8 @@ class WhatifRunner {
   void estimate_cells(WhatifResult& result) {
     const std::size_t V = config_.variants.size();
     const std::size_t width = V * K_ * E_;
-    RowInfluence row(*problem_.model, theta_.data(), s_test_.data(), config_.attributes);
+    RowInfluence row(problem_.linear_model("fluence whatif"), theta_.data(), s_test_.data(),
+                     config_.attributes);
     const auto nc = static_cast<std::size_t>(problem_.data.train.categorical_count());
     std::vector<double> running(V * E_), totals(width);
     federation_.sum_over_clients(totals, [&](std::size_t c, double* sum) {

@@ -46,7 +46,7 @@ TEST(Federation, PolishedFedAvgEqualsCentralMinimizerOnPooledData) {
   std::vector<double> x(train.rows * problem.encoding.width());
   problem.encoding.encode_all(train, x.data());
   const auto central =
-      testing::dense_minimizer(*problem.model, x.data(), train.label.data(), train.rows);
+      testing::dense_minimizer(*problem.model->linear(), x.data(), train.label.data(), train.rows);
   // Both solve the same strongly convex problem (l2 = 0.01) to |grad| <= 1e-11, so the parameter
   // error is at most |grad| / l2 = 1e-9 each; 1e-8 is the bound.
   for (std::size_t k = 0; k < central.size(); ++k)

@@ -96,7 +96,7 @@ TEST_F(FldpMpi, FederationWithAnExpectedLossIsConsistent) {
   if (problem.layout->owner(id) == world_rank()) {
     const std::size_t k = static_cast<std::size_t>(id - problem.layout->first_client(world_rank()));
     federation.set_local_objective(
-        k, std::make_shared<ExpectedLoss>(*problem.model, problem.clients[k],
+        k, std::make_shared<ExpectedLoss>(*problem.model->linear(), problem.clients[k],
                                           changed_attributes(problem, c.changes[0]),
                                           ExpectationConfig{}, problem.seed, 0));
   }

@@ -83,7 +83,7 @@ TEST_F(InfluenceMpi, FederatedHessianEqualsPooledDenseHessianAndGradientDifferen
   std::vector<std::int32_t> y;
   pooled_rows(problem, {}, x, y);
   const auto dense =
-      testing::dense_objective_hessian(*problem.model, x.data(), y.size(), theta.data());
+      testing::dense_objective_hessian(*problem.model->linear(), x.data(), y.size(), theta.data());
   const auto expected = multiply(dense, v);
   // Same sums grouped per client instead of pooled: rounding-level agreement.
   for (std::size_t k = 0; k < p; ++k) EXPECT_NEAR(hv[k], expected[k], 1e-12) << k;
@@ -118,7 +118,7 @@ TEST_F(InfluenceMpi, ExcludedClientsLeaveThePooledObjectiveOfTheOthers) {
   std::vector<double> dense;
   federation.explicit_hessian(theta, dense);
   const auto expected =
-      testing::dense_objective_hessian(*problem.model, x.data(), y.size(), theta.data());
+      testing::dense_objective_hessian(*problem.model->linear(), x.data(), y.size(), theta.data());
   for (std::size_t k = 0; k < dense.size(); ++k) EXPECT_NEAR(dense[k], expected[k], 1e-12) << k;
   federation.exclude_clients({});
   EXPECT_EQ(federation.train_rows(), problem.total_train_rows);
@@ -135,8 +135,9 @@ TEST_F(InfluenceMpi, ClientHessianUsesOnlyThatClientsRows) {
     std::vector<double> x;
     std::vector<std::int32_t> y;
     pooled_rows(problem, {problem.clients[local].id()}, x, y);
-    const auto expected = multiply(
-        testing::dense_objective_hessian(*problem.model, x.data(), y.size(), theta.data()), v);
+    const auto expected = multiply(testing::dense_objective_hessian(
+                                       *problem.model->linear(), x.data(), y.size(), theta.data()),
+                                   v);
     for (std::size_t k = 0; k < p; ++k) EXPECT_NEAR(hv[k], expected[k], 1e-12) << k;
   }
 }
@@ -155,7 +156,8 @@ TEST_F(InfluenceMpi, ConjugateGradientOnTheShellMatchesPooledDenseSolve) {
   std::vector<std::int32_t> y;
   pooled_rows(problem, {}, x, y);
   const auto expected = testing::dense_solve(
-      testing::dense_objective_hessian(*problem.model, x.data(), y.size(), theta.data()), b);
+      testing::dense_objective_hessian(*problem.model->linear(), x.data(), y.size(), theta.data()),
+      b);
   // cond(H) <= lambda_max / l2 ~ 1e2 here, so 1e-12 residual -> ~1e-10 relative error.
   for (std::size_t k = 0; k < p; ++k)
     EXPECT_NEAR(x_solved[k], expected[k], 1e-9 * (1 + std::abs(expected[k]))) << k;

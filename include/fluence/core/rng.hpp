@@ -41,6 +41,8 @@ enum class Purpose : std::uint64_t {
   lia_minority = 29,
   lia_body = 30,
   lia_relevance = 31,
+  model_init = 32,
+  client_cohort = 33,
 };
 
 class Stream {

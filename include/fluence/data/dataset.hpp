@@ -1,6 +1,7 @@
 #pragma once
 // Raw tabular data as loaded: numeric and categorical attributes kept apart so that randomized
 // response sees categorical values (and the label) while the model sees an encoded dense matrix.
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -28,6 +29,9 @@ struct Table {
   /// > 0 when every numeric value is k / byte_denominator for an integer k in [0, 255] (the IDX
   /// loader's pixels): encoded rows can then be stored as 8-bit codes (Encoding::encode_bytes).
   double byte_denominator = 0.0;
+  /// Height, width and channels when every row is an image whose numeric attributes are its
+  /// pixels in channels-last order (the IDX loader's {28, 28, 1}); zeros otherwise.
+  std::array<int, 3> image_shape{0, 0, 0};
 
   int numeric_count() const;
   int categorical_count() const;

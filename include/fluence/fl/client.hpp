@@ -5,7 +5,7 @@
 #include <memory>
 #include <vector>
 
-#include "fluence/model/softmax_regression.hpp"
+#include "fluence/model/model.hpp"
 
 namespace fluence {
 
@@ -20,8 +20,9 @@ struct LocalTrainingConfig {
   int batch_size = 32;
   double learning_rate = 0.1;
   bool full_batch = false;  // optimizer = "gd"
-  // local_precision = "single": mini-batch SGD on byte-coded rows in float (train_round and
-  // train_update; clients without codes, full-batch steps and Ditto's personal steps stay double).
+  // local_precision = "single": mini-batch SGD in float (train_round and train_update) where the
+  // model can (Model::trains_single: a network always, the logistic model on byte-coded rows);
+  // full-batch steps and Ditto's personal steps stay double.
   bool single_precision = false;
 };
 
@@ -41,6 +42,11 @@ class Client {
   const std::vector<std::int32_t>& original_labels() const { return original_labels_; }
   /// Encoded randomized features, size() x width.
   const double* features() const { return features_.data(); }
+  /// The rows as local training reads them (with their codes when they have them).
+  TrainingRows training_rows() const {
+    return {features_.data(), labels_.data(), size(), codes_.empty() ? nullptr : codes_.data(),
+            codes_.empty() ? nullptr : coding_.get()};
+  }
 
   /// The same rows as 8-bit codes of `coding` (when the data allow: image pixels): local SGD then
   /// reads these, an eighth of the memory traffic of the doubles.
@@ -60,21 +66,20 @@ class Client {
   /// copying start into theta first (byte-coded SGD reads start directly and skips the copy).
   /// With config.single_precision (and codes), the model is rounded to float, trained in float,
   /// and theta = start + (trained - rounded start), the difference taken exactly in double.
-  void train_round(const SoftmaxRegression& model, const LocalTrainingConfig& config,
-                   std::uint64_t seed, int round, double* theta, Workspace& work,
-                   const double* start = nullptr);
+  void train_round(const Model& model, const LocalTrainingConfig& config, std::uint64_t seed,
+                   int round, double* theta, Workspace& work, const double* start = nullptr);
   /// train_round from `start`, written as the update d = trained - start (`update`, p values) with
   /// its size, in one pass. In single precision `start_single` is start rounded to float (the
   /// caller rounds it once for all its clients of a round), training reads it directly, and
   /// d = trained - start_single exactly; without it, or without codes, the double path.
-  UpdateSize train_update(const SoftmaxRegression& model, const LocalTrainingConfig& config,
-                          std::uint64_t seed, int round, double* update, Workspace& work,
-                          const double* start, const float* start_single = nullptr);
+  UpdateSize train_update(const Model& model, const LocalTrainingConfig& config, std::uint64_t seed,
+                          int round, double* update, Workspace& work, const double* start,
+                          const float* start_single = nullptr);
   /// Ditto's personal step (seed 004 Eq. 2): SGD on f(theta) + lambda/2 ||theta - center||^2 from
   /// `theta` (the client's persistent personal model, in/out), its own shuffle stream.
-  void train_personal(const SoftmaxRegression& model, const LocalTrainingConfig& config,
-                      std::uint64_t seed, int round, double* theta, const double* center,
-                      double lambda, Workspace& work);
+  void train_personal(const Model& model, const LocalTrainingConfig& config, std::uint64_t seed,
+                      int round, double* theta, const double* center, double lambda,
+                      Workspace& work);
 
   /// The client's own held-out test rows (partition.local_test_fraction; encoded, clean).
   void set_local_test(std::vector<double> features, std::vector<std::int32_t> labels) {
@@ -93,16 +98,13 @@ class Client {
   std::vector<double> features_;
   std::vector<std::uint8_t> codes_;  // empty, or features_ as codes of *coding_
   std::shared_ptr<const ByteCoding> coding_;
-  // Mini-batch SGD epochs on the byte codes (the path that reads `start` without copying it).
-  bool trains_on_codes(const LocalTrainingConfig& config) const {
-    return coding_ && !config.full_batch && config.epochs > 0;
-  }
-  bool trains_single(const LocalTrainingConfig& config) const {
-    return config.single_precision && trains_on_codes(config);
+  bool trains_single(const Model& model, const LocalTrainingConfig& config) const {
+    return config.single_precision && !config.full_batch && config.epochs > 0 &&
+           model.trains_single(training_rows());
   }
   // The float epochs from start_single into work.single_theta.
-  void train_single(const SoftmaxRegression& model, const LocalTrainingConfig& config,
-                    std::uint64_t seed, int round, Workspace& work, const float* start_single);
+  void train_single(const Model& model, const LocalTrainingConfig& config, std::uint64_t seed,
+                    int round, Workspace& work, const float* start_single);
   std::vector<std::int64_t> order_;  // shuffle buffer
   std::vector<double> local_test_features_;
   std::vector<std::int32_t> local_test_labels_;

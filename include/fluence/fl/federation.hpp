@@ -7,6 +7,8 @@
 #include <span>
 #include <vector>
 
+#include "fluence/core/node_queue.hpp"
+#include "fluence/core/quantized_sum.hpp"
 #include "fluence/fl/local_objective.hpp"
 #include "fluence/fl/problem.hpp"
 
@@ -66,9 +68,13 @@ class Federation {
   void explicit_hessian(const std::vector<double>& theta, std::vector<double>& out);
   /// Mean loss and accuracy on the server's test set. `fast` (the per-round training curve) allows
   /// float logits on byte-coded test data (mean loss to about 1e-7 relative, the accuracy exact but
-  /// for rows whose two best logits lie within about 1e-6); the default is double throughout, as
-  /// differences of test losses (influence, FLDP) need.
+  /// for rows whose two best logits lie within about 1e-6) and a network's float evaluation (about
+  /// 1e-6); the default is double throughout, as differences of test losses (influence, FLDP)
+  /// need.
   std::pair<double, double> evaluate_test(const std::vector<double>& theta, bool fast = false);
+  /// A network's test set in fixed chunks (TestShard::chunk_rows rows): loss and accuracy sums of
+  /// one chunk, on any rank (every rank holds every test row).
+  LossAndAccuracy test_chunk(std::size_t chunk, const std::vector<double>& theta, bool fast);
   /// Gradient of the mean test loss (no regularization): the server's side of s_test.
   void test_gradient(const std::vector<double>& theta, std::vector<double>& out);
 
@@ -94,16 +100,35 @@ class Federation {
   bool included(std::size_t local_client) const {
     return client_included(problem_.clients[local_client].id());
   }
-  /// One FedAvg round: every client trains locally from theta; theta <- sum_i n_i theta_i / n.
-  void fedavg_round(int round, std::vector<double>& theta, const LocalTrainingConfig& config);
+  /// One FedAvg round (seed 000 Eq. 2): every client of the round's cohort S trains locally from
+  /// theta; theta <- theta + sum_S n_i (theta_i - theta) / sum_S n_i (unchanged for an empty
+  /// cohort). The updates are summed exactly in fixed point (QuantizedSum), so the result does not
+  /// depend on the rank count; in single precision, theta is rounded to float once for the round.
+  /// `before_reduction` runs on every rank after its local training, before the first collective,
+  /// with theta unchanged (the overlapped evaluation of train()).
+  void fedavg_round(int round, std::vector<double>& theta, const LocalTrainingConfig& config,
+                    const ClientSampling& sampling = {},
+                    const std::function<void()>& before_reduction = {});
+  /// Is client `id` in round `round`'s cohort? The same on every rank.
+  bool in_cohort(const ClientSampling& sampling, int round, int id);
 
-  /// Runs the configured rounds (and polish); `on_round` is called on every rank after each round.
-  /// `round_step(round, theta)` replaces the FedAvg round when given (private training);
+  /// A round that replaces FedAvg's (private training): round_step(round, theta, before_reduction)
+  /// must call before_reduction as fedavg_round does.
+  using RoundStep = std::function<void(int, std::vector<double>&, const std::function<void()>&)>;
+
+  /// Runs the configured rounds (and polish); `on_round` is called on every rank with each round's
+  /// metrics. `round_step` replaces the FedAvg round when given (private training);
   /// `after_round(round, theta, history)` runs last in each round (checkpoints) and returns true
   /// to stop there; `resume` continues a checkpointed run.
+  ///
+  /// A network's test evaluation overlaps the next round: round t's metrics are computed during
+  /// round t + 1, by whichever ranks of a node finish their local training first (a
+  /// NodeWorkQueue of test chunks), so that the ranks with fewer sampled clients evaluate more.
+  /// The history after round t then ends at round t - 1 (also in checkpoints); the last round is
+  /// evaluated after the loop. The metrics are the same bits as a separate evaluation.
   TrainingResult train(
       const FederationConfig& config, const std::function<void(const RoundMetrics&)>& on_round = {},
-      const std::function<void(int, std::vector<double>&)>& round_step = {},
+      const RoundStep& round_step = {},
       const std::function<bool(int, const std::vector<double>&, const std::vector<RoundMetrics>&)>&
           after_round = {},
       const TrainingResume* resume = nullptr);
@@ -123,6 +148,22 @@ class Federation {
   std::int64_t train_rows_ = 0;
   Workspace work_;
   std::vector<double> local_buffer_;
+  // A network's chunked test evaluation: chunks taken from a node queue, results reduced.
+  struct TestRows {
+    const double* x;
+    const std::int32_t* y;
+    std::size_t count;
+  };
+  TestRows test_chunk_rows(std::size_t chunk);  // decoded into chunk_features_ when coded
+  NodeWorkQueue& evaluation_queue();
+  void evaluate_taken_chunks(const std::vector<double>& theta, bool fast);
+  std::pair<double, double> reduce_chunk_results();
+  std::unique_ptr<NodeWorkQueue> evaluation_queue_;
+  std::vector<double> chunk_results_, chunk_features_;
+  std::vector<float> theta_single_;  // theta rounded to float, once a round
+  std::vector<char> cohort_;         // the fixed cohort of cohort_round_, per client id
+  int cohort_round_ = -1;
+  QuantizedSum update_sum_;
 };
 
 /// z = M^{-1} r for a symmetric positive definite M close to the Hessian. Every rank runs the same

@@ -99,8 +99,9 @@ class PrivateTraining {
  public:
   PrivateTraining(Federation& federation, const PrivacyConfig& config,
                   const PersonalizationConfig& personalization = {});
-  /// Collective: one round from theta (in/out).
-  void round(int round, std::vector<double>& theta, const LocalTrainingConfig& local);
+  /// Collective: one round from theta (in/out). `before_reduction` as in Federation::fedavg_round.
+  void round(int round, std::vector<double>& theta, const LocalTrainingConfig& local,
+             const std::function<void()>& before_reduction = {});
   const PrivacyHistory& history() const { return history_; }
   const Feo2Metrics& metrics() const { return metrics_; }
   /// Acc_g of the evaluated rounds, from the federation's own per-round test evaluation (the

@@ -4,20 +4,33 @@
 // only), the server's test set (split into fixed chunks over the ranks) and the model.
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "fluence/core/config.hpp"
 #include "fluence/data/dataset.hpp"
 #include "fluence/fl/client.hpp"
 #include "fluence/fl/layout.hpp"
+#include "fluence/model/model.hpp"
 #include "fluence/model/softmax_regression.hpp"
 #include "fluence/privacy/randomized_response.hpp"
 
 namespace fluence {
 
+/// Which clients take part in a FedAvg round (federation.client_sampling): every client, each
+/// independently with probability `rate` (Poisson, keyed by round and client as private training's
+/// sampling), or a cohort of round(rate N) clients drawn without replacement (McMahan et al.'s
+/// C = rate), keyed by the round.
+struct ClientSampling {
+  enum class Kind { all, poisson, fixed };
+  Kind kind = Kind::all;
+  double rate = 1.0;
+};
+
 struct FederationConfig {
   int rounds = 50;
   LocalTrainingConfig local;
+  ClientSampling sampling;
   bool newton_polish = false;
   double tolerance = 1e-10;
   int polish_max_steps = 50;
@@ -40,6 +53,16 @@ struct TestShard {
   /// blocks), when the data allow: what the evaluation every round reads.
   std::shared_ptr<const ByteCoding> coding;
   std::vector<std::uint8_t> blocked_codes;
+  /// A network's evaluation instead (Federation::test_chunk): every rank holds every test row, as
+  /// row-major codes of `coding` when the data allow, else as doubles, in chunks of
+  /// Network::evaluation_rows() rows that whichever rank is free evaluates.
+  std::size_t all_rows = 0, chunk_rows = 0;
+  std::vector<std::uint8_t> all_codes;
+  std::vector<double> all_features;
+  std::vector<std::int32_t> all_labels;
+  std::size_t chunk_count() const {
+    return chunk_rows ? (all_rows + chunk_rows - 1) / chunk_rows : 0;
+  }
 };
 
 struct FederatedProblem {
@@ -53,10 +76,13 @@ struct FederatedProblem {
   std::unique_ptr<ClientLayout> layout;
   std::vector<Client> clients;  // hosted on this rank, ascending id
   TestShard test;
-  std::unique_ptr<SoftmaxRegression> model;
+  std::unique_ptr<Model> model;
   std::int64_t total_train_rows = 0;
 
   std::vector<std::int64_t> client_sizes() const;
+  /// The linear model's fast paths, for `what` (a command or an option) that has no other path
+  /// yet: an InputError naming model.type when the model is a network.
+  const SoftmaxRegression& linear_model(const std::string& what) const;
 };
 
 /// Gives `client` its rows as byte codes of problem.coding (from its randomized categorical values)

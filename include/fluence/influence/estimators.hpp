@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "fluence/influence/ihvp.hpp"
-#include "fluence/model/softmax_regression.hpp"
+#include "fluence/model/model.hpp"
 
 namespace fluence {
 
@@ -26,7 +26,7 @@ enum class RemovalGradient { regularized, loss };
 RemovalGradient parse_removal_gradient(const std::string& name);
 
 /// sum_{rows} grad l_j(theta) (+ rows * l2 * theta when regularized) for the given encoded rows.
-void group_gradient_sum(const SoftmaxRegression& model, const double* x, const std::int32_t* y,
+void group_gradient_sum(const Model& model, const double* x, const std::int32_t* y,
                         std::size_t rows, const double* theta, RemovalGradient kind,
                         std::vector<double>& out, Workspace& work);
 

@@ -13,48 +13,67 @@
 #include <vector>
 
 #include "fluence/data/dataset.hpp"
+#include "fluence/model/model.hpp"
+#include "fluence/model/softmax_head.hpp"
 
 namespace fluence {
 
-struct Workspace {
-  std::vector<double> logits;   // rows x C
-  std::vector<double> scratch;  // rows x C
-  std::vector<double> batch;    // gathered mini-batch rows x D
-  std::vector<const double*> batch_rows;
-  std::vector<std::int32_t> batch_labels;
-  std::vector<double> gradient;  // parameters
-  std::vector<double> folded;    // weights and biases folded into a byte coding
-  std::vector<float> folded_float;
-  std::vector<float> single_theta, single_start, single_coefficients;
-  std::vector<double> single_bias;        // C: the float SGD's bias, summed in float
-  std::vector<std::uint8_t> batch_block;  // 16 x D: a mini-batch's codes in the blocked layout
-  std::vector<double> block_logits;       // C x 16: one block's logits
-  std::vector<const std::uint8_t*> batch_codes;
-  void reserve(std::size_t rows, int classes, int features);
-};
-
-struct LossAndAccuracy {
-  double loss_sum = 0.0;
-  long correct = 0;
-};
-
-class SoftmaxRegression {
+class SoftmaxRegression final : public Model {
  public:
   SoftmaxRegression(int features, int classes, double l2);
 
-  int features() const { return features_; }
-  int classes() const { return classes_; }
-  double l2() const { return l2_; }
-  std::size_t parameters() const { return static_cast<std::size_t>(features_) * classes_; }
+  std::string type() const override { return "logistic"; }
+  std::string describe() const override;
+  int features() const override { return features_; }
+  int classes() const override { return classes_; }
+  double l2() const override { return l2_; }
+  std::size_t parameters() const override { return static_cast<std::size_t>(features_) * classes_; }
+  std::vector<ParameterBlock> parameter_blocks() const override;
+  std::vector<std::size_t> theta_shape() const override {
+    return {static_cast<std::size_t>(classes_), static_cast<std::size_t>(features_)};
+  }
+  bool convex() const override { return true; }
+  void initialize(std::uint64_t, double* theta) const override;
+  const SoftmaxRegression* linear() const override { return this; }
 
   /// Sum of cross-entropy losses and number of correct argmax predictions over `rows` rows.
   LossAndAccuracy loss_sum(const double* x, const std::int32_t* y, std::size_t rows,
-                           const double* theta, Workspace& work) const;
-  /// Sum of per-row gradients, written to `gradient` (overwritten); returns the loss sum. When
-  /// `probabilities` is given, the softmax probabilities (rows x C) are stored there on the way,
+                           const double* theta, Workspace& work) const override;
+  /// Sum of per-row gradients, written to `gradient` (overwritten); returns the loss sum.
+  double gradient_sum(const double* x, const std::int32_t* y, std::size_t rows, const double* theta,
+                      double* gradient, Workspace& work) const override {
+    return gradient_sum(x, y, rows, theta, gradient, work, nullptr);
+  }
+  /// gradient_sum storing the softmax probabilities (rows x C) in `probabilities` on the way,
   /// saving a Newton method the separate pass of probabilities().
   double gradient_sum(const double* x, const std::int32_t* y, std::size_t rows, const double* theta,
-                      double* gradient, Workspace& work, double* probabilities = nullptr) const;
+                      double* gradient, Workspace& work, double* probabilities) const;
+  /// The Hessian does not depend on the labels: hessian_vector_sum without them.
+  void hessian_vector_sum(const double* x, const std::int32_t*, std::size_t rows,
+                          const double* theta, const double* v, double* out,
+                          Workspace& work) const override {
+    hessian_vector_sum(x, rows, theta, v, out, work);
+  }
+  void logits(const double* x, std::size_t rows, const double* theta, double* out,
+              Workspace& work) const override;
+  /// Per row g_r = (p_r - e_y) x_r^T, so ||g_r|| = ||p_r - e_y|| ||x_r||.
+  void clipped_gradient_sum(const double* x, const std::int32_t* y, std::size_t rows,
+                            const double* theta, double clip, double* out, Workspace& work,
+                            double* norms = nullptr) const override;
+  /// The byte-coded kernels when the rows have codes, else the double rows.
+  void sgd_epoch(const TrainingRows& data, const std::int64_t* order, int batch_size,
+                 double learning_rate, double* theta, Workspace& work,
+                 const double* center = nullptr, double proximal = 0.0,
+                 const double* start = nullptr) const override;
+  /// Float SGD runs on byte-coded rows only.
+  bool trains_single(const TrainingRows& data) const override { return data.codes != nullptr; }
+  void sgd_epoch(const TrainingRows& data, const std::int64_t* order, int batch_size,
+                 double learning_rate, float* theta, Workspace& work,
+                 const float* start = nullptr) const override;
+  void gradient_step(const TrainingRows& data, double learning_rate, double* theta,
+                     Workspace& work) const override {
+    gradient_step(data.features, data.labels, data.rows, learning_rate, theta, work);
+  }
   /// Sum of per-row Hessian-vector products H_r v (overwritten into `out`).
   void hessian_vector_sum(const double* x, std::size_t rows, const double* theta, const double* v,
                           double* out, Workspace& work) const;
@@ -126,13 +145,5 @@ class SoftmaxRegression {
   int features_, classes_;
   double l2_;
 };
-
-/// Softmax of each row of `logits` in place; with labels, returns `loss` plus each row's
-/// log-sum-exp minus its label logit, added in row order (so a sum over chunks of rows does not
-/// depend on the chunking).
-double softmax_rows(double* logits, std::size_t rows, int classes, const std::int32_t* labels,
-                    double loss = 0.0);
-/// Softmax probabilities of each row in place, without the loss (the SGD hot path).
-void softmax_probabilities(double* logits, std::size_t rows, int classes);
 
 }  // namespace fluence
