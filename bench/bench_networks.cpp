@@ -44,11 +44,11 @@ double gemm_peak(bool single) {
   std::vector<double> ad(single ? 0 : n * n, 0.5), cd(single ? 0 : n * n);
   const double t = best_of(3, [&] {
     if (single)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, af.data(), n,
-                  af.data(), n, 0.0f, cf.data(), n);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, af.data(), n, af.data(),
+                  n, 0.0f, cf.data(), n);
     else
-      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, ad.data(), n,
-                  ad.data(), n, 0.0, cd.data(), n);
+      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, ad.data(), n, ad.data(),
+                  n, 0.0, cd.data(), n);
   });
   return 2.0 * n * n * double(n) / t * 1e-9;
 }
@@ -113,18 +113,20 @@ int main(int argc, char** argv) {
       network.sgd_epoch(rows, order.data(), 10, 0.01, single.data(), work);
     });
     const double train_flops = double(client_rows) * (flops.forward + flops.backward);
-    std::printf("%s: %zu parameters; one client's epoch (600 rows, batch 10, float): %.3f s, "
-                "%.1f GFLOP/s (%.0f%% of the sgemm peak)\n",
-                c.name, network.parameters(), epoch, train_flops / epoch * 1e-9,
-                100.0 * train_flops / epoch * 1e-9 / speak);
+    std::printf(
+        "%s: %zu parameters; one client's epoch (600 rows, batch 10, float): %.3f s, "
+        "%.1f GFLOP/s (%.0f%% of the sgemm peak)\n",
+        c.name, network.parameters(), epoch, train_flops / epoch * 1e-9,
+        100.0 * train_flops / epoch * 1e-9 / speak);
     const double evaluation = best_of(quick ? 1 : 3, [&] {
       network.fast_loss_sum(x.data(), y.data(), test_rows, theta.data(), work);
     });
     const double eval_flops = double(test_rows) * flops.forward;
-    std::printf("%s: float evaluation of %zu rows: %.3f s, %.1f GFLOP/s (%.0f%% of the sgemm "
-                "peak)\n",
-                c.name, test_rows, evaluation, eval_flops / evaluation * 1e-9,
-                100.0 * eval_flops / evaluation * 1e-9 / speak);
+    std::printf(
+        "%s: float evaluation of %zu rows: %.3f s, %.1f GFLOP/s (%.0f%% of the sgemm "
+        "peak)\n",
+        c.name, test_rows, evaluation, eval_flops / evaluation * 1e-9,
+        100.0 * eval_flops / evaluation * 1e-9 / speak);
   }
   // The 2NN's exact Hessian-vector product on 60,000 rows (double): a forward, an R-forward, and
   // a backward pass of two deltas, about 4x the forward's multiply-adds... counted below.
@@ -147,9 +149,10 @@ int main(int argc, char** argv) {
   const double f = network_flops(two_nn).forward;
   const double first = 2.0 * 784 * 200;
   const double hvp_flops = double(hvp_rows) * (f + (2 * f - first) + (3 * (f - first) + 2 * f));
-  std::printf("2NN: Hessian-vector product (R-operator, double) on %zu rows, p = %zu: %.3f s, "
-              "%.1f GFLOP/s (%.0f%% of the dgemm peak)\n",
-              hvp_rows, two_nn.parameters(), hvp, hvp_flops / hvp * 1e-9,
-              100.0 * hvp_flops / hvp * 1e-9 / dpeak);
+  std::printf(
+      "2NN: Hessian-vector product (R-operator, double) on %zu rows, p = %zu: %.3f s, "
+      "%.1f GFLOP/s (%.0f%% of the dgemm peak)\n",
+      hvp_rows, two_nn.parameters(), hvp, hvp_flops / hvp * 1e-9,
+      100.0 * hvp_flops / hvp * 1e-9 / dpeak);
   return 0;
 }

@@ -25,9 +25,10 @@ std::vector<int> integers_of(const Deck& deck, const std::string& path) {
 Shape input_shape(const Deck& deck, int features, std::array<int, 3> image) {
   const std::vector<int> given = integers_of(deck, "model.input_shape");
   if (!given.empty() && given.size() != 3)
-    throw InputError(fmt::format("{}: model.input_shape has {} entries; expected [height, width, "
-                                 "channels]",
-                                 deck.where("model.input_shape"), given.size()));
+    throw InputError(
+        fmt::format("{}: model.input_shape has {} entries; expected [height, width, "
+                    "channels]",
+                    deck.where("model.input_shape"), given.size()));
   Shape shape;
   if (!given.empty())
     shape = {given[0], given[1], given[2]};
@@ -84,13 +85,15 @@ std::unique_ptr<Model> build_model(const Deck& deck, int features, std::array<in
                             deck.boolean("model.conv_pool"), hidden, activation, classes, bias);
   }
   const std::string init = deck.string("model.init");
-  if (init != "auto") spec.initialization = init == "he" ? Initialization::he : Initialization::glorot;
+  if (init != "auto")
+    spec.initialization = init == "he" ? Initialization::he : Initialization::glorot;
   try {
     return std::make_unique<Network>(spec, classes, l2);
   } catch (const std::invalid_argument& error) {
-    throw InputError(fmt::format("model.type = \"{}\": {} (model.conv_filters, model.conv_kernel, "
-                                 "model.conv_padding, model.conv_pool)",
-                                 type, error.what()));
+    throw InputError(
+        fmt::format("model.type = \"{}\": {} (model.conv_filters, model.conv_kernel, "
+                    "model.conv_padding, model.conv_pool)",
+                    type, error.what()));
   }
 }
 

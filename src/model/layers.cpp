@@ -188,13 +188,13 @@ void add_column_sums(const T* d, std::size_t rows, int n, T alpha, T beta, T* ou
   }
 }
 
-#define FLUENCE_LAYER_KERNELS(T)                                                                  \
-  template void im2col(const T*, int, const ConvGeometry&, T*);                                   \
-  template void col2im(const T*, int, const ConvGeometry&, T*);                                   \
-  template void max_pool(const T*, int, int, int, int, T*, std::int32_t*);                        \
+#define FLUENCE_LAYER_KERNELS(T)                                                               \
+  template void im2col(const T*, int, const ConvGeometry&, T*);                                \
+  template void col2im(const T*, int, const ConvGeometry&, T*);                                \
+  template void max_pool(const T*, int, int, int, int, T*, std::int32_t*);                     \
   template void max_pool_adjoint(const T*, const std::int32_t*, int, std::size_t, std::size_t, \
-                                 T*);                                                             \
-  template void add_bias(T*, std::size_t, int, const T*);                                         \
+                                 T*);                                                          \
+  template void add_bias(T*, std::size_t, int, const T*);                                      \
   template void add_column_sums(const T*, std::size_t, int, T, T, T*);
 FLUENCE_LAYER_KERNELS(float)
 FLUENCE_LAYER_KERNELS(double)

@@ -19,12 +19,12 @@ namespace fluence {
 
 template <class T>
 struct PassBuffers {
-  std::size_t rows = 0;                            // capacity in rows of every buffer below
-  std::vector<std::vector<T>> act, delta;          // per layer: output and d loss / d output
-  std::vector<std::vector<T>> col;                 // per convolution: im2col of its input
-  std::vector<std::vector<std::int32_t>> argmax;   // per max-pool
-  std::vector<std::vector<T>> r_act, r_delta;      // R-operator: R{output}, R{d loss / d output}
-  std::vector<std::vector<T>> r_col;               // R-operator: im2col of R{input}
+  std::size_t rows = 0;                           // capacity in rows of every buffer below
+  std::vector<std::vector<T>> act, delta;         // per layer: output and d loss / d output
+  std::vector<std::vector<T>> col;                // per convolution: im2col of its input
+  std::vector<std::vector<std::int32_t>> argmax;  // per max-pool
+  std::vector<std::vector<T>> r_act, r_delta;     // R-operator: R{output}, R{d loss / d output}
+  std::vector<std::vector<T>> r_col;              // R-operator: im2col of R{input}
   std::vector<T> input, dcol, r_dcol, filter_gradient, theta;
   std::vector<double> logits, probabilities, r_logits, squared_norms, row_scale;
 };
@@ -61,8 +61,8 @@ PassBuffers<double>& pass_buffers<double>(Workspace& work) {
 }
 
 ConvGeometry geometry(const Layer& layer) {
-  return {layer.in.height, layer.in.width,      layer.in.channels,
-          layer.kernel,    layer.pad,           layer.out.channels};
+  return {layer.in.height, layer.in.width, layer.in.channels,
+          layer.kernel,    layer.pad,      layer.out.channels};
 }
 
 template <class T>
@@ -103,9 +103,9 @@ class Passes {
       const Layer& layer = layers[l];
       // Activations and flatten work in place on the layer below's buffers: their backward passes
       // need only their outputs, and the layer below's own output is not needed once they ran.
-      const bool in_place = l > 0 && (layer.kind == LayerKind::relu ||
-                                      layer.kind == LayerKind::tanh ||
-                                      layer.kind == LayerKind::flatten);
+      const bool in_place =
+          l > 0 && (layer.kind == LayerKind::relu || layer.kind == LayerKind::tanh ||
+                    layer.kind == LayerKind::flatten);
       if (in_place) {
         act_[l] = act_[l - 1];
         delta_[l] = delta_[l - 1];
@@ -160,7 +160,8 @@ class Passes {
       const Layer& layer = layers_[l];
       const T* in = l ? act_[l - 1] : x;
       T* out = act_[l];
-      const int n_in = static_cast<int>(layer.in.size()), n_out = static_cast<int>(layer.out.size());
+      const int n_in = static_cast<int>(layer.in.size()),
+                n_out = static_cast<int>(layer.out.size());
       switch (layer.kind) {
         case LayerKind::dense:
           gemm<T>(false, true, rows, n_out, n_in, T(1), in, n_in, theta + layer.weights, n_in, T(0),
@@ -172,8 +173,7 @@ class Passes {
           for_each_images(l, rows, [&](int r0, int n) {
             const T* col = columns(l, in, r0, n, b_.col[l], true);
             gemm<T>(false, true, n * g.positions(), g.filters, g.patch(), T(1), col, g.patch(),
-                    theta + layer.weights, g.patch(), T(0), out + r0 * layer.out.size(),
-                    g.filters);
+                    theta + layer.weights, g.patch(), T(0), out + r0 * layer.out.size(), g.filters);
           });
           l += finish_output(l, theta, out, std::size_t(rows) * g.positions(), g.filters);
           break;
@@ -206,7 +206,8 @@ class Passes {
       const T* in = l ? act_[l - 1] : x;
       const T* d_out = delta_[l];
       T* d_in = l ? delta_[l - 1] : nullptr;
-      const int n_in = static_cast<int>(layer.in.size()), n_out = static_cast<int>(layer.out.size());
+      const int n_in = static_cast<int>(layer.in.size()),
+                n_out = static_cast<int>(layer.out.size());
       const std::size_t count = std::size_t(rows) * n_out;
       switch (layer.kind) {
         case LayerKind::dense:
@@ -260,7 +261,8 @@ class Passes {
       const T* in = l ? act_[l - 1] : x;
       const T* r_in = l ? r_act_[l - 1] : nullptr;
       T* r_out = r_act_[l];
-      const int n_in = static_cast<int>(layer.in.size()), n_out = static_cast<int>(layer.out.size());
+      const int n_in = static_cast<int>(layer.in.size()),
+                n_out = static_cast<int>(layer.out.size());
       const std::size_t count = std::size_t(rows) * n_out;
       switch (layer.kind) {
         case LayerKind::dense:  // R{z} = R{a} W^T + a V^T + v_b
@@ -322,7 +324,8 @@ class Passes {
       const T* r_d_out = r_delta_[l];
       T* d_in = l ? delta_[l - 1] : nullptr;
       T* r_d_in = l ? r_delta_[l - 1] : nullptr;
-      const int n_in = static_cast<int>(layer.in.size()), n_out = static_cast<int>(layer.out.size());
+      const int n_in = static_cast<int>(layer.in.size()),
+                n_out = static_cast<int>(layer.out.size());
       const std::size_t count = std::size_t(rows) * n_out;
       switch (layer.kind) {
         case LayerKind::dense:
@@ -340,7 +343,8 @@ class Passes {
           if (r_in)
             gemm<T>(true, false, n_out, n_in, rows, T(1), d_out, n_out, r_in, n_in, T(1),
                     out + layer.weights, n_in);
-          if (layer.bias_count) add_column_sums(r_d_out, rows, n_out, T(1), T(1), out + layer.biases);
+          if (layer.bias_count)
+            add_column_sums(r_d_out, rows, n_out, T(1), T(1), out + layer.biases);
           break;
         case LayerKind::conv2d: {
           const ConvGeometry g = geometry(layer);
@@ -350,9 +354,8 @@ class Passes {
             for_each_images(l, rows, [&](int r0, int n) {
               const int positions = n * g.positions();
               T* r_dcol = b_.r_dcol.data();
-              gemm<T>(false, false, positions, g.patch(), g.filters, T(1),
-                      r_d_out + r0 * out_size, g.filters, theta + layer.weights, g.patch(), T(0),
-                      r_dcol, g.patch());
+              gemm<T>(false, false, positions, g.patch(), g.filters, T(1), r_d_out + r0 * out_size,
+                      g.filters, theta + layer.weights, g.patch(), T(0), r_dcol, g.patch());
               gemm<T>(false, false, positions, g.patch(), g.filters, T(1), d_out + r0 * out_size,
                       g.filters, v + layer.weights, g.patch(), T(1), r_dcol, g.patch());
               col2im(r_dcol, n, g, r_d_in + r0 * in_size);
@@ -391,8 +394,8 @@ class Passes {
           if (d_in) {
             max_pool_adjoint(d_out, b_.argmax[l].data(), rows, layer.out.size(), layer.in.size(),
                              d_in);
-            max_pool_adjoint(r_d_out, b_.argmax[l].data(), rows, layer.out.size(),
-                             layer.in.size(), r_d_in);
+            max_pool_adjoint(r_d_out, b_.argmax[l].data(), rows, layer.out.size(), layer.in.size(),
+                             r_d_in);
           }
           break;
         case LayerKind::flatten:
@@ -451,7 +454,8 @@ class Passes {
       T* d_out = delta_[l];
       const std::size_t per_row = layer.out.size();
       for (int r = 0; r < rows; ++r)
-        for (std::size_t j = 0; j < per_row; ++j) d_out[r * per_row + j] *= static_cast<T>(scale[r]);
+        for (std::size_t j = 0; j < per_row; ++j)
+          d_out[r * per_row + j] *= static_cast<T>(scale[r]);
       const T* in = l ? act_[l - 1] : x;
       if (layer.kind == LayerKind::dense) {
         const int n_in = static_cast<int>(layer.in.size()), n_out = static_cast<int>(per_row);
@@ -498,9 +502,9 @@ class Passes {
   std::size_t finish_output(std::size_t l, const T* theta, T* out, std::size_t rows, int n) {
     const Layer& layer = layers_[l];
     const T* bias = layer.bias_count ? theta + layer.biases : nullptr;
-    const bool fused = l + 1 < layers_.size() && act_[l + 1] == out &&
-                       (layers_[l + 1].kind == LayerKind::relu ||
-                        layers_[l + 1].kind == LayerKind::tanh);
+    const bool fused =
+        l + 1 < layers_.size() && act_[l + 1] == out &&
+        (layers_[l + 1].kind == LayerKind::relu || layers_[l + 1].kind == LayerKind::tanh);
     const bool relu = fused && layers_[l + 1].kind == LayerKind::relu;
     for (std::size_t r = 0; r < rows; ++r) {
       T* __restrict row = out + r * n;
@@ -570,7 +574,7 @@ class Passes {
   PassBuffers<T>& b_;
   int classes_;
   bool argmax_needed_ = false;  // a backward or R-operator pass follows the forward one
-  std::vector<bool> keep_;  // per layer: the convolution keeps its block's columns
+  std::vector<bool> keep_;      // per layer: the convolution keeps its block's columns
   // Per layer: its output, d loss / d output and their R-operator counterparts (an activation's
   // and flatten's are the layer below's).
   std::vector<T*> act_, delta_, r_act_, r_delta_;
@@ -650,8 +654,8 @@ void sgd_epoch_in(const Network& network, const TrainingRows& data, const std::i
     std::int32_t* labels = work.batch_labels.data();
     for (int b = 0; b < batch; ++b) labels[b] = data.labels[order[start + b]];
     cross_entropy_delta(passes.logits(), batch, C, labels, 1.0, passes.logit_delta());
-    passes.backward(theta, passes.input(), batch, theta,
-                    static_cast<T>(-learning_rate / batch), shrink);
+    passes.backward(theta, passes.input(), batch, theta, static_cast<T>(-learning_rate / batch),
+                    shrink);
     if (center)
       for (std::size_t k = 0; k < p; ++k)
         theta[k] += static_cast<T>(learning_rate * proximal) * static_cast<T>(center[k]);
@@ -740,16 +744,16 @@ Network::Network(const NetworkSpec& spec, int classes, double l2)
         layer.out = {shape.height + 2 * layer.pad - s.kernel + 1,
                      shape.width + 2 * layer.pad - s.kernel + 1, s.units};
         if (layer.out.height < 1 || layer.out.width < 1)
-          throw std::invalid_argument(fmt::format(
-              "a {}x{} valid convolution does not fit a {}x{} input", s.kernel, s.kernel,
-              shape.height, shape.width));
+          throw std::invalid_argument(
+              fmt::format("a {}x{} valid convolution does not fit a {}x{} input", s.kernel,
+                          s.kernel, shape.height, shape.width));
         layer.weight_count = std::size_t(s.units) * s.kernel * s.kernel * shape.channels;
         break;
       case LayerKind::max_pool:
         layer.out = {shape.height / 2, shape.width / 2, shape.channels};
         if (layer.out.height < 1 || layer.out.width < 1)
-          throw std::invalid_argument(fmt::format("2x2 max-pooling does not fit a {}x{} input",
-                                                  shape.height, shape.width));
+          throw std::invalid_argument(
+              fmt::format("2x2 max-pooling does not fit a {}x{} input", shape.height, shape.width));
         break;
       case LayerKind::flatten:
         layer.out = {1, 1, static_cast<int>(shape.size())};
@@ -781,7 +785,8 @@ Network::Network(const NetworkSpec& spec, int classes, double l2)
     if (layer.kind == LayerKind::conv2d) {
       const std::size_t columns = std::size_t(layer.out.height) * layer.out.width * layer.kernel *
                                   layer.kernel * layer.in.channels;
-      layer.conv_rows = static_cast<int>(std::clamp<std::size_t>((std::size_t(1) << 18) / columns, 1, 256));
+      layer.conv_rows =
+          static_cast<int>(std::clamp<std::size_t>((std::size_t(1) << 18) / columns, 1, 256));
     }
 }
 
@@ -797,7 +802,8 @@ std::vector<ParameterBlock> Network::parameter_blocks() const {
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     const Layer& layer = layers_[l];
     if (!layer.parametric()) continue;
-    const std::string name = fmt::format("layer{}_{}", l, layer.kind == LayerKind::dense ? "dense" : "conv");
+    const std::string name =
+        fmt::format("layer{}_{}", l, layer.kind == LayerKind::dense ? "dense" : "conv");
     std::vector<int> shape{layer.out.channels, static_cast<int>(layer.in.size())};
     if (layer.kind == LayerKind::conv2d)
       shape = {layer.out.channels, layer.kernel, layer.kernel, layer.in.channels};
@@ -818,8 +824,8 @@ void Network::initialize(std::uint64_t seed, double* theta) const {
     const Layer& layer = layers_[l];
     if (!layer.parametric()) continue;
     const int k2 = layer.kind == LayerKind::conv2d ? layer.kernel * layer.kernel : 1;
-    const double fan_in = double(k2) * (layer.kind == LayerKind::conv2d ? layer.in.channels
-                                                                        : layer.in.size());
+    const double fan_in =
+        double(k2) * (layer.kind == LayerKind::conv2d ? layer.in.channels : layer.in.size());
     const double fan_out = double(k2) * layer.out.channels;
     Stream stream(seed, Purpose::model_init, l);
     double* weights = theta + layer.weights;

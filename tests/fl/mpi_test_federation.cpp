@@ -174,6 +174,65 @@ TEST(Federation, NewtonPolishWithAPreconditionerReachesTheSameMinimizer) {
   for (std::size_t j = 0; j < p; ++j) EXPECT_NEAR(preconditioned[j], jacobi[j], 2e-10) << j;
 }
 
+// Client sampling in plain FedAvg: a fixed cohort has exactly round(q N) clients every round, the
+// Poisson cohort samples each client at rate q (a bound a wrong rate fails), both the same on every
+// rank; a round equals the size-weighted mean update of its cohort, summed here in client order by
+// ordered_sum (an independent reduction).
+TEST(Federation, ClientSamplingDrawsTheCohortsAndFedAvgAveragesThem) {
+  FederatedProblem problem = build_problem(Deck::from_string(kDeck, "test"));
+  Federation federation(problem);
+  const int N = 7;
+  ClientSampling fixed{ClientSampling::Kind::fixed, 0.3},
+      poisson{ClientSampling::Kind::poisson, 0.3};
+  for (int round = 1; round <= 20; ++round) {
+    int members = 0;
+    for (int id = 0; id < N; ++id) members += federation.in_cohort(fixed, round, id);
+    EXPECT_EQ(members, 2) << round;  // round(0.3 * 7)
+  }
+  // 14,000 Bernoulli(0.3) draws: standard deviation sqrt(0.21 / 14000) = 0.0039; 5 of them.
+  long drawn = 0;
+  for (int round = 1; round <= 2000; ++round)
+    for (int id = 0; id < N; ++id) drawn += federation.in_cohort(poisson, round, id);
+  EXPECT_NEAR(static_cast<double>(drawn) / 14000.0, 0.3, 5 * 0.0039);
+  // Every rank draws the same cohorts: the member ids summed with their round agree everywhere.
+  long signature = 0;
+  for (int round = 1; round <= 50; ++round)
+    for (int id = 0; id < N; ++id)
+      signature += (round * 31 + id) * (federation.in_cohort(fixed, round, id) +
+                                        2 * federation.in_cohort(poisson, round, id));
+  long lowest = signature, highest = signature;
+  MPI_Allreduce(MPI_IN_PLACE, &lowest, 1, MPI_LONG, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &highest, 1, MPI_LONG, MPI_MAX, MPI_COMM_WORLD);
+  EXPECT_EQ(lowest, highest);
+
+  const FederationConfig config = FederationConfig::from_deck(Deck::from_string(kDeck, "test"));
+  const std::size_t p = federation.parameters();
+  std::vector<double> theta(p);
+  for (std::size_t k = 0; k < p; ++k) theta[k] = 0.02 * std::cos(static_cast<double>(k));
+  const int round = 3;
+  // The expected update: each cohort client's n_i (theta_i - theta), in client order.
+  const std::size_t local = problem.clients.size();
+  std::vector<double> weighted(local * (p + 1), 0.0), totals(p + 1);
+  Workspace work;
+  std::vector<double> trained(p);
+  for (std::size_t k = 0; k < local; ++k) {
+    auto& client = problem.clients[k];
+    if (!federation.in_cohort(fixed, round, client.id())) continue;
+    client.train_round(*problem.model, config.local, problem.seed, round, trained.data(), work,
+                       theta.data());
+    const double n = static_cast<double>(client.size());
+    for (std::size_t j = 0; j < p; ++j) weighted[k * (p + 1) + j] = n * (trained[j] - theta[j]);
+    weighted[k * (p + 1) + p] = n;
+  }
+  ordered_sum(weighted, static_cast<int>(local), static_cast<int>(p + 1), totals);
+  std::vector<double> averaged = theta;
+  federation.fedavg_round(round, averaged, config.local, fixed);
+  // Two exact-to-rounding sums of the same terms: the fixed-point sum's error is 2^-55 of the
+  // largest term, the ordered one a few ulps of the total.
+  for (std::size_t j = 0; j < p; ++j)
+    EXPECT_NEAR(averaged[j], theta[j] + totals[j] / totals[p], 1e-14) << j;
+}
+
 TEST(ClientLayout, ContiguousAndBalancedBySize) {
   const std::vector<std::int64_t> sizes = {100, 100, 100, 100, 400, 100, 100};
   for (int ranks = 1; ranks <= 4; ++ranks) {

@@ -60,8 +60,8 @@ TEST_P(ConvolutionTest, Im2colGemmEqualsDirectConvolution) {
   std::vector<double> col(std::size_t(batch) * g.positions() * g.patch());
   im2col(x.data(), batch, g, col.data());
   std::vector<double> y(std::size_t(batch) * g.positions() * g.filters);
-  gemm<double>(false, true, batch * g.positions(), g.filters, g.patch(), 1.0, col.data(),
-               g.patch(), w.data(), g.patch(), 0.0, y.data(), g.filters);
+  gemm<double>(false, true, batch * g.positions(), g.filters, g.patch(), 1.0, col.data(), g.patch(),
+               w.data(), g.patch(), 0.0, y.data(), g.filters);
   add_bias(y.data(), std::size_t(batch) * g.positions(), g.filters, bias.data());
   const auto expected = direct_convolution(x, batch, g, w, bias);
   ASSERT_EQ(y.size(), expected.size());
@@ -91,10 +91,10 @@ TEST_P(ConvolutionTest, Col2imIsTheAdjointOfIm2col) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, ConvolutionTest,
-                         ::testing::Values(ConvCase{5, 5, 1, 3, 1, 2},   // same, 1 channel
-                                           ConvCase{7, 6, 3, 5, 2, 4},   // same, k = 5
-                                           ConvCase{6, 7, 2, 3, 0, 3},   // valid
-                                           ConvCase{4, 4, 2, 1, 0, 5},   // 1 x 1
+                         ::testing::Values(ConvCase{5, 5, 1, 3, 1, 2},    // same, 1 channel
+                                           ConvCase{7, 6, 3, 5, 2, 4},    // same, k = 5
+                                           ConvCase{6, 7, 2, 3, 0, 3},    // valid
+                                           ConvCase{4, 4, 2, 1, 0, 5},    // 1 x 1
                                            ConvCase{3, 5, 2, 5, 2, 2}));  // kernel past the image
 
 TEST(MaxPool, TakesTheFirstMaximumOfEachWindowAndItsAdjointScattersBack) {

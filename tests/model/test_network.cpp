@@ -72,8 +72,7 @@ std::vector<Named> small_networks() {
        NetworkSpec::cnn({5, 4, 2}, {2}, 3, Padding::valid, false, {3}, Activation::tanh, 3, true),
        3, true},
       {"cnn_relu_valid_two_convs",
-       NetworkSpec::cnn({6, 7, 1}, {2, 3}, 3, Padding::valid, false, {}, Activation::relu, 2,
-                        true),
+       NetworkSpec::cnn({6, 7, 1}, {2, 3}, 3, Padding::valid, false, {}, Activation::relu, 2, true),
        2, false},
       {"cnn_relu_same_pool_k5",
        NetworkSpec::cnn({6, 6, 2}, {2}, 5, Padding::same, true, {3}, Activation::relu, 4, true), 4,
@@ -94,8 +93,8 @@ TEST_P(NetworkTest, LogitsAndLossMatchPlainLoops) {
   std::vector<double> logits(data.rows * network.classes());
   network.logits(data.x.data(), data.rows, theta.data(), logits.data(), work);
   for (std::size_t r = 0; r < data.rows; ++r) {
-    const auto expected =
-        testing::reference_logits_row(network, data.x.data() + r * network.features(), theta.data());
+    const auto expected = testing::reference_logits_row(
+        network, data.x.data() + r * network.features(), theta.data());
     for (int c = 0; c < network.classes(); ++c)
       EXPECT_NEAR(logits[r * network.classes() + c], expected[c], 1e-12) << r << "," << c;
   }
@@ -113,12 +112,11 @@ TEST_P(NetworkTest, GradientMatchesCentralDifferences) {
   const Data data = random_data(network, 7, 21);
   auto theta = random_theta(network, 22);
   std::vector<double> gradient(network.parameters());
-  const double loss =
-      network.gradient_sum(data.x.data(), data.y.data(), data.rows, theta.data(), gradient.data(),
-                           work);
-  EXPECT_NEAR(loss, network.loss_sum(data.x.data(), data.y.data(), data.rows, theta.data(), work)
-                        .loss_sum,
-              1e-12);
+  const double loss = network.gradient_sum(data.x.data(), data.y.data(), data.rows, theta.data(),
+                                           gradient.data(), work);
+  EXPECT_NEAR(
+      loss, network.loss_sum(data.x.data(), data.y.data(), data.rows, theta.data(), work).loss_sum,
+      1e-12);
   // h = 1e-6: truncation h^2 |f'''| ~ 1e-12, rounding eps |f| / h ~ 1e-9 for |f| ~ 10.
   const double h = 1e-6;
   for (std::size_t k = 0; k < theta.size(); ++k) {
@@ -389,9 +387,9 @@ TEST(Network, InitializationDrawsHeAndGlorotWeightsFromPerLayerStreams) {
 // then makes them a few images at a time and again in the backward pass. Its sums must equal those
 // of small calls, which keep them.
 TEST(Network, LargeBlocksThatRemakeTheirColumnsGiveTheSumsOfSmallOnes) {
-  const Network network(NetworkSpec::cnn({28, 28, 1}, {2}, 5, Padding::same, true, {},
-                                         Activation::tanh, 3, true),
-                        3, 0.0);
+  const Network network(
+      NetworkSpec::cnn({28, 28, 1}, {2}, 5, Padding::same, true, {}, Activation::tanh, 3, true), 3,
+      0.0);
   ASSERT_GT(network.block_rows() * 28 * 28 * 25, std::size_t(1) << 22);
   const Data data = random_data(network, 300, 91);
   const auto theta = random_theta(network, 92);
@@ -429,9 +427,9 @@ TEST(Network, LargeBlocksThatRemakeTheirColumnsGiveTheSumsOfSmallOnes) {
 
 // Rows given as 8-bit codes train exactly as the doubles offset + step k they stand for.
 TEST(Network, SgdOnByteCodesEqualsSgdOnTheirValues) {
-  const Network network(NetworkSpec::cnn({4, 4, 1}, {2}, 3, Padding::same, true, {3},
-                                         Activation::relu, 3, true),
-                        3, 0.01);
+  const Network network(
+      NetworkSpec::cnn({4, 4, 1}, {2}, 3, Padding::same, true, {3}, Activation::relu, 3, true), 3,
+      0.01);
   const std::size_t rows = 10, D = 16;
   ByteCoding coding;
   std::mt19937_64 engine(81);

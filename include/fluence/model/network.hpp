@@ -89,8 +89,8 @@ class Network final : public Model {
                            const double* theta, Workspace& work) const override;
   LossAndAccuracy fast_loss_sum(const double* x, const std::int32_t* y, std::size_t rows,
                                 const double* theta, Workspace& work) const override;
-  double gradient_sum(const double* x, const std::int32_t* y, std::size_t rows,
-                      const double* theta, double* gradient, Workspace& work) const override;
+  double gradient_sum(const double* x, const std::int32_t* y, std::size_t rows, const double* theta,
+                      double* gradient, Workspace& work) const override;
   void hessian_vector_sum(const double* x, const std::int32_t* y, std::size_t rows,
                           const double* theta, const double* v, double* out,
                           Workspace& work) const override;
