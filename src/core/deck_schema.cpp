@@ -226,8 +226,9 @@ std::vector<KeySpec> build_schema() {
           "cg: stop when ||b - H x|| <= rtol ||b|| (PETSc -ihvp_ksp_rtol overrides)", 0.0, 1.0,
           true),
       key("influence.max_iterations", T::integer, "0", "cg: most iterations (0 = 10 p + 100)", 0),
-      choice("influence.preconditioner", "\"jacobi\"", {"jacobi", "none"},
-             "cg: preconditioner (Jacobi from the exact Hessian diagonal)"),
+      choice("influence.preconditioner", "\"auto\"", {"auto", "jacobi", "none"},
+             "cg: preconditioner: Jacobi from the exact Hessian diagonal (the logistic model's), "
+             "or none; auto = jacobi for logistic, none for networks"),
       key("influence.warm_start", T::boolean, "true",
           "cg: start each solve from the projection onto earlier solutions"),
       key("influence.explicit_max_parameters", T::integer, "6000",
@@ -254,9 +255,10 @@ std::vector<KeySpec> build_schema() {
           "solve and write every client's parameter-change vector [clients x parameters]"),
       key("influence.retrain", T::boolean, "false",
           "check the estimates against exact retraining without each client"),
-      choice("influence.retrain_mode", "\"newton\"", {"newton", "full"},
-             "retraining: Newton from the trained optimum to federation.tolerance (the exact "
-             "minimizer, fast), or the full federation schedule from zero"),
+      choice("influence.retrain_mode", "\"newton\"", {"newton", "full", "warm"},
+             "retraining: Newton from the trained model to federation.tolerance (the exact "
+             "minimizer, fast; for a network a damped local Newton), the full federation schedule "
+             "from the start, or the federation schedule again from the trained model (warm)"),
 
       section("fldp",
               "clients change their privacy level (or leave) after training (seed 000, FLDP-FL)"),

@@ -403,7 +403,7 @@ TrainingResult Federation::train(
   };
   // A network's curve: round t's model is evaluated during round t + 1 (overlapped), the last
   // after the loop.
-  const bool overlapped = problem_.test.chunk_rows > 0;
+  const bool overlapped = problem_.test.chunk_rows > 0 && config.evaluate_rounds;
   double produced_at = elapsed;  // wall time when the model awaiting evaluation was made
   for (int round = first_round; round <= config.rounds; ++round) {
     const bool pending = overlapped && round >= 2;
@@ -432,7 +432,7 @@ TrainingResult Federation::train(
       std::tie(previous.test_loss, previous.test_accuracy) = reduce_chunk_results();
       result.history.push_back(previous);
       if (on_round) on_round(previous);
-    } else if (!overlapped) {
+    } else if (!overlapped && config.evaluate_rounds) {
       result.history.push_back(metrics_at(round, true));
       if (on_round) on_round(result.history.back());
     }

@@ -6,6 +6,7 @@
 // the shell's reductions are the only communication. The solves are inexact Newton (Eisenstat and
 // Walker's forcing term rtol = min(0.1, sqrt(|grad h|))): loose far from the optimum, tight near
 // it, so the convergence stays superlinear while early steps cost a few CG iterations.
+#include <fmt/format.h>
 #include <petscksp.h>
 
 #include <algorithm>
@@ -24,6 +25,7 @@ struct ShellContext {
   Federation* federation;
   const std::vector<double>* theta;
   Federation::HessianCache cache;  // the probabilities at *theta, cleared when theta moves
+  double damping = 0.0;            // the product is (H + damping I) v
 };
 
 PetscErrorCode federated_hessian_mult(Mat matrix, Vec x, Vec y) {
@@ -35,6 +37,10 @@ PetscErrorCode federated_hessian_mult(Mat matrix, Vec x, Vec y) {
   PetscCall(VecGetArrayRead(x, &in));
   PetscCall(VecGetArray(y, &out));
   context->federation->hessian_vector(*context->theta, in, out, &context->cache);
+  if (context->damping > 0.0) {
+    const auto p = context->theta->size();
+    for (std::size_t k = 0; k < p; ++k) out[k] += context->damping * in[k];
+  }
   PetscCall(VecRestoreArray(y, &out));
   PetscCall(VecRestoreArrayRead(x, &in));
   PetscFunctionReturn(0);
@@ -48,7 +54,7 @@ PetscErrorCode federated_hessian_diagonal(Mat matrix, Vec diagonal) {
   context->federation->hessian_diagonal(*context->theta, values);
   PetscScalar* out = nullptr;
   PetscCall(VecGetArray(diagonal, &out));
-  std::copy(values.begin(), values.end(), out);
+  for (std::size_t k = 0; k < values.size(); ++k) out[k] = values[k] + context->damping;
   PetscCall(VecRestoreArray(diagonal, &out));
   PetscFunctionReturn(0);
 }
@@ -95,7 +101,10 @@ class NewtonSolver {
                   "PCShellSetContext");
       petsc_check(PCShellSetApply(pc, apply_caller_preconditioner), "PCShellSetApply");
     } else {
-      petsc_check(PCSetType(pc, PCJACOBI), "PCSetType");
+      // Jacobi from the exact diagonal where the model has one (the linear model); a network's
+      // Hessian diagonal would cost p products, so its CG runs unpreconditioned.
+      const bool jacobi = federation.problem().model->linear() != nullptr;
+      petsc_check(PCSetType(pc, jacobi ? PCJACOBI : PCNONE), "PCSetType");
     }
     // The true residual decides convergence (the forcing term is about ||H d - g||).
     petsc_check(KSPSetNormType(ksp_, KSP_NORM_UNPRECONDITIONED), "KSPSetNormType");
@@ -120,6 +129,11 @@ class NewtonSolver {
                 "KSPSetTolerances");
   }
 
+  /// The product becomes (H + damping I) v.
+  void set_damping(double damping) { context_.damping = damping; }
+  /// Did the last solve stop at a direction of non-positive curvature (an indefinite H)?
+  bool indefinite() const { return indefinite_; }
+
   /// direction = H^{-1} gradient to relative residual `rtol` (< 0: the forcing term); returns the
   /// CG iterations.
   int solve(std::vector<double>& gradient, std::vector<double>& direction, double rtol = -1.0) {
@@ -139,6 +153,9 @@ class NewtonSolver {
     petsc_check(VecResetArray(rhs_), "VecResetArray");
     PetscInt iterations = 0;
     petsc_check(KSPGetIterationNumber(ksp_, &iterations), "KSPGetIterationNumber");
+    KSPConvergedReason reason;
+    petsc_check(KSPGetConvergedReason(ksp_, &reason), "KSPGetConvergedReason");
+    indefinite_ = reason == KSP_DIVERGED_INDEFINITE_MAT || reason == KSP_DIVERGED_INDEFINITE_PC;
     const PetscScalar* values = nullptr;
     petsc_check(VecGetArrayRead(solution_, &values), "VecGetArrayRead");
     direction.assign(values, values + direction.size());
@@ -152,6 +169,7 @@ class NewtonSolver {
   Vec rhs_ = nullptr, solution_ = nullptr;
   KSP ksp_ = nullptr;
   bool forcing_ = true;  // false when -newton_ksp_rtol fixes the tolerance
+  bool indefinite_ = false;
 };
 
 }  // namespace
@@ -172,9 +190,21 @@ int newton_polish(Federation& federation, std::vector<double>& theta, double tol
   federation.gradient(theta, gradient);
   double value = federation.objective(theta);
   NewtonSolver solver(federation, theta, preconditioner);
+  // Away from a strict local minimum a network's Hessian is indefinite: CG then meets negative
+  // curvature, and the step is taken with (H + mu I) instead, mu raised tenfold until CG passes and
+  // lowered tenfold after every full step (Levenberg-Marquardt; a local method). A convex
+  // objective never needs it, and its steps are plain Newton steps.
+  double damping = 0.0;
   int step = 0;
   for (; step < max_steps && norm2(gradient) > tolerance; ++step) {
-    const int iterations = solver.solve(gradient, direction);
+    int iterations = solver.solve(gradient, direction);
+    while (solver.indefinite()) {
+      damping = std::max(1e-4, 10.0 * damping);
+      if (damping > 1e12)
+        throw RuntimeError("Newton: no damping makes the Hessian positive definite");
+      solver.set_damping(damping);
+      iterations += solver.solve(gradient, direction);
+    }
     const double slope = -dot(gradient, direction);  // directional derivative along -direction
     // Backtracking (Armijo). Near the optimum h changes by less than its rounding error, so a step
     // that leaves h unchanged to rounding and shrinks the gradient is accepted as well.
@@ -194,10 +224,15 @@ int newton_polish(Federation& federation, std::vector<double>& theta, double tol
       }
       t *= 0.5;
     }
+    if (t == 1.0 && damping > 0.0) {
+      damping = damping < 1e-8 ? 0.0 : 0.1 * damping;
+      solver.set_damping(damping);
+    }
     if (verbose)
       log::info(
-          "  newton step {:2d}: objective {:.12e}  |grad| {:.3e}  step {:g}  cg iterations {}",
-          step + 1, value, norm2(gradient), t, iterations);
+          "  newton step {:2d}: objective {:.12e}  |grad| {:.3e}  step {:g}  cg iterations {}{}",
+          step + 1, value, norm2(gradient), t, iterations,
+          damping > 0.0 ? fmt::format("  damping {:.1e}", damping) : std::string());
   }
   if (norm2(gradient) > tolerance)
     log::warn("Newton polish stopped after {} steps with |grad h| = {:.3e} > tolerance {:.1e}",

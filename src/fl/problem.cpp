@@ -41,12 +41,6 @@ FederationConfig FederationConfig::from_deck(const Deck& deck) {
         "training and Ditto sample them with privacy.sampling_rate (Poisson, as their accounting "
         "assumes): leave federation.client_sampling = \"all\"",
         sampling));
-  if (config.newton_polish && deck.string("model.type") != "logistic")
-    throw InputError(fmt::format(
-        "federation.polish = \"newton\" needs a convex objective, and model.type = \"{}\" is "
-        "not convex (Newton may stop at a saddle point or diverge); set federation.polish = "
-        "\"none\"",
-        deck.string("model.type")));
   return config;
 }
 

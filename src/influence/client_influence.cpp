@@ -19,7 +19,10 @@ InfluenceConfig InfluenceConfig::from_deck(const Deck& deck) {
   config.removal_gradient = parse_removal_gradient(deck.string("influence.removal_gradient"));
   config.vectors = deck.boolean("influence.vectors");
   config.retrain = deck.boolean("influence.retrain");
-  config.retrain_full = deck.string("influence.retrain_mode") == "full";
+  const std::string mode = deck.string("influence.retrain_mode");
+  config.retrain_mode = mode == "full"   ? InfluenceConfig::Retrain::full
+                        : mode == "warm" ? InfluenceConfig::Retrain::warm
+                                         : InfluenceConfig::Retrain::newton;
   return config;
 }
 
@@ -241,30 +244,57 @@ bool client_scope(Federation& federation, const std::vector<double>& theta,
   return true;
 }
 
+// The model the federation's current clients retrain to from theta (influence.retrain_mode).
+std::vector<double> retrained_model(Federation& federation, const std::vector<double>& theta,
+                                    const InfluenceConfig& config,
+                                    const FederationConfig& training) {
+  FederationConfig quiet = training;
+  quiet.polish_verbose = false;
+  quiet.evaluate_rounds = false;
+  switch (config.retrain_mode) {
+    case InfluenceConfig::Retrain::full:
+      return federation.train(quiet).theta;
+    case InfluenceConfig::Retrain::warm: {
+      // The same schedule again, from theta: its rounds draw the same cohorts and shuffles.
+      quiet.newton_polish = false;
+      TrainingResume from_theta;
+      from_theta.theta = theta;
+      return federation.train(quiet, {}, {}, {}, &from_theta).theta;
+    }
+    case InfluenceConfig::Retrain::newton:
+      break;
+  }
+  // A convex objective without the client is strictly convex (l2 > 0): Newton from theta^ finds
+  // its unique minimizer, what retraining from scratch converges to. For a network it is a damped
+  // local Newton: the stationary point near theta.
+  std::vector<double> retrained = theta;
+  newton_polish(federation, retrained, training.tolerance, training.polish_max_steps, false);
+  return retrained;
+}
+
 // Returns false when a stop signal ended it.
 bool retrain_without_each_client(Federation& federation, const std::vector<double>& theta,
                                  const InfluenceConfig& config, const FederationConfig& training,
                                  bool progress, InfluenceSweep& sweep, ClientInfluence& result) {
   const int clients = static_cast<int>(federation.problem().client_rows.size());
+  // A network's trained model is no minimizer: retraining moves it even without a removal. The
+  // removals are then measured against the same retraining with every client (the control, made
+  // again on a restart), so that only the removal's effect remains.
+  double base_test_loss = result.base_test_loss;
+  if (!federation.problem().model->linear() ||
+      config.retrain_mode == InfluenceConfig::Retrain::warm)
+    base_test_loss =
+        federation.evaluate_test(retrained_model(federation, theta, config, training)).first;
   ProgressLine bar("retrained without client", clients, progress);
   std::vector<double> gradient;
   for (int id = 0; id < clients; ++id) {
     if (sweep.retrained(id)) continue;
     federation.exclude_clients({id});
-    std::vector<double> retrained = theta;
-    if (config.retrain_full) {
-      FederationConfig quiet = training;
-      quiet.polish_verbose = false;
-      retrained = federation.train(quiet).theta;
-    } else {
-      // The objective without the client is strictly convex (l2 > 0): its minimizer is unique, so
-      // Newton from theta^ finds exactly what retraining from scratch converges to.
-      newton_polish(federation, retrained, training.tolerance, training.polish_max_steps, false);
-    }
+    const std::vector<double> retrained = retrained_model(federation, theta, config, training);
     federation.gradient(retrained, gradient);
     result.retrain_gradient_norm[static_cast<std::size_t>(id)] = norm2(gradient);
     result.actual[static_cast<std::size_t>(id)] =
-        federation.evaluate_test(retrained).first - result.base_test_loss;
+        federation.evaluate_test(retrained).first - base_test_loss;
     federation.exclude_clients({});
     sweep.mark_retrained(id);
     bar.done(id + 1);

@@ -45,7 +45,16 @@ IhvpConfig IhvpConfig::from_deck(const Deck& deck) {
   config.method = parse_ihvp_method(deck.string("influence.solver"));
   config.rtol = deck.real("influence.rtol");
   config.max_iterations = static_cast<int>(deck.integer("influence.max_iterations"));
-  config.jacobi = deck.string("influence.preconditioner") == "jacobi";
+  // Jacobi needs the exact Hessian diagonal, which only the logistic model computes.
+  const std::string preconditioner = deck.string("influence.preconditioner");
+  config.jacobi = preconditioner == "jacobi" ||
+                  (preconditioner == "auto" && deck.string("model.type") == "logistic");
+  if (preconditioner == "jacobi" && deck.string("model.type") != "logistic")
+    throw InputError(fmt::format(
+        "{}: influence.preconditioner = \"jacobi\" needs the exact Hessian diagonal, which "
+        "model.type = \"{}\" does not compute (it would take p Hessian products); use \"auto\" "
+        "or \"none\"",
+        deck.where("influence.preconditioner"), deck.string("model.type")));
   config.warm_start = deck.boolean("influence.warm_start");
   config.explicit_max_parameters =
       static_cast<int>(deck.integer("influence.explicit_max_parameters"));

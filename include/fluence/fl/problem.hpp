@@ -35,7 +35,8 @@ struct FederationConfig {
   double tolerance = 1e-10;
   int polish_max_steps = 50;
   bool eval_train_loss = true;
-  bool polish_verbose = true;  // a line per Newton step (retrains inside other commands: off)
+  bool polish_verbose = true;   // a line per Newton step (retrains inside other commands: off)
+  bool evaluate_rounds = true;  // the per-round curve (retrains inside other commands: off)
 
   static FederationConfig from_deck(const Deck& deck);
 };

@@ -24,7 +24,7 @@ struct InfluenceConfig {
   RemovalGradient removal_gradient = RemovalGradient::regularized;
   bool vectors = true;
   bool retrain = false;
-  bool retrain_full = false;  // retrain_mode = "full"
+  enum class Retrain { newton, full, warm } retrain_mode = Retrain::newton;
 
   static InfluenceConfig from_deck(const Deck& deck);
 };
