@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 
 namespace fluence {
 
@@ -25,6 +26,68 @@ void gemm(bool transpose_a, bool transpose_b, int m, int n, int k, double alpha,
           int lda, const double* b, int ldb, double beta, double* c, int ldc) {
   cblas_dgemm(CblasRowMajor, blas_transpose(transpose_a), blas_transpose(transpose_b), m, n, k,
               alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+namespace {
+using Float16 = float __attribute__((vector_size(64)));
+
+inline Float16 load16(const float* p) {
+  Float16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store16(float* p, const Float16& v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+template <int R>
+void times(const float* d, int ldd, const float* w, int ldw, int n, int k, float* c, int ldc) {
+  const int whole = k / 16 * 16;
+  for (int j = 0; j < whole; j += 16) {
+    Float16 sum[R] = {};
+    for (int o = 0; o < n; ++o) {
+      const Float16 weights = load16(w + static_cast<std::size_t>(o) * ldw + j);
+      for (int r = 0; r < R; ++r) sum[r] += d[static_cast<std::size_t>(r) * ldd + o] * weights;
+    }
+    for (int r = 0; r < R; ++r) store16(c + static_cast<std::size_t>(r) * ldc + j, sum[r]);
+  }
+  for (int j = whole; j < k; ++j)
+    for (int r = 0; r < R; ++r) {
+      float total = 0.0f;
+      for (int o = 0; o < n; ++o)
+        total +=
+            d[static_cast<std::size_t>(r) * ldd + o] * w[static_cast<std::size_t>(o) * ldw + j];
+      c[static_cast<std::size_t>(r) * ldc + j] = total;
+    }
+}
+
+// Calls kernel<R> for R = rows (1..kSmallRows).
+template <template <int> class Kernel, class... Args>
+void with_rows(int rows, Args... args) {
+  switch (rows) {
+#define FLUENCE_ROWS(R) \
+  case R:               \
+    return Kernel<R>::run(args...);
+    FLUENCE_ROWS(1)
+    FLUENCE_ROWS(2) FLUENCE_ROWS(3) FLUENCE_ROWS(4) FLUENCE_ROWS(5) FLUENCE_ROWS(6) FLUENCE_ROWS(7)
+        FLUENCE_ROWS(8) FLUENCE_ROWS(9) FLUENCE_ROWS(10) FLUENCE_ROWS(11) FLUENCE_ROWS(12)
+            FLUENCE_ROWS(13) FLUENCE_ROWS(14) FLUENCE_ROWS(15) FLUENCE_ROWS(16)
+#undef FLUENCE_ROWS
+                default : throw std::invalid_argument("small-row kernels take 1 to 16 rows");
+  }
+}
+template <int R>
+struct Times {
+  static void run(const float* d, int ldd, const float* w, int ldw, int n, int k, float* c,
+                  int ldc) {
+    times<R>(d, ldd, w, ldw, n, k, c, ldc);
+  }
+};
+}  // namespace
+
+void small_rows_times(const float* d, int ldd, int rows, const float* w, int ldw, int n, int k,
+                      float* c, int ldc) {
+  with_rows<Times>(rows, d, ldd, w, ldw, n, k, c, ldc);
 }
 
 // For output position (oy, ox) and kernel row ky, the kernel columns kx in [first, last) fall

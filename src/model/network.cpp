@@ -211,9 +211,7 @@ class Passes {
       const std::size_t count = std::size_t(rows) * n_out;
       switch (layer.kind) {
         case LayerKind::dense:
-          if (d_in)
-            gemm<T>(false, false, rows, n_in, n_out, T(1), d_out, n_out, theta + layer.weights,
-                    n_in, T(0), d_in, n_in);
+          if (d_in) dense_input_delta(d_out, rows, n_out, theta + layer.weights, n_in, d_in);
           if (target) {
             gemm<T>(true, false, n_out, n_in, rows, alpha, d_out, n_out, in, n_in, beta,
                     target + layer.weights, n_in);
@@ -496,6 +494,16 @@ class Passes {
   }
 
  private:
+  // d_in = d_out W for a dense layer (rows x n_out times n_out x n_in): a float mini-batch against
+  // a wide layer goes to small_rows_times, which reads W once where sgemm would pack it.
+  static void dense_input_delta(const T* d_out, int rows, int n_out, const T* w, int n_in,
+                                T* d_in) {
+    if constexpr (std::is_same_v<T, float>)
+      if (rows <= kSmallRows && n_in >= 512)
+        return small_rows_times(d_out, n_out, rows, w, n_in, n_out, n_in, d_in, n_in);
+    gemm<T>(false, false, rows, n_in, n_out, T(1), d_out, n_out, w, n_in, T(0), d_in, n_in);
+  }
+
   // A parametric layer's output (rows x n, n its channels) gets its biases and, when the next
   // layer is an activation working in place, that activation in the same pass. Returns the layers
   // done beyond l (1 when the activation was applied here).

@@ -48,7 +48,8 @@ class ScaledClient final : public LocalObjective {
       : model_(model), client_(client), scale_(scale), buffer_(model.parameters()) {}
   double loss_sum(const double* theta) override {
     return scale_ *
-           model_.loss_sum(client_.features(), client_.labels().data(), client_.size(), theta, work_)
+           model_
+               .loss_sum(client_.features(), client_.labels().data(), client_.size(), theta, work_)
                .loss_sum;
   }
   void gradient_sum(const double* theta, double* out) override {
@@ -57,8 +58,8 @@ class ScaledClient final : public LocalObjective {
     for (std::size_t k = 0; k < buffer_.size(); ++k) out[k] *= scale_;
   }
   void hessian_vector_sum(const double* theta, const double* v, double* out) override {
-    model_.hessian_vector_sum(client_.features(), client_.labels().data(), client_.size(), theta,
-                              v, out, work_);
+    model_.hessian_vector_sum(client_.features(), client_.labels().data(), client_.size(), theta, v,
+                              out, work_);
     for (std::size_t k = 0; k < buffer_.size(); ++k) out[k] *= scale_;
   }
   void sampled_hessian_vector_sum(const double*, const std::int64_t*, std::size_t, const double*,

@@ -133,6 +133,28 @@ TEST(MaxPool, TakesTheFirstMaximumOfEachWindowAndItsAdjointScattersBack) {
   EXPECT_NEAR(left, right, 1e-12);
 }
 
+// The small-row kernel against a double loop: float products summed in another order, within
+// n * 2^-23 of sum_o |d w| (here n = 40 terms of magnitude ~1: 1e-4 of the sum of magnitudes).
+TEST(SmallRows, TimesEqualsADoubleLoopForEveryRowCountAndATail) {
+  const int n = 40, k = 37;  // two whole 16-column groups and a tail of 5
+  const auto d = random_values(std::size_t(kSmallRows) * n, 9);
+  const auto w = random_values(std::size_t(n) * k, 10);
+  const std::vector<float> df(d.begin(), d.end()), wf(w.begin(), w.end());
+  for (int rows = 1; rows <= kSmallRows; ++rows) {
+    std::vector<float> c(std::size_t(rows) * k);
+    small_rows_times(df.data(), n, rows, wf.data(), k, n, k, c.data(), k);
+    for (int r = 0; r < rows; ++r)
+      for (int j = 0; j < k; ++j) {
+        double sum = 0.0, magnitude = 0.0;
+        for (int o = 0; o < n; ++o) {
+          sum += double(df[r * n + o]) * double(wf[o * k + j]);
+          magnitude += std::abs(double(df[r * n + o]) * double(wf[o * k + j]));
+        }
+        EXPECT_NEAR(c[r * k + j], sum, 1e-5 * magnitude) << rows << ": " << r << "," << j;
+      }
+  }
+}
+
 TEST(ColumnSums, AddScaledSumsInRowOrderAndIgnoreOutWhenBetaIsZero) {
   const int rows = 5, n = 70;  // two blocks of columns
   const auto d = random_values(std::size_t(rows) * n, 8);
