@@ -128,8 +128,7 @@ int main(int argc, char** argv) {
         c.name, test_rows, evaluation, eval_flops / evaluation * 1e-9,
         100.0 * eval_flops / evaluation * 1e-9 / speak);
   }
-  // The 2NN's exact Hessian-vector product on 60,000 rows (double): a forward, an R-forward, and
-  // a backward pass of two deltas, about 4x the forward's multiply-adds... counted below.
+  // The 2NN's exact Hessian-vector product on 60,000 rows (double).
   const Network two_nn(cases[0].spec, 10, 0.0);
   const std::size_t hvp_rows = quick ? 6000 : 60000;
   std::vector<double> big(hvp_rows * 784);
@@ -144,11 +143,13 @@ int main(int argc, char** argv) {
     two_nn.hessian_vector_sum(big.data(), labels.data(), hvp_rows, theta.data(), v.data(),
                               out.data(), work);
   });
-  // Forward (1x), R-forward (2x but the first layer's 1x), backward of delta and R{delta} (3x
-  // input gradients but the first layer's, 2x weight gradients).
+  // FLOPs per row, with f the forward's and f1 the first layer's: forward f; R-forward: V a for
+  // every layer, W R{a} for all but the first (2 f - f1); R-backward: delta W, R{delta} W and
+  // delta V for all but the first (3 (f - f1)), R{delta}^T a for every layer and delta^T R{a} for
+  // all but the first (2 f - f1). In all 8 f - 5 f1.
   const double f = network_flops(two_nn).forward;
   const double first = 2.0 * 784 * 200;
-  const double hvp_flops = double(hvp_rows) * (f + (2 * f - first) + (3 * (f - first) + 2 * f));
+  const double hvp_flops = double(hvp_rows) * (8.0 * f - 5.0 * first);
   std::printf(
       "2NN: Hessian-vector product (R-operator, double) on %zu rows, p = %zu: %.3f s, "
       "%.1f GFLOP/s (%.0f%% of the dgemm peak)\n",

@@ -13,12 +13,6 @@
 
 namespace fluence {
 
-double norm2(const std::vector<double>& v) {
-  double s = 0.0;
-  for (double x : v) s += x * x;
-  return std::sqrt(s);
-}
-
 Federation::Federation(FederatedProblem& problem)
     : problem_(problem),
       included_(problem.client_rows.size(), 1),

@@ -1,6 +1,8 @@
 // FLDP-FL estimates and their ground truths (seed 000 §4-5; docs/math.md §5).
 #include "fluence/fldp/fldp.hpp"
 
+#include "fluence/fl/newton.hpp"
+
 #include <cmath>
 #include <memory>
 
@@ -327,47 +329,40 @@ class FldpRunner {
     federation_.exclude_clients({});
   }
 
-  // Newton steps on the changed objective from theta_I: each a federated gradient and an IHVP
-  // with the changed objective's Hessian at the current point, with Armijo backtracking (a large
-  // change can put theta_I where the full step overshoots); near the optimum the full step is
-  // taken and the convergence to the expected retrain is quadratic.
+  // Newton steps on the changed objective from theta_I by the one Newton's method: each a
+  // federated gradient and a CG solve with the changed objective's exact Hessian at the current
+  // point, with its backtracking (a large change can put theta_I where the full step overshoots);
+  // near the optimum the full step is taken and the convergence to the expected retrain is
+  // quadratic (forcing term |grad h'|, Dembo, Eisenstat and Steihaug 1982). CG is preconditioned
+  // by the clean factor when there is one (a few products instead of a dense Hessian assembled
+  // and factored at every step; far from theta^ a poor preconditioner, so each solve is capped at
+  // kRefineIterations: CG's iterate is a descent direction and the line search does the rest),
+  // else Jacobi's, with the influence damping.
   void refine(FldpCaseResult& result) {
-    std::vector<double> theta = result.theta_estimate, gradient, step(p_), trial(p_);
-    double value = federation_.objective(theta);
-    for (int s = 0; s < config_.newton_steps; ++s) {
-      federation_.gradient(theta, gradient);
-      if (const auto preconditioner = clean_preconditioner(); preconditioner && damping_ == 0.0) {
-        // The IHVP by CG on the changed Hessian, preconditioned by the clean factor: a few
-        // products instead of a dense Hessian assembled and factored at every step. Far from
-        // theta^ (a large change) the clean factor is a poor preconditioner, so the solve is
-        // inexact with the forcing term min(0.1, ||grad h'||), which keeps Newton's quadratic
-        // convergence (Dembo, Eisenstat and Steihaug 1982), and capped at kRefineIterations
-        // (CG's iterate is a descent direction; the line search takes care of the rest).
-        const double forcing = std::max(influence_.ihvp.rtol, std::min(0.1, norm2(gradient)));
-        newton_direction(federation_, theta, gradient, step, forcing, preconditioner,
-                         kRefineIterations);
-      } else {
-        auto hessian = make_federated_hessian(federation_, theta);
-        hessian->set_damping(influence_.damping);
-        make_ihvp_solver(influence_.ihvp, *hessian)->solve(gradient.data(), step.data());
-      }
-      double slope = 0.0;
-      for (std::size_t j = 0; j < p_; ++j) slope -= gradient[j] * step[j];
-      double t = 1.0;
-      for (int halvings = 0; halvings < 30; ++halvings, t *= 0.5) {
-        for (std::size_t j = 0; j < p_; ++j) trial[j] = theta[j] - t * step[j];
-        const double trial_value = federation_.objective(trial);
-        // Accept sufficient decrease, or a change at the rounding level of h near the optimum.
-        if (trial_value <= value + 1e-4 * t * slope ||
-            std::abs(trial_value - value) <= 1e-13 * std::abs(value)) {
-          value = trial_value;
-          break;
-        }
-      }
-      theta.swap(trial);
-      result.newton_ed_expected.push_back(config_.retrain ? distance(theta, result.theta_expected)
-                                                          : std::nan(""));
+    std::vector<double> theta = result.theta_estimate;
+    FederatedObjective objective(federation_);
+    NewtonSettings settings;
+    settings.tolerance = 0.0;  // exactly fldp.newton_steps steps
+    settings.max_steps = config_.newton_steps;
+    settings.forcing_power = 1.0;
+    settings.forcing_floor = influence_.ihvp.rtol;
+    if (const auto preconditioner = clean_preconditioner(); preconditioner && damping_ == 0.0) {
+      settings.preconditioner = preconditioner;
+      settings.max_cg_iterations = kRefineIterations;
+    } else {
+      settings.damping = influence_.damping;
     }
+    settings.after_step = [&](int, const std::vector<double>& current) {
+      result.newton_ed_expected.push_back(config_.retrain ? distance(current, result.theta_expected)
+                                                          : std::nan(""));
+    };
+    minimize_newton(objective, theta, settings);
+    // A zero gradient ends the steps early: the remaining distances are the last one.
+    while (result.newton_ed_expected.size() < static_cast<std::size_t>(config_.newton_steps))
+      result.newton_ed_expected.push_back(
+          result.newton_ed_expected.empty()
+              ? (config_.retrain ? distance(theta, result.theta_expected) : std::nan(""))
+              : result.newton_ed_expected.back());
     result.theta_newton = theta;
   }
 

@@ -301,6 +301,18 @@ class FirstBlockHessian final : public HessianOperator {
 
 }  // namespace
 
+LinearOperator as_linear_operator(HessianOperator& hessian) {
+  LinearOperator op;
+  op.size = hessian.parameters();
+  op.apply = [&hessian](const double* v, double* out) { hessian.apply(v, out); };
+  op.diagonal = [&hessian](double* out) {
+    std::vector<double> diagonal;
+    hessian.diagonal(diagonal);
+    std::copy(diagonal.begin(), diagonal.end(), out);
+  };
+  return op;
+}
+
 std::unique_ptr<HessianOperator> make_first_block_hessian(std::unique_ptr<HessianOperator> base,
                                                           int classes) {
   return std::make_unique<FirstBlockHessian>(std::move(base), classes);

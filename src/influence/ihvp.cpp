@@ -10,7 +10,6 @@
 #include "fluence/core/log.hpp"
 #include "fluence/core/rng.hpp"
 #include "fluence/influence/spectrum.hpp"
-#include "hessian_shell.hpp"
 
 extern "C" {
 void dpotrf_(const char* uplo, const int* n, double* a, const int* lda, int* info);
@@ -156,35 +155,24 @@ class SolutionRecycler {
   std::vector<std::vector<double>> basis_, images_;
 };
 
+// CG on the exact products (core/krylov.hpp, options prefix "ihvp_"), each solve started from
+// the projection onto earlier solutions (warm_start).
 class KrylovSolver final : public IhvpSolver {
  public:
   KrylovSolver(const IhvpConfig& config, HessianOperator& hessian)
-      : hessian_(hessian), shell_(hessian), recycler_(hessian.parameters(), 32), config_(config) {
-    const auto p = static_cast<PetscInt>(hessian.parameters());
-    petsc_check(VecCreateSeqWithArray(PETSC_COMM_SELF, 1, p, nullptr, &rhs_), "VecCreateSeq");
-    petsc_check(VecCreateSeqWithArray(PETSC_COMM_SELF, 1, p, nullptr, &solution_), "VecCreateSeq");
-    petsc_check(KSPCreate(PETSC_COMM_SELF, &ksp_), "KSPCreate");
-    petsc_check(KSPSetOperators(ksp_, shell_.matrix(), shell_.matrix()), "KSPSetOperators");
-    petsc_check(KSPSetType(ksp_, KSPCG), "KSPSetType");
-    PC pc;
-    petsc_check(KSPGetPC(ksp_, &pc), "KSPGetPC");
-    petsc_check(PCSetType(pc, config.jacobi ? PCJACOBI : PCNONE), "PCSetType");
-    // Converge on the true residual ||b - H x|| / ||b||, the quantity every solve reports.
-    petsc_check(KSPSetNormType(ksp_, KSP_NORM_UNPRECONDITIONED), "KSPSetNormType");
-    const PetscInt max_iterations =
-        config.max_iterations > 0 ? config.max_iterations : 10 * p + 100;
-    petsc_check(KSPSetTolerances(ksp_, config.rtol, 0.0, PETSC_DEFAULT, max_iterations),
-                "KSPSetTolerances");
-    petsc_check(KSPSetInitialGuessNonzero(ksp_, PETSC_TRUE), "KSPSetInitialGuessNonzero");
-    petsc_check(KSPSetOptionsPrefix(ksp_, "ihvp_"), "KSPSetOptionsPrefix");
-    petsc_check(KSPSetFromOptions(ksp_), "KSPSetFromOptions");
-    petsc_check(KSPSetUp(ksp_), "KSPSetUp");
-  }
-  ~KrylovSolver() override {
-    KSPDestroy(&ksp_);
-    VecDestroy(&solution_);
-    VecDestroy(&rhs_);
-  }
+      : hessian_(hessian),
+        recycler_(hessian.parameters(), 32),
+        config_(config),
+        cg_(as_linear_operator(hessian), [&] {
+          CgSettings settings;
+          settings.prefix = "ihvp_";
+          settings.rtol = config.rtol;
+          settings.max_iterations = config.max_iterations;
+          settings.preconditioner =
+              config.jacobi ? CgPreconditioner::jacobi : CgPreconditioner::none;
+          settings.initial_guess = true;
+          return settings;
+        }()) {}
 
   IhvpMethod method() const override { return IhvpMethod::cg; }
   std::vector<double> history() const override { return recycler_.saved(); }
@@ -201,31 +189,24 @@ class KrylovSolver final : public IhvpSolver {
       recycler_.initial_guess(b, x);
     else
       std::fill(x, x + p, 0.0);
-    petsc_check(VecPlaceArray(rhs_, b), "VecPlaceArray");
-    petsc_check(VecPlaceArray(solution_, x), "VecPlaceArray");
-    petsc_check(KSPSolve(ksp_, rhs_, solution_), "KSPSolve");
-    petsc_check(VecResetArray(solution_), "VecResetArray");
-    petsc_check(VecResetArray(rhs_), "VecResetArray");
-    PetscInt iterations = 0;
-    petsc_check(KSPGetIterationNumber(ksp_, &iterations), "KSPGetIterationNumber");
-    KSPConvergedReason reason;
-    petsc_check(KSPGetConvergedReason(ksp_, &reason), "KSPGetConvergedReason");
-    report.iterations = static_cast<int>(iterations);
+    const CgOutcome outcome = cg_.solve(b, x);
+    report.iterations = outcome.iterations;
     report.relative_residual = relative_residual(hessian_, b, x);
-    if (reason < 0)
-      log::warn("IHVP: KSP did not converge ({}) after {} iterations; relative residual {:.3e}",
-                KSPConvergedReasons[reason], iterations, report.relative_residual);
+    if (!outcome.converged)
+      log::warn("IHVP: CG did not converge{} after {} iterations; relative residual {:.3e}",
+                outcome.indefinite
+                    ? " (the Hessian is not positive definite: set influence.damping)"
+                    : "",
+                outcome.iterations, report.relative_residual);
     if (config_.warm_start) recycler_.add(x, b);
     return report;
   }
 
  private:
   HessianOperator& hessian_;
-  HessianShell shell_;
   SolutionRecycler recycler_;
   IhvpConfig config_;
-  Vec rhs_ = nullptr, solution_ = nullptr;
-  KSP ksp_ = nullptr;
+  ConjugateGradient cg_;
 };
 
 class CholeskySolver final : public IhvpSolver {

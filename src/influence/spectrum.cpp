@@ -8,7 +8,6 @@
 #include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/rng.hpp"
-#include "hessian_shell.hpp"
 
 namespace fluence {
 
@@ -19,7 +18,7 @@ namespace {
 class EigenSolve {
  public:
   EigenSolve(HessianOperator& hessian, EPSWhich which, int count, double tolerance)
-      : shell_(hessian), p_(hessian.parameters()) {
+      : shell_(as_linear_operator(hessian)), p_(hessian.parameters()) {
     petsc_check(EPSCreate(PETSC_COMM_SELF, &eps_), "EPSCreate");
     petsc_check(EPSSetOperators(eps_, shell_.matrix(), nullptr), "EPSSetOperators");
     petsc_check(EPSSetProblemType(eps_, EPS_HEP), "EPSSetProblemType");
@@ -70,7 +69,7 @@ class EigenSolve {
   }
 
  private:
-  HessianShell shell_;
+  OperatorShell shell_;
   std::size_t p_;
   EPS eps_ = nullptr;
   PetscInt converged_ = 0;

@@ -1,8 +1,8 @@
 #pragma once
 // The exact minimizer of (1/n) sum_i CE(z_i, theta) + l2/2 ||theta||^2 on rows held by one rank:
 // M0 on the warm-up data and the retrained models of the exact-influence check (seed 002 Eq. 4).
-// Newton's method with conjugate-gradient solves on Hessian-vector products and a backtracking
-// line search; serial, so every rank that runs it gets the same bits.
+// The one Newton's method (core/newton.hpp) on the rows' exact Hessian products, Jacobi
+// preconditioned; serial, so every rank that runs it gets the same bits.
 #include <cstddef>
 #include <cstdint>
 #include <vector>

@@ -3,8 +3,10 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <stdexcept>
+#include <utility>
 
 namespace fluence {
 
@@ -61,33 +63,20 @@ void times(const float* d, int ldd, const float* w, int ldw, int n, int k, float
     }
 }
 
-// Calls kernel<R> for R = rows (1..kSmallRows).
-template <template <int> class Kernel, class... Args>
-void with_rows(int rows, Args... args) {
-  switch (rows) {
-#define FLUENCE_ROWS(R) \
-  case R:               \
-    return Kernel<R>::run(args...);
-    FLUENCE_ROWS(1)
-    FLUENCE_ROWS(2) FLUENCE_ROWS(3) FLUENCE_ROWS(4) FLUENCE_ROWS(5) FLUENCE_ROWS(6) FLUENCE_ROWS(7)
-        FLUENCE_ROWS(8) FLUENCE_ROWS(9) FLUENCE_ROWS(10) FLUENCE_ROWS(11) FLUENCE_ROWS(12)
-            FLUENCE_ROWS(13) FLUENCE_ROWS(14) FLUENCE_ROWS(15) FLUENCE_ROWS(16)
-#undef FLUENCE_ROWS
-                default : throw std::invalid_argument("small-row kernels take 1 to 16 rows");
-  }
+using TimesKernel = void (*)(const float*, int, const float*, int, int, int, float*, int);
+template <std::size_t... R>
+constexpr std::array<TimesKernel, sizeof...(R)> times_kernels(std::index_sequence<R...>) {
+  return {&times<static_cast<int>(R) + 1>...};
 }
-template <int R>
-struct Times {
-  static void run(const float* d, int ldd, const float* w, int ldw, int n, int k, float* c,
-                  int ldc) {
-    times<R>(d, ldd, w, ldw, n, k, c, ldc);
-  }
-};
 }  // namespace
 
 void small_rows_times(const float* d, int ldd, int rows, const float* w, int ldw, int n, int k,
                       float* c, int ldc) {
-  with_rows<Times>(rows, d, ldd, w, ldw, n, k, c, ldc);
+  // One kernel per row count, so that its R accumulators live in registers.
+  static constexpr auto kernels = times_kernels(std::make_index_sequence<kSmallRows>{});
+  if (rows < 1 || rows > kSmallRows)
+    throw std::invalid_argument("small-row kernels take 1 to 16 rows");
+  kernels[static_cast<std::size_t>(rows - 1)](d, ldd, w, ldw, n, k, c, ldc);
 }
 
 // For output position (oy, ox) and kernel row ky, the kernel columns kx in [first, last) fall

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "fluence/core/error.hpp"
+#include "fluence/core/newton.hpp"
 #include "fluence/core/vector_ops.hpp"
 #include "fluence/model/dense_kernels.hpp"
 
@@ -246,72 +247,40 @@ void PerturbedObjective::hessian_vector(const double* v, double* out) {
 
 namespace {
 
-// Solves H_S step = gradient to relative residual `forcing` by CG preconditioned with the clean
-// Hessian's solver; returns the products by H_S used.
-int preconditioned_newton_step(PerturbedObjective& objective, IhvpSolver& clean_hessian,
-                               const std::vector<double>& gradient, double forcing,
-                               std::vector<double>& step) {
-  const std::size_t p = gradient.size();
-  std::vector<double> r = gradient, z(p), d(p), hd(p);
-  std::fill(step.begin(), step.end(), 0.0);
-  clean_hessian.apply_inverse(r.data(), z.data());
-  d = z;
-  double rz = dot(r, z);
-  const double target = forcing * norm2(gradient);
-  int products = 0;
-  for (; products < static_cast<int>(p) + 10;) {
-    objective.hessian_vector(d.data(), hd.data());
-    ++products;
-    const double curvature = dot(d, hd);
-    if (!(curvature > 0.0)) {
-      // Negative curvature (l_FLC is not convex): fall back to the preconditioned gradient.
-      if (products == 1) step = z;
-      break;
-    }
-    const double alpha = rz / curvature;
-    for (std::size_t j = 0; j < p; ++j) {
-      step[j] += alpha * d[j];
-      r[j] -= alpha * hd[j];
-    }
-    if (norm2(r) <= target) break;
-    clean_hessian.apply_inverse(r.data(), z.data());
-    const double rz_next = dot(r, z);
-    for (std::size_t j = 0; j < p; ++j) d[j] = z[j] + rz_next / rz * d[j];
-    rz = rz_next;
+// h_S for the one Newton's method: the Hessian products at the prepared point, CG preconditioned
+// with the clean Hessian's solver.
+class PerturbedNewton final : public NewtonObjective {
+ public:
+  PerturbedNewton(PerturbedObjective& objective, std::size_t parameters)
+      : objective_(objective), parameters_(parameters) {}
+  std::size_t parameters() const override { return parameters_; }
+  double value_and_gradient(const std::vector<double>& theta,
+                            std::vector<double>& gradient) override {
+    return objective_.value_and_gradient(theta, gradient);
   }
-  return products;
-}
+  void set_point(const std::vector<double>& theta) override { objective_.prepare_hessian(theta); }
+  void hessian_vector(const double* v, double* out) override { objective_.hessian_vector(v, out); }
+
+ private:
+  PerturbedObjective& objective_;
+  std::size_t parameters_;
+};
 
 }  // namespace
 
 RetrainReport newton_retrain(PerturbedObjective& objective, IhvpSolver& clean_hessian,
                              std::vector<double>& theta, double tolerance, int max_iterations) {
+  PerturbedNewton newton(objective, theta.size());
+  NewtonSettings settings;
+  settings.tolerance = tolerance;
+  settings.max_steps = max_iterations;
+  settings.preconditioner = [&](const double* r, double* z) { clean_hessian.apply_inverse(r, z); };
+  const NewtonReport newton_report = minimize_newton(newton, theta, settings);
   RetrainReport report;
-  const std::size_t p = theta.size();
-  std::vector<double> gradient, trial_gradient, step(p), trial(p);
-  double value = objective.value_and_gradient(theta, gradient);
-  report.gradient_norm = norm2(gradient);
-  while (report.gradient_norm > tolerance && report.iterations < max_iterations) {
-    objective.prepare_hessian(theta);
-    // Inexact Newton forcing term: superlinear convergence without solving early steps exactly.
-    const double forcing = std::min(0.1, std::sqrt(report.gradient_norm));
-    report.hessian_products +=
-        preconditioned_newton_step(objective, clean_hessian, gradient, forcing, step);
-    const double slope = dot(gradient, step);
-    double t = 1.0, trial_value = value;
-    for (int halving = 0; halving < 40; ++halving, t *= 0.5) {
-      for (std::size_t j = 0; j < p; ++j) trial[j] = theta[j] - t * step[j];
-      trial_value = objective.value_and_gradient(trial, trial_gradient);
-      // Armijo, with a rounding allowance so steps near the optimum (decrease ~ 1e-16 |h|) pass.
-      if (trial_value <= value - 1e-4 * t * slope + 1e-14 * (1.0 + std::abs(value))) break;
-    }
-    theta.swap(trial);
-    gradient.swap(trial_gradient);
-    value = trial_value;
-    report.gradient_norm = norm2(gradient);
-    ++report.iterations;
-  }
-  report.converged = report.gradient_norm <= tolerance;
+  report.iterations = newton_report.steps;
+  report.hessian_products = newton_report.cg_iterations;  // one product per CG iteration
+  report.gradient_norm = newton_report.gradient_norm;
+  report.converged = newton_report.converged;
   return report;
 }
 

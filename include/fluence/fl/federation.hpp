@@ -9,6 +9,7 @@
 
 #include "fluence/core/node_queue.hpp"
 #include "fluence/core/quantized_sum.hpp"
+#include "fluence/core/vector_ops.hpp"
 #include "fluence/fl/local_objective.hpp"
 #include "fluence/fl/problem.hpp"
 
@@ -171,9 +172,10 @@ class Federation {
 /// single-threaded BLAS).
 using NewtonPreconditioner = std::function<void(const double* r, double* z)>;
 
-/// Federated Newton steps with CG (PETSc KSP, options prefix "newton_") on the matrix-free Hessian,
-/// with a backtracking line search, until ||grad h|| <= tolerance. Returns the steps taken. CG is
-/// Jacobi-preconditioned unless `preconditioner` is given.
+/// Federated Newton steps (core/newton.hpp: CG with options prefix "newton_" on the exact Hessian
+/// products, a backtracking line search, Levenberg-Marquardt damping where a network's Hessian is
+/// indefinite) until ||grad h|| <= tolerance. Returns the steps taken. CG is Jacobi-preconditioned
+/// for the linear model unless `preconditioner` is given (fl/newton.hpp).
 int newton_polish(Federation& federation, std::vector<double>& theta, double tolerance,
                   int max_steps, bool verbose = true,
                   const NewtonPreconditioner& preconditioner = {});
@@ -184,7 +186,5 @@ int newton_polish(Federation& federation, std::vector<double>& theta, double tol
 int newton_direction(Federation& federation, const std::vector<double>& theta,
                      std::vector<double> gradient, std::vector<double>& direction, double rtol,
                      const NewtonPreconditioner& preconditioner = {}, int max_iterations = 0);
-
-double norm2(const std::vector<double>& v);
 
 }  // namespace fluence

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "fluence/core/krylov.hpp"
 #include "fluence/fl/federation.hpp"
 
 namespace fluence {
@@ -42,6 +43,10 @@ class HessianOperator {
  protected:
   double damping_ = 0.0;
 };
+
+/// The operator as the Krylov solvers take it (core/krylov.hpp): its products and its diagonal
+/// (kept by reference: the operator must outlive what uses it).
+LinearOperator as_linear_operator(HessianOperator& hessian);
 
 /// Hessian of h over the clients included in `federation` when it is made, at `theta` (kept by
 /// reference; its softmax probabilities are cached, so theta must not change).

@@ -75,11 +75,12 @@ struct RetrainReport {
   bool converged = false;
 };
 
-/// Minimizes the perturbed objective from `theta` (in/out) by inexact Newton steps with an Armijo
-/// backtracking line search, until ||grad h_S|| <= tolerance. Each step solves with the exact
-/// Hessian of h_S by CG preconditioned with the clean Hessian at the trained optimum
-/// (`clean_hessian`, factored once): the two differ only on the perturbed records and by the
-/// move of theta, so one or two products usually suffice.
+/// Minimizes the perturbed objective from `theta` (in/out) by the one Newton's method
+/// (core/newton.hpp) until ||grad h_S|| <= tolerance. Each step solves with the exact Hessian of
+/// h_S by CG preconditioned with the clean Hessian at the trained optimum (`clean_hessian`,
+/// factored once): the two differ only on the perturbed records and by the move of theta, so one
+/// or two products usually suffice. Where forward loss correction makes h_S non-convex and CG
+/// meets negative curvature, the step is damped (Levenberg-Marquardt).
 RetrainReport newton_retrain(PerturbedObjective& objective, IhvpSolver& clean_hessian,
                              std::vector<double>& theta, double tolerance, int max_iterations);
 

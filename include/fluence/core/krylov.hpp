@@ -1,0 +1,85 @@
+#pragma once
+// The one matrix-free operator shell and the one conjugate-gradient solver of the code (PETSc's
+// MatShell and KSPCG): Newton's method (core/newton.hpp), the influence IHVPs (influence/ihvp.hpp)
+// and the SLEPc spectrum (influence/spectrum.hpp) all run on them. Every rank runs the same
+// sequential Krylov method on replicated vectors (PETSC_COMM_SELF); the operator's own reductions
+// (a federated Hessian product, say) are the only communication, so the iterates are the same bits
+// for any rank count.
+#include <petscksp.h>
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace fluence {
+
+/// A symmetric operator on p-vectors.
+struct LinearOperator {
+  std::size_t size = 0;
+  /// out = A v.
+  std::function<void(const double* v, double* out)> apply;
+  /// diag(A), for Jacobi preconditioning; empty when the operator has no cheap diagonal.
+  std::function<void(double* out)> diagonal;
+};
+
+/// A PETSc Mat (PETSC_COMM_SELF, symmetric) whose product is the operator's.
+class OperatorShell {
+ public:
+  explicit OperatorShell(LinearOperator op);
+  ~OperatorShell();
+  OperatorShell(const OperatorShell&) = delete;
+  OperatorShell& operator=(const OperatorShell&) = delete;
+  Mat matrix() const { return matrix_; }
+  const LinearOperator& op() const { return op_; }
+  /// The operator changed (a new point): PETSc then takes the diagonal again for Jacobi.
+  void changed();
+
+ private:
+  LinearOperator op_;
+  Mat matrix_ = nullptr;
+};
+
+enum class CgPreconditioner { none, jacobi, custom };
+
+struct CgSettings {
+  std::string prefix;      // PETSc options prefix ("newton_", "ihvp_"): -<prefix>ksp_* apply
+  double rtol = 1e-10;     // on the true residual, ||b - A x|| <= rtol ||b||
+  int max_iterations = 0;  // 0 = 10 p + 100
+  CgPreconditioner preconditioner = CgPreconditioner::none;
+  std::function<void(const double* r, double* z)> apply_preconditioner;  // custom: z = M^-1 r
+  bool initial_guess = false;  // solve() starts from x's contents (else from 0)
+};
+
+struct CgOutcome {
+  int iterations = 0;
+  bool converged = false;
+  bool indefinite = false;  // CG met non-positive curvature: A (or M) is not positive definite
+};
+
+class ConjugateGradient {
+ public:
+  ConjugateGradient(LinearOperator op, CgSettings settings);
+  ~ConjugateGradient();
+  ConjugateGradient(const ConjugateGradient&) = delete;
+  ConjugateGradient& operator=(const ConjugateGradient&) = delete;
+
+  /// The operator changed (Newton's next point): Jacobi's diagonal is taken again.
+  void operator_changed();
+  /// The relative tolerance of the next solves, unless -<prefix>ksp_rtol fixed it.
+  void set_rtol(double rtol);
+  void set_max_iterations(int iterations);
+  /// Did the user fix the tolerance with -<prefix>ksp_rtol?
+  bool user_rtol() const { return user_rtol_; }
+  /// x = A^-1 b (x: the initial guess when settings.initial_guess).
+  CgOutcome solve(const double* b, double* x);
+
+ private:
+  OperatorShell shell_;
+  CgSettings settings_;
+  KSP ksp_ = nullptr;
+  Vec rhs_ = nullptr, solution_ = nullptr;
+  bool user_rtol_ = false;
+};
+
+}  // namespace fluence
