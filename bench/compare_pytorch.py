@@ -54,6 +54,13 @@ def run_pytorch(model, rounds, seed, out):
     return rows
 
 
+def read_csv(path):
+    with open(path) as f:
+        next(f)
+        return [(int(r), float(loss), float(accuracy), float(seconds))
+                for r, loss, accuracy, seconds in (line.strip().split(",") for line in f)]
+
+
 def write_csv(path, rows):
     with open(path, "w") as f:
         f.write("round,test_loss,test_accuracy,seconds\n")
@@ -69,6 +76,8 @@ def main():
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
     parser.add_argument("--out", default=os.path.join(ROOT, "out", "compare_pytorch"))
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
+    parser.add_argument("--reuse", nargs="*", default=[], choices=["fluence", "pytorch"],
+                        help="sides whose CSVs in --out are kept from an earlier run")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     curves = {}
@@ -76,10 +85,15 @@ def main():
         rounds = args.rounds2nn if model == "2nn" else args.roundscnn
         for seed in args.seeds:
             for side in ("fluence", "pytorch"):
-                print(f"{model} {side} seed {seed}: {rounds} rounds", file=sys.stderr, flush=True)
-                rows = (run_fluence(model, rounds, seed, args.out, args.build) if side == "fluence"
-                        else run_pytorch(model, rounds, seed, args.out))
-                write_csv(os.path.join(args.out, f"{model}_{side}_{seed}.csv"), rows)
+                path = os.path.join(args.out, f"{model}_{side}_{seed}.csv")
+                if side in args.reuse:
+                    rows = read_csv(path)
+                else:
+                    print(f"{model} {side} seed {seed}: {rounds} rounds", file=sys.stderr,
+                          flush=True)
+                    rows = (run_fluence(model, rounds, seed, args.out, args.build)
+                            if side == "fluence" else run_pytorch(model, rounds, seed, args.out))
+                    write_csv(path, rows)
                 curves[(model, side, seed)] = rows
     lines = ["| model | rounds | side | s per round (median) | accuracy after the last round | "
              "mean accuracy, last 10 rounds | speed-up |",

@@ -54,9 +54,9 @@ PetscErrorCode apply_custom_preconditioner(PC pc, Vec r, Vec z) {
 OperatorShell::OperatorShell(LinearOperator op) : op_(std::move(op)) {
   const auto p = static_cast<PetscInt>(op_.size);
   petsc_check(MatCreateShell(PETSC_COMM_SELF, p, p, p, p, &op_, &matrix_), "MatCreateShell");
-  petsc_check(MatShellSetOperation(matrix_, MATOP_MULT,
-                                   reinterpret_cast<void (*)(void)>(&shell_mult)),
-              "MatShellSetOperation(MULT)");
+  petsc_check(
+      MatShellSetOperation(matrix_, MATOP_MULT, reinterpret_cast<void (*)(void)>(&shell_mult)),
+      "MatShellSetOperation(MULT)");
   if (op_.diagonal)
     petsc_check(MatShellSetOperation(matrix_, MATOP_GET_DIAGONAL,
                                      reinterpret_cast<void (*)(void)>(&shell_diagonal)),
@@ -103,8 +103,7 @@ ConjugateGradient::ConjugateGradient(LinearOperator op, CgSettings settings)
   // Converge on the true residual ||b - A x|| / ||b||, the quantity callers report.
   petsc_check(KSPSetNormType(ksp_, KSP_NORM_UNPRECONDITIONED), "KSPSetNormType");
   const PetscInt most = settings_.max_iterations > 0 ? settings_.max_iterations : 10 * p + 100;
-  petsc_check(KSPSetTolerances(ksp_, settings_.rtol, 0.0, PETSC_DEFAULT, most),
-              "KSPSetTolerances");
+  petsc_check(KSPSetTolerances(ksp_, settings_.rtol, 0.0, PETSC_DEFAULT, most), "KSPSetTolerances");
   petsc_check(KSPSetInitialGuessNonzero(ksp_, settings_.initial_guess ? PETSC_TRUE : PETSC_FALSE),
               "KSPSetInitialGuessNonzero");
   petsc_check(KSPSetOptionsPrefix(ksp_, settings_.prefix.c_str()), "KSPSetOptionsPrefix");

@@ -24,7 +24,7 @@ class DampedSystem {
           cg.rtol = 1e-12;
           cg.max_iterations = settings.max_cg_iterations;
           cg.apply_preconditioner = settings.preconditioner;
-          cg.preconditioner = settings.preconditioner ? CgPreconditioner::custom
+          cg.preconditioner = settings.preconditioner            ? CgPreconditioner::custom
                               : objective.has_hessian_diagonal() ? CgPreconditioner::jacobi
                                                                  : CgPreconditioner::none;
           return cg;

@@ -72,11 +72,11 @@ void grow(std::vector<T>& buffer, std::size_t size) {
 
 // ---- The passes ------------------------------------------------------------------------------
 
-// Most im2col entries a pass keeps for a convolution's whole block (32 MB of doubles): above, the
-// columns are made a few images at a time (Layer::conv_rows) and made again where the backward
-// pass needs them, so that a block can hold many rows for the dense layers' GEMMs.
-constexpr std::size_t kKeptColumns = std::size_t(1) << 22;
-
+// A convolution works through a block a few images at a time (Layer::conv_rows): each group's
+// im2col matrix (about 2 MB of floats) is made, used by the GEMM while it is in cache, and made
+// again where the backward pass needs it. Keeping a whole mini-batch's columns (6 MB for the CNN's
+// second convolution on 10 images) measured a few percent slower for the streams through memory
+// it costs, and a block of many rows could not keep them at all.
 template <class T>
 class Passes {
  public:
@@ -93,7 +93,6 @@ class Passes {
     b_.r_act.resize(L);
     b_.r_delta.resize(L);
     b_.r_col.resize(L);
-    keep_.assign(L, false);
     act_.assign(L, nullptr);
     delta_.assign(L, nullptr);
     r_act_.assign(L, nullptr);
@@ -131,8 +130,7 @@ class Passes {
       if (layer.kind != LayerKind::conv2d) continue;
       const ConvGeometry g = geometry(layer);
       const std::size_t per_image = std::size_t(g.positions()) * g.patch();
-      keep_[l] = backward && R * per_image <= kKeptColumns;
-      const std::size_t columns = per_image * (keep_[l] ? R : std::size_t(layer.conv_rows));
+      const std::size_t columns = per_image * std::min(R, std::size_t(layer.conv_rows));
       grow(b_.col[l], columns);
       if (r_operator) grow(b_.r_col[l], columns);
       widest_patch = std::max(widest_patch, columns);
@@ -171,7 +169,7 @@ class Passes {
         case LayerKind::conv2d: {
           const ConvGeometry g = geometry(layer);
           for_each_images(l, rows, [&](int r0, int n) {
-            const T* col = columns(l, in, r0, n, b_.col[l], true);
+            const T* col = columns(l, in, r0, n, b_.col[l]);
             gemm<T>(false, true, n * g.positions(), g.filters, g.patch(), T(1), col, g.patch(),
                     theta + layer.weights, g.patch(), T(0), out + r0 * layer.out.size(), g.filters);
           });
@@ -275,11 +273,11 @@ class Passes {
           const ConvGeometry g = geometry(layer);
           for_each_images(l, rows, [&](int r0, int n) {
             T* r_out_part = r_out + r0 * layer.out.size();
-            const T* col = columns(l, in, r0, n, b_.col[l], false);
+            const T* col = columns(l, in, r0, n, b_.col[l]);
             gemm<T>(false, true, n * g.positions(), g.filters, g.patch(), T(1), col, g.patch(),
                     v + layer.weights, g.patch(), T(0), r_out_part, g.filters);
             if (!r_in) return;
-            const T* r_col = columns(l, r_in, r0, n, b_.r_col[l], true);
+            const T* r_col = columns(l, r_in, r0, n, b_.r_col[l]);
             gemm<T>(false, true, n * g.positions(), g.filters, g.patch(), T(1), r_col, g.patch(),
                     theta + layer.weights, g.patch(), T(1), r_out_part, g.filters);
           });
@@ -430,7 +428,7 @@ class Passes {
       T* gradient = b_.filter_gradient.data();
       for (int r = 0; r < rows; ++r) {
         const T* d = d_out + std::size_t(r) * P * F;
-        const T* col = columns(l, in, r, 1, b_.col[l], false);
+        const T* col = columns(l, in, r, 1, b_.col[l]);
         gemm<T>(true, false, F, K, P, T(1), d, F, col, K, T(0), gradient, K);
         double square = squared_norm(gradient, std::size_t(F) * K);
         if (layer.bias_count)
@@ -532,23 +530,19 @@ class Passes {
     return sum;
   }
 
-  // Calls work(first image, images) over the block in the convolution's groups of images: the
-  // whole block when its columns are kept, else Layer::conv_rows at a time.
+  // Calls work(first image, images) over the block in the convolution's groups of
+  // Layer::conv_rows images.
   template <class Work>
   void for_each_images(std::size_t l, int rows, Work&& work) const {
-    const int step = keep_[l] ? rows : layers_[l].conv_rows;
+    const int step = layers_[l].conv_rows;
     for (int r0 = 0; r0 < rows; r0 += step) work(r0, std::min(step, rows - r0));
   }
 
-  // The im2col matrix of images [r0, r0 + n) of `in` for convolution l: the kept rows of
-  // `buffer` (made first when `make`, i.e. on the pass that fills them), or made into it afresh
-  // when the block's columns are not kept.
-  const T* columns(std::size_t l, const T* in, int r0, int n, std::vector<T>& buffer, bool make) {
+  // The im2col matrix of images [r0, r0 + n) of `in` for convolution l, made into `buffer`.
+  const T* columns(std::size_t l, const T* in, int r0, int n, std::vector<T>& buffer) {
     const ConvGeometry g = geometry(layers_[l]);
-    const std::size_t per_image = std::size_t(g.positions()) * g.patch();
-    T* col = buffer.data() + (keep_[l] ? r0 * per_image : 0);
-    if (make || !keep_[l]) im2col(in + r0 * g.input_size(), n, g, col);
-    return col;
+    im2col(in + r0 * g.input_size(), n, g, buffer.data());
+    return buffer.data();
   }
 
   // d_in of convolution l: (delta W) through col2im, image group by image group.
@@ -571,7 +565,7 @@ class Passes {
     const Layer& layer = layers_[l];
     const ConvGeometry g = geometry(layer);
     for_each_images(l, rows, [&](int r0, int n) {
-      const T* col = columns(l, in, r0, n, directional ? b_.r_col[l] : b_.col[l], false);
+      const T* col = columns(l, in, r0, n, directional ? b_.r_col[l] : b_.col[l]);
       gemm<T>(true, false, g.filters, g.patch(), n * g.positions(), alpha,
               d_out + r0 * layer.out.size(), g.filters, col, g.patch(), r0 == 0 ? beta : T(1),
               target, g.patch());
@@ -582,7 +576,6 @@ class Passes {
   PassBuffers<T>& b_;
   int classes_;
   bool argmax_needed_ = false;  // a backward or R-operator pass follows the forward one
-  std::vector<bool> keep_;      // per layer: the convolution keeps its block's columns
   // Per layer: its output, d loss / d output and their R-operator counterparts (an activation's
   // and flatten's are the layer below's).
   std::vector<T*> act_, delta_, r_act_, r_delta_;
@@ -784,7 +777,7 @@ Network::Network(const NetworkSpec& spec, int classes, double l2)
   }
   // Blocks of about 8 MB of doubles in the widest activation (the dense layers' GEMMs then
   // multiply tens to hundreds of rows); the convolutions work through a block a few images at a
-  // time, about 1 MB of im2col columns each (Passes, kKeptColumns).
+  // time, about 2 MB of im2col columns each (Passes).
   block_rows_ = std::clamp<std::size_t>((std::size_t(1) << 20) / widest_activation, 1, 256);
   // The forward-only evaluation keeps no deltas: blocks four times larger (about 16 MB of float
   // activations for the CNN), for the dense layers' GEMMs.
@@ -794,7 +787,7 @@ Network::Network(const NetworkSpec& spec, int classes, double l2)
       const std::size_t columns = std::size_t(layer.out.height) * layer.out.width * layer.kernel *
                                   layer.kernel * layer.in.channels;
       layer.conv_rows =
-          static_cast<int>(std::clamp<std::size_t>((std::size_t(1) << 18) / columns, 1, 256));
+          static_cast<int>(std::clamp<std::size_t>((std::size_t(1) << 19) / columns, 1, 256));
     }
 }
 

@@ -41,7 +41,7 @@ class NewtonObjective {
 struct NewtonSettings {
   double tolerance = 1e-10;  // stop when ||grad h|| <= tolerance
   int max_steps = 50;
-  bool verbose = false;  // a line per step on the rank-0 stream
+  bool verbose = false;            // a line per step on the rank-0 stream
   std::string prefix = "newton_";  // the CG's PETSc options prefix
   /// z = M^-1 r, a caller's preconditioner (an inverse of a nearby Hessian); without it Jacobi
   /// where the objective has a diagonal, else none.

@@ -60,7 +60,7 @@ struct Layer {
   int kernel = 0, pad = 0;
   std::size_t weights = 0, weight_count = 0;  // offset and count in theta
   std::size_t biases = 0, bias_count = 0;
-  int conv_rows = 1;  // convolution, forward-only evaluation: images per im2col matrix
+  int conv_rows = 1;  // convolution: images per im2col matrix (about 2 MB of floats)
   bool parametric() const { return kind == LayerKind::dense || kind == LayerKind::conv2d; }
 };
 
