@@ -10,31 +10,8 @@ mpirun="$source_dir/scripts/mpirun.sh"
 python=/usr/bin/python3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-passed=0
-failed=0
-
-pass() { passed=$((passed + 1)); echo "ok: $1"; }
-fail() { failed=$((failed + 1)); echo "FAILED: $1"; }
-
-# expect_input_error NAME EXPECTED_TEXT DECK [ARGS...]: runs `train` (or $COMMAND) on 2 ranks and
-# checks exit code 2, that stderr names the problem exactly once, and that no results.h5 was written.
-expect_input_error() {
-  local name=$1 expected=$2 deck=$3
-  shift 3
-  local out=${OUT_DIR:-"$work/out_$name"}
-  "$mpirun" -n 2 "$fluence" "${COMMAND:-train}" "$deck" --out "$out" "$@" >"$work/stdout" 2>"$work/stderr"
-  local code=$?
-  local count
-  count=$(grep -c -F -- "$expected" "$work/stderr")
-  if [ "$code" -eq 2 ] && [ "$count" -eq 1 ] && [ ! -e "$out/results.h5" ]; then
-    pass "bad input: $name"
-  else
-    fail "bad input: $name (exit $code, message seen $count times, expected '$expected')"
-    sed 's/^/    /' "$work/stderr" | head -5
-  fi
-}
-
-write_deck() { cat >"$work/$1.toml"; }
+# shellcheck source=tests/app/cli_common.sh
+source "$(dirname "$0")/cli_common.sh"
 
 # --- help, version, validate ---------------------------------------------------------------------
 if "$fluence" --help | grep -q "train" && "$fluence" train --help | grep -q -- "--set"; then
@@ -516,22 +493,6 @@ rounds = 12
 batch_size = 16
 polish = "newton"
 EOF
-compare_runs() {  # the same datasets, each but wall times, timings and the rank layout identical
-  "$python" - "$1" "$2" <<'PY'
-import sys, h5py, numpy as np
-a, b = (h5py.File(p, "r") for p in sys.argv[1:])
-names = {}
-for f in (a, b):
-    names[f] = []
-    f.visititems(lambda n, o: names[f].append(n) if isinstance(o, h5py.Dataset) else None)
-assert sorted(names[a]) == sorted(names[b]), set(names[a]) ^ set(names[b])
-for name in names[a]:
-    if "wall_time" in name or "timing" in name or name.startswith("fldp/time_") or name == "clients/rank":
-        continue
-    x, y = a[name][()], b[name][()]
-    assert np.array_equal(x, y, equal_nan=np.issubdtype(np.asarray(x).dtype, np.floating)), name
-PY
-}
 "$mpirun" -n 2 "$fluence" train "$work/ck.toml" --out "$work/ckA" --quiet >/dev/null 2>&1
 "$mpirun" -n 2 "$fluence" train "$work/ck.toml" --out "$work/ckB" --quiet --set output.checkpoint_every=4 --set output.keep=3 >/dev/null 2>&1
 ok=1
@@ -911,32 +872,6 @@ expect_input_error net_cnn_tabular "model.type = \"cnn\" needs images" "$qs" --s
 expect_input_error net_even_kernel "same padding needs an odd kernel" "$work/net_cnn.toml" --set model.conv_kernel=4
 expect_input_error net_sampling_dp "federation.client_sampling = \"fixed\" samples the clients of plain FedAvg" "$work/net_cnn.toml" --set 'privacy.mode="dp-fedavg"'
 
-# --- checkpoints of the sweeps (issue 6: whatif, fldp, influence) ----------------------------------
-# Each: a 2-rank run stopped by SIGUSR1 on its last rank at a unit boundary (the hidden
-# --test-stop-at N raises it there, so the stop point is deterministic) checkpoints and exits 4;
-# `--restart latest` on 3 ranks, and a restart from an early checkpoint on 1 rank, end bitwise as
-# the uninterrupted 2-rank runs above (whatif2, fldp2, inf2).
-# sweep_resume NAME COMMAND DECK REFERENCE STOP_AT EARLY ARGS...
-sweep_resume() {
-  local name=$1 command=$2 deck=$3 reference=$4 stop_at=$5 early=$6
-  shift 6
-  local out="$work/${name}S" code
-  "$mpirun" -n 2 "$fluence" "$command" "$deck" --out "$out" --quiet "$@" --set output.checkpoint_every=4 \
-    --set output.keep=100 --test-stop-at "$stop_at" >"$work/${name}S.log" 2>&1
-  code=$?
-  rm -rf "$work/${name}E" && mkdir -p "$work/${name}E" && cp "$out/chk_$(printf %06d "$early").h5" "$work/${name}E/" 2>/dev/null
-  if [ "$code" -eq 4 ] && [ -e "$out/chk_$(printf %06d "$stop_at").h5" ] && [ ! -e "$out/results.h5" ] &&
-    grep -q "stop signal received: checkpoint .*chk_$(printf %06d "$stop_at").h5 written after" "$work/${name}S.log" &&
-    "$mpirun" -n 3 "$fluence" "$command" "$deck" --out "$out" --quiet "$@" --restart latest >"$work/${name}R.log" 2>&1 &&
-    compare_runs "$reference" "$out/results.h5" &&
-    "$mpirun" -n 1 "$fluence" "$command" "$deck" --out "$work/${name}E" --quiet "$@" --restart latest >"$work/${name}E.log" 2>&1 &&
-    compare_runs "$reference" "$work/${name}E/results.h5"; then
-    pass "$command: stopped at checkpoint $stop_at (exit 4), resumed on 3 ranks and from checkpoint $early on 1 rank: bitwise identical"
-  else
-    fail "$command stop/resume (exit $code)"
-    tail -3 "$work/${name}S.log" "$work/${name}R.log" "$work/${name}E.log" 2>/dev/null | sed 's/^/    /'
-  fi
-}
 # whatif: 2 rounds, the model at 3, 12 second-order rows (4-15), 48 retrain chains (16-63).
 sweep_resume wi whatif "$whatif_deck" "$work/whatif2/results.h5" 26 11 --set whatif.test_sample=500
 # fldp (CG, warm starts carried over): 10 rounds (checkpoint 4 is training), the model at 11, 7 cases.
@@ -958,5 +893,4 @@ COMMAND=whatif expect_input_error whatif_ck_deck "written for another deck" "$wh
 COMMAND=train expect_input_error train_ck_command "written by \`fluence whatif\`, this is \`fluence train\`" \
   "$whatif_deck" --restart "$work/wiS/chk_000026.h5"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+cli_summary
