@@ -149,6 +149,8 @@ class Passes {
   T* input() { return b_.input.data(); }
   const T* logits() const { return act_.back(); }
   T* logit_delta() { return delta_.back(); }
+  const T* r_logits() const { return r_act_.back(); }
+  T* r_logit_delta() { return r_delta_.back(); }
   double* squared_norms() { return b_.squared_norms.data(); }
   double* row_scale() { return b_.row_scale.data(); }
 
@@ -465,30 +467,6 @@ class Passes {
                           layer.out.channels, T(1), T(1), out + layer.biases);
       }
     }
-  }
-
-  // Head of the R-operator: delta.back() = p - onehot(y) and r_delta.back() = (diag p - p p^T)
-  // R{z}, from the logits and R{logits}.
-  void r_head(const std::int32_t* y, int rows) {
-    const std::size_t count = std::size_t(rows) * classes_;
-    double* p = b_.probabilities.data();
-    double* r = b_.r_logits.data();
-    const T* z = logits();
-    const T* r_z = r_act_.back();
-    for (std::size_t i = 0; i < count; ++i) {
-      p[i] = static_cast<double>(z[i]);
-      r[i] = static_cast<double>(r_z[i]);
-    }
-    softmax_rows(p, rows, classes_, nullptr);
-    softmax_jacobian_rows(p, r, rows, classes_, 1.0, r);
-    T* delta = logit_delta();
-    T* r_delta = r_delta_.back();
-    for (int i = 0; i < rows; ++i)
-      for (int c = 0; c < classes_; ++c) {
-        const std::size_t k = std::size_t(i) * classes_ + c;
-        delta[k] = static_cast<T>(c == y[i] ? p[k] - 1.0 : p[k]);
-        r_delta[k] = static_cast<T>(r[k]);
-      }
   }
 
  private:
@@ -858,25 +836,36 @@ LossAndAccuracy Network::fast_loss_sum(const double* x, const std::int32_t* y, s
 
 double Network::gradient_sum(const double* x, const std::int32_t* y, std::size_t rows,
                              const double* theta, double* gradient, Workspace& work) const {
-  std::fill(gradient, gradient + parameters_, 0.0);
-  const std::size_t D = features();
-  Passes<double> passes(layers_, classes_, true, false, pass_buffers<double>(work),
-                        std::min(rows, block_rows_));
-  double loss = 0.0;
-  for (std::size_t start = 0; start < rows; start += block_rows_) {
-    const int n = static_cast<int>(std::min(block_rows_, rows - start));
-    const double* input = x + start * D;
-    passes.forward(theta, input, n);
-    loss = cross_entropy_delta(passes.logits(), n, classes_, y + start, 1.0, passes.logit_delta(),
-                               loss);
-    passes.backward(theta, input, n, gradient, 1.0, 1.0);
-  }
-  return loss;
+  return loss_gradient_sum(x, rows, LabelCrossEntropy(y), theta, gradient, work);
 }
 
 void Network::hessian_vector_sum(const double* x, const std::int32_t* y, std::size_t rows,
                                  const double* theta, const double* v, double* out,
                                  Workspace& work) const {
+  loss_hessian_vector_sum(x, rows, LabelCrossEntropy(y), theta, v, out, work);
+}
+
+double Network::loss_gradient_sum(const double* x, std::size_t rows, const LogitLoss& loss,
+                                  const double* theta, double* gradient, Workspace& work) const {
+  if (gradient) std::fill(gradient, gradient + parameters_, 0.0);
+  const std::size_t D = features();
+  Passes<double> passes(layers_, classes_, gradient != nullptr, false, pass_buffers<double>(work),
+                        std::min(rows, block_rows_));
+  double sum = 0.0;
+  for (std::size_t start = 0; start < rows; start += block_rows_) {
+    const int n = static_cast<int>(std::min(block_rows_, rows - start));
+    const double* input = x + start * D;
+    passes.forward(theta, input, n);
+    sum = loss.gradient(start, n, classes_, passes.logits(),
+                        gradient ? passes.logit_delta() : nullptr, sum);
+    if (gradient) passes.backward(theta, input, n, gradient, 1.0, 1.0);
+  }
+  return sum;
+}
+
+void Network::loss_hessian_vector_sum(const double* x, std::size_t rows, const LogitLoss& loss,
+                                      const double* theta, const double* v, double* out,
+                                      Workspace& work) const {
   std::fill(out, out + parameters_, 0.0);
   const std::size_t D = features();
   Passes<double> passes(layers_, classes_, true, true, pass_buffers<double>(work),
@@ -886,8 +875,24 @@ void Network::hessian_vector_sum(const double* x, const std::int32_t* y, std::si
     const double* input = x + start * D;
     passes.forward(theta, input, n);
     passes.r_forward(theta, v, input, n);
-    passes.r_head(y + start, n);
+    // The head: delta = dL/dz and R{delta} = (d^2L/dz^2) R{z} (docs/math.md §10).
+    loss.hessian(start, n, classes_, passes.logits(), passes.r_logits(), passes.logit_delta(),
+                 passes.r_logit_delta());
     passes.r_backward(theta, v, input, n, out);
+  }
+}
+
+void Network::directional_logits(const double* x, std::size_t rows, const double* theta,
+                                 const double* v, double* z, double* r_z, Workspace& work) const {
+  const std::size_t D = features(), C = classes_;
+  Passes<double> passes(layers_, classes_, false, true, pass_buffers<double>(work),
+                        std::min(rows, block_rows_));
+  for (std::size_t start = 0; start < rows; start += block_rows_) {
+    const int n = static_cast<int>(std::min(block_rows_, rows - start));
+    passes.forward(theta, x + start * D, n);
+    passes.r_forward(theta, v, x + start * D, n);
+    std::copy(passes.logits(), passes.logits() + n * C, z + start * C);
+    std::copy(passes.r_logits(), passes.r_logits() + n * C, r_z + start * C);
   }
 }
 

@@ -94,6 +94,66 @@ void softmax_jacobian_rows(const double* p, const double* r, std::size_t rows, i
   }
 }
 
+double TargetCrossEntropy::gradient(std::size_t first, std::size_t rows, int classes,
+                                    const double* z, double* delta, double loss) const {
+  for (std::size_t r = 0; r < rows; ++r) {
+    const double* zr = z + r * classes;
+    const double* t = targets_ + (first + r) * classes;
+    const double top = *std::max_element(zr, zr + classes);
+    double total = 0.0, weight = 0.0, dot = 0.0;
+    for (int c = 0; c < classes; ++c) {
+      total += std::exp(zr[c] - top);
+      weight += t[c];
+      dot += t[c] * (zr[c] - top);
+    }
+    const double log_total = std::log(total);
+    // w lse(z) - t.z with the shift by top taken out of both terms (w = sum t).
+    loss += weight * log_total - dot;
+    if (!delta) continue;
+    double* d = delta + r * classes;
+    for (int c = 0; c < classes; ++c) d[c] = weight * std::exp(zr[c] - top - log_total) - t[c];
+  }
+  return loss;
+}
+
+void TargetCrossEntropy::hessian(std::size_t first, std::size_t rows, int classes, const double* z,
+                                 const double* r_z, double* delta, double* r_delta) const {
+  for (std::size_t r = 0; r < rows; ++r) {
+    const double* zr = z + r * classes;
+    const double* t = targets_ + (first + r) * classes;
+    const double* rr = r_z + r * classes;
+    double* d = delta + r * classes;
+    double* rd = r_delta + r * classes;
+    const double top = *std::max_element(zr, zr + classes);
+    double total = 0.0, weight = 0.0;
+    for (int c = 0; c < classes; ++c) {
+      total += (d[c] = std::exp(zr[c] - top));
+      weight += t[c];
+    }
+    const double inverse = 1.0 / total;
+    double mean = 0.0;  // p . r_z
+    for (int c = 0; c < classes; ++c) mean += (d[c] *= inverse) * rr[c];
+    for (int c = 0; c < classes; ++c) {
+      rd[c] = weight * d[c] * (rr[c] - mean);
+      d[c] = weight * d[c] - t[c];
+    }
+  }
+}
+
+double LabelCrossEntropy::gradient(std::size_t first, std::size_t rows, int classes,
+                                   const double* z, double* delta, double loss) const {
+  if (!delta) return log_loss_rows(z, rows, classes, labels_ + first, loss);
+  return cross_entropy_delta(z, rows, classes, labels_ + first, 1.0, delta, loss);
+}
+
+void LabelCrossEntropy::hessian(std::size_t first, std::size_t rows, int classes, const double* z,
+                                const double* r_z, double* delta, double* r_delta) const {
+  std::copy(z, z + rows * classes, delta);
+  softmax_rows(delta, rows, classes, nullptr);
+  softmax_jacobian_rows(delta, r_z, rows, classes, 1.0, r_delta);
+  for (std::size_t r = 0; r < rows; ++r) delta[r * classes + labels_[first + r]] -= 1.0;
+}
+
 template long correct_rows(const float*, std::size_t, int, const std::int32_t*);
 template long correct_rows(const double*, std::size_t, int, const std::int32_t*);
 template double cross_entropy_delta(const float*, std::size_t, int, const std::int32_t*, double,

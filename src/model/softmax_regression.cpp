@@ -167,6 +167,51 @@ double SoftmaxRegression::gradient_sum(const double* x, const std::int32_t* y, s
   return loss;
 }
 
+double SoftmaxRegression::loss_gradient_sum(const double* x, std::size_t rows,
+                                            const LogitLoss& loss, const double* theta,
+                                            double* gradient, Workspace& work) const {
+  const int C = classes_, D = features_;
+  const std::size_t chunk = chunk_rows(C);
+  work.reserve(std::min(rows, chunk), C, 0);
+  if (gradient) std::fill(gradient, gradient + parameters(), 0.0);
+  double sum = 0.0;
+  for (std::size_t start = 0; start < rows; start += chunk) {
+    const std::size_t n = std::min(chunk, rows - start);
+    compute_logits(x + start * D, n, theta, work.logits.data());
+    double* delta = gradient ? work.scratch.data() : nullptr;
+    sum = loss.gradient(start, n, C, work.logits.data(), delta, sum);
+    if (gradient) add_outer(delta, x + start * D, n, D, C, gradient);  // gradient += delta^T x
+  }
+  return sum;
+}
+
+void SoftmaxRegression::loss_hessian_vector_sum(const double* x, std::size_t rows,
+                                                const LogitLoss& loss, const double* theta,
+                                                const double* v, double* out,
+                                                Workspace& work) const {
+  const int C = classes_, D = features_;
+  const std::size_t chunk = chunk_rows(C);
+  work.reserve(std::min(rows, chunk), C, 2 * C);  // batch: delta and R{delta}
+  std::fill(out, out + parameters(), 0.0);
+  for (std::size_t start = 0; start < rows; start += chunk) {
+    const std::size_t n = std::min(chunk, rows - start);
+    compute_logits(x + start * D, n, theta, work.logits.data());
+    compute_logits(x + start * D, n, v, work.scratch.data());  // R{z} = V x
+    double* delta = work.batch.data();
+    double* r_delta = delta + n * C;
+    loss.hessian(start, n, C, work.logits.data(), work.scratch.data(), delta, r_delta);
+    // The logits are linear in theta: only the head's curvature, (d^2L/dz^2 R{z}) x^T.
+    add_outer(r_delta, x + start * D, n, D, C, out);
+  }
+}
+
+void SoftmaxRegression::directional_logits(const double* x, std::size_t rows, const double* theta,
+                                           const double* v, double* z, double* r_z,
+                                           Workspace& work) const {
+  logits(x, rows, theta, z, work);
+  logits(x, rows, v, r_z, work);
+}
+
 void SoftmaxRegression::probabilities(const double* x, std::size_t rows, const double* theta,
                                       double* out) const {
   const std::size_t chunk = chunk_rows(classes_);

@@ -85,6 +85,23 @@ struct ParameterBlock {
   std::vector<int> shape;
 };
 
+/// A loss on each row's logits (docs/math.md §10): row r contributes L_r(z_r), z_r its C logits.
+/// The softmax cross-entropy of a label is one; weighted soft targets (the exact expectations of
+/// FLDP and what-if under k-RR, softmax_head.hpp) and the forward-corrected loss (seed 001 Eq. 18)
+/// are others. A model differentiates through it: the gradient and the exact Hessian-vector
+/// product of sum_r L_r(z_r(theta)) in theta, for any model, from dL/dz and d^2L/dz^2 alone.
+class LogitLoss {
+ public:
+  virtual ~LogitLoss() = default;
+  /// Rows [first, first + rows) of the loss, their logits z (rows x C): writes dL_r/dz_r into
+  /// `delta` (rows x C, when not null) and returns `loss` plus the rows' L_r added in row order.
+  virtual double gradient(std::size_t first, std::size_t rows, int classes, const double* z,
+                          double* delta, double loss) const = 0;
+  /// The same rows: delta = dL_r/dz_r and r_delta = (d^2 L_r / dz_r^2) r_z (rows x C each).
+  virtual void hessian(std::size_t first, std::size_t rows, int classes, const double* z,
+                       const double* r_z, double* delta, double* r_delta) const = 0;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -124,6 +141,21 @@ class Model {
   /// R-operator for networks (docs/math.md §10). The labels matter for a network's Hessian.
   virtual void hessian_vector_sum(const double* x, const std::int32_t* y, std::size_t rows,
                                   const double* theta, const double* v, double* out,
+                                  Workspace& work) const = 0;
+  /// sum_r L_r(z_r(theta)) over the rows for a loss on the logits (row r of x is the loss's row
+  /// r) and, when `gradient` is not null, its gradient in theta (overwritten).
+  virtual double loss_gradient_sum(const double* x, std::size_t rows, const LogitLoss& loss,
+                                   const double* theta, double* gradient,
+                                   Workspace& work) const = 0;
+  /// The exact Hessian of that sum in theta applied to v (overwritten into `out`): the R-operator
+  /// with the loss's d^2L/dz^2 at the head.
+  virtual void loss_hessian_vector_sum(const double* x, std::size_t rows, const LogitLoss& loss,
+                                       const double* theta, const double* v, double* out,
+                                       Workspace& work) const = 0;
+  /// The logits z and their directional derivative r_z = (dz/dtheta) v, rows x C each (the
+  /// forward R-operator: what-if's u = S x for any model).
+  virtual void directional_logits(const double* x, std::size_t rows, const double* theta,
+                                  const double* v, double* z, double* r_z,
                                   Workspace& work) const = 0;
   /// The logits, rows x C (predictions are their first maximal entries).
   virtual void logits(const double* x, std::size_t rows, const double* theta, double* out,

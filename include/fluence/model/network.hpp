@@ -96,6 +96,13 @@ class Network final : public Model {
                           Workspace& work) const override;
   void logits(const double* x, std::size_t rows, const double* theta, double* out,
               Workspace& work) const override;
+  double loss_gradient_sum(const double* x, std::size_t rows, const LogitLoss& loss,
+                           const double* theta, double* gradient, Workspace& work) const override;
+  void loss_hessian_vector_sum(const double* x, std::size_t rows, const LogitLoss& loss,
+                               const double* theta, const double* v, double* out,
+                               Workspace& work) const override;
+  void directional_logits(const double* x, std::size_t rows, const double* theta, const double* v,
+                          double* z, double* r_z, Workspace& work) const override;
   void clipped_gradient_sum(const double* x, const std::int32_t* y, std::size_t rows,
                             const double* theta, double clip, double* out, Workspace& work,
                             double* norms = nullptr) const override;

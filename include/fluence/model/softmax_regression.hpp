@@ -56,6 +56,13 @@ class SoftmaxRegression final : public Model {
   }
   void logits(const double* x, std::size_t rows, const double* theta, double* out,
               Workspace& work) const override;
+  double loss_gradient_sum(const double* x, std::size_t rows, const LogitLoss& loss,
+                           const double* theta, double* gradient, Workspace& work) const override;
+  void loss_hessian_vector_sum(const double* x, std::size_t rows, const LogitLoss& loss,
+                               const double* theta, const double* v, double* out,
+                               Workspace& work) const override;
+  void directional_logits(const double* x, std::size_t rows, const double* theta, const double* v,
+                          double* z, double* r_z, Workspace& work) const override;
   /// Per row g_r = (p_r - e_y) x_r^T, so ||g_r|| = ||p_r - e_y|| ||x_r||.
   void clipped_gradient_sum(const double* x, const std::int32_t* y, std::size_t rows,
                             const double* theta, double clip, double* out, Workspace& work,
