@@ -18,7 +18,6 @@ namespace fluence::app {
 int run_fldp(const CommandLine& command_line) {
   install_stop_handlers();  // first: a signal during set-up stops at the first unit boundary
   Deck deck = read_command_deck(command_line);
-  require_logistic_model(deck, "fldp");
   const std::string out_dir = deck.string("output.dir");
   const InfluenceConfig influence = InfluenceConfig::from_deck(deck);
   const FederationConfig training = FederationConfig::from_deck(deck);

@@ -178,6 +178,20 @@ FldpConfig FldpConfig::from_deck(const Deck& deck, const LdpPlan& plan) {
   config.newton_steps = static_cast<int>(deck.integer("fldp.newton_steps"));
   config.hessian_block =
       deck.string("fldp.hessian_block") == "first" ? HessianBlock::first : HessianBlock::full;
+  const std::string model = deck.string("model.type");
+  if (model != "logistic" && config.hessian_block == HessianBlock::first)
+    throw InputError(fmt::format(
+        "{}: fldp.hessian_block = \"first\" is the logistic model's class block (seed 000's "
+        "code); model.type = \"{}\" has no class blocks: use \"full\"",
+        deck.where("fldp.hessian_block"), model));
+  // Influence functions linearize at a stationary point; a network's FedAvg model is none, so
+  // its estimate and the retrains it is measured against would differ by the training's own
+  // residual (docs/math.md §10).
+  if (model != "logistic" && deck.string("federation.polish") != "newton")
+    throw InputError(fmt::format(
+        "{}: fluence fldp on model.type = \"{}\" needs the trained model at a stationary point: "
+        "set federation.polish = \"newton\" (the damped Newton method, docs/math.md §10)",
+        deck.where("federation.polish"), model));
   config.expectation.enumeration_limit =
       static_cast<std::uint64_t>(deck.integer("fldp.enumeration_limit"));
   config.expectation.samples = static_cast<int>(deck.integer("fldp.monte_carlo_samples"));

@@ -35,12 +35,11 @@ double softmax_in_place(double* z, int C, bool want_lse) {
 
 }  // namespace
 
-ExpectedLoss::ExpectedLoss(const SoftmaxRegression& model, const Client& client,
-                           const std::vector<ChangedAttribute>& changed,
-                           const ExpectationConfig& config, std::uint64_t seed, std::uint64_t key)
-    : model_(model),
-      D_(model.features()),
-      C_(model.classes()),
+ExpectedChange::ExpectedChange(int classes, const Client& client,
+                               const std::vector<ChangedAttribute>& changed,
+                               const ExpectationConfig& config, std::uint64_t seed,
+                               std::uint64_t key)
+    : C_(classes),
       rows_(client.size()),
       rows_x_(client.features()),
       observed_labels_(client.labels().data()) {
@@ -131,6 +130,14 @@ ExpectedLoss::ExpectedLoss(const SoftmaxRegression& model, const Client& client,
               original_[r * F + f], features_[f].domain, features_[f].epsilon, stream);
     }
   }
+}
+
+ExpectedLoss::ExpectedLoss(const SoftmaxRegression& model, const Client& client,
+                           const std::vector<ChangedAttribute>& changed,
+                           const ExpectationConfig& config, std::uint64_t seed, std::uint64_t key)
+    : ExpectedChange(model.classes(), client, changed, config, seed, key),
+      model_(model),
+      D_(model.features()) {
   chunk_.resize(kChunkRows * D_);
   logits_.resize(kChunkRows * C_);
   second_.resize(kChunkRows * C_);
@@ -138,27 +145,6 @@ ExpectedLoss::ExpectedLoss(const SoftmaxRegression& model, const Client& client,
   z_.resize(C_);
   u_.resize(C_);
   v_scratch_.resize(C_);
-}
-
-template <class Visit>
-void ExpectedLoss::for_each_combination(std::size_t r, int batch, Visit&& visit) const {
-  const std::size_t F = features_.size();
-  if (exact_) {
-    const std::int32_t* original = original_.data() + r * F;
-    for (std::size_t c = 0; c < combos_; ++c) {
-      const std::int32_t* values = combo_values_.data() + c * F;
-      double weight = 1.0;
-      for (std::size_t f = 0; f < F; ++f)
-        weight *= values[f] == original[f] ? features_[f].keep : features_[f].other;
-      if (weight != 0.0) visit(weight, values);  // eps' = inf: only the original value
-    }
-    return;
-  }
-  const int per_batch = samples_ / batches_;
-  const int first = batch < 0 ? 0 : batch * per_batch;
-  const int end = batch < 0 ? samples_ : first + per_batch;
-  const double weight = 1.0 / (end - first);
-  for (int s = first; s < end; ++s) visit(weight, sample_values_.data() + (r * samples_ + s) * F);
 }
 
 double ExpectedLoss::top_minus_bottom(const double* logits) const {

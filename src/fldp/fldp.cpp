@@ -138,9 +138,9 @@ FldpCaseResult load_case(const StateArrays& state, std::size_t c) {
 
 // One case on this rank: the changes' expected losses (their owners only) and removals.
 struct CaseState {
-  std::vector<std::shared_ptr<ExpectedLoss>> expected;  // per change; null off-owner or removal
-  std::vector<int> removed;                             // client ids
-  bool monte_carlo = false;                             // some change is sampled (all ranks)
+  std::vector<std::shared_ptr<ExpectedChange>> expected;  // per change; null off-owner or removal
+  std::vector<int> removed;                               // client ids
+  bool monte_carlo = false;                               // some change is sampled (all ranks)
 };
 
 class FldpRunner {
@@ -226,8 +226,8 @@ class FldpRunner {
         continue;
       }
       if (owner(change.client) != world_rank()) continue;
-      state.expected[k] = std::make_shared<ExpectedLoss>(
-          problem_.linear_model("fluence fldp"), problem_.clients[local_index(change.client)],
+      state.expected[k] = make_expected_loss(
+          *problem_.model, problem_.clients[local_index(change.client)],
           changed_attributes(problem_, change), config_.expectation, problem_.seed, index);
       sampled |= !state.expected[k]->exact();
     }
@@ -239,7 +239,7 @@ class FldpRunner {
   // The client's gradient difference b with d theta = -(1/n) H^{-1} b: Eq. 14's
   // sum [grad E l(z_eps') - grad l(z~)] for a change, -sum grad l~(z~) for a removal (Eq. 27).
   // `batch` >= 0 uses one Monte-Carlo batch of the expectation.
-  void change_gradient(const FldpChange& change, ExpectedLoss* expected, int batch,
+  void change_gradient(const FldpChange& change, ExpectedChange* expected, int batch,
                        std::vector<double>& out) {
     out.resize(p_);
     if (!change.remove) {
@@ -256,7 +256,7 @@ class FldpRunner {
   // I = -H^{-1} b for one change. Federated scope: every rank takes part in the solve (the
   // owner broadcasts b); client scope: the owner solves with its own Hessian and broadcasts I
   // (only the influence vector leaves the client, seed 000 Alg. 1).
-  void influence_vector(const FldpChange& change, ExpectedLoss* expected, int batch,
+  void influence_vector(const FldpChange& change, ExpectedChange* expected, int batch,
                         std::vector<double>& influence, FldpCaseResult& result) {
     const int root = owner(change.client);
     std::vector<double> b(p_);

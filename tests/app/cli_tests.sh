@@ -866,7 +866,6 @@ PY
 then pass "networks: influence on an MLP (damped Newton, R-operator CG, explicit): 1-3 ranks bitwise, Spearman >= 0.9"
 else fail "networks: influence on an MLP"; fi
 
-COMMAND=fldp expect_input_error net_fldp "model.type = \"mlp\" is not supported by \`fluence fldp\` yet" "$fldp_deck" --set 'model.type="mlp"'
 COMMAND=influence expect_input_error net_jacobi "influence.preconditioner = \"jacobi\" needs the exact Hessian diagonal" "$mlp_influence" --set 'influence.preconditioner="jacobi"'
 expect_input_error net_cnn_tabular "model.type = \"cnn\" needs images" "$qs" --set 'model.type="cnn"' --set 'federation.polish="none"'
 expect_input_error net_even_kernel "same padding needs an odd kernel" "$work/net_cnn.toml" --set model.conv_kernel=4

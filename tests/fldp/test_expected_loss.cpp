@@ -9,9 +9,11 @@
 #include <numeric>
 #include <tuple>
 
+#include "fluence/core/error.hpp"
 #include "fluence/core/rng.hpp"
 #include "fluence/data/source.hpp"
 #include "fluence/fldp/expected_loss.hpp"
+#include "fluence/model/network.hpp"
 #include "fluence/privacy/randomized_response.hpp"
 
 namespace fluence {
@@ -305,6 +307,120 @@ TEST(ExpectedLoss, MonteCarloIsUnbiasedAndItsStandardErrorCalibrated) {
     // Calibrated: the batch variance estimate averages to the empirical variance. Both are means
     // of 400 draws; the ratio is within 25% well beyond 4 sigma of its sampling spread (~7%).
     EXPECT_NEAR(batch_variance[j] / variance, 1.0, 0.25) << "component " << j;
+  }
+}
+
+}  // namespace
+}  // namespace fluence
+
+namespace fluence {
+namespace {
+
+// Any model's expected loss on expanded rows (ModelExpectedLoss) against the same brute force with
+// a network's kernels: a tanh MLP over the fixture's encoded rows.
+TEST(ModelExpectedLoss, NetworkEqualsBruteForceOverAllRandomizations) {
+  ClientFixture s;
+  const int width = s.encoding.width();
+  const Network network(NetworkSpec::mlp(width, {5}, Activation::tanh, 3, true), 3, 1e-3);
+  const std::size_t p = network.parameters();
+  std::vector<double> theta(p), v(p);
+  Stream stream(4, Purpose::synthetic_model, 2);
+  for (auto& value : theta) value = 0.7 * stream.normal();
+  for (auto& value : v) value = stream.normal();
+  Workspace work;
+  for (const auto& changed : {s.changes(0.5, 2.0, 1.0), s.changes(-1, -1, 0.7),
+                              s.changes(std::numeric_limits<double>::infinity(), 1.5, -1)}) {
+    ModelExpectedLoss expected(network, *s.client, changed, {}, 1, 0);
+    ASSERT_TRUE(expected.exact());
+    const BruteForce brute(s, changed);
+    double loss = 0.0;
+    for (std::size_t e = 0; e < brute.weights.size(); ++e)
+      loss +=
+          brute.weights[e] *
+          network.loss_sum(brute.x.data() + e * width, brute.y.data() + e, 1, theta.data(), work)
+              .loss_sum;
+    EXPECT_NEAR(expected.loss_sum(theta.data()), loss, kRoundingTolerance * loss);
+
+    std::vector<double> gradient(p);
+    expected.gradient_sum(theta.data(), gradient.data());
+    expect_close(gradient,
+                 brute.weighted(p,
+                                [&](std::size_t e, double* out) {
+                                  network.gradient_sum(brute.x.data() + e * width,
+                                                       brute.y.data() + e, 1, theta.data(), out,
+                                                       work);
+                                }),
+                 kRoundingTolerance, "gradient");
+    std::vector<double> observed(p), change(p), difference(p);
+    network.gradient_sum(s.client->features(), s.randomized_labels.data(), s.table.rows,
+                         theta.data(), observed.data(), work);
+    for (std::size_t j = 0; j < p; ++j) difference[j] = gradient[j] - observed[j];
+    expected.change_gradient_sum(theta.data(), -1, change.data());
+    expect_close(change, difference, kRoundingTolerance, "change gradient");
+
+    std::vector<double> hv(p);
+    expected.hessian_vector_sum(theta.data(), v.data(), hv.data());
+    expect_close(hv,
+                 brute.weighted(p,
+                                [&](std::size_t e, double* out) {
+                                  network.hessian_vector_sum(brute.x.data() + e * width,
+                                                             brute.y.data() + e, 1, theta.data(),
+                                                             v.data(), out, work);
+                                }),
+                 kRoundingTolerance, "Hessian-vector product");
+    std::vector<double> dense(p * p);
+    expected.hessian_sum(theta.data(), dense.data());
+    for (std::size_t j = 0; j < p; ++j)
+      ASSERT_NEAR(
+          std::inner_product(dense.begin() + j * p, dense.begin() + (j + 1) * p, v.begin(), 0.0),
+          hv[j], 1e-12 * (1.0 + std::abs(hv[j])))
+          << "dense Hessian row " << j;
+
+    // Sampled rows (a repeat included): the brute force's entries of those rows, whose
+    // combinations are contiguous, brute.weights.size() / rows of them per row.
+    const std::vector<std::int64_t> picked{3, 17, 3, 39};
+    const std::size_t per_row = brute.weights.size() / s.table.rows;
+    expected.sampled_hessian_vector_sum(theta.data(), picked.data(), picked.size(), v.data(),
+                                        hv.data());
+    std::vector<double> reference(p, 0.0), one(p);
+    for (auto r : picked)
+      for (std::size_t e = r * per_row; e < (r + 1) * per_row; ++e) {
+        network.hessian_vector_sum(brute.x.data() + e * width, brute.y.data() + e, 1, theta.data(),
+                                   v.data(), one.data(), work);
+        for (std::size_t j = 0; j < p; ++j) reference[j] += brute.weights[e] * one[j];
+      }
+    expect_close(hv, reference, kRoundingTolerance, "sampled Hessian-vector product");
+  }
+  EXPECT_THROW(ModelExpectedLoss(network, *s.client, s.changes(0.5, -1, -1), {}, 1, 0)
+                   .hessian_diagonal_sum(theta.data(), v.data()),
+               InputError);
+}
+
+// On the logistic model both implementations compute the same sums, exact and Monte Carlo (the
+// same draws: one enumeration feeds both).
+TEST(ModelExpectedLoss, EqualsTheFactorizedKernelsOnTheLogisticModel) {
+  ClientFixture s;
+  const auto changed = s.changes(0.5, 2.0, 1.0);
+  const std::size_t p = s.model.parameters();
+  for (const ExpectationConfig& config : {ExpectationConfig{}, ExpectationConfig{4, 16, 4}}) {
+    ExpectedLoss factorized(s.model, *s.client, changed, config, 1, 5);
+    ModelExpectedLoss expanded(s.model, *s.client, changed, config, 1, 5);
+    ASSERT_EQ(factorized.exact(), expanded.exact());
+    ASSERT_EQ(factorized.batches(), expanded.batches());
+    EXPECT_NEAR(expanded.loss_sum(s.theta.data()), factorized.loss_sum(s.theta.data()),
+                kRoundingTolerance * factorized.loss_sum(s.theta.data()));
+    std::vector<double> a(p), b(p);
+    for (int batch = -1; batch < factorized.batches(); ++batch) {
+      factorized.change_gradient_sum(s.theta.data(), batch, a.data());
+      expanded.change_gradient_sum(s.theta.data(), batch, b.data());
+      expect_close(b, a, kRoundingTolerance, "change gradient");
+      if (batch < 0) continue;
+      factorized.batch_gradient_sum(s.theta.data(), batch, a.data());
+      expanded.batch_gradient_sum(s.theta.data(), batch, b.data());
+      expect_close(b, a, kRoundingTolerance, "batch gradient");
+    }
+    const auto made = make_expected_loss(s.model, *s.client, changed, config, 1, 5);
+    EXPECT_NE(dynamic_cast<ExpectedLoss*>(made.get()), nullptr);
   }
 }
 

@@ -18,6 +18,7 @@
 // `samples` draws per row from the k-RR mechanism itself (unbiased; the label stays exact). The
 // draws are split into `batches` independent batches whose spread gives a standard error.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "fluence/core/lanes.hpp"
@@ -44,18 +45,14 @@ struct ExpectationConfig {
   std::size_t weight_table_entries = std::size_t{1} << 16;
 };
 
-class ExpectedLoss final : public LocalObjective {
+/// The expected loss of one client's data under the k-RR re-randomization of its changed
+/// attributes, as a LocalObjective (Federation uses it in place of the client's rows): the soft
+/// label targets, and the changed features' value combinations with their weights (every
+/// combination, or Monte-Carlo draws above `enumeration_limit`). Two implementations share this
+/// enumeration: ExpectedLoss, the linear model's factorized kernels, and ModelExpectedLoss, any
+/// model on expanded rows. make_expected_loss picks one.
+class ExpectedChange : public LocalObjective {
  public:
-  /// `client` supplies z~ (features and labels as trained) and the original values; its encoded
-  /// rows are used in place, so it must outlive this object. `seed` and `key` select the
-  /// Monte-Carlo streams (seed, fldp_expectation_sample, global row, key).
-  ExpectedLoss(const SoftmaxRegression& model, const Client& client,
-               const std::vector<ChangedAttribute>& changed, const ExpectationConfig& config,
-               std::uint64_t seed, std::uint64_t key);
-  ExpectedLoss(const SoftmaxRegression&, Client&&, const std::vector<ChangedAttribute>&,
-               const ExpectationConfig&, std::uint64_t,
-               std::uint64_t) = delete;  // a temporary client would dangle
-
   bool exact() const { return exact_; }
   /// |F_x| when exact, else the draws per row.
   std::size_t combinations() const { return exact_ ? combos_ : samples_; }
@@ -63,16 +60,84 @@ class ExpectedLoss final : public LocalObjective {
   int batches() const { return exact_ ? 1 : batches_; }
   std::size_t rows() const { return rows_; }
 
-  double loss_sum(const double* theta) override;
-  void gradient_sum(const double* theta, double* out) override;
   /// The gradient from Monte-Carlo batch `batch` alone (an independent unbiased estimate); when
   /// exact, the gradient.
-  void batch_gradient_sum(const double* theta, int batch, double* out);
-  // sum_r [grad E l(z_eps', theta) - grad l(z~_r, theta)]: seed 000 Eq. 14's bracket in one pass
-  // over the rows (the observed rows' logits are the base logits plus their randomized one-hots,
-  // so the second gradient costs a softmax per row, not a second pass). batch < 0: every
-  // combination or draw; else one Monte-Carlo batch.
-  void change_gradient_sum(const double* theta, int batch, double* out);
+  virtual void batch_gradient_sum(const double* theta, int batch, double* out) = 0;
+  /// sum_r [grad E l(z_eps', theta) - grad l(z~_r, theta)]: seed 000 Eq. 14's bracket. batch < 0:
+  /// every combination or draw; else one Monte-Carlo batch.
+  virtual void change_gradient_sum(const double* theta, int batch, double* out) = 0;
+
+ protected:
+  /// `client` supplies z~ (features and labels as trained) and the original values; its encoded
+  /// rows are used in place, so it must outlive this object. `seed` and `key` select the
+  /// Monte-Carlo streams (seed, fldp_expectation_sample, global row, key).
+  ExpectedChange(int classes, const Client& client, const std::vector<ChangedAttribute>& changed,
+                 const ExpectationConfig& config, std::uint64_t seed, std::uint64_t key);
+
+  struct Feature {
+    int offset, domain;
+    double epsilon;
+    double keep, other;  // k-RR probabilities of reporting the original / one other value
+  };
+  // Calls visit(weight, values) for each combination of row r (values: one per changed feature),
+  // in a fixed order: the combinations in mixed radix (the last feature fastest), or the row's
+  // draws of batch `batch` (-1 = all).
+  template <class Visit>
+  void for_each_combination(std::size_t r, int batch, Visit&& visit) const {
+    const std::size_t F = features_.size();
+    if (exact_) {
+      const std::int32_t* original = original_.data() + r * F;
+      for (std::size_t c = 0; c < combos_; ++c) {
+        const std::int32_t* values = combo_values_.data() + c * F;
+        double weight = 1.0;
+        for (std::size_t f = 0; f < F; ++f)
+          weight *= values[f] == original[f] ? features_[f].keep : features_[f].other;
+        if (weight != 0.0) visit(weight, values);  // eps' = inf: only the original value
+      }
+      return;
+    }
+    const int per_batch = samples_ / batches_;
+    const int first = batch < 0 ? 0 : batch * per_batch;
+    const int end = batch < 0 ? samples_ : first + per_batch;
+    const double weight = 1.0 / (end - first);
+    for (int s = first; s < end; ++s) visit(weight, sample_values_.data() + (r * samples_ + s) * F);
+  }
+
+  int C_;
+  std::size_t rows_;
+  std::vector<Feature> features_;
+  const double* rows_x_;                  // the client's encoded rows x~ (used in place)
+  std::vector<std::int32_t> randomized_;  // rows x F: z~'s values of the changed features
+  std::vector<std::int32_t> original_;    // rows x F: original values of the changed features
+  std::vector<double> targets_;           // rows x C: soft label q (or one-hot of the z~ label)
+  const std::int32_t* observed_labels_;   // z~'s labels (the client's, used in place)
+  bool exact_ = true;
+  std::size_t combos_ = 1;
+  std::vector<std::int32_t> combo_values_;          // combos x F (exact)
+  std::vector<std::int32_t> observed_combination_;  // rows: the combination z~ reports (exact)
+  std::vector<std::int32_t> original_combination_;  // rows: the original values' combination
+  std::vector<double> weight_table_;                // combos x combos: w(c | original o), if small
+  int samples_ = 0, batches_ = 1;
+  std::vector<std::int32_t> sample_values_;  // rows x samples x F (Monte Carlo)
+};
+
+/// The linear model's expected loss: every kernel a GEMM over the base rows plus O(C F) work per
+/// combination and row (the reductions above).
+class ExpectedLoss final : public ExpectedChange {
+ public:
+  ExpectedLoss(const SoftmaxRegression& model, const Client& client,
+               const std::vector<ChangedAttribute>& changed, const ExpectationConfig& config,
+               std::uint64_t seed, std::uint64_t key);
+  ExpectedLoss(const SoftmaxRegression&, Client&&, const std::vector<ChangedAttribute>&,
+               const ExpectationConfig&, std::uint64_t,
+               std::uint64_t) = delete;  // a temporary client would dangle
+
+  double loss_sum(const double* theta) override;
+  void gradient_sum(const double* theta, double* out) override;
+  void batch_gradient_sum(const double* theta, int batch, double* out) override;
+  // One pass over the rows: the observed rows' logits are the base logits plus their randomized
+  // one-hots, so the second gradient costs a softmax per row, not a second pass.
+  void change_gradient_sum(const double* theta, int batch, double* out) override;
   void hessian_vector_sum(const double* theta, const double* v, double* out) override;
   void sampled_hessian_vector_sum(const double* theta, const std::int64_t* rows, std::size_t count,
                                   const double* v, double* out) override;
@@ -80,14 +145,6 @@ class ExpectedLoss final : public LocalObjective {
   void hessian_sum(const double* theta, double* out) override;
 
  private:
-  struct Feature {
-    int offset, domain;
-    double epsilon;
-    double keep, other;  // k-RR probabilities of reporting the original / one other value
-  };
-  // Calls visit(weight, values) for each combination of row r (values: one per changed feature).
-  template <class Visit>
-  void for_each_combination(std::size_t r, int batch, Visit&& visit) const;
   // The loss over the rows (gradient == nullptr) or the gradient (into `gradient`; returns 0),
   // draws from `batch` (-1 = all).
   double evaluate(const double* theta, double* gradient, int batch, bool subtract_observed);
@@ -135,29 +192,14 @@ class ExpectedLoss final : public LocalObjective {
                             const std::int32_t* values, double* logits, bool want_lse) const;
 
   const SoftmaxRegression& model_;
-  int D_, C_;
-  std::size_t rows_;
-  std::vector<Feature> features_;
-  const double* rows_x_;                  // the client's encoded rows x~ (used in place)
-  std::vector<std::int32_t> randomized_;  // rows x F: z~'s values of the changed features
-  std::vector<std::int32_t> original_;    // rows x F: original values of the changed features
-  std::vector<double> targets_;           // rows x C: soft label q (or one-hot of the z~ label)
-  const std::int32_t* observed_labels_;   // z~'s labels (the client's, used in place)
-  bool exact_ = true;
-  std::size_t combos_ = 1;
-  std::vector<std::int32_t> combo_values_;          // combos x F (exact)
-  std::vector<std::int32_t> observed_combination_;  // rows: the combination z~ reports (exact)
-  std::vector<double> combination_factor_;          // C x combos: e^(T_k(c) - max_k T_k(c))
+  int D_;
+  std::vector<double> combination_factor_;  // C x combos: e^(T_k(c) - max_k T_k(c))
   double combination_spread_ = 0.0;
-  int samples_ = 0, batches_ = 1;
-  std::vector<std::int32_t> sample_values_;  // rows x samples x F (Monte Carlo)
-  std::vector<double> factors_;              // [f][v][k]: e^(theta[k, offset_f + v] - max over k)
-  double spread_bound_ = 0.0;  // sum over f of the widest class spread of theta's columns
+  std::vector<double> factors_;  // [f][v][k]: e^(theta[k, offset_f + v] - max over k)
+  double spread_bound_ = 0.0;    // sum over f of the widest class spread of theta's columns
   std::vector<std::size_t> table_start_;  // feature f's first entry in factors_
   std::size_t table_rows_ = 0;            // sum of the changed features' domains
   std::vector<double> level_, row_weights_;
-  std::vector<std::int32_t> original_combination_;  // rows: the original values' combination
-  std::vector<double> weight_table_;                // combos x combos: w(c | original o), if small
   std::vector<lanes::Lanes> class_lanes_;  // 4C: the block kernel's scale, target, sums, terms
   std::vector<double> marginals_;          // [f][v][k] gradient of the one-hot columns
   std::vector<lanes::Lanes> combination_lanes_;  // C x combos: a_k(c) over the rows, per lane
@@ -165,5 +207,57 @@ class ExpectedLoss final : public LocalObjective {
   // Scratch, sized once.
   std::vector<double> chunk_, logits_, second_, accumulated_, z_, u_, v_scratch_;
 };
+
+/// Any model's expected loss (docs/math.md §5.2, §10): each row's value combinations become
+/// expanded rows x_{f_x} (x~ with the changed one-hot blocks set to f_x) with the soft target
+/// P(f_x) q, and the model's loss on logits (TargetCrossEntropy) gives every sum: gradients and
+/// exact Hessian-vector products by the model's own passes (the R-operator for networks). The
+/// expanded rows are built a block at a time, never stored, in a fixed order (row, then
+/// combination), so the sums do not depend on the rank.
+class ModelExpectedLoss final : public ExpectedChange {
+ public:
+  ModelExpectedLoss(const Model& model, const Client& client,
+                    const std::vector<ChangedAttribute>& changed, const ExpectationConfig& config,
+                    std::uint64_t seed, std::uint64_t key);
+  ModelExpectedLoss(const Model&, Client&&, const std::vector<ChangedAttribute>&,
+                    const ExpectationConfig&, std::uint64_t, std::uint64_t) = delete;
+
+  double loss_sum(const double* theta) override;
+  void gradient_sum(const double* theta, double* out) override;
+  void batch_gradient_sum(const double* theta, int batch, double* out) override;
+  /// The observed row z~ joins each row's expanded rows with the target -e_y (weight -1).
+  void change_gradient_sum(const double* theta, int batch, double* out) override;
+  void hessian_vector_sum(const double* theta, const double* v, double* out) override;
+  void sampled_hessian_vector_sum(const double* theta, const std::int64_t* rows, std::size_t count,
+                                  const double* v, double* out) override;
+  /// A network has no cheap diagonal: InputError naming influence.preconditioner.
+  void hessian_diagonal_sum(const double* theta, double* out) override;
+  /// From p Hessian-vector products (small p only).
+  void hessian_sum(const double* theta, double* out) override;
+
+ private:
+  // The expanded rows of client rows ids[0 .. count) (or 0 .. count without ids), draws of
+  // `batch`, with the observed rows when `observed`, a block at a time into block_x_ and
+  // block_targets_: calls flush(rows) per block.
+  template <class Flush>
+  void for_each_block(const std::int64_t* ids, std::size_t count, int batch, bool observed,
+                      Flush&& flush);
+  // The loss and, with `gradient`, its gradient (overwritten) over the expanded rows.
+  double evaluate(const double* theta, double* gradient, int batch, bool observed);
+  void hessian_vector_rows(const double* theta, const std::int64_t* ids, std::size_t count,
+                           const double* v, double* out);
+
+  const Model& model_;
+  int D_;
+  std::vector<double> block_x_, block_targets_, block_sum_;
+  Workspace work_;
+};
+
+/// The expected loss of `client` under the re-randomization `changed` for `model`: the linear
+/// model's factorized kernels when it has them, else the expanded rows.
+std::shared_ptr<ExpectedChange> make_expected_loss(const Model& model, const Client& client,
+                                                   const std::vector<ChangedAttribute>& changed,
+                                                   const ExpectationConfig& config,
+                                                   std::uint64_t seed, std::uint64_t key);
 
 }  // namespace fluence
