@@ -224,15 +224,6 @@ Deck read_command_deck(const CommandLine& command_line) {
   return Deck::from_file(command_line.deck, sets);
 }
 
-void require_logistic_model(const Deck& deck, const std::string& command) {
-  const std::string type = deck.string("model.type");
-  if (type != "logistic")
-    throw InputError(fmt::format(
-        "{}: model.type = \"{}\" is not supported by `fluence {}` yet (it needs model.type = "
-        "\"logistic\"); `fluence train` trains networks",
-        deck.where("model.type"), type, command));
-}
-
 int run_command(const CommandLine& command_line) {
   try {
     if (command_line.command == "validate") return run_validate(command_line);

@@ -14,7 +14,6 @@ namespace fluence::app {
 
 int run_lia(const CommandLine& command_line) {
   Deck deck = read_command_deck(command_line);
-  require_logistic_model(deck, "lia");
   const std::string out_dir = deck.string("output.dir");
   prepare_output_directory(out_dir);
   CommandCheckpoints checkpoints(command_line, deck, "lia");

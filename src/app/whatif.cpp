@@ -44,7 +44,6 @@ void log_metrics(const std::string& name, const EstimateMetrics& metrics) {
 int run_whatif(const CommandLine& command_line) {
   install_stop_handlers();  // first: a signal during set-up stops at the first unit boundary
   Deck deck = read_command_deck(command_line);
-  require_logistic_model(deck, "whatif");
   const std::string out_dir = deck.string("output.dir");
   const InfluenceConfig influence = InfluenceConfig::from_deck(deck);
   const FederationConfig training = FederationConfig::from_deck(deck);

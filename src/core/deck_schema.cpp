@@ -400,12 +400,15 @@ std::vector<KeySpec> build_schema() {
       key("lia.validation_subsets", T::integer, "1",
           "split each validation set into this many disjoint subsets; a vote uses one (§III-B3)", 1,
           255),
-      choice("lia.body", "\"identity\"", {"identity", "mlp"},
-             "frozen body: none (the last layer is a logistic regression on the inputs) or a "
-             "one-hidden-layer MLP trained on the warm-up data"),
+      choice("lia.body", "\"identity\"", {"identity", "mlp", "network"},
+             "frozen body: none (the last layer is a logistic regression on the inputs), a "
+             "one-hidden-layer ReLU MLP, or the [model] network (model.type = mlp or cnn), trained "
+             "on the warm-up data without its last layer"),
       key("lia.hidden", T::integer, "64", "mlp body: hidden units", 1),
-      key("lia.body_epochs", T::integer, "30", "mlp body: training epochs on the warm-up data", 1),
-      key("lia.body_learning_rate", T::real, "0.01", "mlp body: Adam step size", 0.0, kInf, true),
+      key("lia.body_epochs", T::integer, "30",
+          "mlp and network bodies: Adam epochs on the warm-up data", 1),
+      key("lia.body_learning_rate", T::real, "0.01", "mlp and network bodies: Adam step size", 0.0,
+          kInf, true),
       choice("lia.threshold", "\"kmeans\"", {"kmeans", "mixture", "zero"},
              "acceptance threshold on the vote sums: 2-means midpoint (seed 002), the equal-"
              "posterior point of a 2-Gaussian mixture, or 0 (seed 003)"),

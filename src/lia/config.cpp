@@ -70,6 +70,15 @@ LiaConfig LiaConfig::from_deck(const Deck& deck, int classes) {
         "{}: model.l2 = {} but fluence lia needs model.l2 > 0 (M0 and the exact-influence "
         "retrains are the unique minimizers of the regularized loss)",
         deck.where("model.l2"), c.l2));
+  // The last layer is always the logistic model; a network of [model] can only be the body.
+  const std::string model = deck.string("model.type");
+  if ((c.body == "network") != (model != "logistic"))
+    throw InputError(fmt::format(
+        "{}: lia.body = \"{}\" with model.type = \"{}\": fluence lia trains the last layer as "
+        "a logistic regression on a frozen body, so a network of [model] is the body: use "
+        "lia.body = \"network\" with model.type = \"mlp\" or \"cnn\", and lia.body = "
+        "\"identity\" or \"mlp\" with model.type = \"logistic\"",
+        deck.where("lia.body"), c.body, model));
   if (std::isfinite(c.epsilon_train) && c.clip <= 0.0)
     throw InputError(fmt::format(
         "{}: lia.clip = 0 (no clipping) leaves DP-SGD without a sensitivity bound; set lia.clip > "

@@ -13,6 +13,8 @@
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/rng.hpp"
 #include "fluence/lia/votes.hpp"
+#include "fluence/model/adam.hpp"
+#include "fluence/model/build.hpp"
 #include "fluence/privacy/rdp_accountant.hpp"
 
 namespace fluence::lia {
@@ -33,11 +35,50 @@ std::vector<double> Body::features(const Table& source,
                                    const std::vector<std::int64_t>& rows) const {
   std::vector<double> encoded(rows.size() * static_cast<std::size_t>(encoding.width()));
   encoding.encode(source, rows, nullptr, encoded.data());
-  if (!mlp) return encoded;
-  std::vector<double> out(rows.size() * static_cast<std::size_t>(mlp->output_features()));
-  mlp->transform(encoded.data(), rows.size(), out.data());
+  if (!network) return encoded;
+  const std::size_t head = static_cast<std::size_t>(network->head_width()),
+                    W = static_cast<std::size_t>(width());
+  std::vector<double> inputs(rows.size() * head), out(rows.size() * W, 1.0);
+  Workspace work;
+  network->head_inputs(encoded.data(), rows.size(), theta.data(), inputs.data(), work);
+  for (std::size_t r = 0; r < rows.size(); ++r)
+    std::copy_n(inputs.begin() + r * head, head, out.begin() + r * W);  // the bias column stays 1
   return out;
 }
+
+namespace {
+
+// The network body on the warm-up rows (every rank computes the same bits): "mlp" is one ReLU
+// hidden layer of lia.hidden units, "network" the deck's [model] network; initialized from the
+// model's per-layer streams, trained end to end by Adam (lia.body_epochs, lia.body_learning_rate,
+// batches of 64, model.l2) on an order from stream (seed, lia_body).
+void train_network_body(const Deck& deck, const LiaConfig& config, const Table& train,
+                        const std::vector<std::int64_t>& warmup,
+                        const std::vector<std::int32_t>& warmup_y, std::uint64_t seed, Body& body) {
+  const int D = body.encoding.width(), C = train.classes();
+  const bool bias = deck.boolean("model.bias");
+  std::unique_ptr<Model> built =
+      config.body == "mlp"
+          ? std::make_unique<Network>(
+                NetworkSpec::mlp(D, {config.hidden}, Activation::relu, C, bias), C, config.l2)
+          : build_model(deck, D, train.image_shape, C);
+  body.network.reset(static_cast<Network*>(built.release()));
+  body.bias_column = bias;
+  body.theta.resize(body.network->parameters());
+  body.network->initialize(seed, body.theta.data());
+  std::vector<double> encoded(warmup.size() * static_cast<std::size_t>(D));
+  body.encoding.encode(train, warmup, nullptr, encoded.data());
+  AdamSettings adam;
+  adam.epochs = config.body_epochs;
+  adam.learning_rate = config.body_learning_rate;
+  adam.l2 = config.l2;
+  Stream stream(seed, Purpose::lia_body);
+  Workspace work;
+  adam_fit(*body.network, encoded.data(), warmup_y.data(), warmup.size(), adam, stream,
+           body.theta.data(), work);
+}
+
+}  // namespace
 
 double TestSet::accuracy(const SoftmaxRegression& model, const std::vector<double>& theta,
                          Workspace& work) const {
@@ -99,20 +140,14 @@ Experiment set_up_experiment(const Deck& deck, bool progress, LiaResult& result)
 
   // The body and M0 on the warm-up data (every rank computes the same bits).
   Body& body = e.body;
-  body.encoding = Encoding(train, data_config.standardize, deck.boolean("model.bias"));
+  // A network body holds its own biases; the identity body's last layer takes a bias column.
+  const bool network_body = config.body != "identity";
+  body.encoding =
+      Encoding(train, data_config.standardize, !network_body && deck.boolean("model.bias"));
   e.warmup_y = labels_of(train, assignment.warmup);
   const auto& warmup_y = e.warmup_y;
-  if (config.body == "mlp") {
-    std::vector<double> encoded(assignment.warmup.size() * body.encoding.width());
-    body.encoding.encode(train, assignment.warmup, nullptr, encoded.data());
-    MlpTraining options;
-    options.epochs = config.body_epochs;
-    options.learning_rate = config.body_learning_rate;
-    options.l2 = config.l2;
-    Stream stream(seed, Purpose::lia_body);
-    body.mlp = MlpBody::train(encoded.data(), warmup_y.data(), assignment.warmup.size(),
-                              body.encoding.width(), C, config.hidden, options, stream);
-  }
+  if (network_body)
+    train_network_body(deck, config, train, assignment.warmup, warmup_y, seed, body);
   const int D = e.D = body.width();
   const std::size_t p = e.p = static_cast<std::size_t>(C) * D;
   e.model.emplace(D, C, config.l2);

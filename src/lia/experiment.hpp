@@ -6,6 +6,7 @@
 // quantity is computed by one rank from keyed streams, and every sum over participants is an
 // exact integer sum or an ordered gather: the results are bitwise the same for any rank count.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,19 +14,24 @@
 #include "fluence/data/source.hpp"
 #include "fluence/lia/dp_sgd.hpp"
 #include "fluence/lia/lia.hpp"
-#include "fluence/lia/mlp_body.hpp"
 #include "fluence/lia/participants.hpp"
+#include "fluence/model/network.hpp"
 #include "fluence/model/softmax_regression.hpp"
 
 namespace fluence::lia {
 
-// The frozen body (seed §III-B: only the last layer moves): encoded rows, optionally through the
-// MLP's hidden layer.
+// The frozen body (seed §III-B: only the last layer moves): the encoded rows themselves
+// (lia.body = "identity"), or a network trained on the warm-up rows with its last layer taken off
+// ("mlp": one ReLU hidden layer of lia.hidden units; "network": the [model] section's mlp or cnn),
+// its output followed by a constant-1 column for the last layer's bias when model.bias.
 struct Body {
-  const Table* table = nullptr;
   Encoding encoding;
-  std::optional<MlpBody> mlp;
-  int width() const { return mlp ? mlp->output_features() : encoding.width(); }
+  std::unique_ptr<Network> network;
+  std::vector<double> theta;  // the network's trained parameters
+  bool bias_column = false;   // a network body's output gains a constant-1 column
+  int width() const {
+    return network ? network->head_width() + (bias_column ? 1 : 0) : encoding.width();
+  }
   std::vector<double> features(const Table& source, const std::vector<std::int64_t>& rows) const;
 };
 

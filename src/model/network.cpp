@@ -150,6 +150,8 @@ class Passes {
   const T* logits() const { return act_.back(); }
   T* logit_delta() { return delta_.back(); }
   const T* r_logits() const { return r_act_.back(); }
+  // Layer l's output (after any activation fused into it by finish_output).
+  const T* activation(std::size_t l) const { return act_[l]; }
   T* r_logit_delta() { return r_delta_.back(); }
   double* squared_norms() { return b_.squared_norms.data(); }
   double* row_scale() { return b_.row_scale.data(); }
@@ -905,6 +907,26 @@ void Network::logits(const double* x, std::size_t rows, const double* theta, dou
     const int n = static_cast<int>(std::min(evaluation_rows_, rows - start));
     passes.forward(theta, x + start * D, n);
     std::copy(passes.logits(), passes.logits() + std::size_t(n) * classes_, out + start * classes_);
+  }
+}
+
+void Network::head_inputs(const double* x, std::size_t rows, const double* theta, double* out,
+                          Workspace& work) const {
+  const std::size_t D = features(), W = static_cast<std::size_t>(head_width());
+  // The last layer is dense; its input is the output of the layer below it (a fused activation
+  // works in place on that layer's buffer, so that buffer holds the activated values).
+  if (layers_.size() < 2) {  // no hidden layer: the inputs themselves
+    std::copy(x, x + rows * D, out);
+    return;
+  }
+  const std::size_t below = layers_.size() - 2;
+  Passes<double> passes(layers_, classes_, false, false, pass_buffers<double>(work),
+                        std::min(rows, evaluation_rows_));
+  for (std::size_t start = 0; start < rows; start += evaluation_rows_) {
+    const int n = static_cast<int>(std::min(evaluation_rows_, rows - start));
+    passes.forward(theta, x + start * D, n);
+    std::copy(passes.activation(below), passes.activation(below) + std::size_t(n) * W,
+              out + start * W);
   }
 }
 

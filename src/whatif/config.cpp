@@ -158,6 +158,14 @@ WhatifConfig WhatifConfig::from_deck(const Deck& deck, const FederatedProblem& p
   config.second_order = deck.boolean("whatif.second_order");
   config.retrain_tolerance = deck.real("whatif.retrain_tolerance");
   config.retrain_max_iterations = static_cast<int>(deck.integer("whatif.retrain_max_iterations"));
+  // Influence functions linearize at a stationary point; a network's FedAvg model is none
+  // (docs/math.md §10).
+  const std::string model = deck.string("model.type");
+  if (model != "logistic" && deck.string("federation.polish") != "newton")
+    throw InputError(fmt::format(
+        "{}: fluence whatif on model.type = \"{}\" needs the trained model at a stationary "
+        "point: set federation.polish = \"newton\" (the damped Newton method, docs/math.md §10)",
+        deck.where("federation.polish"), model));
   for (std::size_t a = 0; a < problem.ldp.attributes.size(); ++a)
     for (int c = 0; c < problem.ldp.clients; ++c)
       if (std::isfinite(problem.ldp.epsilon_of(c, static_cast<int>(a))))

@@ -107,49 +107,60 @@ void row_hessian(const double* z, const double* t, bool forward_corrected, const
 
 }  // namespace
 
-double pseudo_rows_loss_gradient(const PseudoRows& rows_in, std::size_t first, std::size_t rows,
-                                 const double* theta, double* gradient,
-                                 std::vector<double>& scratch) {
-  if (rows == 0) return 0.0;
-  const int C = rows_in.classes, D = rows_in.width;
-  const double* x = rows_in.x.data() + first * D;
-  scratch.resize(rows * C);
-  double* z = scratch.data();
-  row_logits(x, rows, D, C, theta, z);
-  double loss = 0.0;
+double PseudoRowLoss::gradient(std::size_t first, std::size_t rows, int classes, const double* z,
+                               double* delta, double loss) const {
+  const int C = classes;
+  double residual[64];
+  if (C > 64) throw RuntimeError("forward loss correction supports at most 64 classes");
   for (std::size_t r = 0; r < rows; ++r) {
-    const double w = rows_in.weight[first + r];
-    double* zr = z + r * C;
-    loss += w * row_loss_residual(zr, rows_in.target.data() + (first + r) * C,
-                                  rows_in.flc[first + r] != 0, rows_in.distortion.data(), C);
-    for (int k = 0; k < C; ++k) zr[k] *= w;
+    const std::size_t j = first_ + first + r;
+    const double w = rows_.weight[j];
+    std::copy_n(z + r * C, C, residual);
+    loss += w * row_loss_residual(residual, rows_.target.data() + j * C, rows_.flc[j] != 0,
+                                  rows_.distortion.data(), C);
+    if (delta)
+      for (int k = 0; k < C; ++k) delta[r * C + k] = w * residual[k];
   }
-  add_outer(z, x, rows, D, C, gradient);  // gradient += residual^T x
   return loss;
 }
 
-void pseudo_rows_hessian_vector(const PseudoRows& rows_in, std::size_t first, std::size_t rows,
-                                const double* theta, const double* v, double* out) {
-  if (rows == 0) return;
-  const int C = rows_in.classes, D = rows_in.width;
-  if (C > 64) throw RuntimeError("forward loss correction supports at most 64 classes");
-  const double* x = rows_in.x.data() + first * D;
-  // Per row r: logits z_r = theta x_r, directional logits a_r = V x_r, and b_r = w_r H_r a_r;
-  // then out += b^T x (the chain rule through the logits, as in PerturbedObjective).
-  std::vector<double> z(rows * C), a(rows * C), b(rows * C), H(static_cast<std::size_t>(C) * C);
-  row_logits(x, rows, D, C, theta, z.data());
-  row_logits(x, rows, D, C, v, a.data());
+void PseudoRowLoss::hessian(std::size_t first, std::size_t rows, int classes, const double* z,
+                            const double* r_z, double* delta, double* r_delta) const {
+  const int C = classes;
+  std::vector<double> H(static_cast<std::size_t>(C) * C);
+  gradient(first, rows, classes, z, delta, 0.0);
   for (std::size_t r = 0; r < rows; ++r) {
-    row_hessian(z.data() + r * C, rows_in.target.data() + (first + r) * C,
-                rows_in.flc[first + r] != 0, rows_in.distortion.data(), C, H.data());
-    const double w = rows_in.weight[first + r];
+    const std::size_t j = first_ + first + r;
+    row_hessian(z + r * C, rows_.target.data() + j * C, rows_.flc[j] != 0, rows_.distortion.data(),
+                C, H.data());
+    const double w = rows_.weight[j];
     for (int i = 0; i < C; ++i) {
       double t = 0.0;
-      for (int j = 0; j < C; ++j) t += H[i * C + j] * a[r * C + j];
-      b[r * C + i] = w * t;
+      for (int k = 0; k < C; ++k) t += H[i * C + k] * r_z[r * C + k];
+      r_delta[r * C + i] = w * t;
     }
   }
-  add_outer(b.data(), x, rows, D, C, out);
+}
+
+double pseudo_rows_loss_gradient(const Model& model, const PseudoRows& rows_in, std::size_t first,
+                                 std::size_t rows, const double* theta, double* gradient,
+                                 std::vector<double>& scratch, Workspace& work) {
+  if (rows == 0) return 0.0;
+  const int C = rows_in.classes, D = rows_in.width;
+  const double* x = rows_in.x.data() + first * D;
+  const PseudoRowLoss loss(rows_in, first);
+  if (!model.linear()) {
+    scratch.resize(model.parameters());
+    const double value = model.loss_gradient_sum(x, rows, loss, theta, scratch.data(), work);
+    for (std::size_t k = 0; k < scratch.size(); ++k) gradient[k] += scratch[k];
+    return value;
+  }
+  scratch.resize(rows * C);
+  double* z = scratch.data();
+  row_logits(x, rows, D, C, theta, z);
+  const double value = loss.gradient(0, rows, C, z, z, 0.0);  // residuals in place of the logits
+  add_outer(z, x, rows, D, C, gradient);                      // gradient += residual^T x
+  return value;
 }
 
 PerturbedObjective::PerturbedObjective(Federation& federation,
@@ -159,7 +170,8 @@ PerturbedObjective::PerturbedObjective(Federation& federation,
 double PerturbedObjective::value_and_gradient(const std::vector<double>& theta,
                                               std::vector<double>& gradient) {
   auto& problem = federation_.problem();
-  const auto& model = problem.linear_model("fluence whatif");
+  const Model& model = *problem.model;
+  const SoftmaxRegression* linear = model.linear();
   const std::size_t p = federation_.parameters();
   sums_.assign(p + 1, 0.0);
   const int C = model.classes();
@@ -168,13 +180,19 @@ double PerturbedObjective::value_and_gradient(const std::vector<double>& theta,
   // One ordered reduction of [gradient sum, loss sum] over clients: rank-count independent.
   federation_.sum_over_clients(sums_, [&](std::size_t k, double* sum) {
     const auto& client = problem.clients[k];
-    // The probabilities at theta are kept: a Newton step from here needs them for its Hessian.
-    probabilities_[k].resize(client.size() * C);
-    double loss = model.gradient_sum(client.features(), client.labels().data(), client.size(),
-                                     theta.data(), sum, work_, probabilities_[k].data());
+    double loss = 0.0;
+    if (linear) {
+      // The probabilities at theta are kept: a Newton step from here needs them for its Hessian.
+      probabilities_[k].resize(client.size() * C);
+      loss = linear->gradient_sum(client.features(), client.labels().data(), client.size(),
+                                  theta.data(), sum, work_, probabilities_[k].data());
+    } else {
+      loss = model.gradient_sum(client.features(), client.labels().data(), client.size(),
+                                theta.data(), sum, work_);
+    }
     const PseudoRows& rows = pseudo_[k];
-    loss += pseudo_rows_loss_gradient(rows, 0, rows.rows_of_records(active_[k]), theta.data(), sum,
-                                      scratch_);
+    loss += pseudo_rows_loss_gradient(model, rows, 0, rows.rows_of_records(active_[k]),
+                                      theta.data(), sum, scratch_, work_);
     sum[p] = loss;
   });
   const double inverse_n = 1.0 / static_cast<double>(federation_.train_rows());
@@ -189,8 +207,10 @@ double PerturbedObjective::value_and_gradient(const std::vector<double>& theta,
 
 void PerturbedObjective::prepare_hessian(const std::vector<double>& theta) {
   auto& problem = federation_.problem();
-  const auto& model = problem.linear_model("fluence whatif");
-  const int C = model.classes();
+  point_ = theta;
+  const SoftmaxRegression* linear = problem.model->linear();
+  if (!linear) return;  // a network's products run its R-operator at point_
+  const int C = linear->classes();
   const bool cached = theta == probabilities_theta_;  // the last value_and_gradient's theta
   probabilities_.resize(problem.clients.size());
   blocks_.resize(problem.clients.size());
@@ -198,7 +218,8 @@ void PerturbedObjective::prepare_hessian(const std::vector<double>& theta) {
     const auto& client = problem.clients[k];
     if (!cached) {
       probabilities_[k].resize(client.size() * C);
-      model.probabilities(client.features(), client.size(), theta.data(), probabilities_[k].data());
+      linear->probabilities(client.features(), client.size(), theta.data(),
+                            probabilities_[k].data());
     }
     const PseudoRows& rows = pseudo_[k];
     const std::size_t m = rows.rows_of_records(active_[k]);
@@ -217,15 +238,26 @@ void PerturbedObjective::prepare_hessian(const std::vector<double>& theta) {
 
 void PerturbedObjective::hessian_vector(const double* v, double* out) {
   auto& problem = federation_.problem();
-  const auto& model = problem.linear_model("fluence whatif");
+  const Model& model = *problem.model;
+  const SoftmaxRegression* linear = model.linear();
   const int C = model.classes(), D = model.features();
   const std::size_t p = federation_.parameters();
   federation_.sum_over_clients(std::span<double>(out, p), [&](std::size_t k, double* sum) {
     const auto& client = problem.clients[k];
-    model.hessian_vector_sum_at(client.features(), client.size(), probabilities_[k].data(), v, sum,
-                                work_);
     const PseudoRows& rows = pseudo_[k];
     const std::size_t m = rows.rows_of_records(active_[k]);
+    if (!linear) {
+      model.hessian_vector_sum(client.features(), client.labels().data(), client.size(),
+                               point_.data(), v, sum, work_);
+      if (m == 0) return;
+      product_.resize(p);
+      model.loss_hessian_vector_sum(rows.x.data(), m, PseudoRowLoss(rows), point_.data(), v,
+                                    product_.data(), work_);
+      for (std::size_t j = 0; j < p; ++j) sum[j] += product_[j];
+      return;
+    }
+    linear->hessian_vector_sum_at(client.features(), client.size(), probabilities_[k].data(), v,
+                                  sum, work_);
     if (m == 0) return;
     scratch_.resize(2 * m * C);
     double* a = scratch_.data();  // directional logits V x_r

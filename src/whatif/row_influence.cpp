@@ -31,9 +31,10 @@ double dot(const double* a, const double* b, int n) {
 
 }  // namespace
 
-RowInfluence::RowInfluence(const SoftmaxRegression& model, const double* theta, const double* s,
+RowInfluence::RowInfluence(const Model& model, const double* theta, const double* s,
                            const std::vector<WhatifAttribute>& attributes)
-    : theta_(theta),
+    : model_(model),
+      theta_(theta),
       s_(s),
       C_(model.classes()),
       D_(model.features()),
@@ -65,15 +66,37 @@ RowInfluence::RowInfluence(const SoftmaxRegression& model, const double* theta, 
   krr_.reserve(F);
   a_.resize(combos_);
   uf_.resize(combos_ * C_);
+  if (!model.linear()) {
+    rows_.resize(combos_ * D_);
+    row_z_.resize(combos_ * C_);
+  }
+}
+
+void RowInfluence::combination_logits(const double* x) {
+  // Combination c's row: x with each randomized feature's one-hot entry moved from the original
+  // value's column to c's.
+  const std::size_t F = features_.size();
+  for (std::size_t c = 0; c < combos_; ++c) {
+    double* row = rows_.data() + c * D_;
+    std::copy(x, x + D_, row);
+    for (std::size_t f = 0; f < F; ++f) {
+      const std::int32_t value = combo_values_[c * F + f];
+      if (value != original_[f])
+        std::swap(row[features_[f].offset + original_[f]], row[features_[f].offset + value]);
+    }
+  }
+  model_.directional_logits(rows_.data(), combos_, theta_, s_, row_z_.data(), uf_.data(), work_);
+  std::copy_n(row_z_.begin() + alpha_ * C_, C_, z_.begin());
+  std::copy_n(uf_.begin() + alpha_ * C_, C_, u_.begin());
+  softmax(z_.data(), C_, p_.data());
+  for (std::size_t c = 0; c < combos_; ++c) {
+    softmax(row_z_.data() + c * C_, C_, pf_.data());
+    a_[c] = dot(uf_.data() + c * C_, pf_.data(), C_);
+  }
 }
 
 void RowInfluence::set_row(const double* x, std::int32_t label, const std::int32_t* categorical) {
   y_ = label;
-  for (int k = 0; k < C_; ++k) {
-    z_[k] = dot(theta_ + static_cast<std::size_t>(k) * D_, x, D_);
-    u_[k] = dot(s_ + static_cast<std::size_t>(k) * D_, x, D_);
-  }
-  softmax(z_.data(), C_, p_.data());
   const std::size_t F = features_.size();
   alpha_ = 0;
   for (std::size_t f = 0; f < F; ++f) {
@@ -81,6 +104,12 @@ void RowInfluence::set_row(const double* x, std::int32_t label, const std::int32
     alpha_ = alpha_ * static_cast<std::size_t>(features_[f].domain) +
              static_cast<std::size_t>(original_[f]);
   }
+  if (!model_.linear()) return combination_logits(x);
+  for (int k = 0; k < C_; ++k) {
+    z_[k] = dot(theta_ + static_cast<std::size_t>(k) * D_, x, D_);
+    u_[k] = dot(s_ + static_cast<std::size_t>(k) * D_, x, D_);
+  }
+  softmax(z_.data(), C_, p_.data());
   // Combination f moves each changed one-hot entry from the original value's column to f's:
   // theta x_f = theta x + sum over features of (column at f's value - column at the original).
   double* zf = zf_.data();

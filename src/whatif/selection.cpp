@@ -84,9 +84,11 @@ TestSelection::TestSelection(Federation& federation, std::int64_t sample)
   const auto& problem = federation.problem();
   const auto& test = problem.test;
   const auto total = static_cast<std::int64_t>(problem.data.test.rows);
-  const int width = problem.model->features();
-  rows_ = total;
-  if (sample <= 0 || sample >= total) {
+  const std::size_t width = static_cast<std::size_t>(problem.model->features());
+  const bool whole = sample <= 0 || sample >= total;
+  rows_ = whole ? total : sample;
+  const bool network = test.chunk_rows > 0;  // every rank holds every test row (problem.hpp)
+  if (whole && !network) {
     for (int k = 0; k < test.chunks; ++k) {
       const std::size_t begin = k * TestShard::kTestChunkRows;
       chunks_.push_back({test.features.data() + begin * width, test.labels.data() + begin,
@@ -94,25 +96,52 @@ TestSelection::TestSelection(Federation& federation, std::int64_t sample)
     }
     return;
   }
-  rows_ = sample;
-  std::vector<std::pair<double, std::int64_t>> keys;
-  for (std::int64_t r = 0; r < total; ++r)
-    keys.emplace_back(
-        Stream(problem.seed, Purpose::whatif_test_sample, static_cast<std::uint64_t>(r)).uniform(),
-        r);
-  std::nth_element(keys.begin(), keys.begin() + sample, keys.end());
-  std::vector<char> chosen(static_cast<std::size_t>(total), 0);
-  for (std::int64_t j = 0; j < sample; ++j) chosen[keys[j].second] = 1;
-  sample_x_.resize(test.chunks);
-  sample_y_.resize(test.chunks);
-  for (std::size_t r = 0; r < test.rows; ++r) {
-    if (!chosen[test.first_row + r]) continue;
-    const std::size_t chunk = r / TestShard::kTestChunkRows;
-    sample_x_[chunk].insert(sample_x_[chunk].end(), test.features.begin() + r * width,
-                            test.features.begin() + (r + 1) * width);
-    sample_y_[chunk].push_back(test.labels[r]);
+  std::vector<char> chosen(static_cast<std::size_t>(total), 1);
+  if (!whole) {
+    std::vector<std::pair<double, std::int64_t>> keys;
+    for (std::int64_t r = 0; r < total; ++r)
+      keys.emplace_back(
+          Stream(problem.seed, Purpose::whatif_test_sample, static_cast<std::uint64_t>(r))
+              .uniform(),
+          r);
+    std::nth_element(keys.begin(), keys.begin() + sample, keys.end());
+    std::fill(chosen.begin(), chosen.end(), 0);
+    for (std::int64_t j = 0; j < sample; ++j) chosen[keys[j].second] = 1;
   }
-  for (int k = 0; k < test.chunks; ++k)
+  // This rank's chunks of kTestChunkRows test rows: the linear model's shard, or for a network the
+  // same split of the chunks over the ranks (rows decoded from its byte codes when coded).
+  std::size_t first_chunk = static_cast<std::size_t>(test.first_chunk), chunks = test.chunks;
+  if (network) {
+    const std::size_t count = (test.all_rows + TestShard::kTestChunkRows - 1) /
+                              TestShard::kTestChunkRows,
+                      rank = static_cast<std::size_t>(world_rank()),
+                      ranks = static_cast<std::size_t>(world_size());
+    first_chunk = count * rank / ranks;
+    chunks = count * (rank + 1) / ranks - first_chunk;
+  }
+  sample_x_.resize(chunks);
+  sample_y_.resize(chunks);
+  const std::size_t first_row = first_chunk * TestShard::kTestChunkRows;
+  const std::size_t end_row =
+      std::min(static_cast<std::size_t>(total), first_row + chunks * TestShard::kTestChunkRows);
+  for (std::size_t r = first_row; r < end_row; ++r) {
+    if (!chosen[r]) continue;
+    auto& x = sample_x_[(r - first_row) / TestShard::kTestChunkRows];
+    const std::size_t at = x.size();
+    x.resize(at + width);
+    if (!network) {
+      std::copy_n(test.features.begin() + (r - test.first_row) * width, width, x.begin() + at);
+    } else if (!test.all_codes.empty()) {  // x = offset + step k, as Federation::test_chunk_rows
+      for (std::size_t j = 0; j < width; ++j)
+        x[at + j] = test.coding->offset[j] +
+                    test.coding->step[j] * static_cast<double>(test.all_codes[r * width + j]);
+    } else {
+      std::copy_n(test.all_features.begin() + r * width, width, x.begin() + at);
+    }
+    sample_y_[(r - first_row) / TestShard::kTestChunkRows].push_back(
+        network ? test.all_labels[r] : test.labels[r - test.first_row]);
+  }
+  for (std::size_t k = 0; k < chunks; ++k)
     chunks_.push_back({sample_x_[k].data(), sample_y_[k].data(), sample_y_[k].size()});
 }
 
@@ -142,33 +171,54 @@ void TestSelection::gradient(const std::vector<double>& theta, std::vector<doubl
 
 void TestSelection::hessian(const std::vector<double>& theta, std::vector<double>& out) {
   const std::size_t p = model().parameters();
-  // Each chunk's Hessian is PSD: summed exactly in fixed point, all ranks at once (docs/math.md
-  // §8.3).
-  psd_matrix_sum(
-      static_cast<int>(chunks_.size()), p, out,
-      [&](int k, double* diagonal) {
-        model().hessian_diagonal_sum(chunks_[k].x, chunks_[k].rows, theta.data(), diagonal, work_);
-        return true;
-      },
-      [&](int k, double* matrix) {
-        model().hessian_sum(chunks_[k].x, chunks_[k].rows, theta.data(), matrix);
-        return true;
-      });
-  for (auto& value : out) value /= static_cast<double>(rows_);
+  if (const SoftmaxRegression* linear = model().linear()) {
+    // Each chunk's Hessian is PSD: summed exactly in fixed point, all ranks at once
+    // (docs/math.md §8.3).
+    psd_matrix_sum(
+        static_cast<int>(chunks_.size()), p, out,
+        [&](int k, double* diagonal) {
+          linear->hessian_diagonal_sum(chunks_[k].x, chunks_[k].rows, theta.data(), diagonal,
+                                       work_);
+          return true;
+        },
+        [&](int k, double* matrix) {
+          linear->hessian_sum(chunks_[k].x, chunks_[k].rows, theta.data(), matrix);
+          return true;
+        });
+    for (auto& value : out) value /= static_cast<double>(rows_);
+    return;
+  }
+  // A network's (indefinite) Hessian from p exact products, symmetrized (small p only).
+  out.assign(p * p, 0.0);
+  std::vector<double> unit(p, 0.0), column(p);
+  for (std::size_t j = 0; j < p; ++j) {
+    unit[j] = 1.0;
+    hessian_vector(theta, unit.data(), column.data());
+    unit[j] = 0.0;
+    for (std::size_t i = 0; i < p; ++i) out[i * p + j] = column[i];
+  }
+  for (std::size_t i = 0; i < p; ++i)
+    for (std::size_t j = i + 1; j < p; ++j)
+      out[i * p + j] = out[j * p + i] = 0.5 * (out[i * p + j] + out[j * p + i]);
 }
 
 void TestSelection::hessian_vector(const std::vector<double>& theta, const double* v, double* out) {
   const std::size_t p = model().parameters();
   const int C = model().classes();
-  if (probabilities_.empty())
+  const SoftmaxRegression* linear = model().linear();
+  if (linear && probabilities_.empty())
     for (const auto& chunk : chunks_) {
       probabilities_.emplace_back(chunk.rows * C);
-      model().probabilities(chunk.x, chunk.rows, theta.data(), probabilities_.back().data());
+      linear->probabilities(chunk.x, chunk.rows, theta.data(), probabilities_.back().data());
     }
   std::vector<double> products(chunks_.size() * p);
   for (std::size_t k = 0; k < chunks_.size(); ++k)
-    model().hessian_vector_sum_at(chunks_[k].x, chunks_[k].rows, probabilities_[k].data(), v,
-                                  products.data() + k * p, work_);
+    if (linear)
+      linear->hessian_vector_sum_at(chunks_[k].x, chunks_[k].rows, probabilities_[k].data(), v,
+                                    products.data() + k * p, work_);
+    else
+      model().hessian_vector_sum(chunks_[k].x, chunks_[k].y, chunks_[k].rows, theta.data(), v,
+                                 products.data() + k * p, work_);
   ordered_sum(products, static_cast<int>(chunks_.size()), static_cast<int>(p),
               std::span<double>(out, p));
   for (std::size_t j = 0; j < p; ++j) out[j] /= static_cast<double>(rows_);

@@ -35,9 +35,11 @@ class TestSelection {
   std::pair<double, double> evaluate(const std::vector<double>& theta);
   /// Collective: gradient of the mean loss on S_te.
   void gradient(const std::vector<double>& theta, std::vector<double>& out);
-  /// Collective: the Hessian of the mean loss on S_te, p x p row-major (small p).
+  /// Collective: the Hessian of the mean loss on S_te, p x p row-major (small p; a network's from
+  /// p products).
   void hessian(const std::vector<double>& theta, std::vector<double>& out);
-  /// Collective: that Hessian times v (probabilities cached at the first theta given).
+  /// Collective: that Hessian times v (the linear model's probabilities cached at the first theta
+  /// given).
   void hessian_vector(const std::vector<double>& theta, const double* v, double* out);
 
  private:
@@ -46,9 +48,7 @@ class TestSelection {
     const std::int32_t* y;
     std::size_t rows;
   };
-  const SoftmaxRegression& model() const {
-    return federation_.problem().linear_model("fluence whatif");
-  }
+  const Model& model() const { return *federation_.problem().model; }
 
   Federation& federation_;
   std::int64_t rows_ = 0;

@@ -72,6 +72,32 @@ sweep_resume() {
   fi
 }
 
+# write_idx_images DIR: a small gzip/plain IDX image set (9 x 9 images of 4 classes, 2,400 training
+# and 1,100 test rows: a blob whose place and size depend on the label, 5% salt noise).
+write_idx_images() {
+"$python" - "$1" <<'PY'
+import gzip, os, struct, sys
+import numpy as np
+directory = sys.argv[1]
+os.makedirs(directory, exist_ok=True)
+rng = np.random.default_rng(3)
+def write(name, array, compress):
+    header = struct.pack(">I", 0x0800 | array.ndim) + b"".join(struct.pack(">I", d) for d in array.shape)
+    opener = gzip.open if compress else open
+    with opener(os.path.join(directory, name + (".gz" if compress else "")), "wb") as f:
+        f.write(header + array.astype(np.uint8).tobytes())
+for part, rows in (("train", 2400), ("t10k", 1100)):
+    labels = rng.integers(0, 4, rows)
+    images = np.zeros((rows, 9, 9))
+    for i, label in enumerate(labels):  # a blob whose place and size depend on the label
+        r, c = 1 + label, 2 + (label % 2) * 2
+        images[i, r:r + 4, c:c + 3 + label % 3] = rng.integers(40, 256, (4, 3 + label % 3))
+    images[rng.random(images.shape) < 0.05] = 255
+    write(f"{part}-images-idx3-ubyte", images, part == "train")
+    write(f"{part}-labels-idx1-ubyte", labels, False)
+PY
+}
+
 cli_summary() {
   echo "$passed passed, $failed failed"
   [ "$failed" -eq 0 ]

@@ -557,27 +557,7 @@ else fail "restart latest fallback"; tail -3 "$work/ckL.log" | sed 's/^/    /'; 
 # codes; the "ink" attribute adds one-hot columns; Ditto runs the personal SGD on codes too):
 # bitwise identical on 1-4 ranks and after a restart on another rank count; the fast per-round test
 # loss agrees with the final double evaluation.
-"$python" - "$work/idx" <<'PY'
-import gzip, os, struct, sys
-import numpy as np
-directory = sys.argv[1]
-os.makedirs(directory, exist_ok=True)
-rng = np.random.default_rng(3)
-def write(name, array, compress):
-    header = struct.pack(">I", 0x0800 | array.ndim) + b"".join(struct.pack(">I", d) for d in array.shape)
-    opener = gzip.open if compress else open
-    with opener(os.path.join(directory, name + (".gz" if compress else "")), "wb") as f:
-        f.write(header + array.astype(np.uint8).tobytes())
-for part, rows in (("train", 2400), ("t10k", 1100)):
-    labels = rng.integers(0, 4, rows)
-    images = np.zeros((rows, 9, 9))
-    for i, label in enumerate(labels):  # a blob whose place and size depend on the label
-        r, c = 1 + label, 2 + (label % 2) * 2
-        images[i, r:r + 4, c:c + 3 + label % 3] = rng.integers(40, 256, (4, 3 + label % 3))
-    images[rng.random(images.shape) < 0.05] = 255
-    write(f"{part}-images-idx3-ubyte", images, part == "train")
-    write(f"{part}-labels-idx1-ubyte", labels, False)
-PY
+write_idx_images "$work/idx"
 write_deck idx_private <<EOF
 seed = 9
 [data]

@@ -108,6 +108,23 @@ TEST_P(NetworkTest, LogitsAndLossMatchPlainLoops) {
   EXPECT_NEAR(fast.loss_sum, expected, 1e-5 * expected);
 }
 
+// The frozen body's output (LIA): every layer but the last, against the plain loops.
+TEST_P(NetworkTest, HeadInputsAreTheLayersBelowTheLastAsPlainLoops) {
+  const Data data = random_data(network, 9, 13);
+  const auto theta = random_theta(network, 14);
+  const std::size_t W = static_cast<std::size_t>(network.head_width());
+  ASSERT_EQ(W, network.layers().back().in.size());
+  std::vector<double> inputs(data.rows * W);
+  network.head_inputs(data.x.data(), data.rows, theta.data(), inputs.data(), work);
+  for (std::size_t r = 0; r < data.rows; ++r) {
+    const auto expected = testing::reference_activations_row(
+        network, data.x.data() + r * network.features(), theta.data(), network.layers().size() - 1);
+    ASSERT_EQ(expected.size(), W);
+    for (std::size_t j = 0; j < W; ++j)
+      EXPECT_NEAR(inputs[r * W + j], expected[j], 1e-12) << r << "," << j;
+  }
+}
+
 TEST_P(NetworkTest, GradientMatchesCentralDifferences) {
   const Data data = random_data(network, 7, 21);
   auto theta = random_theta(network, 22);

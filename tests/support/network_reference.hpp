@@ -11,10 +11,12 @@
 
 namespace fluence::testing {
 
-inline std::vector<double> reference_logits_row(const Network& network, const double* x,
-                                                const double* theta) {
+/// The output of the first `layers` layers for one row.
+inline std::vector<double> reference_activations_row(const Network& network, const double* x,
+                                                     const double* theta, std::size_t layers) {
   std::vector<double> a(x, x + network.features());
-  for (const Layer& layer : network.layers()) {
+  for (std::size_t l = 0; l < layers; ++l) {
+    const Layer& layer = network.layers()[l];
     std::vector<double> z(layer.out.size());
     switch (layer.kind) {
       case LayerKind::dense:
@@ -69,6 +71,11 @@ inline std::vector<double> reference_logits_row(const Network& network, const do
     a = std::move(z);
   }
   return a;
+}
+
+inline std::vector<double> reference_logits_row(const Network& network, const double* x,
+                                                const double* theta) {
+  return reference_activations_row(network, x, theta, network.layers().size());
 }
 
 /// Sum over rows of log-sum-exp(logits) - logit_label.

@@ -9,11 +9,13 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <utility>
 #include <vector>
 
 #include "fluence/core/rng.hpp"
 #include "fluence/data/dataset.hpp"
+#include "fluence/model/network.hpp"
 #include "fluence/model/softmax_regression.hpp"
 #include "fluence/privacy/randomized_response.hpp"
 #include "fluence/whatif/retrain.hpp"
@@ -40,15 +42,17 @@ double other_probability(double eps, int domain) {
 // Schema: numeric "x" (encoded column 0), categorical A with 3 values (columns 1-3), categorical B
 // with 2 values (columns 4-5) and the bias (column 6); records with varied (A, B, y) so that the
 // original combination is not always the first one enumerated.
+// With `network`, the model is a tanh MLP (4 hidden units) instead of the logistic model: its
+// record scalars come from the forward R-operator (Model::directional_logits).
 struct Fixture {
   int C;
   Table table;
   Encoding encoding;
-  SoftmaxRegression model;
+  std::shared_ptr<const Model> model;
   std::vector<double> theta, s;
   WhatifAttribute label, a, b;
 
-  explicit Fixture(int classes) : C(classes), model(1, 1, 0.0) {
+  explicit Fixture(int classes, bool network = false) : C(classes) {
     table.attributes = {{"x", AttributeKind::numeric, {}, 0},
                         {"A", AttributeKind::categorical, {"a0", "a1", "a2"}, 0},
                         {"B", AttributeKind::categorical, {"b0", "b1"}, 1}};
@@ -59,10 +63,14 @@ struct Fixture {
     const std::int32_t labels[] = {0, 1, 2 % C, 1, 0};
     for (int r = 0; r < 5; ++r) table.append_row(&numeric[r], categorical[r], labels[r]);
     encoding = Encoding(table, true, true);
-    model = SoftmaxRegression(encoding.width(), C, 1e-3);
+    if (network)
+      model = std::make_shared<Network>(
+          NetworkSpec::mlp(encoding.width(), {4}, Activation::tanh, C, true), C, 1e-3);
+    else
+      model = std::make_shared<SoftmaxRegression>(encoding.width(), C, 1e-3);
     Stream stream(11, Purpose::synthetic_model, static_cast<std::uint64_t>(C));
-    theta.resize(model.parameters());
-    s.resize(model.parameters());
+    theta.resize(model->parameters());
+    s.resize(model->parameters());
     for (auto& value : theta) value = 0.8 * stream.normal();
     for (auto& value : s) value = stream.normal();
     label = {"label", -1, C, 0};
@@ -84,35 +92,36 @@ struct Fixture {
   // grad_theta l(x, y) of the cross-entropy, by the model's kernel on a single row.
   std::vector<double> gradient(const std::vector<double>& x, std::int32_t y) const {
     Workspace work;
-    std::vector<double> g(model.parameters());
-    model.gradient_sum(x.data(), &y, 1, theta.data(), g.data(), work);
+    std::vector<double> g(model->parameters());
+    model->gradient_sum(x.data(), &y, 1, theta.data(), g.data(), work);
     return g;
   }
 
   // l_FLC(x, c) = -log (P^T softmax(theta x))_c from the definition, at theta + h s.
   double flc_loss(const std::vector<double>& x, int c, const std::vector<double>& P,
                   double h) const {
-    const int D = encoding.width();
-    std::vector<double> p(C);
+    std::vector<double> moved(theta.size()), p(C);
+    for (std::size_t j = 0; j < theta.size(); ++j) moved[j] = theta[j] + h * s[j];
+    Workspace work;
+    model->logits(x.data(), 1, moved.data(), p.data(), work);
     double total = 0.0;
-    for (int k = 0; k < C; ++k) {
-      double z = 0.0;
-      for (int j = 0; j < D; ++j) z += (theta[k * D + j] + h * s[k * D + j]) * x[j];
-      total += p[k] = std::exp(z);  // logits are O(5) here: no overflow
-    }
+    for (int k = 0; k < C; ++k) total += p[k] = std::exp(p[k]);  // logits are O(5): no overflow
     double m = 0.0;
     for (int u = 0; u < C; ++u) m += P[u * C + c] * p[u] / total;
     return -std::log(m);
   }
   // s^T grad l_FLC(x, c): the derivative of l_FLC(theta + h s) in h, by central differences.
   double flc_directional(const std::vector<double>& x, int c, const std::vector<double>& P) const {
-    return (flc_loss(x, c, P, kStep) - flc_loss(x, c, P, -kStep)) / (2 * kStep);
+    // Fourth-order central differences (Richardson on the 2h and h stencils).
+    const double near = flc_loss(x, c, P, kStep) - flc_loss(x, c, P, -kStep);
+    const double far = flc_loss(x, c, P, 2 * kStep) - flc_loss(x, c, P, -2 * kStep);
+    return (8 * near - far) / (12 * kStep);
   }
   static constexpr double kStep = 1e-4;
 
   RowInfluence influence(const std::vector<WhatifAttribute>& attributes,
                          const std::vector<double>& x, std::size_t r) const {
-    RowInfluence row(model, theta.data(), s.data(), attributes);
+    RowInfluence row(*model, theta.data(), s.data(), attributes);
     row.set_row(x.data(), table.label[r], table.categorical.data() + r * 2);
     return row;
   }
@@ -166,12 +175,12 @@ const double kEpsilons[] = {0.01, 0.5, 2.0, 8.0};
 // smallest scalar compared (~e^-8 at eps = 8), so a wrong probability or sign cannot pass.
 constexpr double kRounding = 1e-12;
 
-// Central differences along s: truncation h^2/6 |d^3 l_FLC / dh^3|. l_FLC(theta + h s) is a
-// difference of two cumulant generating functions of u = S x (log-sum-exp under softmax and under
-// P-mixed weights), so its third derivative is at most 2 * range(u)^3 / (6 sqrt 3) ~ 9 with
-// range(u) <= 3.6 in this fixture: <= 1.5e-8 per label at h = 1e-4 (rounding 1e-16 / h ~ 1e-12).
-// The weights sum to at most one, so 1e-7 bounds both forms with margin (measured: 4e-9).
-constexpr double kFiniteDifference = 1e-7;
+// Fourth-order central differences along s at h = 1e-4: truncation h^4/30 |d^5 l_FLC / dh^5|,
+// which for both models here is below 1e-14 (h = 1e-3 measured 6e-10, so the fifth derivative is
+// O(1e4) at most), and rounding 18 eps |l_FLC| / (12 h) ~ 1e-12 for losses of a few units. The
+// weights sum to at most one, so 1e-10 bounds both forms (measured: 7e-12) while a wrong scalar
+// (the smallest compared, at eps = 8, are ~1e-3) misses by orders of magnitude.
+constexpr double kFiniteDifference = 1e-10;
 
 TEST(WhatifRowInfluence, EncodingHasTheKnownLayout) {
   const Fixture f(3);
@@ -184,79 +193,86 @@ TEST(WhatifRowInfluence, EncodingHasTheKnownLayout) {
   EXPECT_EQ(x[6], 1.0);
 }
 
+// Each for the logistic model and for the MLP.
 TEST(WhatifRowInfluence, RrMatchesEnumeration) {
-  const Fixture f(3);
-  for (const auto& attributes : std::vector<std::vector<WhatifAttribute>>{
-           {f.label}, {f.a}, {f.a, f.b, f.label}, {f.b, f.a}}) {
-    for (std::size_t r = 0; r < f.records(); ++r) {
-      const auto x = f.clean_row(r);
-      const RowInfluence row = f.influence(attributes, x, r);
-      for (double eps : kEpsilons) {
-        const Enumeration brute(f, r, attributes, eps);
-        // combinations() counts the features' values only; the label multiplies the outcomes.
-        const std::size_t label_outcomes = attributes.back().column < 0 ? f.C : 1;
-        EXPECT_EQ(row.combinations() * label_outcomes, brute.outcomes);
-        EXPECT_NEAR(row.rr(eps, EstimateForm::expected), brute.expected, kRounding)
-            << "record " << r << " eps " << eps << " attributes " << attributes.size();
+  for (bool network : {false, true}) {
+    const Fixture f(3, network);
+    for (const auto& attributes : std::vector<std::vector<WhatifAttribute>>{
+             {f.label}, {f.a}, {f.a, f.b, f.label}, {f.b, f.a}}) {
+      for (std::size_t r = 0; r < f.records(); ++r) {
+        const auto x = f.clean_row(r);
+        const RowInfluence row = f.influence(attributes, x, r);
+        for (double eps : kEpsilons) {
+          const Enumeration brute(f, r, attributes, eps);
+          // combinations() counts the features' values only; the label multiplies the outcomes.
+          const std::size_t label_outcomes = attributes.back().column < 0 ? f.C : 1;
+          EXPECT_EQ(row.combinations() * label_outcomes, brute.outcomes);
+          EXPECT_NEAR(row.rr(eps, EstimateForm::expected), brute.expected, kRounding)
+              << "record " << r << " eps " << eps << " attributes " << attributes.size();
+        }
       }
     }
   }
 }
 
 TEST(WhatifRowInfluence, RrLMatchesEnumeration) {
-  for (int classes : {2, 3}) {
-    const Fixture f(classes);
-    for (std::size_t r = 0; r < f.records(); ++r) {
-      const auto x = f.clean_row(r);
-      const RowInfluence row = f.influence({f.label}, x, r);
-      for (double eps : kEpsilons) {
-        const Enumeration brute(f, r, {f.label}, eps);
-        EXPECT_NEAR(row.rr_l(eps), brute.expected, kRounding)
-            << "C " << classes << " record " << r << " eps " << eps;
+  for (bool network : {false, true})
+    for (int classes : {2, 3}) {
+      const Fixture f(classes, network);
+      for (std::size_t r = 0; r < f.records(); ++r) {
+        const auto x = f.clean_row(r);
+        const RowInfluence row = f.influence({f.label}, x, r);
+        for (double eps : kEpsilons) {
+          const Enumeration brute(f, r, {f.label}, eps);
+          EXPECT_NEAR(row.rr_l(eps), brute.expected, kRounding)
+              << "C " << classes << " record " << r << " eps " << eps;
+        }
       }
     }
-  }
 }
 
 TEST(WhatifRowInfluence, RrFlcMatchesFiniteDifferencesOfTheCorrectedLoss) {
-  for (int classes : {2, 3}) {
-    const Fixture f(classes);
-    for (std::size_t r = 0; r < f.records(); ++r) {
-      const auto x = f.clean_row(r);
-      const int y = f.table.label[r];
-      const double clean = dot(f.s, f.gradient(x, y));
-      const RowInfluence row = f.influence({f.label}, x, r);
-      for (double eps : kEpsilons) {
-        const std::vector<double> P = distortion_matrix(eps, classes);
-        // Eq. 18's expectation over the reported label c ~ P[y][.]; Eq. 22 keeps c != y only,
-        // each with the probability of one other label.
-        double expected = -clean, paper = 0.0;
-        for (int c = 0; c < classes; ++c) {
-          const double flc = f.flc_directional(x, c, P);
-          expected += P[y * classes + c] * flc;
-          if (c != y) paper += other_probability(eps, classes) * (flc - clean);
+  for (bool network : {false, true})
+    for (int classes : {2, 3}) {
+      const Fixture f(classes, network);
+      for (std::size_t r = 0; r < f.records(); ++r) {
+        const auto x = f.clean_row(r);
+        const int y = f.table.label[r];
+        const double clean = dot(f.s, f.gradient(x, y));
+        const RowInfluence row = f.influence({f.label}, x, r);
+        for (double eps : kEpsilons) {
+          const std::vector<double> P = distortion_matrix(eps, classes);
+          // Eq. 18's expectation over the reported label c ~ P[y][.]; Eq. 22 keeps c != y only,
+          // each with the probability of one other label.
+          double expected = -clean, paper = 0.0;
+          for (int c = 0; c < classes; ++c) {
+            const double flc = f.flc_directional(x, c, P);
+            expected += P[y * classes + c] * flc;
+            if (c != y) paper += other_probability(eps, classes) * (flc - clean);
+          }
+          EXPECT_NEAR(row.rr_flc(eps, EstimateForm::expected), expected, kFiniteDifference)
+              << "C " << classes << " record " << r << " eps " << eps;
+          EXPECT_NEAR(row.rr_flc(eps, EstimateForm::paper), paper, kFiniteDifference)
+              << "C " << classes << " record " << r << " eps " << eps;
         }
-        EXPECT_NEAR(row.rr_flc(eps, EstimateForm::expected), expected, kFiniteDifference)
-            << "C " << classes << " record " << r << " eps " << eps;
-        EXPECT_NEAR(row.rr_flc(eps, EstimateForm::paper), paper, kFiniteDifference)
-            << "C " << classes << " record " << r << " eps " << eps;
       }
     }
-  }
 }
 
 TEST(WhatifRowInfluence, RrPaperFormMatchesEq13) {
-  const Fixture f(3);
-  for (const auto& attributes :
-       std::vector<std::vector<WhatifAttribute>>{{f.label}, {f.a}, {f.a, f.b, f.label}}) {
-    for (std::size_t r = 0; r < f.records(); ++r) {
-      const auto x = f.clean_row(r);
-      const RowInfluence row = f.influence(attributes, x, r);
-      for (double eps : kEpsilons) {
-        const Enumeration brute(f, r, attributes, eps);
-        // Unweighted sum of up to 17 terms of O(10), scaled by a factor <= 1: as kRounding.
-        EXPECT_NEAR(row.rr(eps, EstimateForm::paper), brute.paper, kRounding)
-            << "record " << r << " eps " << eps << " attributes " << attributes.size();
+  for (bool network : {false, true}) {
+    const Fixture f(3, network);
+    for (const auto& attributes :
+         std::vector<std::vector<WhatifAttribute>>{{f.label}, {f.a}, {f.a, f.b, f.label}}) {
+      for (std::size_t r = 0; r < f.records(); ++r) {
+        const auto x = f.clean_row(r);
+        const RowInfluence row = f.influence(attributes, x, r);
+        for (double eps : kEpsilons) {
+          const Enumeration brute(f, r, attributes, eps);
+          // Unweighted sum of up to 17 terms of O(10), scaled by a factor <= 1: as kRounding.
+          EXPECT_NEAR(row.rr(eps, EstimateForm::paper), brute.paper, kRounding)
+              << "record " << r << " eps " << eps << " attributes " << attributes.size();
+        }
       }
     }
   }
@@ -363,12 +379,19 @@ TEST(WhatifRowInfluence, InfiniteEpsilonGivesZero) {
 // rows, one with a negative weight (where l_FLC's non-convexity shows). The losses are linear in
 // the target and the kernels take any target mass T = sum t: two targets with T != 1 exercise the
 // T terms that distributions would hide.
+// With `network`, the model is a tanh MLP (4 hidden units): PseudoRowLoss through its R-operator.
 struct PseudoFixture {
   static constexpr int C = 3, D = 5;
   PseudoRows rows;
+  std::shared_ptr<const Model> model;
   std::vector<double> theta;
 
-  explicit PseudoFixture(std::vector<double> distortion) {
+  PseudoFixture(std::vector<double> distortion, bool network) {
+    if (network)
+      model =
+          std::make_shared<Network>(NetworkSpec::mlp(D, {4}, Activation::tanh, C, true), C, 0.0);
+    else
+      model = std::make_shared<SoftmaxRegression>(D, C, 0.0);
     rows.reset(C, D);
     rows.distortion = std::move(distortion);
     Stream stream(21, Purpose::synthetic_model);
@@ -384,21 +407,19 @@ struct PseudoFixture {
     add(0.6, {0.25, 0.6, 0.15}, true);
     add(-0.5, {1, 0, 0}, true);
     add(0.8, {0.5, 0.4, 0.4}, true);
-    theta.resize(C * D);
+    theta.resize(model->parameters());
     for (auto& value : theta) value = 0.8 * stream.normal();
   }
 
   // sum_j w_j l_j from the definitions: sum_c t_c (-log p_c), or -sum_c t_c log (P^T p)_c.
   double reference_loss(std::size_t first, std::size_t count) const {
     double total = 0.0;
+    Workspace work;
     for (std::size_t r = first; r < first + count; ++r) {
       std::vector<double> p(C);
+      model->logits(rows.x.data() + r * D, 1, theta.data(), p.data(), work);
       double norm = 0.0;
-      for (int k = 0; k < C; ++k) {
-        double z = 0.0;
-        for (int j = 0; j < D; ++j) z += theta[k * D + j] * rows.x[r * D + j];
-        norm += p[k] = std::exp(z);
-      }
+      for (int k = 0; k < C; ++k) norm += p[k] = std::exp(p[k]);
       for (int c = 0; c < C; ++c) {
         double m = p[c] / norm;
         if (rows.flc[r]) {
@@ -411,14 +432,27 @@ struct PseudoFixture {
     return total;
   }
   double loss(const std::vector<double>& at, std::size_t first, std::size_t count) const {
-    std::vector<double> gradient(C * D, 0.0), scratch;
-    return pseudo_rows_loss_gradient(rows, first, count, at.data(), gradient.data(), scratch);
+    std::vector<double> gradient(at.size(), 0.0), scratch;
+    Workspace work;
+    return pseudo_rows_loss_gradient(*model, rows, first, count, at.data(), gradient.data(),
+                                     scratch, work);
   }
   std::vector<double> gradient(const std::vector<double>& at, std::size_t first,
                                std::size_t count) const {
-    std::vector<double> gradient(C * D, 0.0), scratch;
-    pseudo_rows_loss_gradient(rows, first, count, at.data(), gradient.data(), scratch);
+    std::vector<double> gradient(at.size(), 0.0), scratch;
+    Workspace work;
+    pseudo_rows_loss_gradient(*model, rows, first, count, at.data(), gradient.data(), scratch,
+                              work);
     return gradient;
+  }
+  // The model's exact Hessian of the rows' loss times v, through PseudoRowLoss.
+  std::vector<double> hessian_vector(const std::vector<double>& v, std::size_t first,
+                                     std::size_t count) const {
+    std::vector<double> out(v.size());
+    Workspace work;
+    model->loss_hessian_vector_sum(rows.x.data() + first * D, count, PseudoRowLoss(rows, first),
+                                   theta.data(), v.data(), out.data(), work);
+    return out;
   }
 };
 
@@ -430,62 +464,65 @@ const std::vector<double> kDistortions[] = {distortion_matrix(0.7, 3),
 // Every row, the forward-corrected rows alone, the cross-entropy rows alone, a middle range.
 const std::pair<std::size_t, std::size_t> kRanges[] = {{0, 7}, {3, 4}, {0, 3}, {1, 4}};
 
+// Each for the logistic model and for the MLP.
 TEST(WhatifPseudoRows, GradientMatchesFiniteDifferencesOfTheLoss) {
-  for (const auto& P : kDistortions) {
-    const PseudoFixture f(P);
-    for (auto [first, count] : kRanges) {
-      // `gradient` is accumulated into: start from ones and subtract them.
-      std::vector<double> gradient(f.theta.size(), 1.0), scratch;
-      const double loss =
-          pseudo_rows_loss_gradient(f.rows, first, count, f.theta.data(), gradient.data(), scratch);
-      // Sums of 7 O(1) terms: rounding only.
-      EXPECT_NEAR(loss, f.reference_loss(first, count), 1e-13);
-      // Central differences at h = 1e-5: truncation h^2/6 |f'''| ~ 2e-11 * O(10), rounding
-      // 1e-16 |loss| / h ~ 5e-11; 1e-8 is a 100x margin (measured: 1e-10), and 1e-8 of the
-      // gradient's O(1) entries.
-      const double h = 1e-5;
-      for (std::size_t j = 0; j < f.theta.size(); ++j) {
-        auto plus = f.theta, minus = f.theta;
-        plus[j] += h;
-        minus[j] -= h;
-        const double fd = (f.loss(plus, first, count) - f.loss(minus, first, count)) / (2 * h);
-        EXPECT_NEAR(gradient[j] - 1.0, fd, 1e-8) << "P[0][1] " << P[1] << " rows [" << first << ", "
-                                                 << first + count << ") parameter " << j;
+  for (bool network : {false, true})
+    for (const auto& P : kDistortions) {
+      const PseudoFixture f(P, network);
+      for (auto [first, count] : kRanges) {
+        // `gradient` is accumulated into: start from ones and subtract them.
+        std::vector<double> gradient(f.theta.size(), 1.0), scratch;
+        Workspace work;
+        const double loss = pseudo_rows_loss_gradient(
+            *f.model, f.rows, first, count, f.theta.data(), gradient.data(), scratch, work);
+        // Sums of 7 O(1) terms: rounding only.
+        EXPECT_NEAR(loss, f.reference_loss(first, count), 1e-13);
+        // Central differences at h = 1e-5: truncation h^2/6 |f'''| ~ 2e-11 * O(10), rounding
+        // 1e-16 |loss| / h ~ 5e-11; 1e-8 is a 100x margin (measured: 1e-10), and 1e-8 of the
+        // gradient's O(1) entries.
+        const double h = 1e-5;
+        for (std::size_t j = 0; j < f.theta.size(); ++j) {
+          auto plus = f.theta, minus = f.theta;
+          plus[j] += h;
+          minus[j] -= h;
+          const double fd = (f.loss(plus, first, count) - f.loss(minus, first, count)) / (2 * h);
+          EXPECT_NEAR(gradient[j] - 1.0, fd, 1e-8) << "P[0][1] " << P[1] << " rows [" << first
+                                                   << ", " << first + count << ") parameter " << j;
+        }
       }
     }
-  }
 }
 
 TEST(WhatifPseudoRows, HessianVectorMatchesFiniteDifferencesOfTheGradient) {
-  for (const auto& P : kDistortions) {
-    const PseudoFixture f(P);
-    Stream stream(22, Purpose::synthetic_model);
-    std::vector<double> v(f.theta.size()), w(f.theta.size());
-    for (auto& value : v) value = stream.normal();
-    for (auto& value : w) value = stream.normal();
-    for (auto [first, count] : kRanges) {
-      std::vector<double> hv(f.theta.size(), 1.0), hw(f.theta.size(), 0.0);
-      pseudo_rows_hessian_vector(f.rows, first, count, f.theta.data(), v.data(), hv.data());
-      for (auto& value : hv) value -= 1.0;  // accumulated into `out`
-      // Central differences of the gradient along v at h = 1e-5: truncation h^2/6 |d^3 grad| ~
-      // 2e-11 * O(100) (|v x| ~ 3), rounding 1e-16 |grad| / h ~ 1e-10; 1e-8 is a 5x margin over
-      // that bound (measured: 5e-11).
-      const double h = 1e-5;
-      auto plus = f.theta, minus = f.theta;
-      for (std::size_t j = 0; j < v.size(); ++j) {
-        plus[j] += h * v[j];
-        minus[j] -= h * v[j];
+  for (bool network : {false, true})
+    for (const auto& P : kDistortions) {
+      const PseudoFixture f(P, network);
+      Stream stream(22, Purpose::synthetic_model);
+      std::vector<double> v(f.theta.size()), w(f.theta.size());
+      for (auto& value : v) value = stream.normal();
+      for (auto& value : w) value = stream.normal();
+      for (auto [first, count] : kRanges) {
+        const std::vector<double> hv = f.hessian_vector(v, first, count);
+        // Central differences of the gradient along v at h = 1e-5: truncation h^2/6 |d^3 grad| ~
+        // 2e-11 * O(100) (|v x| ~ 3), rounding 1e-16 |grad| / h ~ 1e-10; 1e-8 is a 5x margin over
+        // that bound (measured: 5e-11).
+        const double h = 1e-5;
+        auto plus = f.theta, minus = f.theta;
+        for (std::size_t j = 0; j < v.size(); ++j) {
+          plus[j] += h * v[j];
+          minus[j] -= h * v[j];
+        }
+        const auto g_plus = f.gradient(plus, first, count),
+                   g_minus = f.gradient(minus, first, count);
+        for (std::size_t j = 0; j < v.size(); ++j)
+          EXPECT_NEAR(hv[j], (g_plus[j] - g_minus[j]) / (2 * h), 1e-8)
+              << "P[0][1] " << P[1] << " rows [" << first << ", " << first + count << ") parameter "
+              << j;
+        // A Hessian is symmetric: w^T (H v) = v^T (H w) up to rounding of 15-term sums.
+        const std::vector<double> hw = f.hessian_vector(w, first, count);
+        EXPECT_NEAR(dot(w, hv), dot(v, hw), 1e-12 * (1 + std::abs(dot(w, hv))));
       }
-      const auto g_plus = f.gradient(plus, first, count), g_minus = f.gradient(minus, first, count);
-      for (std::size_t j = 0; j < v.size(); ++j)
-        EXPECT_NEAR(hv[j], (g_plus[j] - g_minus[j]) / (2 * h), 1e-8)
-            << "P[0][1] " << P[1] << " rows [" << first << ", " << first + count << ") parameter "
-            << j;
-      // A Hessian is symmetric: w^T (H v) = v^T (H w) up to rounding of 15-term sums.
-      pseudo_rows_hessian_vector(f.rows, first, count, f.theta.data(), w.data(), hw.data());
-      EXPECT_NEAR(dot(w, hv), dot(v, hw), 1e-12 * (1 + std::abs(dot(w, hv))));
     }
-  }
 }
 
 }  // namespace

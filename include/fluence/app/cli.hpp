@@ -38,10 +38,6 @@ CommandLine parse_command_line(int argc, char** argv);
 /// The command's deck: --set overrides applied, then --out as output.dir.
 Deck read_command_deck(const CommandLine& command_line);
 
-/// An InputError unless model.type is "logistic": for the commands that have no path for networks
-/// yet (refused before anything is written).
-void require_logistic_model(const Deck& deck, const std::string& command);
-
 /// Runs the parsed command inside an initialized Environment; returns the process exit code.
 int run_command(const CommandLine& command_line);
 

@@ -42,7 +42,7 @@ struct LiaConfig {
   double relevance_power = 2.0;        // weight = histogram overlap ^ power
   int validators_per_contributor = 0;  // 0 = all other participants
   int validation_subsets = 1;
-  std::string body = "identity";  // or "mlp"
+  std::string body = "identity";  // or "mlp", "network"
   int hidden = 64;
   int body_epochs = 30;
   double body_learning_rate = 0.01;

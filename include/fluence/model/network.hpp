@@ -96,6 +96,12 @@ class Network final : public Model {
                           Workspace& work) const override;
   void logits(const double* x, std::size_t rows, const double* theta, double* out,
               Workspace& work) const override;
+  /// Width of the last dense layer's input: what the network without its last layer outputs.
+  int head_width() const { return static_cast<int>(layers_.back().in.size()); }
+  /// The last dense layer's input of each row (rows x head_width()): the network without its last
+  /// layer as a frozen body (LIA, seed 002 §III-B).
+  void head_inputs(const double* x, std::size_t rows, const double* theta, double* out,
+                   Workspace& work) const;
   double loss_gradient_sum(const double* x, std::size_t rows, const LogitLoss& loss,
                            const double* theta, double* gradient, Workspace& work) const override;
   void loss_hessian_vector_sum(const double* x, std::size_t rows, const LogitLoss& loss,

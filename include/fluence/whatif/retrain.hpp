@@ -6,7 +6,9 @@
 // version(s) with their probabilities: one randomized record (w = 1) for a draw, every value
 // combination (w = P(f), soft label q) for the exact expectation. A pseudo-record's loss is the
 // cross-entropy or the forward-corrected loss l_FLC(x, t) = -sum_c t_c log (P^T p)_c (seed 001
-// Eq. 18). Only the perturbed records are stored; the clean rows are the clients' own.
+// Eq. 18). Only the perturbed records are stored; the clean rows are the clients' own. Any model:
+// the linear model's products use its cached probabilities and per-row blocks, a network's its
+// R-operator through PseudoRowLoss.
 #include <cstdint>
 #include <vector>
 
@@ -34,16 +36,28 @@ struct PseudoRows {
   }
 };
 
+/// The pseudo-rows' loss on their logits (model.hpp's LogitLoss), from pseudo-row `first` on:
+/// row j contributes w_j l_j(z_j), l_j the cross-entropy with the soft target t_j or l_FLC, so any
+/// model differentiates it (docs/math.md §6.5, §10).
+class PseudoRowLoss final : public LogitLoss {
+ public:
+  explicit PseudoRowLoss(const PseudoRows& rows, std::size_t first = 0)
+      : rows_(rows), first_(first) {}
+  double gradient(std::size_t first, std::size_t rows, int classes, const double* z, double* delta,
+                  double loss) const override;
+  void hessian(std::size_t first, std::size_t rows, int classes, const double* z, const double* r_z,
+               double* delta, double* r_delta) const override;
+
+ private:
+  const PseudoRows& rows_;
+  std::size_t first_;
+};
+
 /// sum_j w_j l_j(theta) over pseudo-rows [first, first + rows), and its gradient added to
-/// `gradient` (C x D). `scratch` holds rows x C logits.
-double pseudo_rows_loss_gradient(const PseudoRows& rows_in, std::size_t first, std::size_t rows,
-                                 const double* theta, double* gradient,
-                                 std::vector<double>& scratch);
-/// sum_j w_j Hess l_j(theta) v over pseudo-rows [first, first + rows), added to `out` (C x D), with
-/// the exact per-row Hessians PerturbedObjective uses (no caching: a reference for tests and
-/// one-off products, not the retrain's hot path).
-void pseudo_rows_hessian_vector(const PseudoRows& rows_in, std::size_t first, std::size_t rows,
-                                const double* theta, const double* v, double* out);
+/// `gradient`. `scratch` holds the linear model's rows x C logits or a network's gradient.
+double pseudo_rows_loss_gradient(const Model& model, const PseudoRows& rows_in, std::size_t first,
+                                 std::size_t rows, const double* theta, double* gradient,
+                                 std::vector<double>& scratch, Workspace& work);
 
 class PerturbedObjective {
  public:
@@ -63,9 +77,12 @@ class PerturbedObjective {
   const std::vector<PseudoRows>& pseudo_;
   std::vector<std::size_t> active_;
   Workspace work_;
-  std::vector<double> scratch_, sums_;
-  std::vector<std::vector<double>> probabilities_, blocks_;  // per local client
-  std::vector<double> probabilities_theta_;                  // where probabilities_ were taken
+  std::vector<double> scratch_, sums_, product_;
+  // The linear model's cache at the prepared point: probabilities and per-row C x C blocks per
+  // local client; a network's products are taken at `point_` by its R-operator.
+  std::vector<std::vector<double>> probabilities_, blocks_;
+  std::vector<double> probabilities_theta_;  // where probabilities_ were taken
+  std::vector<double> point_;
 };
 
 struct RetrainReport {

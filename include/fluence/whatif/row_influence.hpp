@@ -1,14 +1,17 @@
 #pragma once
 // The per-record scalar of seed 001's estimators (docs/math.md §6):
 //   c(z, eps) = s^T grad_theta [E_eps l~(z, theta) - l(z, theta)]
-// for one training record z = (x, y) at theta, with s = s_test. With u = S x (S: s reshaped C x D),
-// p = softmax(theta x) and a soft target t, s^T grad l = u . (p - t) for cross-entropy, so every
-// variant is a few dot products in R^C per record and eps: a (k, eps) cell costs a sum over the
-// perturbed records, not a gradient in R^p.
+// for one training record z = (x, y) at theta, with s = s_test. With u = (dz/dtheta) s the
+// directional derivative of the logits along s, p = softmax(z) and a soft target t,
+// s^T grad l = u . (p - t) for cross-entropy (the chain rule through the logits), so every variant
+// is a few dot products in R^C per record and eps: a (k, eps) cell costs a sum over the perturbed
+// records, not a gradient in R^p. For the linear model u = S x (S: s reshaped C x D) and a value
+// combination moves z and u by columns of theta and S; any other model computes z and u of each
+// combination's row by its forward R-operator (Model::directional_logits).
 #include <cstdint>
 #include <vector>
 
-#include "fluence/model/softmax_regression.hpp"
+#include "fluence/model/model.hpp"
 #include "fluence/whatif/whatif.hpp"
 
 namespace fluence {
@@ -21,8 +24,9 @@ struct KrrProbabilities {
 
 class RowInfluence {
  public:
-  /// `theta` and `s` (C x D, row-major) are kept by pointer. `attributes` are the rr variant's.
-  RowInfluence(const SoftmaxRegression& model, const double* theta, const double* s,
+  /// `model`, `theta` and `s` (laid out as theta) are kept by pointer. `attributes` are the rr
+  /// variant's.
+  RowInfluence(const Model& model, const double* theta, const double* s,
                const std::vector<WhatifAttribute>& attributes);
 
   /// The record: encoded row x, label y, categorical values (Table::categorical's row).
@@ -42,6 +46,10 @@ class RowInfluence {
   std::size_t combinations() const { return combos_; }
 
  private:
+  // z and u of every combination's row by the model's forward R-operator (not the linear model).
+  void combination_logits(const double* x);
+
+  const Model& model_;
   const double* theta_;
   const double* s_;
   int C_, D_;
@@ -52,11 +60,13 @@ class RowInfluence {
   std::vector<std::int32_t> combo_values_;  // combos x F, last feature fastest
   // The current record.
   std::int32_t y_ = 0;
-  std::vector<std::int32_t> original_;         // F
-  std::size_t alpha_ = 0;                      // index of the original combination
-  std::vector<double> z_, p_, u_;              // C
-  std::vector<double> a_, uf_;                 // combos, combos x C: u_f . p_f and u_f
-  std::vector<double> zf_, pf_;                // scratch
+  std::vector<std::int32_t> original_;        // F
+  std::size_t alpha_ = 0;                     // index of the original combination
+  std::vector<double> z_, p_, u_;             // C
+  std::vector<double> a_, uf_;                // combos, combos x C: u_f . p_f and u_f
+  std::vector<double> zf_, pf_;               // scratch
+  std::vector<double> rows_, row_z_, row_u_;  // combos x D, combos x C twice (networks)
+  Workspace work_;
   mutable std::vector<KrrProbabilities> krr_;  // per feature, for the eps of the current call
 };
 
