@@ -156,11 +156,12 @@ void run_case(const std::string& name, bool heavy, int rounds, const std::string
       PrivacyConfig::from_deck(deck, static_cast<int>(problem.client_rows.size()), config.rounds);
   const PersonalizationConfig personalization = PersonalizationConfig::from_deck(deck, config);
   std::optional<PrivateTraining> private_training;
-  std::function<void(int, std::vector<double>&)> round_step;
+  Federation::RoundStep round_step;
   if (heavy) {
     private_training.emplace(federation, privacy, personalization);
-    round_step = [&](int round, std::vector<double>& theta) {
-      private_training->round(round, theta, config.local);
+    round_step = [&](int round, std::vector<double>& theta,
+                     const std::function<void()>& before_reduction) {
+      private_training->round(round, theta, config.local, before_reduction);
     };
   }
   Timings t;
