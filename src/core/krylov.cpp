@@ -153,4 +153,18 @@ CgOutcome ConjugateGradient::solve(const double* b, double* x) {
   return outcome;
 }
 
+void dense_from_products(const LinearOperator& op, double* out) {
+  const std::size_t p = op.size;
+  std::vector<double> unit(p, 0.0), column(p);
+  for (std::size_t j = 0; j < p; ++j) {
+    unit[j] = 1.0;
+    op.apply(unit.data(), column.data());
+    unit[j] = 0.0;
+    for (std::size_t i = 0; i < p; ++i) out[i * p + j] = column[i];
+  }
+  for (std::size_t i = 0; i < p; ++i)
+    for (std::size_t j = i + 1; j < p; ++j)
+      out[i * p + j] = out[j * p + i] = 0.5 * (out[i * p + j] + out[j * p + i]);
+}
+
 }  // namespace fluence

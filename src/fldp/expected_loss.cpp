@@ -519,22 +519,31 @@ double ExpectedLoss::evaluate(const double* theta, double* gradient, int batch,
   return loss;
 }
 
-double ExpectedLoss::loss_sum(const double* theta) {
+double ExpectedChange::loss_sum(const double* theta) {
   return evaluate(theta, nullptr, -1, false);
 }
 
-void ExpectedLoss::gradient_sum(const double* theta, double* out) {
+void ExpectedChange::gradient_sum(const double* theta, double* out) {
   evaluate(theta, out, -1, false);
 }
 
-void ExpectedLoss::batch_gradient_sum(const double* theta, int batch, double* out) {
+void ExpectedChange::batch_gradient_sum(const double* theta, int batch, double* out) {
   if (batch < 0 || batch >= batches()) throw RuntimeError("Monte-Carlo batch out of range");
   evaluate(theta, out, exact_ ? -1 : batch, false);
 }
 
-void ExpectedLoss::change_gradient_sum(const double* theta, int batch, double* out) {
+void ExpectedChange::change_gradient_sum(const double* theta, int batch, double* out) {
   if (batch >= batches()) throw RuntimeError("Monte-Carlo batch out of range");
   evaluate(theta, out, exact_ ? -1 : batch, true);
+}
+
+void ExpectedChange::hessian_vector_sum(const double* theta, const double* v, double* out) {
+  hessian_vector_rows(theta, nullptr, rows_, v, out);
+}
+
+void ExpectedChange::sampled_hessian_vector_sum(const double* theta, const std::int64_t* rows,
+                                                std::size_t count, const double* v, double* out) {
+  hessian_vector_rows(theta, rows, count, v, out);
 }
 
 const double* ExpectedLoss::gather(const std::int64_t* ids, std::size_t first, std::size_t count) {
@@ -581,15 +590,6 @@ void ExpectedLoss::hessian_vector_rows(const double* theta, const std::int64_t* 
     }
     add_base_outer(accumulated_.data(), x, ids, first, m, out);
   }
-}
-
-void ExpectedLoss::hessian_vector_sum(const double* theta, const double* v, double* out) {
-  hessian_vector_rows(theta, nullptr, rows_, v, out);
-}
-
-void ExpectedLoss::sampled_hessian_vector_sum(const double* theta, const std::int64_t* rows,
-                                              std::size_t count, const double* v, double* out) {
-  hessian_vector_rows(theta, rows, count, v, out);
 }
 
 void ExpectedLoss::hessian_diagonal_sum(const double* theta, double* out) {

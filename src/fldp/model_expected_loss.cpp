@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "fluence/core/error.hpp"
+#include "fluence/core/krylov.hpp"
 #include "fluence/fldp/expected_loss.hpp"
 #include "fluence/model/softmax_head.hpp"
 
@@ -81,24 +82,6 @@ double ModelExpectedLoss::evaluate(const double* theta, double* gradient, int ba
   return loss;
 }
 
-double ModelExpectedLoss::loss_sum(const double* theta) {
-  return evaluate(theta, nullptr, -1, false);
-}
-
-void ModelExpectedLoss::gradient_sum(const double* theta, double* out) {
-  evaluate(theta, out, -1, false);
-}
-
-void ModelExpectedLoss::batch_gradient_sum(const double* theta, int batch, double* out) {
-  if (batch < 0 || batch >= batches()) throw RuntimeError("Monte-Carlo batch out of range");
-  evaluate(theta, out, exact_ ? -1 : batch, false);
-}
-
-void ModelExpectedLoss::change_gradient_sum(const double* theta, int batch, double* out) {
-  if (batch >= batches()) throw RuntimeError("Monte-Carlo batch out of range");
-  evaluate(theta, out, exact_ ? -1 : batch, true);
-}
-
 void ModelExpectedLoss::hessian_vector_rows(const double* theta, const std::int64_t* ids,
                                             std::size_t count, const double* v, double* out) {
   const std::size_t p = model_.parameters();
@@ -110,16 +93,6 @@ void ModelExpectedLoss::hessian_vector_rows(const double* theta, const std::int6
   });
 }
 
-void ModelExpectedLoss::hessian_vector_sum(const double* theta, const double* v, double* out) {
-  hessian_vector_rows(theta, nullptr, rows_, v, out);
-}
-
-void ModelExpectedLoss::sampled_hessian_vector_sum(const double* theta, const std::int64_t* rows,
-                                                   std::size_t count, const double* v,
-                                                   double* out) {
-  hessian_vector_rows(theta, rows, count, v, out);
-}
-
 void ModelExpectedLoss::hessian_diagonal_sum(const double*, double*) {
   throw InputError(
       "influence.preconditioner = \"jacobi\" needs model.type = \"logistic\" (a network's "
@@ -127,15 +100,10 @@ void ModelExpectedLoss::hessian_diagonal_sum(const double*, double*) {
 }
 
 void ModelExpectedLoss::hessian_sum(const double* theta, double* out) {
-  // Column j is H e_j; the Hessian of a twice-differentiable loss is symmetric, so rows too.
-  const std::size_t p = model_.parameters();
-  std::vector<double> unit(p, 0.0), column(p);
-  for (std::size_t j = 0; j < p; ++j) {
-    unit[j] = 1.0;
-    hessian_vector_sum(theta, unit.data(), column.data());
-    unit[j] = 0.0;
-    for (std::size_t i = 0; i < p; ++i) out[i * p + j] = column[i];
-  }
+  dense_from_products({model_.parameters(),
+                       [&](const double* v, double* w) { hessian_vector_sum(theta, v, w); },
+                       {}},
+                      out);
 }
 
 std::shared_ptr<ExpectedChange> make_expected_loss(const Model& model, const Client& client,

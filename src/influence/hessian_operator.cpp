@@ -36,22 +36,13 @@ void sampled_client_product(const Model& model, const Client& client,
   model.hessian_vector_sum(batch.data(), labels.data(), local_rows.size(), theta, v, out, work);
 }
 
-// A network's dense Hessian (damping included): its p columns H e_j from exact products (p passes
-// over the data: small p only, as influence.explicit_max_parameters bounds it), symmetrized, since
-// the products agree with their transposes only to rounding.
+// A network's dense Hessian (damping included) from p exact products (p passes over the data: small
+// p only, as influence.explicit_max_parameters bounds it).
 void dense_from_products(HessianOperator& hessian, std::vector<double>& out) {
   const std::size_t p = hessian.parameters();
   out.assign(p * p, 0.0);
-  std::vector<double> unit(p, 0.0), column(p);
-  for (std::size_t j = 0; j < p; ++j) {
-    unit[j] = 1.0;
-    hessian.apply(unit.data(), column.data());
-    unit[j] = 0.0;
-    for (std::size_t i = 0; i < p; ++i) out[i * p + j] = column[i];
-  }
-  for (std::size_t i = 0; i < p; ++i)
-    for (std::size_t j = i + 1; j < p; ++j)
-      out[i * p + j] = out[j * p + i] = 0.5 * (out[i * p + j] + out[j * p + i]);
+  fluence::dense_from_products({p, [&](const double* v, double* w) { hessian.apply(v, w); }, {}},
+                               out.data());
 }
 
 // A client's Hessian-vector products at a fixed theta: the linear model caches its softmax

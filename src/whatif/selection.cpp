@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "fluence/core/error.hpp"
+#include "fluence/core/krylov.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/quantized_sum.hpp"
 #include "fluence/core/rng.hpp"
@@ -188,18 +189,10 @@ void TestSelection::hessian(const std::vector<double>& theta, std::vector<double
     for (auto& value : out) value /= static_cast<double>(rows_);
     return;
   }
-  // A network's (indefinite) Hessian from p exact products, symmetrized (small p only).
+  // A network's (indefinite) Hessian from p exact products (small p only; collective).
   out.assign(p * p, 0.0);
-  std::vector<double> unit(p, 0.0), column(p);
-  for (std::size_t j = 0; j < p; ++j) {
-    unit[j] = 1.0;
-    hessian_vector(theta, unit.data(), column.data());
-    unit[j] = 0.0;
-    for (std::size_t i = 0; i < p; ++i) out[i * p + j] = column[i];
-  }
-  for (std::size_t i = 0; i < p; ++i)
-    for (std::size_t j = i + 1; j < p; ++j)
-      out[i * p + j] = out[j * p + i] = 0.5 * (out[i * p + j] + out[j * p + i]);
+  dense_from_products({p, [&](const double* v, double* w) { hessian_vector(theta, v, w); }, {}},
+                      out.data());
 }
 
 void TestSelection::hessian_vector(const std::vector<double>& theta, const double* v, double* out) {

@@ -1,6 +1,15 @@
-# Shared by the CLI test scripts (tests/app/cli_*.sh): counters, the bad-input check, deck
-# writing, the bitwise comparison of two results files and the stop/resume check. The caller sets
-# fluence, source_dir, mpirun, python and work first, and ends with cli_summary.
+# Shared by the CLI test scripts (tests/app/cli_*.sh, called as SCRIPT FLUENCE_BINARY SOURCE_DIR,
+# which they source this with): the paths (fluence, source_dir, mpirun, python), a work folder
+# removed on exit, counters, the bad-input check, deck writing, runs at several rank counts, the
+# bitwise comparison of two results files and the stop/resume check. Each script ends with
+# cli_summary.
+
+fluence=$1
+source_dir=$2
+mpirun="$source_dir/scripts/mpirun.sh"
+python=/usr/bin/python3
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 
 passed=0
 failed=0
@@ -27,6 +36,17 @@ expect_input_error() {
 }
 
 write_deck() { cat >"$work/$1.toml"; }
+
+# run_on_ranks PREFIX COMMAND DECK "RANKS" ARGS...: runs the command on each rank count into
+# $work/PREFIX<ranks> (quiet, log beside it); sets ok=0 and shows the log's tail on a failure.
+run_on_ranks() {
+  local prefix=$1 command=$2 deck=$3 counts=$4 ranks
+  shift 4
+  for ranks in $counts; do
+    "$mpirun" -n "$ranks" "$fluence" "$command" "$deck" --out "$work/$prefix$ranks" --quiet "$@" \
+      >"$work/$prefix$ranks.log" 2>&1 || { ok=0; tail -3 "$work/$prefix$ranks.log" | sed 's/^/    /'; }
+  done
+}
 
 compare_runs() {  # the same datasets, each but wall times, timings and the rank layout identical
   "$python" - "$1" "$2" <<'PY'

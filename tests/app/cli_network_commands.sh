@@ -10,22 +10,13 @@
 #  - the refusals of what a network lacks.
 # Usage: cli_network_commands.sh FLUENCE_BINARY SOURCE_DIR
 set -u
-fluence=$1
-source_dir=$2
-mpirun="$source_dir/scripts/mpirun.sh"
-python=/usr/bin/python3
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 # shellcheck source=tests/app/cli_common.sh
 source "$(dirname "$0")/cli_common.sh"
 
 # --- fluence fldp on an MLP -----------------------------------------------------------------------
 fldp_mlp="$source_dir/inputs/fldp_mlp.toml"
 ok=1
-for ranks in 1 2 3; do
-  "$mpirun" -n "$ranks" "$fluence" fldp "$fldp_mlp" --out "$work/fm$ranks" --quiet \
-    >"$work/fm$ranks.log" 2>&1 || { ok=0; tail -3 "$work/fm$ranks.log" | sed 's/^/    /'; }
-done
+run_on_ranks fm fldp "$fldp_mlp" "1 2 3"
 for ranks in 2 3; do compare_runs "$work/fm1/results.h5" "$work/fm$ranks/results.h5" || ok=0; done
 # One client changing (cases 0-3): the first-order estimate lands within a quarter of the move
 # (measured: 0.04-0.19; a wrong sign or scale lands at 1 or beyond), and three Newton steps reach
@@ -52,10 +43,7 @@ else fail "fldp on an MLP"; fi
 ok=1
 mc=(--set fldp.enumeration_limit=4 --set fldp.monte_carlo_samples=16 --set fldp.monte_carlo_batches=4
   --set fldp.newton_steps=0 --set fldp.retrain_seeds=1)
-for ranks in 1 3; do
-  "$mpirun" -n "$ranks" "$fluence" fldp "$fldp_mlp" --out "$work/fmc$ranks" --quiet "${mc[@]}" \
-    >"$work/fmc$ranks.log" 2>&1 || { ok=0; tail -3 "$work/fmc$ranks.log" | sed 's/^/    /'; }
-done
+run_on_ranks fmc fldp "$fldp_mlp" "1 3" "${mc[@]}"
 if [ "$ok" -eq 1 ] && compare_runs "$work/fmc1/results.h5" "$work/fmc3/results.h5" &&
   "$python" - "$work/fmc1/results.h5" <<'PY'
 import sys, h5py, numpy as np
@@ -81,10 +69,7 @@ COMMAND=fldp expect_input_error fldp_net_jacobi "influence.preconditioner = \"ja
 whatif_mlp="$source_dir/inputs/whatif_mlp.toml"
 whatif_small=(--set whatif.repeats=1 --set 'whatif.epsilons=[1.0, 6.0]')
 ok=1
-for ranks in 1 3; do
-  "$mpirun" -n "$ranks" "$fluence" whatif "$whatif_mlp" --out "$work/wm$ranks" --quiet "${whatif_small[@]}" \
-    >"$work/wm$ranks.log" 2>&1 || { ok=0; tail -3 "$work/wm$ranks.log" | sed 's/^/    /'; }
-done
+run_on_ranks wm whatif "$whatif_mlp" "1 3" "${whatif_small[@]}"
 # The first-order estimate against the expected retrain where the perturbation is smallest (eps = 6,
 # flip probability ~ e^-6): within a tenth of the change for every variant and fraction (a wrong
 # sign or scale is off by the change itself or more).
@@ -139,10 +124,7 @@ rounds = 3
 sign_check = 5
 DECK
 ok=1
-for ranks in 1 3; do
-  "$mpirun" -n "$ranks" "$fluence" lia "$work/lia_cnn.toml" --out "$work/lc$ranks" --quiet \
-    >"$work/lc$ranks.log" 2>&1 || { ok=0; tail -3 "$work/lc$ranks.log" | sed 's/^/    /'; }
-done
+run_on_ranks lc lia "$work/lia_cnn.toml" "1 3"
 # The body (conv 3x3x4 on 9x9 images, pool, dense 16) hands 16 features and a bias column to the
 # last layer; M0 on them is well above chance (4 classes).
 if [ "$ok" -eq 1 ] && compare_runs "$work/lc1/results.h5" "$work/lc3/results.h5" &&
@@ -160,11 +142,8 @@ sweep_resume lc lia "$work/lia_cnn.toml" "$work/lc1/results.h5" 6 4
 
 lia_deck="$source_dir/inputs/lia_synthetic.toml"
 ok=1
-for ranks in 1 3; do
-  "$mpirun" -n "$ranks" "$fluence" lia "$lia_deck" --out "$work/lm$ranks" --quiet --set 'lia.body="mlp"' \
-    --set lia.hidden=16 --set lia.body_epochs=10 --set lia.rounds=2 >"$work/lm$ranks.log" 2>&1 ||
-    { ok=0; tail -3 "$work/lm$ranks.log" | sed 's/^/    /'; }
-done
+run_on_ranks lm lia "$lia_deck" "1 3" --set 'lia.body="mlp"' --set lia.hidden=16 \
+  --set lia.body_epochs=10 --set lia.rounds=2
 if [ "$ok" -eq 1 ] && compare_runs "$work/lm1/results.h5" "$work/lm3/results.h5"; then
   pass "lia with the one-layer MLP body: 1 and 3 ranks bitwise"
 else fail "lia with the MLP body"; fi

@@ -4,12 +4,6 @@
 # and every bad-input case of issue 2 (exit code 2, one clear message, no results.h5).
 # Usage: cli_tests.sh FLUENCE_BINARY SOURCE_DIR
 set -u
-fluence=$1
-source_dir=$2
-mpirun="$source_dir/scripts/mpirun.sh"
-python=/usr/bin/python3
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 # shellcheck source=tests/app/cli_common.sh
 source "$(dirname "$0")/cli_common.sh"
 

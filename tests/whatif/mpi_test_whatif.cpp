@@ -126,7 +126,9 @@ void WhatifMpiBase::check_estimators(bool convex) {
       first.push_back(std::abs(variant.estimated[e] - expected));
       second.push_back(std::abs(variant.second_order[e] - expected));
       // The second-order term is a quadratic form with the PSD test Hessian.
-      if (convex) EXPECT_GE(variant.second_order[e], variant.estimated[e] - 1e-15);
+      if (convex) {
+        EXPECT_GE(variant.second_order[e], variant.estimated[e] - 1e-15);
+      }
       t.push_back(1.0 / (1.0 + std::exp(config.epsilons[e])));
     }
     for (std::size_t e = 0; e < 3; ++e) EXPECT_LT(second[e], 0.5 * first[e]);

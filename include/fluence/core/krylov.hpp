@@ -23,6 +23,12 @@ struct LinearOperator {
   std::function<void(double* out)> diagonal;
 };
 
+/// The operator's dense matrix (size x size, row-major, into `out`) from its products with the
+/// unit vectors, symmetrized: the products of a symmetric operator agree with their transposes
+/// only to rounding. Size passes over whatever the operator reads: small operators only (a
+/// network's Hessian up to influence.explicit_max_parameters).
+void dense_from_products(const LinearOperator& op, double* out);
+
 /// A PETSc Mat (PETSC_COMM_SELF, symmetric) whose product is the operator's.
 class OperatorShell {
  public:

@@ -60,14 +60,27 @@ class ExpectedChange : public LocalObjective {
   int batches() const { return exact_ ? 1 : batches_; }
   std::size_t rows() const { return rows_; }
 
+  double loss_sum(const double* theta) final;
+  void gradient_sum(const double* theta, double* out) final;
   /// The gradient from Monte-Carlo batch `batch` alone (an independent unbiased estimate); when
   /// exact, the gradient.
-  virtual void batch_gradient_sum(const double* theta, int batch, double* out) = 0;
+  void batch_gradient_sum(const double* theta, int batch, double* out);
   /// sum_r [grad E l(z_eps', theta) - grad l(z~_r, theta)]: seed 000 Eq. 14's bracket. batch < 0:
   /// every combination or draw; else one Monte-Carlo batch.
-  virtual void change_gradient_sum(const double* theta, int batch, double* out) = 0;
+  void change_gradient_sum(const double* theta, int batch, double* out);
+  void hessian_vector_sum(const double* theta, const double* v, double* out) final;
+  void sampled_hessian_vector_sum(const double* theta, const std::int64_t* rows, std::size_t count,
+                                  const double* v, double* out) final;
 
  protected:
+  // The loss over the rows (gradient == nullptr) or the gradient (into `gradient`; returns 0),
+  // draws from `batch` (-1 = all), minus the observed rows z~ when `subtract_observed`.
+  virtual double evaluate(const double* theta, double* gradient, int batch,
+                          bool subtract_observed) = 0;
+  // The Hessian-vector product over client rows ids[0 .. count) (every row without ids).
+  virtual void hessian_vector_rows(const double* theta, const std::int64_t* ids, std::size_t count,
+                                   const double* v, double* out) = 0;
+
   /// `client` supplies z~ (features and labels as trained) and the original values; its encoded
   /// rows are used in place, so it must outlive this object. `seed` and `key` select the
   /// Monte-Carlo streams (seed, fldp_expectation_sample, global row, key).
@@ -132,22 +145,16 @@ class ExpectedLoss final : public ExpectedChange {
                const ExpectationConfig&, std::uint64_t,
                std::uint64_t) = delete;  // a temporary client would dangle
 
-  double loss_sum(const double* theta) override;
-  void gradient_sum(const double* theta, double* out) override;
-  void batch_gradient_sum(const double* theta, int batch, double* out) override;
-  // One pass over the rows: the observed rows' logits are the base logits plus their randomized
-  // one-hots, so the second gradient costs a softmax per row, not a second pass.
-  void change_gradient_sum(const double* theta, int batch, double* out) override;
-  void hessian_vector_sum(const double* theta, const double* v, double* out) override;
-  void sampled_hessian_vector_sum(const double* theta, const std::int64_t* rows, std::size_t count,
-                                  const double* v, double* out) override;
   void hessian_diagonal_sum(const double* theta, double* out) override;
   void hessian_sum(const double* theta, double* out) override;
 
  private:
-  // The loss over the rows (gradient == nullptr) or the gradient (into `gradient`; returns 0),
-  // draws from `batch` (-1 = all).
-  double evaluate(const double* theta, double* gradient, int batch, bool subtract_observed);
+  // One pass over the rows; subtracting the observed rows costs a softmax per row, not a second
+  // pass (their logits are the base logits plus their randomized one-hots).
+  double evaluate(const double* theta, double* gradient, int batch,
+                  bool subtract_observed) override;
+  void hessian_vector_rows(const double* theta, const std::int64_t* ids, std::size_t count,
+                           const double* v, double* out) override;
   // Minus grad l(z~_r), its probabilities from the base logits and theta.
   void subtract_observed_row(std::size_t r, const double* base_logits, const double* theta,
                              double* a_row, double* gradient);
@@ -155,8 +162,6 @@ class ExpectedLoss final : public ExpectedChange {
   // columns of `gradient` too.
   void subtract_observed_gradient(std::size_t r, const double* probabilities, double* a_row,
                                   double* gradient) const;
-  void hessian_vector_rows(const double* theta, const std::int64_t* ids, std::size_t count,
-                           const double* v, double* out);
   const double* gather(const std::int64_t* ids, std::size_t first, std::size_t count);
   // Logits of the base rows x-bar (x~ without its changed one-hot entries) for rows `first` ..
   // `first + m` (of `ids` when given) from x~ = `x`; and out += a^T x-bar.
@@ -222,14 +227,6 @@ class ModelExpectedLoss final : public ExpectedChange {
   ModelExpectedLoss(const Model&, Client&&, const std::vector<ChangedAttribute>&,
                     const ExpectationConfig&, std::uint64_t, std::uint64_t) = delete;
 
-  double loss_sum(const double* theta) override;
-  void gradient_sum(const double* theta, double* out) override;
-  void batch_gradient_sum(const double* theta, int batch, double* out) override;
-  /// The observed row z~ joins each row's expanded rows with the target -e_y (weight -1).
-  void change_gradient_sum(const double* theta, int batch, double* out) override;
-  void hessian_vector_sum(const double* theta, const double* v, double* out) override;
-  void sampled_hessian_vector_sum(const double* theta, const std::int64_t* rows, std::size_t count,
-                                  const double* v, double* out) override;
   /// A network has no cheap diagonal: InputError naming influence.preconditioner.
   void hessian_diagonal_sum(const double* theta, double* out) override;
   /// From p Hessian-vector products (small p only).
@@ -242,10 +239,11 @@ class ModelExpectedLoss final : public ExpectedChange {
   template <class Flush>
   void for_each_block(const std::int64_t* ids, std::size_t count, int batch, bool observed,
                       Flush&& flush);
-  // The loss and, with `gradient`, its gradient (overwritten) over the expanded rows.
-  double evaluate(const double* theta, double* gradient, int batch, bool observed);
+  // The expanded rows' loss and gradient; the observed row z~ joins each row's expanded rows with
+  // the target -e_y (weight -1).
+  double evaluate(const double* theta, double* gradient, int batch, bool observed) override;
   void hessian_vector_rows(const double* theta, const std::int64_t* ids, std::size_t count,
-                           const double* v, double* out);
+                           const double* v, double* out) override;
 
   const Model& model_;
   int D_;
