@@ -161,12 +161,9 @@ Federation::TestRows Federation::test_chunk_rows(std::size_t chunk) {
   const std::size_t begin = chunk * test.chunk_rows;
   TestRows rows{test.all_features.data() + begin * D, test.all_labels.data() + begin,
                 std::min(test.chunk_rows, test.all_rows - begin)};
-  if (!test.all_codes.empty()) {  // decode the chunk's codes: x = offset + step k
+  if (!test.all_codes.empty()) {  // decode the chunk's codes
     chunk_features_.resize(rows.count * D);
-    const std::uint8_t* codes = test.all_codes.data() + begin * D;
-    const ByteCoding& coding = *test.coding;
-    for (std::size_t i = 0; i < rows.count * D; ++i)
-      chunk_features_[i] = coding.offset[i % D] + coding.step[i % D] * double(codes[i]);
+    test.coding->decode(test.all_codes.data() + begin * D, rows.count, chunk_features_.data());
     rows.x = chunk_features_.data();
   }
   return rows;

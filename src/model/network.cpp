@@ -26,7 +26,7 @@ struct PassBuffers {
   std::vector<std::vector<T>> r_act, r_delta;     // R-operator: R{output}, R{d loss / d output}
   std::vector<std::vector<T>> r_col;              // R-operator: im2col of R{input}
   std::vector<T> input, dcol, r_dcol, filter_gradient, theta;
-  std::vector<double> logits, probabilities, r_logits, squared_norms, row_scale;
+  std::vector<double> logits, squared_norms, row_scale;
 };
 
 struct NetworkBuffers {
@@ -140,8 +140,6 @@ class Passes {
     if (r_operator) grow(b_.r_dcol, widest_patch);
     grow(b_.input, R * layers.front().in.size());
     grow(b_.logits, R * classes);
-    grow(b_.probabilities, R * classes);
-    grow(b_.r_logits, R * classes);
     grow(b_.squared_norms, R);
     grow(b_.row_scale, R);
   }

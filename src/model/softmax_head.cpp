@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 namespace fluence {
 
@@ -118,25 +119,15 @@ double TargetCrossEntropy::gradient(std::size_t first, std::size_t rows, int cla
 
 void TargetCrossEntropy::hessian(std::size_t first, std::size_t rows, int classes, const double* z,
                                  const double* r_z, double* delta, double* r_delta) const {
+  // The label head's softmax and Jacobian, scaled by each row's weight w = sum t.
+  std::copy(z, z + rows * classes, delta);
+  softmax_rows(delta, rows, classes, nullptr);
   for (std::size_t r = 0; r < rows; ++r) {
-    const double* zr = z + r * classes;
     const double* t = targets_ + (first + r) * classes;
-    const double* rr = r_z + r * classes;
     double* d = delta + r * classes;
-    double* rd = r_delta + r * classes;
-    const double top = *std::max_element(zr, zr + classes);
-    double total = 0.0, weight = 0.0;
-    for (int c = 0; c < classes; ++c) {
-      total += (d[c] = std::exp(zr[c] - top));
-      weight += t[c];
-    }
-    const double inverse = 1.0 / total;
-    double mean = 0.0;  // p . r_z
-    for (int c = 0; c < classes; ++c) mean += (d[c] *= inverse) * rr[c];
-    for (int c = 0; c < classes; ++c) {
-      rd[c] = weight * d[c] * (rr[c] - mean);
-      d[c] = weight * d[c] - t[c];
-    }
+    const double weight = std::accumulate(t, t + classes, 0.0);
+    softmax_jacobian_rows(d, r_z + r * classes, 1, classes, weight, r_delta + r * classes);
+    for (int c = 0; c < classes; ++c) d[c] = weight * d[c] - t[c];
   }
 }
 

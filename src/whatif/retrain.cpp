@@ -127,12 +127,12 @@ double PseudoRowLoss::gradient(std::size_t first, std::size_t rows, int classes,
 void PseudoRowLoss::hessian(std::size_t first, std::size_t rows, int classes, const double* z,
                             const double* r_z, double* delta, double* r_delta) const {
   const int C = classes;
-  std::vector<double> H(static_cast<std::size_t>(C) * C);
+  double H[64 * 64];  // no allocation per block of a Hessian product (gradient() checks C <= 64)
   gradient(first, rows, classes, z, delta, 0.0);
   for (std::size_t r = 0; r < rows; ++r) {
     const std::size_t j = first_ + first + r;
     row_hessian(z + r * C, rows_.target.data() + j * C, rows_.flc[j] != 0, rows_.distortion.data(),
-                C, H.data());
+                C, H);
     const double w = rows_.weight[j];
     for (int i = 0; i < C; ++i) {
       double t = 0.0;

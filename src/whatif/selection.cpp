@@ -132,10 +132,8 @@ TestSelection::TestSelection(Federation& federation, std::int64_t sample)
     x.resize(at + width);
     if (!network) {
       std::copy_n(test.features.begin() + (r - test.first_row) * width, width, x.begin() + at);
-    } else if (!test.all_codes.empty()) {  // x = offset + step k, as Federation::test_chunk_rows
-      for (std::size_t j = 0; j < width; ++j)
-        x[at + j] = test.coding->offset[j] +
-                    test.coding->step[j] * static_cast<double>(test.all_codes[r * width + j]);
+    } else if (!test.all_codes.empty()) {
+      test.coding->decode(test.all_codes.data() + r * width, 1, x.data() + at);
     } else {
       std::copy_n(test.all_features.begin() + r * width, width, x.begin() + at);
     }

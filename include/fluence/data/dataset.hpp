@@ -67,6 +67,13 @@ struct ByteCoding {
     single_step.assign(step.begin(), step.end());
     return *this;
   }
+  /// The encoded doubles of `rows` rows of codes (row-major, offset.size() columns each):
+  /// x = offset + step k.
+  void decode(const std::uint8_t* codes, std::size_t rows, double* out) const {
+    const std::size_t D = offset.size();
+    for (std::size_t i = 0; i < rows * D; ++i)
+      out[i] = offset[i % D] + step[i % D] * static_cast<double>(codes[i]);
+  }
 };
 
 /// Dense model inputs from a Table: standardized numeric columns, one-hot categorical columns, and
