@@ -311,9 +311,9 @@ bool Federation::in_cohort(const ClientSampling& sampling, int round, int id) {
   return cohort_[static_cast<std::size_t>(id)] != 0;
 }
 
-void Federation::fedavg_round(int round, std::vector<double>& theta,
-                              const LocalTrainingConfig& config, const ClientSampling& sampling,
-                              const std::function<void()>& before_reduction) {
+double Federation::train_cohort(int round, const std::vector<double>& theta,
+                                const LocalTrainingConfig& config, const ClientSampling& sampling,
+                                std::vector<std::size_t>& chosen) {
   const std::size_t p = parameters();
   int replaced = 0;
   for (const auto& objective : objectives_) replaced |= objective != nullptr;
@@ -322,13 +322,10 @@ void Federation::fedavg_round(int round, std::vector<double>& theta,
   if (replaced)
     throw RuntimeError(
         "FedAvg cannot train a client whose data term is replaced by a local objective");
-  std::vector<std::size_t> chosen;
+  chosen.clear();
   for (std::size_t k = 0; k < problem_.clients.size(); ++k)
     if (included(k) && in_cohort(sampling, round, problem_.clients[k].id())) chosen.push_back(k);
   if (config.single_precision) theta_single_.assign(theta.begin(), theta.end());
-  // Each client's message is its update d_i = theta_i - theta, weighted by n_i (seed 000 Eq. 2).
-  // The weighted updates are summed in fixed point with a bound every rank agrees on (the exact
-  // max over all ranks), so the sum has the same bits for any rank count.
   local_buffer_.resize(chosen.size() * p);
   double largest = 0.0;
   for (std::size_t j = 0; j < chosen.size(); ++j) {
@@ -337,10 +334,22 @@ void Federation::fedavg_round(int round, std::vector<double>& theta,
     const UpdateSize size = client.train_update(
         *problem_.model, config, problem_.seed, round, local_buffer_.data() + j * p, work_,
         theta.data(), config.single_precision ? theta_single_.data() : nullptr);
-    // A NaN size (a diverged client) makes the bound NaN, which the check below reports.
+    // A NaN size (a diverged client) makes the bound NaN, which the callers report.
     largest = std::max(largest, static_cast<double>(client.size()) * size.max_abs);
     if (!std::isfinite(size.max_abs)) largest = size.max_abs;
   }
+  return largest;
+}
+
+void Federation::fedavg_round(int round, std::vector<double>& theta,
+                              const LocalTrainingConfig& config, const ClientSampling& sampling,
+                              const std::function<void()>& before_reduction) {
+  const std::size_t p = parameters();
+  std::vector<std::size_t> chosen;
+  double largest = train_cohort(round, theta, config, sampling, chosen);
+  // Each client's message is its update d_i = theta_i - theta, weighted by n_i (seed 000 Eq. 2).
+  // The weighted updates are summed in fixed point with a bound every rank agrees on (the exact
+  // max over all ranks), so the sum has the same bits for any rank count.
   if (before_reduction) before_reduction();
   MPI_Allreduce(MPI_IN_PLACE, &largest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   if (!std::isfinite(largest)) {
@@ -362,6 +371,26 @@ void Federation::fedavg_round(int round, std::vector<double>& theta,
   if (total == 0) return;  // an empty cohort leaves theta as it is
   const double inverse = 1.0 / static_cast<double>(total);
   for (std::size_t k = 0; k < p; ++k) theta[k] += sum[k] * inverse;
+}
+
+void Federation::aggregated_round(int round, std::vector<double>& theta,
+                                  const LocalTrainingConfig& config,
+                                  const UpdateAggregator& aggregate,
+                                  const ClientSampling& sampling) {
+  const std::size_t p = parameters();
+  std::vector<std::size_t> chosen;
+  train_cohort(round, theta, config, sampling, chosen);
+  // Every rank holds every update, in client-id order (clients live on ranks in ascending id
+  // ranges), so every rank applies the rule to the same rows and gets the same step.
+  const auto updates =
+      ordered_allgather(std::span<const double>(local_buffer_.data(), chosen.size() * p),
+                        static_cast<int>(chosen.size()), static_cast<int>(p));
+  const int n = static_cast<int>(updates.size() / p);
+  if (n == 0) return;  // an empty cohort leaves theta as it is
+  std::vector<double>& step = local_buffer_;
+  step.assign(p, 0.0);
+  aggregate(updates.data(), n, step.data());
+  for (std::size_t k = 0; k < p; ++k) theta[k] += step[k];
 }
 
 TrainingResult Federation::train(

@@ -150,8 +150,9 @@ Experiment set_up_experiment(const Deck& deck, bool progress, LiaResult& result)
     train_network_body(deck, config, train, assignment.warmup, warmup_y, seed, body);
   const int D = e.D = body.width();
   const std::size_t p = e.p = static_cast<std::size_t>(C) * D;
-  e.model.emplace(D, C, config.l2);
-  const SoftmaxRegression& model = *e.model;
+  e.federated.seed = seed;
+  e.federated.model = std::make_unique<SoftmaxRegression>(D, C, config.l2);
+  const SoftmaxRegression& model = e.model();
   e.warmup_x = body.features(train, assignment.warmup);
   const auto& warmup_x = e.warmup_x;
   e.theta0.assign(p, 0.0);
@@ -180,17 +181,22 @@ Experiment set_up_experiment(const Deck& deck, bool progress, LiaResult& result)
   LocalData& local = e.local;
   std::tie(local.first, local.last) = owned_range(P, rank, ranks);
   {
-    std::vector<std::int64_t> train_rows, validation_rows;
+    FederatedProblem& federated = e.federated;
+    federated.client_rows.assign(assignment.train.begin(), assignment.train.end());
+    for (const auto& rows : federated.client_rows)
+      federated.total_train_rows += static_cast<std::int64_t>(rows.size());
+    std::vector<std::int64_t> validation_rows;
     local.validation_begin.push_back(0);
     for (int i = local.first; i < local.last; ++i) {
-      train_rows.insert(train_rows.end(), assignment.train[i].begin(), assignment.train[i].end());
-      local.train_y.insert(local.train_y.end(), assignment.train_label[i].begin(),
-                           assignment.train_label[i].end());
+      const auto& rows = assignment.train[i];
+      const auto& labels = assignment.train_label[i];
+      federated.clients.emplace_back(i, rows, std::vector<std::int32_t>{}, labels,
+                                     std::vector<std::int32_t>{}, labels,
+                                     body.features(train, rows));
       validation_rows.insert(validation_rows.end(), assignment.validation[i].begin(),
                              assignment.validation[i].end());
       local.validation_begin.push_back(validation_rows.size());
     }
-    local.train_x = body.features(train, train_rows);
     local.validation_x = body.features(train, validation_rows);
     local.validation_y = labels_of(train, validation_rows);
   }

@@ -7,11 +7,11 @@
 // exact integer sum or an ordered gather: the results are bitwise the same for any rank count.
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "fluence/data/source.hpp"
+#include "fluence/fl/problem.hpp"
 #include "fluence/lia/dp_sgd.hpp"
 #include "fluence/lia/lia.hpp"
 #include "fluence/lia/participants.hpp"
@@ -44,11 +44,12 @@ struct TestSet {
                   Workspace& work) const;
 };
 
-// Participants' data on this rank, as features.
+// Participants' validation data on this rank, as features (their training batches are the
+// federation's clients).
 struct LocalData {
   int first = 0, last = 0;
-  std::vector<double> train_x, validation_x;
-  std::vector<std::int32_t> train_y, validation_y;
+  std::vector<double> validation_x;
+  std::vector<std::int32_t> validation_y;
   std::vector<std::size_t> validation_begin;
 };
 
@@ -61,13 +62,24 @@ struct Experiment {
   Body body;
   int P = 0, C = 0, D = 0;
   std::size_t p = 0;  // C x D parameters of the last layer
-  std::optional<SoftmaxRegression> model;
+  // The last layer's federation: its model (the softmax regression on the body's features) and
+  // one client per participant hosted here (ids local.first .. local.last - 1, each holding its
+  // training batch as features). The FL comparison trains it with fl/federation.
+  FederatedProblem federated;
   std::vector<double> theta0, warmup_x;  // M0 and the warm-up rows as features
   std::vector<std::int32_t> warmup_y;
   TestSet test;
   LocalData local;
   DpSgdConfig dp;  // the contributors' DP-SGD, sigma calibrated to epsilon_train
   Workspace work;
+
+  const SoftmaxRegression& model() const {
+    return static_cast<const SoftmaxRegression&>(*federated.model);
+  }
+  /// Participant a's training batch (a hosted on this rank).
+  const Client& participant(int a) const {
+    return federated.clients[static_cast<std::size_t>(a - local.first)];
+  }
 };
 
 std::vector<std::int32_t> labels_of(const Table& table, const std::vector<std::int64_t>& rows);

@@ -192,9 +192,8 @@ void relevance_histograms(const Experiment& e, LiaResult& result) {
   const int owned = local.last - local.first, C = e.C, D = e.D;
   std::vector<double> batch_local, validation_local;
   for (int i = local.first; i < local.last; ++i) {
-    const std::size_t offset = static_cast<std::size_t>(i - local.first) * e.config.train_size;
-    const auto batch = noisy_histogram(e, &local.train_x[offset * D],
-                                       static_cast<std::size_t>(e.config.train_size), i, 0);
+    const Client& participant = e.participant(i);
+    const auto batch = noisy_histogram(e, participant.features(), participant.size(), i, 0);
     const std::size_t v0 = local.validation_begin[i - local.first],
                       v1 = local.validation_begin[i - local.first + 1];
     const auto validation = noisy_histogram(e, &local.validation_x[v0 * D], v1 - v0, i, 1);
@@ -245,15 +244,13 @@ void check_signs(Experiment& e, const std::vector<double>& differences, VoteKern
   int retrained_owned = 0;
   for (auto a : sample) {
     if (a < local.first || a >= local.last) continue;
-    const std::size_t offset = static_cast<std::size_t>(a - local.first) * config.train_size;
+    const Client& participant = e.participant(static_cast<int>(a));
     std::vector<double> x(e.warmup_x);
-    x.insert(x.end(), local.train_x.begin() + offset * D,
-             local.train_x.begin() + (offset + config.train_size) * D);
+    x.insert(x.end(), participant.features(), participant.features() + participant.size() * D);
     std::vector<std::int32_t> y(e.warmup_y);
-    y.insert(y.end(), local.train_y.begin() + offset,
-             local.train_y.begin() + offset + config.train_size);
+    y.insert(y.end(), participant.labels().begin(), participant.labels().end());
     std::vector<double> theta(theta0);
-    exact_fit(*e.model, x.data(), y.data(), y.size(), config.retrain_tolerance, theta);
+    exact_fit(e.model(), x.data(), y.data(), y.size(), config.retrain_tolerance, theta);
     retrained_local.insert(retrained_local.end(), theta.begin(), theta.end());
     ++retrained_owned;
   }
@@ -378,9 +375,9 @@ void filter_contributors(Experiment& e, LiaResult& result) {
   std::vector<double> layers_local(static_cast<std::size_t>(owned) * p);
   for (int i = local.first; i < local.last; ++i) {
     Stream stream(seed, Purpose::lia_dp_sgd, static_cast<std::uint64_t>(i));
-    const std::size_t offset = static_cast<std::size_t>(i - local.first) * config.train_size;
-    train_contributor(&local.train_x[offset * D], &local.train_y[offset], config.train_size, stream,
-                      &layers_local[static_cast<std::size_t>(i - local.first) * p]);
+    const Client& participant = e.participant(i);
+    train_contributor(participant.features(), participant.labels().data(), participant.size(),
+                      stream, &layers_local[static_cast<std::size_t>(i - local.first) * p]);
   }
   // Every validator needs every contributor's layer: one all-gather, P x p doubles per rank.
   const auto layers = ordered_allgather(layers_local, owned, static_cast<int>(p));

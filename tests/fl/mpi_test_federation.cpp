@@ -233,6 +233,60 @@ TEST(Federation, ClientSamplingDrawsTheCohortsAndFedAvgAveragesThem) {
     EXPECT_NEAR(averaged[j], theta[j] + totals[j] / totals[p], 1e-14) << j;
 }
 
+TEST(Federation, AggregatedRoundGivesTheRuleEveryCohortUpdateInClientOrder) {
+  FederatedProblem problem = build_problem(Deck::from_string(kDeck, "test"));
+  Federation federation(problem);
+  const FederationConfig config = FederationConfig::from_deck(Deck::from_string(kDeck, "test"));
+  const std::size_t p = federation.parameters();
+  std::vector<double> theta(p);
+  for (std::size_t k = 0; k < p; ++k) theta[k] = 0.03 * std::sin(static_cast<double>(k) + 1.0);
+  const int round = 4;
+  // Client 2 left out, a cohort of half the rest: the rule must see exactly the remaining cohort
+  // members' updates, each trained by the client alone (independently here), in id order.
+  federation.exclude_clients({2});
+  const ClientSampling half{ClientSampling::Kind::poisson, 0.5};
+  const std::size_t local = problem.clients.size();
+  std::vector<double> expected_local(local * (p + 1), 0.0), trained(p);
+  Workspace work;
+  for (std::size_t k = 0; k < local; ++k) {
+    auto& client = problem.clients[k];
+    expected_local[k * (p + 1) + p] = client.id();
+    if (client.id() == 2 || !federation.in_cohort(half, round, client.id())) {
+      expected_local[k * (p + 1) + p] = -1.0;  // not in the round
+      continue;
+    }
+    client.train_round(*problem.model, config.local, problem.seed, round, trained.data(), work,
+                       theta.data());
+    for (std::size_t j = 0; j < p; ++j) expected_local[k * (p + 1) + j] = trained[j] - theta[j];
+  }
+  const auto all =
+      ordered_allgather(expected_local, static_cast<int>(local), static_cast<int>(p + 1));
+  std::vector<double> expected;
+  for (std::size_t c = 0; c * (p + 1) < all.size(); ++c)
+    if (all[c * (p + 1) + p] >= 0.0)
+      expected.insert(expected.end(), all.begin() + c * (p + 1), all.begin() + c * (p + 1) + p);
+  const int members = static_cast<int>(expected.size() / p);
+  ASSERT_GE(members, 1);  // the deck's seed gives a non-empty cohort
+
+  int seen = -1;
+  std::vector<double> stepped = theta;
+  federation.aggregated_round(
+      round, stepped, config.local,
+      [&](const double* updates, int n, double* step) {
+        seen = n;
+        ASSERT_EQ(n, members);
+        // The same arithmetic on the same rows: bitwise.
+        for (std::size_t j = 0; j < static_cast<std::size_t>(n) * p; ++j)
+          ASSERT_EQ(updates[j], expected[j]) << j;
+        // The rule's step: the last member's update, halved.
+        for (std::size_t j = 0; j < p; ++j) step[j] = 0.5 * updates[(n - 1) * p + j];
+      },
+      half);
+  EXPECT_EQ(seen, members);
+  for (std::size_t j = 0; j < p; ++j)
+    EXPECT_EQ(stepped[j], theta[j] + 0.5 * expected[(members - 1) * p + j]) << j;
+}
+
 TEST(ClientLayout, ContiguousAndBalancedBySize) {
   const std::vector<std::int64_t> sizes = {100, 100, 100, 100, 400, 100, 100};
   for (int ranks = 1; ranks <= 4; ++ranks) {

@@ -36,7 +36,8 @@ enum class Purpose : std::uint64_t {
   lia_dp_sgd = 24,
   lia_vote = 25,
   lia_validators = 26,
-  lia_fl_shuffle = 27,
+  // 27: retired (lia's FL comparison shuffled with its own purpose; it now runs the shared
+  // federation's local_shuffle)
   lia_sign_check = 28,
   lia_minority = 29,
   lia_body = 30,

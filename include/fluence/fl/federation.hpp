@@ -110,6 +110,17 @@ class Federation {
   void fedavg_round(int round, std::vector<double>& theta, const LocalTrainingConfig& config,
                     const ClientSampling& sampling = {},
                     const std::function<void()>& before_reduction = {});
+  /// A server rule over the cohort's updates d_i = theta_i - theta: `updates` holds n rows of p
+  /// values in client-id order, unweighted; the rule writes the server's step (p values). It must
+  /// be deterministic: every rank applies it to the same rows.
+  using UpdateAggregator = std::function<void(const double* updates, int n, double* step)>;
+  /// A FedAvg round with another server rule (the Byzantine-robust aggregators of seed 002 Fig. 3,
+  /// lia/aggregators.hpp): the cohort trains locally as in fedavg_round, every rank gathers the n
+  /// updates and theta <- theta + aggregate(updates) (unchanged for an empty cohort). Gathering
+  /// costs n p doubles on every rank, which the rules that compare updates (KRUM's distances, a
+  /// coordinate-wise trimmed mean) need.
+  void aggregated_round(int round, std::vector<double>& theta, const LocalTrainingConfig& config,
+                        const UpdateAggregator& aggregate, const ClientSampling& sampling = {});
   /// Is client `id` in round `round`'s cohort? The same on every rank.
   bool in_cohort(const ClientSampling& sampling, int round, int id);
 
@@ -138,6 +149,12 @@ class Federation {
 
  private:
   double inverse_n() const { return 1.0 / static_cast<double>(train_rows_); }
+  // Trains the round's cohort among this rank's included clients from theta: their local indices
+  // in `chosen`, their updates in local_buffer_ (chosen.size() x p). Returns this rank's bound
+  // max_i n_i max|d_i| (not finite when a client diverged).
+  double train_cohort(int round, const std::vector<double>& theta,
+                      const LocalTrainingConfig& config, const ClientSampling& sampling,
+                      std::vector<std::size_t>& chosen);
   // Local client k's Hessian diagonal (p) and dense Hessian (p x p) of its data term, from its
   // replacing objective when it has one.
   void client_hessian_diagonal(std::size_t k, const std::vector<double>& theta, double* out);
