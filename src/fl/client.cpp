@@ -8,6 +8,7 @@
 
 #include "fluence/core/lanes.hpp"
 #include "fluence/core/rng.hpp"
+#include "fluence/core/signals.hpp"
 
 namespace fluence {
 
@@ -51,6 +52,7 @@ void Client::train_round(const Model& model, const LocalTrainingConfig& config, 
     start = nullptr;
   }
   for (int epoch = 0; epoch < config.epochs; ++epoch) {
+    if (config.abandon_on_stop && stop_signal_received()) return;
     if (config.full_batch) {
       model.gradient_step(data, config.learning_rate, theta, work);
       continue;
@@ -69,6 +71,7 @@ void Client::train_single(const Model& model, const LocalTrainingConfig& config,
   work.single_theta.resize(model.parameters());
   const TrainingRows data = training_rows();
   for (int epoch = 0; epoch < config.epochs; ++epoch) {
+    if (config.abandon_on_stop && stop_signal_received()) return;
     std::iota(order_.begin(), order_.end(), 0);
     Stream stream(seed, Purpose::local_shuffle, static_cast<std::uint64_t>(id_),
                   static_cast<std::uint64_t>(round), static_cast<std::uint64_t>(epoch));

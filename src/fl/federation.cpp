@@ -10,6 +10,7 @@
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/quantized_sum.hpp"
 #include "fluence/core/rng.hpp"
+#include "fluence/core/signals.hpp"
 
 namespace fluence {
 
@@ -177,9 +178,10 @@ LossAndAccuracy Federation::test_chunk(std::size_t chunk, const std::vector<doub
               : model.loss_sum(rows.x, rows.y, rows.count, theta.data(), work_);
 }
 
-void Federation::evaluate_taken_chunks(const std::vector<double>& theta, bool fast) {
+void Federation::evaluate_taken_chunks(const std::vector<double>& theta, bool fast,
+                                       bool abandon_on_stop) {
   std::size_t first = 0, last = 0;
-  while (evaluation_queue().next(first, last))
+  while (!(abandon_on_stop && stop_signal_received()) && evaluation_queue().next(first, last))
     for (std::size_t k = first; k < last; ++k) {
       const LossAndAccuracy result = test_chunk(k, theta, fast);
       chunk_results_[2 * k] = result.loss_sum;
@@ -326,13 +328,17 @@ double Federation::train_cohort(int round, const std::vector<double>& theta,
   for (std::size_t k = 0; k < problem_.clients.size(); ++k)
     if (included(k) && in_cohort(sampling, round, problem_.clients[k].id())) chosen.push_back(k);
   if (config.single_precision) theta_single_.assign(theta.begin(), theta.end());
+  LocalTrainingConfig local = config;
+  local.abandon_on_stop = abandon_on_stop_;
   local_buffer_.resize(chosen.size() * p);
   double largest = 0.0;
   for (std::size_t j = 0; j < chosen.size(); ++j) {
+    // A stop signal gives up the round at the next client (the agreement in fedavg_round).
+    if (abandon_on_stop_ && stop_signal_received()) break;
     auto& client = problem_.clients[chosen[j]];
     if (j + 1 < chosen.size()) problem_.clients[chosen[j + 1]].prefetch();
     const UpdateSize size = client.train_update(
-        *problem_.model, config, problem_.seed, round, local_buffer_.data() + j * p, work_,
+        *problem_.model, local, problem_.seed, round, local_buffer_.data() + j * p, work_,
         theta.data(), config.single_precision ? theta_single_.data() : nullptr);
     // A NaN size (a diverged client) makes the bound NaN, which the callers report.
     largest = std::max(largest, static_cast<double>(client.size()) * size.max_abs);
@@ -350,8 +356,16 @@ void Federation::fedavg_round(int round, std::vector<double>& theta,
   // Each client's message is its update d_i = theta_i - theta, weighted by n_i (seed 000 Eq. 2).
   // The weighted updates are summed in fixed point with a bound every rank agrees on (the exact
   // max over all ranks), so the sum has the same bits for any rank count.
+  round_abandoned_ = false;
   if (before_reduction) before_reduction();
-  MPI_Allreduce(MPI_IN_PLACE, &largest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  // The bound and whether any rank gave the round up for a stop signal, in one reduction.
+  double agreed[2] = {largest, abandon_on_stop_ && stop_signal_received() ? 1.0 : 0.0};
+  MPI_Allreduce(MPI_IN_PLACE, agreed, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  largest = agreed[0];
+  if (agreed[1] != 0.0) {
+    round_abandoned_ = true;  // theta stays the previous round's
+    return;
+  }
   if (!std::isfinite(largest)) {
     std::fill(theta.begin(), theta.end(), std::numeric_limits<double>::quiet_NaN());
     return;
@@ -400,6 +414,13 @@ TrainingResult Federation::train(
         after_round,
     const TrainingResume* resume) {
   TrainingResult result;
+  // A caller that checkpoints (after_round) can resume from the previous round, so a stop signal
+  // may give up the round in progress rather than wait for its end (docs/operations.md).
+  abandon_on_stop_ = static_cast<bool>(after_round);
+  struct Reset {
+    bool& flag;
+    ~Reset() { flag = false; }
+  } reset{abandon_on_stop_};
   result.theta.resize(parameters());
   problem_.model->initialize(problem_.seed, result.theta.data());
   int first_round = 1;
@@ -438,14 +459,24 @@ TrainingResult Federation::train(
       evaluation_queue().begin(problem_.test.chunk_count(), 1);
       chunk_results_.assign(2 * problem_.test.chunk_count(), 0.0);
       evaluate_previous = [&] {
-        evaluate_taken_chunks(result.theta, true);
+        evaluate_taken_chunks(result.theta, true, abandon_on_stop_);
         evaluated = true;
       };
     }
-    if (round_step)
+    if (round_step) {
       round_step(round, result.theta, evaluate_previous);
-    else
+    } else {
       fedavg_round(round, result.theta, config.local, config.sampling, evaluate_previous);
+      if (round_abandoned_) {
+        // A stop signal during the round: the checkpoint of the previous round, as after_round
+        // wrote or would have written it (the overlapped evaluation of that round is dropped
+        // with this one; the history then ends where after_round(round - 1) saw it end).
+        round_abandoned_ = abandon_on_stop_ = false;
+        after_round(round - 1, result.theta, result.history);
+        result.stopped = true;
+        return result;
+      }
+    }
     produced_at = elapsed + clock.seconds();
     if (pending) {
       if (!evaluated) throw std::logic_error("a round step did not run the overlapped evaluation");

@@ -24,6 +24,9 @@ struct LocalTrainingConfig {
   // model can (Model::trains_single: a network always, the logistic model on byte-coded rows);
   // full-batch steps and Ditto's personal steps stay double.
   bool single_precision = false;
+  // Set by Federation::train when a stop signal may give up the round: local training then ends
+  // at the next epoch once this rank has received one (the update is discarded with the round).
+  bool abandon_on_stop = false;
 };
 
 class Client {

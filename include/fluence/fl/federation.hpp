@@ -138,6 +138,12 @@ class Federation {
   /// NodeWorkQueue of test chunks), so that the ranks with fewer sampled clients evaluate more.
   /// The history after round t then ends at round t - 1 (also in checkpoints); the last round is
   /// evaluated after the loop. The metrics are the same bits as a separate evaluation.
+  ///
+  /// With `after_round`, a stop signal need not wait for the end of a FedAvg round (which can
+  /// outlast a launcher's grace before SIGKILL): each rank gives the round up at its next client,
+  /// the ranks agree in the round's reduction, and after_round(t - 1, ...) is called with the
+  /// state after the last finished round (it sees the signal, writes that checkpoint and returns
+  /// true). Private rounds (`round_step`) still stop at their end.
   TrainingResult train(
       const FederationConfig& config, const std::function<void(const RoundMetrics&)>& on_round = {},
       const RoundStep& round_step = {},
@@ -174,7 +180,9 @@ class Federation {
   };
   TestRows test_chunk_rows(std::size_t chunk);  // decoded into chunk_features_ when coded
   NodeWorkQueue& evaluation_queue();
-  void evaluate_taken_chunks(const std::vector<double>& theta, bool fast);
+  // With abandon_on_stop, a stop signal ends the evaluation early (its round is given up).
+  void evaluate_taken_chunks(const std::vector<double>& theta, bool fast,
+                             bool abandon_on_stop = false);
   std::pair<double, double> reduce_chunk_results();
   std::unique_ptr<NodeWorkQueue> evaluation_queue_;
   std::vector<double> chunk_results_, chunk_features_;
@@ -182,6 +190,10 @@ class Federation {
   std::vector<char> cohort_;         // the fixed cohort of cohort_round_, per client id
   int cohort_round_ = -1;
   QuantizedSum update_sum_;
+  // Inside train() with a checkpointing after_round: a stop signal gives up the FedAvg round in
+  // progress (at the next client, the overlapped evaluation at the next chunk), and every rank
+  // agrees on it in the round's one reduction (round_abandoned_).
+  bool abandon_on_stop_ = false, round_abandoned_ = false;
 };
 
 /// z = M^{-1} r for a symmetric positive definite M close to the Hessian. Every rank runs the same

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Stop signals through the launcher (issue 24; docs/operations.md "Stop signals"): what `scancel`,
+# a time limit and an interactive Ctrl-C do to a run started with mpirun.
+#  - TERM and INT to mpirun while rank 0 prints a progress line every round (Open MPI 4.1's mpirun
+#    stops reading the ranks' output at once, passes the signal on a second later and kills the
+#    ranks a second after that): a checkpoint is written, no results.h5, and `--restart latest` on
+#    3 ranks ends bitwise as the uninterrupted run. mpirun itself exits 1 (its own abort status).
+#  - TERM to mpirun in the middle of a round that lasts longer than mpirun's grace: the round is
+#    given up, the previous round's checkpoint is written, and the resume is bitwise identical.
+#  - USR1 to mpirun (forwarded, no kill): exit 4.
+# Called as cli_stop_paths.sh FLUENCE_BINARY SOURCE_DIR.
+set -u
+source "$(dirname "$0")/cli_common.sh"
+
+quickstart="$source_dir/inputs/quickstart.toml"
+fast=(--set federation.rounds=3000 --set 'federation.polish="none"' --set output.checkpoint_every=100000)
+
+# signal_launcher SIGNAL OUT WAIT_FOR DELAY ARGS...: starts `fluence train ARGS --out OUT` on 2 ranks
+# (not quiet: a line per round), waits until the log matches WAIT_FOR, sleeps DELAY, sends SIGNAL to
+# mpirun and sets `code` to mpirun's exit status.
+signal_launcher() {
+  local signal=$1 out=$2 wait_for=$3 delay=$4
+  shift 4
+  rm -rf "$out"
+  # The wrapper execs mpirun, so $! is mpirun's pid.
+  "$mpirun" -n 2 "$fluence" train "$@" --out "$out" >"$out.log" 2>&1 &
+  local launcher=$! _
+  for _ in $(seq 600); do grep -q -- "$wait_for" "$out.log" 2>/dev/null && break; sleep 0.05; done
+  sleep "$delay"
+  kill "-$signal" "$launcher"
+  wait "$launcher"
+  code=$?
+}
+
+# resumes_bitwise OUT REFERENCE ARGS...: `--restart latest` in OUT on 3 ranks equals REFERENCE.
+resumes_bitwise() {
+  local out=$1 reference=$2
+  shift 2
+  "$mpirun" -n 3 "$fluence" train "$@" --out "$out" --quiet --restart latest >"$out.resume.log" 2>&1 &&
+    compare_runs "$reference/results.h5" "$out/results.h5"
+}
+
+"$mpirun" -n 2 "$fluence" train "$quickstart" "${fast[@]}" --out "$work/fastR" --quiet >"$work/fastR.log" 2>&1 ||
+  fail "uninterrupted quick-start run"
+for signal in TERM INT; do
+  out="$work/fast$signal"
+  signal_launcher "$signal" "$out" "round   200/" 0 "$quickstart" "${fast[@]}"
+  if ls "$out"/chk_*.h5 >/dev/null 2>&1 && [ ! -e "$out/results.h5" ] &&
+    resumes_bitwise "$out" "$work/fastR" "$quickstart" "${fast[@]}"; then
+    pass "SIG$signal to mpirun with a line per round: checkpoint $(basename "$(ls "$out"/chk_*.h5 | tail -1)"), mpirun exit $code, resume on 3 ranks bitwise identical"
+  else
+    fail "SIG$signal to mpirun with a line per round (mpirun exit $code)"
+    tail -3 "$out.log" | sed 's/^/    /'
+  fi
+done
+
+# Rounds of about 3 s on 2 ranks (a wide MLP), no checkpoint due: the only checkpoint can come from
+# the stop. TERM half a second after round 1's line (printed when round 2 ends: the overlapped
+# evaluation) falls into round 3.
+slow=("$quickstart" --set federation.rounds=3 --set 'model.type="mlp"' --set 'model.hidden=[800,800]'
+  --set 'federation.polish="none"' --set federation.local_epochs=6 --set output.checkpoint_every=100)
+"$mpirun" -n 2 "$fluence" train "${slow[@]}" --out "$work/slowR" --quiet >"$work/slowR.log" 2>&1 ||
+  fail "uninterrupted slow-round run"
+signal_launcher TERM "$work/slowT" "round     1/3" 0.5 "${slow[@]}"
+if [ -e "$work/slowT/chk_000002.h5" ] && [ ! -e "$work/slowT/chk_000003.h5" ] &&
+  [ ! -e "$work/slowT/results.h5" ] && resumes_bitwise "$work/slowT" "$work/slowR" "${slow[@]}"; then
+  pass "SIGTERM to mpirun within a round longer than its grace: round 3 given up, checkpoint 2, resume bitwise identical"
+else
+  fail "SIGTERM within a long round (mpirun exit $code; checkpoints: $(ls "$work/slowT" | tr '\n' ' '))"
+  tail -3 "$work/slowT.log" | sed 's/^/    /'
+fi
+
+signal_launcher USR1 "$work/fastU" "round   200/" 0 "$quickstart" "${fast[@]}"
+if [ "$code" -eq 4 ] && ls "$work/fastU"/chk_*.h5 >/dev/null 2>&1 &&
+  resumes_bitwise "$work/fastU" "$work/fastR" "$quickstart" "${fast[@]}"; then
+  pass "SIGUSR1 to mpirun: forwarded to the ranks, checkpoint, exit 4, resume bitwise identical"
+else
+  fail "SIGUSR1 to mpirun (exit $code)"
+  tail -3 "$work/fastU.log" | sed 's/^/    /'
+fi
+
+cli_summary
