@@ -238,6 +238,10 @@ int run_command(const CommandLine& command_line) {
     // Input errors are raised identically (or agreed) on every rank: all ranks exit cleanly.
     if (log::is_root()) log::write_error("error: " + std::string(error.what()));
     return kExitInput;
+  } catch (const DivergenceError& error) {
+    // Agreed on every rank (the diverged round's reduction): a clean exit, one message.
+    if (log::is_root()) log::write_error("error: " + std::string(error.what()));
+    return kExitRuntime;
   } catch (const std::exception& error) {
     // Anything else may be local to this rank: report it here and take every rank down.
     log::write_error(fmt::format("error on rank {}: {}", world_rank(), error.what()));

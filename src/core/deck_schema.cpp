@@ -9,8 +9,15 @@ namespace fluence {
 namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
+// The largest value an integer key takes unless its spec says otherwise: counts, sizes and ids are
+// held in `int` (and passed to MPI and BLAS as int), so a deck value above INT_MAX is refused here,
+// once, rather than wrapped by a cast later (a batch size of 2^40 was a segfault).
+constexpr double kIntegerMaximum = static_cast<double>(std::numeric_limits<int>::max());
+
 KeySpec key(std::string path, KeyType type, std::string default_value, std::string description,
             double minimum = -kInf, double maximum = kInf, bool minimum_exclusive = false) {
+  const bool integral = type == KeyType::integer || type == KeyType::integer_array;
+  if (integral && maximum == kInf) maximum = kIntegerMaximum;
   return KeySpec{std::move(path), type,    std::move(default_value), std::move(description),
                  minimum,         maximum, minimum_exclusive,        {}};
 }
@@ -35,7 +42,8 @@ KeySpec section(std::string path, std::string description) {
 std::vector<KeySpec> build_schema() {
   using T = KeyType;
   return {
-      key("seed", T::integer, "1", "run seed keying every random stream", 0),
+      // Any non-negative 64-bit integer (2^63 as a double bounds every TOML integer).
+      key("seed", T::integer, "1", "run seed keying every random stream", 0, 0x1p63),
 
       section("data", "where the data come from and how they are encoded"),
       choice("data.source", "\"synthetic\"", {"synthetic", "csv", "arff", "idx"}, "data source"),

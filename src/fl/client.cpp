@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <span>
 
@@ -105,6 +106,10 @@ UpdateSize write_and_measure(double* update, std::size_t p, Difference&& differe
     size.squared_norm += update[i] * update[i];
     size.max_abs = std::max(size.max_abs, std::abs(update[i]));
   }
+  // The lane maxima skip a NaN (every comparison with it is false), but the sum of squares carries
+  // any NaN or infinity: a non-finite update then reports an infinite size, which the callers
+  // treat as a diverged client (a NaN fed to the fixed-point sum would have been read as 0).
+  if (!std::isfinite(size.squared_norm)) size.max_abs = std::numeric_limits<double>::infinity();
   return size;
 }
 

@@ -1,5 +1,7 @@
 #include "fluence/fl/federation.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -287,6 +289,14 @@ void Federation::test_gradient(const std::vector<double>& theta, std::vector<dou
   for (auto& value : out) value *= inverse_m;
 }
 
+namespace {
+bool all_finite(const std::vector<double>& values) {
+  for (double value : values)
+    if (!std::isfinite(value)) return false;
+  return true;
+}
+}  // namespace
+
 bool Federation::in_cohort(const ClientSampling& sampling, int round, int id) {
   switch (sampling.kind) {
     case ClientSampling::Kind::all:
@@ -331,6 +341,7 @@ double Federation::train_cohort(int round, const std::vector<double>& theta,
   LocalTrainingConfig local = config;
   local.abandon_on_stop = abandon_on_stop_;
   local_buffer_.resize(chosen.size() * p);
+  diverged_client_ = -1;
   double largest = 0.0;
   for (std::size_t j = 0; j < chosen.size(); ++j) {
     // A stop signal gives up the round at the next client (the agreement in fedavg_round).
@@ -340,9 +351,13 @@ double Federation::train_cohort(int round, const std::vector<double>& theta,
     const UpdateSize size = client.train_update(
         *problem_.model, local, problem_.seed, round, local_buffer_.data() + j * p, work_,
         theta.data(), config.single_precision ? theta_single_.data() : nullptr);
-    // A NaN size (a diverged client) makes the bound NaN, which the callers report.
+    // A diverged client (a non-finite update) makes the bound +inf, which the callers report.
+    // (Infinity, not NaN: MPI_MAX need not carry a NaN through.)
     largest = std::max(largest, static_cast<double>(client.size()) * size.max_abs);
-    if (!std::isfinite(size.max_abs)) largest = size.max_abs;
+    if (!std::isfinite(size.max_abs)) {
+      largest = std::numeric_limits<double>::infinity();
+      if (diverged_client_ < 0) diverged_client_ = client.id();
+    }
   }
   return largest;
 }
@@ -367,6 +382,10 @@ void Federation::fedavg_round(int round, std::vector<double>& theta,
     return;
   }
   if (!std::isfinite(largest)) {
+    // Every rank knows; the lowest diverged client id is agreed for train()'s message.
+    int lowest = diverged_client_ < 0 ? std::numeric_limits<int>::max() : diverged_client_;
+    MPI_Allreduce(MPI_IN_PLACE, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    diverged_client_ = lowest;
     std::fill(theta.begin(), theta.end(), std::numeric_limits<double>::quiet_NaN());
     return;
   }
@@ -478,6 +497,19 @@ TrainingResult Federation::train(
       }
     }
     produced_at = elapsed + clock.seconds();
+    // theta is the same on every rank, so every rank stops here together (exit 3), before a
+    // checkpoint or results could hold the NaN.
+    if (!all_finite(result.theta)) {
+      const bool named = !round_step && diverged_client_ >= 0 &&
+                         diverged_client_ < std::numeric_limits<int>::max();
+      throw DivergenceError(fmt::format(
+          "training diverged in round {}: {} (federation.learning_rate = {}, model.l2 = {}; a "
+          "smaller learning rate usually helps)",
+          round,
+          named ? fmt::format("the local update of client {} is not finite", diverged_client_)
+                : std::string("the model is not finite"),
+          config.local.learning_rate, problem_.model->l2()));
+    }
     if (pending) {
       if (!evaluated) throw std::logic_error("a round step did not run the overlapped evaluation");
       std::tie(previous.test_loss, previous.test_accuracy) = reduce_chunk_results();

@@ -113,6 +113,24 @@ expect_input_error epsilon_negative "ldp.epsilon = -1 is not allowed" "$qs" --se
 expect_input_error epsilon_nan "ldp.epsilon = nan is not allowed" "$qs" --set ldp.epsilon=nan
 expect_input_error alpha_zero "partition.alpha = 0 is not allowed" "$qs" --set partition.alpha=0
 expect_input_error learning_rate "--set: federation.learning_rate = -0.1 is not allowed: expected a number > 0" "$qs" --set federation.learning_rate=-0.1
+# Issue 24: 64-bit deck integers are range-checked once in the schema (these were a segfault and a
+# run that recorded 4294967299 rounds after running 3).
+expect_input_error batch_2p40 "federation.batch_size = 1099511627776 is not allowed: expected an integer >= 1 and <= 2147483647" "$qs" --set federation.batch_size=1099511627776
+expect_input_error rounds_2p32 "federation.rounds = 4294967299 is not allowed" "$qs" --set federation.rounds=4294967299
+# A diverging training (an infinite or huge learning rate) stops every rank with exit 3 and one
+# message naming the round and the client, and writes no results.
+for rate in inf 1e308; do
+  "$mpirun" -n 2 "$fluence" train "$qs" --out "$work/diverge_$rate" --quiet --set "federation.learning_rate=$rate" \
+    >"$work/diverge.out" 2>"$work/diverge.err"
+  code=$?
+  if [ "$code" -eq 3 ] && [ "$(grep -c "training diverged in round 1: the local update of client 0 is not finite" "$work/diverge.err")" -eq 1 ] &&
+    [ ! -e "$work/diverge_$rate/results.h5" ]; then
+    pass "bad input: learning_rate=$rate diverges: exit 3, round and client named once, no results"
+  else
+    fail "learning_rate=$rate (exit $code)"
+    sed 's/^/    /' "$work/diverge.err" | head -5
+  fi
+done
 expect_input_error too_many_clients "partition.clients = 5000 exceeds the 4800 training rows" "$qs" --set partition.clients=5000
 expect_input_error missing_data "cannot read data file '$work/none.csv'" "$qs" --set data.source=csv --set data.path="\"$work/none.csv\""
 printf 'a,b,label\n1,2,x\n3,4\n' >"$work/ragged.csv"

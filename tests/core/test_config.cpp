@@ -54,6 +54,27 @@ TEST(Deck, OutOfRangeValuesAreRejected) {
             std::string::npos);
 }
 
+TEST(Deck, IntegersAboveIntMaxAreRefusedUnlessTheKeyAllowsThem) {
+  // The values of issue 24's crash reports: a batch size of 2^40 (was a segfault) and 2^32 + 3
+  // rounds (ran 3 rounds and recorded 4294967299).
+  const auto batch = error_of("[federation]\nbatch_size = 1099511627776\n");
+  EXPECT_NE(batch.find("federation.batch_size = 1099511627776"), std::string::npos) << batch;
+  EXPECT_NE(batch.find("<= 2147483647"), std::string::npos) << batch;
+  EXPECT_NE(error_of("", {"federation.rounds=4294967299"}).find("federation.rounds"),
+            std::string::npos);
+  EXPECT_NE(error_of("[model]\nhidden = [200, 4294967296]\n").find("model.hidden"),
+            std::string::npos);
+  EXPECT_EQ(error_of("[federation]\nbatch_size = 2147483647\n"), "");
+  // The seed keys streams with 64 bits.
+  EXPECT_EQ(error_of("seed = 9223372036854775807\n"), "");
+  // No integer key is left without an upper bound.
+  for (const auto& spec : deck_schema()) {
+    if (spec.type == KeyType::integer || spec.type == KeyType::integer_array) {
+      EXPECT_TRUE(std::isfinite(spec.maximum)) << spec.path;
+    }
+  }
+}
+
 TEST(Deck, EpsilonMustBePositiveOrInf) {
   EXPECT_NE(error_of("[ldp]\nepsilon = 0\n").find("ldp.epsilon = 0"), std::string::npos);
   EXPECT_NE(error_of("[ldp]\nepsilon = -1\n").find("ldp.epsilon"), std::string::npos);

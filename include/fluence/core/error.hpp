@@ -19,6 +19,14 @@ class RuntimeError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// A computation that left the finite numbers (a diverged training: a learning rate too large, an
+/// overflowing regularization), detected identically on every rank: every rank exits cleanly with
+/// code 3 and rank 0 prints the message once.
+class DivergenceError : public RuntimeError {
+ public:
+  using RuntimeError::RuntimeError;
+};
+
 /// Converts a PETSc error code into a RuntimeError naming the call site.
 void petsc_check(int error_code, const char* what);
 

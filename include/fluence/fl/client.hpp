@@ -10,7 +10,8 @@
 namespace fluence {
 
 /// A local update's size: ||d||^2 (eight lane sums added in a fixed order, so that the clipping
-/// decision is the same on every rank) and max |d_i|.
+/// decision is the same on every rank) and max |d_i|; max_abs is +inf when d has a NaN or an
+/// infinity (or is so large that ||d||^2 overflows): a diverged client.
 struct UpdateSize {
   double squared_norm = 0.0, max_abs = 0.0;
 };

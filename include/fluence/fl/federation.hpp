@@ -144,6 +144,9 @@ class Federation {
   /// the ranks agree in the round's reduction, and after_round(t - 1, ...) is called with the
   /// state after the last finished round (it sees the signal, writes that checkpoint and returns
   /// true). Private rounds (`round_step`) still stop at their end.
+  ///
+  /// A round that leaves theta non-finite (a diverged client: a learning rate too large) throws a
+  /// DivergenceError on every rank naming the round and, for FedAvg, the lowest diverged client.
   TrainingResult train(
       const FederationConfig& config, const std::function<void(const RoundMetrics&)>& on_round = {},
       const RoundStep& round_step = {},
@@ -194,6 +197,9 @@ class Federation {
   // progress (at the next client, the overlapped evaluation at the next chunk), and every rank
   // agrees on it in the round's one reduction (round_abandoned_).
   bool abandon_on_stop_ = false, round_abandoned_ = false;
+  // The lowest id of a client whose update was not finite in the last FedAvg round (this rank's
+  // until the round's reduction, then agreed; INT_MAX or -1 when none).
+  int diverged_client_ = -1;
 };
 
 /// z = M^{-1} r for a symmetric positive definite M close to the Hessian. Every rank runs the same
