@@ -25,7 +25,7 @@ build: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
 
 run: build
-	@bash scripts/mpirun.sh -n $(RANKS) $(BUILD_DIR)/fluence train inputs/quickstart.toml --out out/quickstart
+	@bash scripts/mpirun.sh -n $(RANKS) $(BUILD_DIR)/fluence train inputs/quickstart.toml --out out/quickstart --force
 	@echo "Results: out/quickstart/results.h5  (plot: /usr/bin/python3 analysis/plot_training.py out/quickstart/results.h5)"
 
 test: build

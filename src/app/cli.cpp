@@ -87,6 +87,8 @@ CommandLine parse_command_line(int argc, char** argv) {
                                    "LDP) and write <out>/results.h5");
   train->add_option("deck", result.deck, "input deck (TOML)")->required();
   train->add_option("--out", result.out, "output directory (overrides output.dir)");
+  train->add_flag("--force", result.force,
+                  "overwrite a finished results.h5 in the output directory (refused without)");
   train->add_option("--set", result.sets, "override a deck key: section.key=value (repeatable)");
   train->add_flag("--quiet", result.quiet, "no per-round progress lines");
   add_restart_options(train, result,
@@ -100,6 +102,8 @@ CommandLine parse_command_line(int argc, char** argv) {
       "optionally against exact retraining; write <out>/results.h5");
   influence->add_option("deck", result.deck, "input deck (TOML)")->required();
   influence->add_option("--out", result.out, "output directory (overrides output.dir)");
+  influence->add_flag("--force", result.force,
+                      "overwrite a finished results.h5 in the output directory (refused without)");
   influence->add_option("--set", result.sets,
                         "override a deck key: section.key=value (repeatable)");
   influence->add_option("--model", result.model,
@@ -118,6 +122,8 @@ CommandLine parse_command_line(int argc, char** argv) {
       "expected retrain and re-randomized retrains; write <out>/results.h5");
   fldp->add_option("deck", result.deck, "input deck (TOML) with [fldp] cases")->required();
   fldp->add_option("--out", result.out, "output directory (overrides output.dir)");
+  fldp->add_flag("--force", result.force,
+                 "overwrite a finished results.h5 in the output directory (refused without)");
   fldp->add_option("--set", result.sets, "override a deck key: section.key=value (repeatable)");
   fldp->add_option("--model", result.model,
                    "results.h5 of an earlier `fluence train` with the same deck: use its "
@@ -134,6 +140,8 @@ CommandLine parse_command_line(int argc, char** argv) {
       "from one IHVP; optionally against randomized retrains; write <out>/results.h5");
   whatif->add_option("deck", result.deck, "input deck (TOML) with a [whatif] section")->required();
   whatif->add_option("--out", result.out, "output directory (overrides output.dir)");
+  whatif->add_flag("--force", result.force,
+                   "overwrite a finished results.h5 in the output directory (refused without)");
   whatif->add_option("--set", result.sets, "override a deck key: section.key=value (repeatable)");
   whatif->add_option("--model", result.model,
                      "results.h5 of an earlier `fluence train` with the same deck: use its "
@@ -151,6 +159,8 @@ CommandLine parse_command_line(int argc, char** argv) {
       "after filtering against robust aggregators; write <out>/results.h5");
   lia->add_option("deck", result.deck, "input deck (TOML) with [data] and [lia]")->required();
   lia->add_option("--out", result.out, "output directory (overrides output.dir)");
+  lia->add_flag("--force", result.force,
+                "overwrite a finished results.h5 in the output directory (refused without)");
   lia->add_option("--set", result.sets, "override a deck key: section.key=value (repeatable)");
   lia->add_flag("--quiet", result.quiet, "no per-stage progress lines");
   add_restart_options(lia, result,
@@ -188,6 +198,9 @@ CommandLine parse_command_line(int argc, char** argv) {
       "ratio r against Lemma 1's sigma_s^2(r) and r*; write <out>/results.h5");
   feo2_theory->add_option("deck", result.deck, "input deck (TOML) with [feo2_theory]")->required();
   feo2_theory->add_option("--out", result.out, "output directory (overrides output.dir)");
+  feo2_theory->add_flag(
+      "--force", result.force,
+      "overwrite a finished results.h5 in the output directory (refused without)");
   feo2_theory->add_option("--set", result.sets,
                           "override a deck key: section.key=value (repeatable)");
 

@@ -13,7 +13,7 @@ int run_feo2_theory(const CommandLine& command_line) {
   Deck deck = read_command_deck(command_line);
   const std::string out_dir = deck.string("output.dir");
   const PointEstimationConfig config = PointEstimationConfig::from_deck(deck);
-  prepare_output_directory(out_dir);
+  prepare_output_directory(out_dir, command_line.force);
   Stopwatch clock;
   const PointEstimationResult result = simulate_point_estimation(config);
   log::info(

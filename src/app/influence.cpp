@@ -21,7 +21,7 @@ int run_influence(const CommandLine& command_line) {
   const std::string out_dir = deck.string("output.dir");
   const InfluenceConfig config = InfluenceConfig::from_deck(deck);
   const FederationConfig training = FederationConfig::from_deck(deck);
-  prepare_output_directory(out_dir);
+  prepare_output_directory(out_dir, command_line.force);
   CommandCheckpoints checkpoints(command_line, deck, "influence");
 
   FederatedProblem problem = build_problem(deck);

@@ -15,7 +15,7 @@ namespace fluence::app {
 int run_lia(const CommandLine& command_line) {
   Deck deck = read_command_deck(command_line);
   const std::string out_dir = deck.string("output.dir");
-  prepare_output_directory(out_dir);
+  prepare_output_directory(out_dir, command_line.force);
   CommandCheckpoints checkpoints(command_line, deck, "lia");
   SweepCheckpoints sweep(checkpoints, {}, 0, "stages (filtering, FL methods)");
   Stopwatch clock;

@@ -25,7 +25,7 @@ int run_train(const CommandLine& command_line) {
   install_stop_handlers();  // first: a signal during set-up stops after the first round
   Deck deck = read_command_deck(command_line);
   const std::string out_dir = deck.string("output.dir");
-  prepare_output_directory(out_dir);
+  prepare_output_directory(out_dir, command_line.force);
   CommandCheckpoints checkpoints(command_line, deck, "train");
 
   Stopwatch setup_clock;

@@ -47,7 +47,7 @@ int run_whatif(const CommandLine& command_line) {
   const std::string out_dir = deck.string("output.dir");
   const InfluenceConfig influence = InfluenceConfig::from_deck(deck);
   const FederationConfig training = FederationConfig::from_deck(deck);
-  prepare_output_directory(out_dir);
+  prepare_output_directory(out_dir, command_line.force);
   CommandCheckpoints checkpoints(command_line, deck, "whatif");
 
   FederatedProblem problem = build_problem(deck);

@@ -3,11 +3,17 @@
 #include <fmt/core.h>
 #include <hdf5.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "fluence/core/error.hpp"
+#include "fluence/core/log.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/version.hpp"
 
@@ -15,7 +21,51 @@ namespace fluence {
 
 namespace fs = std::filesystem;
 
-void prepare_output_directory(const std::string& directory) {
+namespace {
+
+// The lock on the output directory, held by rank 0 for the life of the process. POSIX record
+// locks (fcntl) rather than flock: NFS carries them to the server, and the kernel drops them when
+// the process ends, also on SIGKILL. Closing any descriptor of the file would drop them too, so
+// the file is opened once and never closed.
+int output_lock = -1;
+
+void lock_output_directory(const fs::path& directory) {
+  const fs::path path = directory / ".fluence.lock";
+  const int descriptor = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (descriptor < 0)
+    throw InputError(fmt::format("output directory '{}': cannot create its lock file {}: {}",
+                                 directory.string(), path.string(), std::strerror(errno)));
+  struct flock lock {};
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  if (fcntl(descriptor, F_SETLK, &lock) == -1) {
+    const int reason = errno;
+    if (reason == EACCES || reason == EAGAIN) {
+      close(descriptor);
+      std::string holder;
+      std::ifstream file(path);
+      std::getline(file, holder);
+      throw InputError(fmt::format(
+          "output directory '{}' is in use by another fluence run ({}): wait for it to end, or "
+          "give this run another --out",
+          directory.string(), holder.empty() ? "holder unknown" : holder));
+    }
+    // A filesystem without record locks: run unprotected rather than not at all.
+    log::warn("output directory '{}': cannot lock {} ({}); two runs there would not be stopped",
+              directory.string(), path.string(), std::strerror(reason));
+  }
+  char host[256] = "?";
+  gethostname(host, sizeof host - 1);
+  const std::string holder = fmt::format("pid {} on host {}", getpid(), host);
+  if (ftruncate(descriptor, 0) == 0 && pwrite(descriptor, holder.data(), holder.size(), 0) < 0) {
+    // The holder text is only for the message of a refused run.
+  }
+  output_lock = descriptor;
+}
+
+}  // namespace
+
+void prepare_output_directory(const std::string& directory, bool overwrite) {
   collective_check([&] {
     if (world_rank() != 0) return;
     std::error_code error;
@@ -33,6 +83,13 @@ void prepare_output_directory(const std::string& directory) {
                         directory));
     }
     fs::remove(probe, error);
+    if (output_lock < 0) lock_output_directory(directory);
+    const fs::path results = fs::path(directory) / "results.h5";
+    if (!overwrite && fs::exists(results))
+      throw InputError(fmt::format(
+          "output directory '{}' already holds a finished run's results.h5: give this run another "
+          "--out, or pass --force to overwrite it",
+          directory));
   });
 }
 

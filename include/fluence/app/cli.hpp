@@ -18,6 +18,7 @@ struct CommandLine {
   int test_stop_at = -1;          // hidden --test-stop-at N: SIGUSR1 at checkpoint N (tests)
   std::vector<std::string> sets;  // --set section.key=value
   bool quiet = false;
+  bool force = false;      // --force: overwrite a finished results.h5 in the output directory
   bool skip_data = false;  // validate --no-data
   std::string invocation;  // the whole command line, stored in results files
   // PETSc/SLEPc options (everything from the first single-dash option on), with argv[0] first.

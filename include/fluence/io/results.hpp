@@ -7,9 +7,12 @@
 
 namespace fluence {
 
-/// Creates the output directory (rank 0) and checks that it is writable; collective, InputError on
-/// every rank when it is not.
-void prepare_output_directory(const std::string& directory);
+/// Creates the output directory (rank 0), checks that it is writable and takes it for this run:
+/// collective, an InputError on every rank when it cannot be created or written, when another
+/// live run holds it (a POSIX record lock on <directory>/.fluence.lock, held until this process
+/// exits however it exits, so a crash leaves no stale lock), or when it already holds a finished
+/// results.h5 and `overwrite` (--force) is not given.
+void prepare_output_directory(const std::string& directory, bool overwrite);
 
 class ResultsFile {
  public:
