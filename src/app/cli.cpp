@@ -2,8 +2,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 
 #include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
@@ -231,10 +233,47 @@ CommandLine parse_command_line(int argc, char** argv) {
   return result;
 }
 
+namespace {
+
+// The deck sections each command reads (beyond the top-level `seed`). A deck is often shared by
+// several commands, so a section another command needs is worth a warning, not a refusal: the
+// user learns that, e.g., [privacy] does not make `fluence influence` train privately.
+const std::vector<std::string>& sections_read_by(const std::string& command) {
+  static const std::map<std::string, std::vector<std::string>> read = {
+      {"train",
+       {"data", "partition", "model", "ldp", "federation", "privacy", "personalization", "output"}},
+      {"influence", {"data", "partition", "model", "ldp", "federation", "influence", "output"}},
+      {"fldp", {"data", "partition", "model", "ldp", "federation", "influence", "fldp", "output"}},
+      {"whatif",
+       {"data", "partition", "model", "ldp", "federation", "influence", "whatif", "output"}},
+      {"lia", {"data", "model", "lia", "output"}},
+      {"feo2-theory", {"feo2_theory", "output"}},
+  };
+  static const std::vector<std::string> none;
+  const auto found = read.find(command);
+  return found == read.end() ? none : found->second;
+}
+
+void warn_ignored_sections(const Deck& deck, const std::string& command) {
+  const auto& read = sections_read_by(command);
+  if (read.empty()) return;
+  std::string ignored;
+  for (const auto& section : deck.given_sections())
+    if (std::find(read.begin(), read.end(), section) == read.end())
+      ignored += (ignored.empty() ? "[" : ", [") + section + "]";
+  if (!ignored.empty())
+    log::warn("fluence {} does not read {} ({}): those keys have no effect on this command",
+              command, ignored, deck.origin());
+}
+
+}  // namespace
+
 Deck read_command_deck(const CommandLine& command_line) {
   std::vector<std::string> sets = command_line.sets;
   if (!command_line.out.empty()) sets.push_back("output.dir=\"" + command_line.out + "\"");
-  return Deck::from_file(command_line.deck, sets);
+  Deck deck = Deck::from_file(command_line.deck, sets);
+  warn_ignored_sections(deck, command_line.command);
+  return deck;
 }
 
 int run_command(const CommandLine& command_line) {

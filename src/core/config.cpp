@@ -15,6 +15,7 @@ namespace fluence {
 
 struct Deck::Impl {
   toml::table root;
+  std::vector<std::string> given_sections;  // top-level tables of the deck and --set, in order
 };
 
 namespace {
@@ -330,6 +331,9 @@ Deck Deck::from_string(const std::string& text, const std::string& origin,
   }
   for (const auto& assignment : overrides) apply_override(deck.impl_->root, assignment);
   Validator(origin).table(deck.impl_->root, "");
+  for (const auto& [name, node] : deck.impl_->root)
+    if (node.is_table() || node.is_array_of_tables())
+      deck.impl_->given_sections.emplace_back(name.str());
   fill_defaults(deck.impl_->root);
   return deck;
 }
@@ -340,6 +344,10 @@ const toml::table& Deck::table() const {
 
 bool Deck::has(const std::string& path) const {
   return lookup(impl_->root, path) != nullptr;
+}
+
+const std::vector<std::string>& Deck::given_sections() const {
+  return impl_->given_sections;
 }
 
 std::string Deck::where(const std::string& path) const {

@@ -131,6 +131,16 @@ for rate in inf 1e308; do
     sed 's/^/    /' "$work/diverge.err" | head -5
   fi
 done
+# Sections a command does not read are named in one warning (issue 24: silent no-ops).
+"$mpirun" -n 2 "$fluence" train "$qs" --out "$work/ignored" --quiet --set lia.rounds=3 --set influence.damping=0.1 \
+  >"$work/ignored.out" 2>"$work/ignored.err"
+code=$?
+if [ "$code" -eq 0 ] && [ "$(grep -c "warning: fluence train does not read \[influence\], \[lia\] (" "$work/ignored.err")" -eq 1 ]; then
+  pass "sections a command ignores: one warning naming them, the run goes on"
+else
+  fail "ignored sections warning (exit $code)"
+  sed 's/^/    /' "$work/ignored.err" | head -5
+fi
 expect_input_error too_many_clients "partition.clients = 5000 exceeds the 4800 training rows" "$qs" --set partition.clients=5000
 expect_input_error missing_data "cannot read data file '$work/none.csv'" "$qs" --set data.source=csv --set data.path="\"$work/none.csv\""
 printf 'a,b,label\n1,2,x\n3,4\n' >"$work/ragged.csv"

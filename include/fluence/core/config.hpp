@@ -83,6 +83,9 @@ class Deck {
   std::string resolved_toml() const;
   /// Where the deck came from (file name), for messages.
   const std::string& origin() const { return origin_; }
+  /// The top-level sections the deck file and --set gave (before defaults), for the warning about
+  /// sections a command does not read.
+  const std::vector<std::string>& given_sections() const;
   /// Error text naming the key path and where it was set.
   std::string where(const std::string& path) const;
 
