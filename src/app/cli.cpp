@@ -209,6 +209,27 @@ CommandLine parse_command_line(int argc, char** argv) {
   std::vector<const char*> args;
   args.push_back(argv[0]);
   for (const auto& arg : own_args) args.push_back(arg.c_str());
+  // A first word that is no command (a typo: `fluence trian deck.toml`) would otherwise get
+  // CLI11's bare "A subcommand is required": name it, the nearest command and the list.
+  if (!own_args.empty() && own_args.front().rfind('-', 0) != 0) {
+    const std::string& word = own_args.front();
+    std::string nearest, names;
+    std::size_t best = std::string::npos;
+    for (const auto* command : app.get_subcommands({})) {
+      const std::string& name = command->get_name();
+      names += (names.empty() ? "" : ", ") + name;
+      const std::size_t distance = edit_distance(word, name);
+      if (distance < best) best = distance, nearest = name;
+    }
+    if (app.get_subcommands([&](const CLI::App* c) { return c->get_name() == word; }).empty()) {
+      if (first_process())
+        std::cerr << "fluence: unknown command '" << word << "'"
+                  << (best <= 2 ? " (did you mean '" + nearest + "'?)" : std::string())
+                  << "; the commands are " << names << " (fluence --help)\n";
+      result.exit_code = kExitUsage;
+      return result;
+    }
+  }
   try {
     app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::ParseError& error) {

@@ -84,7 +84,12 @@ std::string value_text(const toml::node& node) {
   } else if (node.is_table()) {
     out << "{...}";
   } else if (auto* f = node.as_floating_point()) {
-    out << fmt::format("{}", f->get());  // shortest round-trip form: -0.1, not -0.10000000000000001
+    // The shortest round-trip form (-0.1, not -0.10000000000000001), with ".0" kept on a whole
+    // number: `clients = 5.0` refused for an integer key must not read as "5 is not allowed".
+    const double value = f->get();
+    std::string text = fmt::format("{}", value);
+    if (std::isfinite(value) && text.find_first_of(".eE") == std::string::npos) text += ".0";
+    out << text;
   } else {
     node.visit([&](auto&& value) { out << value; });
   }

@@ -131,6 +131,15 @@ for rate in inf 1e308; do
     sed 's/^/    /' "$work/diverge.err" | head -5
   fi
 done
+# A misspelt command is named with the nearest one (was CLI11's "A subcommand is required").
+"$fluence" trian "$qs" >"$work/stdout" 2>"$work/stderr"
+code=$?
+if [ "$code" -eq 1 ] && grep -q "unknown command 'trian' (did you mean 'train'?); the commands are validate, train," "$work/stderr"; then
+  pass "a misspelt command: exit 1, the nearest command named"
+else
+  fail "misspelt command (exit $code)"
+  sed 's/^/    /' "$work/stderr" | head -3
+fi
 # Sections a command does not read are named in one warning (issue 24: silent no-ops).
 "$mpirun" -n 2 "$fluence" train "$qs" --out "$work/ignored" --quiet --set lia.rounds=3 --set influence.damping=0.1 \
   >"$work/ignored.out" 2>"$work/ignored.err"

@@ -75,6 +75,16 @@ TEST(Deck, IntegersAboveIntMaxAreRefusedUnlessTheKeyAllowsThem) {
   }
 }
 
+TEST(Deck, AWholeFloatForAnIntegerKeyIsShownAsAFloat) {
+  // `clients = 5.0` was reported as "5 is not allowed"; the message must show what is wrong.
+  const auto message = error_of("[partition]\nclients = 5.0\n");
+  EXPECT_NE(message.find("partition.clients = 5.0 is not allowed: expected an integer"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(error_of("[federation]\nlearning_rate = -0.1\n").find("= -0.1 is not"),
+            std::string::npos);
+}
+
 TEST(Deck, EpsilonMustBePositiveOrInf) {
   EXPECT_NE(error_of("[ldp]\nepsilon = 0\n").find("ldp.epsilon = 0"), std::string::npos);
   EXPECT_NE(error_of("[ldp]\nepsilon = -1\n").find("ldp.epsilon"), std::string::npos);
