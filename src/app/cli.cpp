@@ -11,6 +11,7 @@
 #include "fluence/core/log.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/version.hpp"
+#include "fluence/io/results.hpp"
 
 namespace fluence::app {
 
@@ -310,14 +311,17 @@ int run_command(const CommandLine& command_line) {
   } catch (const InputError& error) {
     // Input errors are raised identically (or agreed) on every rank: all ranks exit cleanly.
     if (log::is_root()) log::write_error("error: " + std::string(error.what()));
+    remove_unused_output_directory();
     return kExitInput;
   } catch (const DivergenceError& error) {
     // Agreed on every rank (the diverged round's reduction): a clean exit, one message.
     if (log::is_root()) log::write_error("error: " + std::string(error.what()));
+    remove_unused_output_directory();
     return kExitRuntime;
   } catch (const std::exception& error) {
     // Anything else may be local to this rank: report it here and take every rank down.
     log::write_error(fmt::format("error on rank {}: {}", world_rank(), error.what()));
+    remove_unused_output_directory();
     MPI_Abort(MPI_COMM_WORLD, kExitRuntime);
     return kExitRuntime;
   }

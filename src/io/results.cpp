@@ -28,6 +28,8 @@ namespace {
 // the process ends, also on SIGKILL. Closing any descriptor of the file would drop them too, so
 // the file is opened once and never closed.
 int output_lock = -1;
+// The output directory when this process created it (rank 0), for remove_unused_output_directory.
+std::string created_output;
 
 void lock_output_directory(const fs::path& directory) {
   const fs::path path = directory / ".fluence.lock";
@@ -69,10 +71,12 @@ void prepare_output_directory(const std::string& directory, bool overwrite) {
   collective_check([&] {
     if (world_rank() != 0) return;
     std::error_code error;
+    const bool existed = fs::exists(directory, error);
     fs::create_directories(directory, error);
     if (error)
       throw InputError(
           fmt::format("output directory '{}' cannot be created: {}", directory, error.message()));
+    if (!existed) created_output = directory;
     const fs::path probe = fs::path(directory) / ".fluence_write_test";
     {
       std::ofstream file(probe);
@@ -91,6 +95,16 @@ void prepare_output_directory(const std::string& directory, bool overwrite) {
           "--out, or pass --force to overwrite it",
           directory));
   });
+}
+
+void remove_unused_output_directory() {
+  if (created_output.empty() || world_rank() != 0) return;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(created_output, error))
+    if (entry.path().filename() != ".fluence.lock") return;  // the run wrote something: keep it
+  fs::remove(fs::path(created_output) / ".fluence.lock", error);
+  fs::remove(created_output, error);
+  created_output.clear();
 }
 
 namespace {
@@ -146,9 +160,18 @@ ResultsFile::ResultsFile(const std::string& directory, const std::string& name)
 }
 
 ResultsFile::~ResultsFile() {
-  if (!root_ || file_ < 0) return;
-  H5Fclose(file_);
+  if (!root_ || committed_) return;
+  // A failed run (an exception, a full disk) leaves no results.h5.partial behind.
+  if (file_ >= 0) H5Fclose(file_);
   std::remove(partial_path_.c_str());
+}
+
+void ResultsFile::close_serial() {
+  // The id is given up before the status is checked: a failed close (a full disk) must not be
+  // closed again by the destructor (that double close was a segfault).
+  const long file = file_;
+  file_ = -1;
+  h5_check(H5Fclose(file), "close " + partial_path_);
 }
 
 void ResultsFile::attribute(const std::string& name, const std::string& value) {
@@ -243,10 +266,7 @@ void ResultsFile::write_distributed(const std::string& path, long type, std::siz
                                     std::size_t columns, std::size_t first_row, std::size_t rows,
                                     const void* data) {
   // Rank 0 holds the file open serially; hand it over to a collective MPI-IO open and back.
-  if (root_) {
-    h5_check(H5Fclose(file_), "close " + partial_path_);
-    file_ = -1;
-  }
+  if (root_) close_serial();
   hid_t access = H5Pcreate(H5P_FILE_ACCESS);
   H5Pset_fapl_mpio(access, MPI_COMM_WORLD, MPI_INFO_NULL);
   hid_t shared = H5Fopen(partial_path_.c_str(), H5F_ACC_RDWR, access);
@@ -286,11 +306,11 @@ void ResultsFile::write_distributed(const std::string& path, long type, std::siz
 
 std::string ResultsFile::commit() {
   if (root_) {
-    h5_check(H5Fclose(file_), "close " + partial_path_);
-    file_ = -1;
+    close_serial();
     std::error_code error;
     fs::rename(partial_path_, final_path_, error);
     if (error) throw RuntimeError("cannot rename " + partial_path_ + ": " + error.message());
+    committed_ = true;
   }
   MPI_Barrier(MPI_COMM_WORLD);
   return final_path_;

@@ -18,16 +18,21 @@ pass() { passed=$((passed + 1)); echo "ok: $1"; }
 fail() { failed=$((failed + 1)); echo "FAILED: $1"; }
 
 # expect_input_error NAME EXPECTED_TEXT DECK [ARGS...]: runs `train` (or $COMMAND) on 2 ranks and
-# checks exit code 2, that stderr names the problem exactly once, and that no results.h5 was written.
+# checks exit code 2, that stderr names the problem exactly once, that no results.h5 was written
+# and that an output directory that did not exist before does not exist after.
 expect_input_error() {
   local name=$1 expected=$2 deck=$3
   shift 3
   local out=${OUT_DIR:-"$work/out_$name"}
+  local existed=0
+  [ -e "$out" ] && existed=1
   "$mpirun" -n 2 "$fluence" "${COMMAND:-train}" "$deck" --out "$out" "$@" >"$work/stdout" 2>"$work/stderr"
   local code=$?
   local count
   count=$(grep -c -F -- "$expected" "$work/stderr")
-  if [ "$code" -eq 2 ] && [ "$count" -eq 1 ] && [ ! -e "$out/results.h5" ]; then
+  # A refused run leaves no results and no output directory it created (issue 24).
+  if [ "$code" -eq 2 ] && [ "$count" -eq 1 ] && [ ! -e "$out/results.h5" ] &&
+    { [ "$existed" -eq 1 ] || [ ! -e "$out" ]; }; then
     pass "bad input: $name"
   else
     fail "bad input: $name (exit $code, message seen $count times, expected '$expected')"

@@ -124,8 +124,8 @@ for rate in inf 1e308; do
     >"$work/diverge.out" 2>"$work/diverge.err"
   code=$?
   if [ "$code" -eq 3 ] && [ "$(grep -c "training diverged in round 1: the local update of client 0 is not finite" "$work/diverge.err")" -eq 1 ] &&
-    [ ! -e "$work/diverge_$rate/results.h5" ]; then
-    pass "bad input: learning_rate=$rate diverges: exit 3, round and client named once, no results"
+    [ ! -e "$work/diverge_$rate" ]; then
+    pass "bad input: learning_rate=$rate diverges: exit 3, round and client named once, no output directory left"
   else
     fail "learning_rate=$rate (exit $code)"
     sed 's/^/    /' "$work/diverge.err" | head -5

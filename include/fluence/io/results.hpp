@@ -13,6 +13,9 @@ namespace fluence {
 /// exits however it exits, so a crash leaves no stale lock), or when it already holds a finished
 /// results.h5 and `overwrite` (--force) is not given.
 void prepare_output_directory(const std::string& directory, bool overwrite);
+/// After a refused or failed run (rank 0, local): removes the output directory when this process
+/// created it and it holds nothing but the lock file, so that a refusal leaves no empty --out.
+void remove_unused_output_directory();
 
 class ResultsFile {
  public:
@@ -48,12 +51,14 @@ class ResultsFile {
   std::string commit();
 
  private:
+  void close_serial();  // rank 0's serial handle, closed once whatever H5Fclose returns
   void write_distributed(const std::string& path, long type, std::size_t total_rows,
                          std::size_t columns, std::size_t first_row, std::size_t rows,
                          const void* data);
   long file_ = -1;
   std::string partial_path_, final_path_;
   bool root_ = false;
+  bool committed_ = false;  // renamed to the final name: the destructor leaves it alone
 };
 
 /// Standard root attributes: fluence_version, git_revision, command, ranks, seed, deck.
