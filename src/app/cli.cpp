@@ -288,11 +288,28 @@ void warn_ignored_sections(const Deck& deck, const std::string& command) {
               command, ignored, deck.origin());
 }
 
+// `text` as a TOML basic string: a path with a quote or a backslash (`--out 'o"ut'`) must not
+// end the string early or escape what follows.
+std::string toml_string(const std::string& text) {
+  std::string quoted = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      quoted += '\\';
+      quoted += c;
+    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      quoted += fmt::format("\\u{:04x}", static_cast<unsigned char>(c));
+    } else {
+      quoted += c;
+    }
+  }
+  return quoted + "\"";
+}
+
 }  // namespace
 
 Deck read_command_deck(const CommandLine& command_line) {
   std::vector<std::string> sets = command_line.sets;
-  if (!command_line.out.empty()) sets.push_back("output.dir=\"" + command_line.out + "\"");
+  if (!command_line.out.empty()) sets.push_back("output.dir=" + toml_string(command_line.out));
   Deck deck = Deck::from_file(command_line.deck, sets);
   warn_ignored_sections(deck, command_line.command);
   return deck;

@@ -140,6 +140,12 @@ else
   fail "misspelt command (exit $code)"
   sed 's/^/    /' "$work/stderr" | head -3
 fi
+# An --out path with a quote and a backslash is taken as it is (it was spliced into TOML unescaped).
+odd="$work/o\"ut\\x"
+"$mpirun" -n 2 "$fluence" train "$qs" --out "$odd" --quiet --set federation.rounds=2 >"$work/odd.log" 2>&1
+code=$?
+if [ "$code" -eq 0 ] && [ -e "$odd/results.h5" ]; then pass "--out with a quote and a backslash in the path"
+else fail "--out with a quote and a backslash (exit $code)"; sed 's/^/    /' "$work/odd.log" | head -3; fi
 # Sections a command does not read are named in one warning (issue 24: silent no-ops).
 "$mpirun" -n 2 "$fluence" train "$qs" --out "$work/ignored" --quiet --set lia.rounds=3 --set influence.damping=0.1 \
   >"$work/ignored.out" 2>"$work/ignored.err"
