@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <map>
+#include <new>
 
 #include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
@@ -334,6 +335,16 @@ int run_command(const CommandLine& command_line) {
     // Agreed on every rank (the diverged round's reduction): a clean exit, one message.
     if (log::is_root()) log::write_error("error: " + std::string(error.what()));
     remove_unused_output_directory();
+    return kExitRuntime;
+  } catch (const std::bad_alloc&) {
+    // A deck that asks for more memory than the rank has (data.synthetic.rows, a wide model):
+    // one line instead of the raw "std::bad_alloc".
+    log::write_error(fmt::format(
+        "error on rank {}: out of memory (the deck's data or model need more memory than this "
+        "rank could allocate: use fewer rows or parameters, or more ranks or nodes)",
+        world_rank()));
+    remove_unused_output_directory();
+    MPI_Abort(MPI_COMM_WORLD, kExitRuntime);
     return kExitRuntime;
   } catch (const std::exception& error) {
     // Anything else may be local to this rank: report it here and take every rank down.

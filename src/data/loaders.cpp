@@ -1,6 +1,7 @@
 #include "fluence/data/loaders.hpp"
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -702,11 +703,24 @@ IdxArray read_idx_file(const std::string& path, std::uint32_t dimension_count) {
   array.data_offset = 4 + 4 * std::size_t{dimension_count};
   if (bytes.size() < array.data_offset)
     throw InputError(fmt::format("{}: the file ends inside its header", path));
+  // The product of up to three 32-bit sizes can exceed 64 bits: a crafted header whose product
+  // wraps around to the file's length must not pass the size check.
   std::size_t items = 1;
+  bool overflow = false;
   for (std::uint32_t d = 0; d < dimension_count; ++d) {
     array.dimensions.push_back(read_big_endian(bytes.data() + 4 + 4 * d));
-    items *= array.dimensions.back();
+    overflow =
+        overflow || __builtin_mul_overflow(items, std::size_t{array.dimensions.back()}, &items);
   }
+  if (overflow)
+    throw InputError(fmt::format("{}: the header's sizes ({}) multiply beyond 2^64 bytes", path,
+                                 fmt::join(array.dimensions, " x ")));
+  // An image side is stored as an int (the convolution geometry); MNIST's is 28.
+  constexpr std::uint32_t kLargestSide = 1u << 16;
+  for (std::uint32_t d = 1; d < dimension_count; ++d)
+    if (array.dimensions[d] == 0 || array.dimensions[d] > kLargestSide)
+      throw InputError(fmt::format("{}: image side {} in the header is not in 1..{}", path,
+                                   array.dimensions[d], kLargestSide));
   if (bytes.size() - array.data_offset != items)
     throw InputError(fmt::format("{}: the header promises {} bytes of data but the file holds {}",
                                  path, items, bytes.size() - array.data_offset));

@@ -275,6 +275,17 @@ TrainTest load_data(const DataConfig& config, std::uint64_t seed) {
                          : "the training data has no rows of the classes in data.classes");
   if (data.test.rows == 0)
     throw InputError("the test set is empty: raise data.test_fraction or give data.test_path");
+  // One label value leaves nothing to learn (every classifier is the constant; the seeds' metrics
+  // and influence are then 0/0): refused rather than run to a meaningless or NaN result.
+  const auto& labels = data.train.label;
+  if (std::all_of(labels.begin(), labels.end(), [&](std::int32_t y) { return y == labels[0]; })) {
+    const auto label = static_cast<std::size_t>(labels[0]);
+    throw InputError(fmt::format(
+        "the training data hold a single class ({}): a classifier needs at least two (check "
+        "data.label, data.classes and the row limits)",
+        label < data.train.class_names.size() ? "'" + data.train.class_names[label] + "'"
+                                              : std::to_string(labels[0])));
+  }
   // After the class filter and the row limits, so that the levels are equally frequent on the rows
   // actually trained on.
   if (config.ink_levels > 0) add_ink_attribute(data, config.ink_levels);

@@ -156,11 +156,15 @@ else
   fail "ignored sections warning (exit $code)"
   sed 's/^/    /' "$work/ignored.err" | head -5
 fi
+# More memory than there is (1.6 PB, beyond any address space): one line, not "std::bad_alloc".
+expect_input_error out_of_memory "out of memory: the deck's data or model need more memory than this rank could allocate" "$qs" --set data.synthetic.rows=2000000000 --set data.synthetic.numeric=100000
 expect_input_error too_many_clients "partition.clients = 5000 exceeds the 4800 training rows" "$qs" --set partition.clients=5000
 expect_input_error missing_data "cannot read data file '$work/none.csv'" "$qs" --set data.source=csv --set data.path="\"$work/none.csv\""
 printf 'a,b,label\n1,2,x\n3,4\n' >"$work/ragged.csv"
 expect_input_error ragged_csv "ragged.csv:3: row has 2 fields, the header has 3" "$qs" --set data.source=csv --set data.path="\"$work/ragged.csv\"" --set ldp.attributes=[]
 printf 'a,b,label\n1,2,x\n3,4,y\n' >"$work/good.csv"
+printf 'a,b,label\n1,2,x\n3,4,x\n5,6,x\n7,8,x\n9,1,x\n2,3,x\n4,5,x\n6,7,x\n8,9,x\n1,1,x\n' >"$work/oneclass.csv"
+expect_input_error single_class "the training data hold a single class ('x'): a classifier needs at least two" "$qs" --set data.source=csv --set data.path="\"$work/oneclass.csv\"" --set ldp.attributes=[] --set partition.clients=2
 expect_input_error label_out_of_range "label column 7 is out of range" "$qs" --set data.source=csv --set data.path="\"$work/good.csv\"" --set data.label=7 --set ldp.attributes=[]
 printf 'a,b,label\n1,2,x\n3,abc,y\n' >"$work/text.csv"
 expect_input_error non_numeric "text.csv:3: column 'b': 'abc' is not a number" "$qs" --set data.source=csv --set data.path="\"$work/text.csv\"" --set ldp.attributes=[]

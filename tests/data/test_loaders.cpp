@@ -511,6 +511,19 @@ TEST_F(IdxTest, TruncatedDataIsNamed) {
                      {path("train-images-idx3-ubyte"), "12", "11"});
 }
 
+TEST_F(IdxTest, HeaderSizesThatWrapAroundOrExceedAnImageSideAreRefused) {
+  // 2^31 x 2^31 x 4 = 2^64 wraps to 0 in 64 bits: with no data bytes the old check passed it.
+  write_valid_set();
+  write_idx(path("train-images-idx3-ubyte"), {1u << 31, 1u << 31, 4}, {}, false);
+  expect_input_error([&] { read_idx(directory_.string()); },
+                     {path("train-images-idx3-ubyte"), "multiply beyond 2^64"});
+  // A consistent file whose image side does not fit the convolution geometry's int.
+  write_idx(path("train-images-idx3-ubyte"), {1, 70000, 1}, std::vector<unsigned char>(70000, 7),
+            false);
+  expect_input_error([&] { read_idx(directory_.string()); },
+                     {path("train-images-idx3-ubyte"), "image side 70000"});
+}
+
 TEST_F(IdxTest, CorruptGzipIsNamed) {
   write_valid_set();
   const auto file = path("t10k-images-idx3-ubyte.gz");
