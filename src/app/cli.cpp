@@ -85,6 +85,11 @@ CommandLine parse_command_line(int argc, char** argv) {
   validate->add_option("deck", result.deck, "input deck (TOML)")->required();
   validate->add_option("--set", result.sets, "override a deck key: section.key=value (repeatable)");
   validate->add_flag("--no-data", result.skip_data, "check the deck only, do not load the data");
+  validate
+      ->add_option("--command", result.for_command,
+                   "check the deck for this command only: its sections and checks, and a warning "
+                   "for the sections it does not read")
+      ->check(CLI::IsMember({"train", "influence", "fldp", "whatif", "lia", "feo2-theory"}));
 
   auto* train = app.add_subcommand("train",
                                    "train a federation (FedAvg with randomized-response "
@@ -277,18 +282,6 @@ const std::vector<std::string>& sections_read_by(const std::string& command) {
   return found == read.end() ? none : found->second;
 }
 
-void warn_ignored_sections(const Deck& deck, const std::string& command) {
-  const auto& read = sections_read_by(command);
-  if (read.empty()) return;
-  std::string ignored;
-  for (const auto& section : deck.given_sections())
-    if (std::find(read.begin(), read.end(), section) == read.end())
-      ignored += (ignored.empty() ? "[" : ", [") + section + "]";
-  if (!ignored.empty())
-    log::warn("fluence {} does not read {} ({}): those keys have no effect on this command",
-              command, ignored, deck.origin());
-}
-
 // `text` as a TOML basic string: a path with a quote or a backslash (`--out 'o"ut'`) must not
 // end the string early or escape what follows.
 std::string toml_string(const std::string& text) {
@@ -307,6 +300,18 @@ std::string toml_string(const std::string& text) {
 }
 
 }  // namespace
+
+void warn_ignored_sections(const Deck& deck, const std::string& command) {
+  const auto& read = sections_read_by(command);
+  if (read.empty()) return;
+  std::string ignored;
+  for (const auto& section : deck.given_sections())
+    if (std::find(read.begin(), read.end(), section) == read.end())
+      ignored += (ignored.empty() ? "[" : ", [") + section + "]";
+  if (!ignored.empty())
+    log::warn("fluence {} does not read {} ({}): those keys have no effect on this command",
+              command, ignored, deck.origin());
+}
 
 Deck read_command_deck(const CommandLine& command_line) {
   std::vector<std::string> sets = command_line.sets;

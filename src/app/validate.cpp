@@ -1,6 +1,7 @@
 // fluence validate DECK: check a deck (and, unless --no-data, its data, partition, LDP plan, FLDP
 // cases, what-if grid and private-training set-up), then echo the resolved settings on rank 0; run
-// nothing. Every check runs before the deck is called valid.
+// nothing. Every check runs before the deck is called valid. With --command NAME, only what that
+// command reads is checked, and the sections it ignores are named in a warning.
 #include <algorithm>
 #include <optional>
 
@@ -8,6 +9,7 @@
 
 #include "fluence/app/cli.hpp"
 #include "fluence/core/config.hpp"
+#include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/data/partition.hpp"
@@ -16,33 +18,53 @@
 #include "fluence/fl/problem.hpp"
 #include "fluence/fldp/fldp.hpp"
 #include "fluence/influence/client_influence.hpp"
+#include "fluence/lia/lia.hpp"
 #include "fluence/whatif/whatif.hpp"
 
 namespace fluence::app {
 
 int run_validate(const CommandLine& command_line) {
   Deck deck = Deck::from_file(command_line.deck, command_line.sets);
+  // --command NAME: that command's sections and checks only (and the warning about the sections
+  // it does not read); without it, every check any command would make.
+  const std::string& only = command_line.for_command;
+  auto checks = [&](const char* command) { return only.empty() || only == command; };
+  if (!only.empty()) warn_ignored_sections(deck, only);
+  const bool federated = only != "lia" && only != "feo2-theory";
   // The sections' own cross-key checks (no data needed).
-  DataConfig::from_deck(deck);
-  PartitionConfig::from_deck(deck);
-  FederationConfig::from_deck(deck);
-  InfluenceConfig::from_deck(deck);
-  const bool has_fldp = deck.array_size("fldp.change") > 0 ||
-                        !deck.reals("fldp.sweep.epsilon").empty() ||
-                        deck.boolean("fldp.sweep.remove");
-  const bool has_whatif = deck.has("whatif.group.attribute");
+  if (only != "feo2-theory") DataConfig::from_deck(deck);
+  if (federated) {
+    PartitionConfig::from_deck(deck);
+    FederationConfig::from_deck(deck);
+  }
+  if (checks("influence") || checks("fldp") || checks("whatif")) InfluenceConfig::from_deck(deck);
+  const bool has_fldp = checks("fldp") && (deck.array_size("fldp.change") > 0 ||
+                                           !deck.reals("fldp.sweep.epsilon").empty() ||
+                                           deck.boolean("fldp.sweep.remove"));
+  if (only == "whatif" && !deck.has("whatif.group.attribute"))
+    throw InputError(deck.origin() + ": whatif.group.attribute is required by fluence whatif");
+  const bool has_whatif = checks("whatif") && deck.has("whatif.group.attribute");
   std::optional<FederatedProblem> problem;
   std::size_t fldp_cases = 0;
   std::optional<WhatifConfig> whatif;
-  if (!command_line.skip_data) {
+  if (!command_line.skip_data && federated) {
     problem = build_problem(deck);
     if (has_fldp) fldp_cases = FldpConfig::from_deck(deck, problem->ldp).cases.size();
     if (has_whatif) whatif = WhatifConfig::from_deck(deck, *problem);
-    const FederationConfig federation = FederationConfig::from_deck(deck);
-    const PrivacyConfig privacy = PrivacyConfig::from_deck(
-        deck, static_cast<int>(problem->client_rows.size()), federation.rounds);
-    if (privacy.mode == PrivacyMode::feo2)
-      choose_opt_out_clients(*problem, privacy.opt_out_fraction, privacy.opt_out_label);
+    if (checks("train")) {
+      const FederationConfig federation = FederationConfig::from_deck(deck);
+      const PrivacyConfig privacy = PrivacyConfig::from_deck(
+          deck, static_cast<int>(problem->client_rows.size()), federation.rounds);
+      if (privacy.mode == PrivacyMode::feo2)
+        choose_opt_out_clients(*problem, privacy.opt_out_fraction, privacy.opt_out_label);
+    }
+  }
+  if (!command_line.skip_data && only == "lia") {
+    const TrainTest data =
+        load_data(DataConfig::from_deck(deck), static_cast<std::uint64_t>(deck.integer("seed")));
+    const auto config = lia::LiaConfig::from_deck(deck, data.train.classes());
+    log::info("# lia: {} participants, {} training rows, {} classes", config.participants,
+              data.train.rows, data.train.classes());
   }
   log::info("# {}: deck is valid. Resolved settings (defaults filled in):\n", command_line.deck);
   log::info("{}", deck.resolved_toml());

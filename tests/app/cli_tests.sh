@@ -146,6 +146,22 @@ odd="$work/o\"ut\\x"
 code=$?
 if [ "$code" -eq 0 ] && [ -e "$odd/results.h5" ]; then pass "--out with a quote and a backslash in the path"
 else fail "--out with a quote and a backslash (exit $code)"; sed 's/^/    /' "$work/odd.log" | head -3; fi
+# validate --command NAME: that command's checks and the warning about the sections it ignores.
+lia_deck_v="$source_dir/inputs/lia_synthetic.toml"
+"$mpirun" -n 2 "$fluence" validate "$lia_deck_v" --command lia >"$work/vl.out" 2>"$work/vl.err"
+code_lia=$?
+"$mpirun" -n 2 "$fluence" validate "$lia_deck_v" --command train >"$work/vt.out" 2>"$work/vt.err"
+code_train=$?
+"$mpirun" -n 2 "$fluence" validate "$qs" --command whatif >"$work/vw.out" 2>"$work/vw.err"
+code_whatif=$?
+if [ "$code_lia" -eq 0 ] && grep -q "^# lia: 60 participants" "$work/vl.out" && [ ! -s "$work/vl.err" ] &&
+  [ "$code_train" -eq 0 ] && grep -q "warning: fluence train does not read \[lia\]" "$work/vt.err" &&
+  [ "$code_whatif" -eq 2 ] && grep -q "whatif.group.attribute is required by fluence whatif" "$work/vw.err"; then
+  pass "validate --command: lia's checks, train's warning about [lia], whatif's required group"
+else
+  fail "validate --command (exit codes $code_lia $code_train $code_whatif)"
+  cat "$work/vl.err" "$work/vt.err" "$work/vw.err" | sed 's/^/    /' | head -6
+fi
 # Sections a command does not read are named in one warning (issue 24: silent no-ops).
 "$mpirun" -n 2 "$fluence" train "$qs" --out "$work/ignored" --quiet --set lia.rounds=3 --set influence.damping=0.1 \
   >"$work/ignored.out" 2>"$work/ignored.err"

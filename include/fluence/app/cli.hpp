@@ -18,9 +18,10 @@ struct CommandLine {
   int test_stop_at = -1;          // hidden --test-stop-at N: SIGUSR1 at checkpoint N (tests)
   std::vector<std::string> sets;  // --set section.key=value
   bool quiet = false;
-  bool force = false;      // --force: overwrite a finished results.h5 in the output directory
-  bool skip_data = false;  // validate --no-data
-  std::string invocation;  // the whole command line, stored in results files
+  bool force = false;       // --force: overwrite a finished results.h5 in the output directory
+  bool skip_data = false;   // validate --no-data
+  std::string for_command;  // validate --command NAME: check the deck for that command only
+  std::string invocation;   // the whole command line, stored in results files
   // PETSc/SLEPc options (everything from the first single-dash option on), with argv[0] first.
   std::vector<std::string> petsc_args;
   std::optional<int> exit_code;  // set when parsing already finished the job (help, version, error)
@@ -38,6 +39,9 @@ CommandLine parse_command_line(int argc, char** argv);
 
 /// The command's deck: --set overrides applied, then --out as output.dir.
 Deck read_command_deck(const CommandLine& command_line);
+
+/// Warns (rank 0, one line) about the deck's sections that `command` does not read.
+void warn_ignored_sections(const Deck& deck, const std::string& command);
 
 /// Runs the parsed command inside an initialized Environment; returns the process exit code.
 int run_command(const CommandLine& command_line);
