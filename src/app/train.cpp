@@ -54,6 +54,19 @@ int run_train(const CommandLine& command_line) {
                 deck.string("privacy.mode"), privacy.sampling_rate, privacy.noise_multiplier,
                 private_training->history().update_noise_multiplier, privacy.delta);
   }
+  if (!private_training) {
+    // Plain FedAvg reads no [privacy] key: one given there would otherwise do nothing in silence
+    // (privacy.sampling_rate was the case reported: plain FedAvg samples by federation.*).
+    std::string unused;
+    for (const auto& key : deck_schema())
+      if (key.path.rfind("privacy.", 0) == 0 && key.path != "privacy.mode" && deck.given(key.path))
+        unused += (unused.empty() ? "" : ", ") + key.path;
+    if (!unused.empty())
+      log::warn(
+          "{} {} no effect with privacy.mode = \"none\" and no personalization (plain FedAvg "
+          "samples clients by federation.client_sampling and federation.sampling_rate)",
+          unused, unused.find(',') == std::string::npos ? "has" : "have");
+  }
   std::optional<TrainingResume> resume;
   if (const CheckpointState* restored = checkpoints.restored())
     resume = resume_training(*restored, federation.parameters(), config.rounds,

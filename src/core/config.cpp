@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "fluence/core/error.hpp"
@@ -16,6 +17,7 @@ namespace fluence {
 struct Deck::Impl {
   toml::table root;
   std::vector<std::string> given_sections;  // top-level tables of the deck and --set, in order
+  std::vector<std::string> given_keys;      // dotted paths of the values they gave (no [] tables)
 };
 
 namespace {
@@ -339,6 +341,18 @@ Deck Deck::from_string(const std::string& text, const std::string& origin,
   for (const auto& [name, node] : deck.impl_->root)
     if (node.is_table() || node.is_array_of_tables())
       deck.impl_->given_sections.emplace_back(name.str());
+  // The values given, before the defaults join them (what a "has no effect" warning may name).
+  std::function<void(const toml::table&, const std::string&)> collect =
+      [&](const toml::table& table, const std::string& prefix) {
+        for (const auto& [name, node] : table) {
+          const std::string path = prefix + std::string(name.str());
+          if (const auto* inner = node.as_table())
+            collect(*inner, path + ".");
+          else
+            deck.impl_->given_keys.push_back(path);
+        }
+      };
+  collect(deck.impl_->root, "");
   fill_defaults(deck.impl_->root);
   return deck;
 }
@@ -353,6 +367,11 @@ bool Deck::has(const std::string& path) const {
 
 const std::vector<std::string>& Deck::given_sections() const {
   return impl_->given_sections;
+}
+
+bool Deck::given(const std::string& path) const {
+  const auto& keys = impl_->given_keys;
+  return std::find(keys.begin(), keys.end(), path) != keys.end();
 }
 
 std::string Deck::where(const std::string& path) const {

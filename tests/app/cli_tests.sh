@@ -146,6 +146,16 @@ odd="$work/o\"ut\\x"
 code=$?
 if [ "$code" -eq 0 ] && [ -e "$odd/results.h5" ]; then pass "--out with a quote and a backslash in the path"
 else fail "--out with a quote and a backslash (exit $code)"; sed 's/^/    /' "$work/odd.log" | head -3; fi
+# A [privacy] key under plain FedAvg is named as having no effect (it did nothing in silence).
+"$mpirun" -n 2 "$fluence" train "$qs" --out "$work/privnoop" --quiet --set privacy.sampling_rate=0.5 \
+  >"$work/privnoop.out" 2>"$work/privnoop.err"
+code=$?
+if [ "$code" -eq 0 ] && [ "$(grep -c 'warning: privacy.sampling_rate has no effect with privacy.mode = "none"' "$work/privnoop.err")" -eq 1 ]; then
+  pass "privacy.sampling_rate under plain FedAvg: one warning"
+else
+  fail "privacy no-op warning (exit $code)"
+  sed 's/^/    /' "$work/privnoop.err" | head -3
+fi
 # validate --command NAME: that command's checks and the warning about the sections it ignores.
 lia_deck_v="$source_dir/inputs/lia_synthetic.toml"
 "$mpirun" -n 2 "$fluence" validate "$lia_deck_v" --command lia >"$work/vl.out" 2>"$work/vl.err"

@@ -31,6 +31,16 @@ TEST(Deck, DefaultsFillEveryKeyThatHasOne) {
   EXPECT_NE(deck.resolved_toml().find("learning_rate"), std::string::npos);
 }
 
+TEST(Deck, GivenKeysAreTheDecksAndTheOverridesNotTheDefaults) {
+  const Deck deck =
+      Deck::from_string("[privacy]\nclip = 2.0\n", "deck.toml", {"federation.rounds=3"});
+  EXPECT_TRUE(deck.given("privacy.clip"));
+  EXPECT_TRUE(deck.given("federation.rounds"));
+  EXPECT_FALSE(deck.given("privacy.sampling_rate"));  // filled by its default
+  EXPECT_TRUE(deck.has("privacy.sampling_rate"));
+  EXPECT_EQ(deck.given_sections(), (std::vector<std::string>{"federation", "privacy"}));
+}
+
 TEST(Deck, UnknownKeySuggestsTheNearest) {
   const auto message = error_of("[federation]\nlearning_rat = 0.1\n");
   EXPECT_NE(message.find("deck.toml:2"), std::string::npos) << message;

@@ -86,6 +86,9 @@ class Deck {
   /// The top-level sections the deck file and --set gave (before defaults), for the warning about
   /// sections a command does not read.
   const std::vector<std::string>& given_sections() const;
+  /// Did the deck file or --set give this key (not its default)? Keys inside arrays of tables
+  /// are not tracked.
+  bool given(const std::string& path) const;
   /// Error text naming the key path and where it was set.
   std::string where(const std::string& path) const;
 
