@@ -47,6 +47,14 @@ Exit codes: 0 success, 1 usage error, 2 bad input (deck, data, output directory,
 --restart latest).
 Deck keys: inputs/README.md. Output datasets: docs/outputs.md.)";
 
+// --out, and --force to replace a finished run's results (docs/operations.md "The output
+// directory").
+void add_output_options(CLI::App* command, CommandLine& result) {
+  command->add_option("--out", result.out, "output directory (overrides output.dir)");
+  command->add_flag("--force", result.force,
+                    "overwrite a finished results.h5 in the output directory (refused without)");
+}
+
 // --restart, and the hidden testing aid --test-stop-at (docs/operations.md).
 void add_restart_options(CLI::App* command, CommandLine& result, const std::string& help) {
   command->add_option("--restart", result.restart, help);
@@ -95,9 +103,7 @@ CommandLine parse_command_line(int argc, char** argv) {
                                    "train a federation (FedAvg with randomized-response "
                                    "LDP) and write <out>/results.h5");
   train->add_option("deck", result.deck, "input deck (TOML)")->required();
-  train->add_option("--out", result.out, "output directory (overrides output.dir)");
-  train->add_flag("--force", result.force,
-                  "overwrite a finished results.h5 in the output directory (refused without)");
+  add_output_options(train, result);
   train->add_option("--set", result.sets, "override a deck key: section.key=value (repeatable)");
   train->add_flag("--quiet", result.quiet, "no per-round progress lines");
   add_restart_options(train, result,
@@ -110,9 +116,7 @@ CommandLine parse_command_line(int argc, char** argv) {
       "test loss if it were removed (influence functions: PETSc IHVP, SLEPc spectrum), "
       "optionally against exact retraining; write <out>/results.h5");
   influence->add_option("deck", result.deck, "input deck (TOML)")->required();
-  influence->add_option("--out", result.out, "output directory (overrides output.dir)");
-  influence->add_flag("--force", result.force,
-                      "overwrite a finished results.h5 in the output directory (refused without)");
+  add_output_options(influence, result);
   influence->add_option("--set", result.sets,
                         "override a deck key: section.key=value (repeatable)");
   influence->add_option("--model", result.model,
@@ -130,9 +134,7 @@ CommandLine parse_command_line(int argc, char** argv) {
       "privacy level eps -> eps' or leave (FLDP-FL, influence functions), against the exact "
       "expected retrain and re-randomized retrains; write <out>/results.h5");
   fldp->add_option("deck", result.deck, "input deck (TOML) with [fldp] cases")->required();
-  fldp->add_option("--out", result.out, "output directory (overrides output.dir)");
-  fldp->add_flag("--force", result.force,
-                 "overwrite a finished results.h5 in the output directory (refused without)");
+  add_output_options(fldp, result);
   fldp->add_option("--set", result.sets, "override a deck key: section.key=value (repeatable)");
   fldp->add_option("--model", result.model,
                    "results.h5 of an earlier `fluence train` with the same deck: use its "
@@ -148,9 +150,7 @@ CommandLine parse_command_line(int argc, char** argv) {
       "group's records were randomized with eps-LDP (seed 001), for a grid of fractions and eps "
       "from one IHVP; optionally against randomized retrains; write <out>/results.h5");
   whatif->add_option("deck", result.deck, "input deck (TOML) with a [whatif] section")->required();
-  whatif->add_option("--out", result.out, "output directory (overrides output.dir)");
-  whatif->add_flag("--force", result.force,
-                   "overwrite a finished results.h5 in the output directory (refused without)");
+  add_output_options(whatif, result);
   whatif->add_option("--set", result.sets, "override a deck key: section.key=value (repeatable)");
   whatif->add_option("--model", result.model,
                      "results.h5 of an earlier `fluence train` with the same deck: use its "
@@ -167,9 +167,7 @@ CommandLine parse_command_line(int argc, char** argv) {
       "validator's randomized votes, the center's k-means threshold, filtration metrics, and FL "
       "after filtering against robust aggregators; write <out>/results.h5");
   lia->add_option("deck", result.deck, "input deck (TOML) with [data] and [lia]")->required();
-  lia->add_option("--out", result.out, "output directory (overrides output.dir)");
-  lia->add_flag("--force", result.force,
-                "overwrite a finished results.h5 in the output directory (refused without)");
+  add_output_options(lia, result);
   lia->add_option("--set", result.sets, "override a deck key: section.key=value (repeatable)");
   lia->add_flag("--quiet", result.quiet, "no per-stage progress lines");
   add_restart_options(lia, result,
@@ -206,10 +204,7 @@ CommandLine parse_command_line(int argc, char** argv) {
       "simulate seed 004's federated point estimation: the server's variance for each FeO2 "
       "ratio r against Lemma 1's sigma_s^2(r) and r*; write <out>/results.h5");
   feo2_theory->add_option("deck", result.deck, "input deck (TOML) with [feo2_theory]")->required();
-  feo2_theory->add_option("--out", result.out, "output directory (overrides output.dir)");
-  feo2_theory->add_flag(
-      "--force", result.force,
-      "overwrite a finished results.h5 in the output directory (refused without)");
+  add_output_options(feo2_theory, result);
   feo2_theory->add_option("--set", result.sets,
                           "override a deck key: section.key=value (repeatable)");
 
@@ -344,10 +339,7 @@ int run_command(const CommandLine& command_line) {
   } catch (const std::bad_alloc&) {
     // A deck that asks for more memory than the rank has (data.synthetic.rows, a wide model):
     // one line instead of the raw "std::bad_alloc".
-    log::write_error(fmt::format(
-        "error on rank {}: out of memory (the deck's data or model need more memory than this "
-        "rank could allocate: use fewer rows or parameters, or more ranks or nodes)",
-        world_rank()));
+    log::write_error(fmt::format("error on rank {}: {}", world_rank(), kOutOfMemory));
     remove_unused_output_directory();
     MPI_Abort(MPI_COMM_WORLD, kExitRuntime);
     return kExitRuntime;

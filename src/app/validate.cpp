@@ -9,7 +9,6 @@
 
 #include "fluence/app/cli.hpp"
 #include "fluence/core/config.hpp"
-#include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/data/partition.hpp"
@@ -41,9 +40,8 @@ int run_validate(const CommandLine& command_line) {
   const bool has_fldp = checks("fldp") && (deck.array_size("fldp.change") > 0 ||
                                            !deck.reals("fldp.sweep.epsilon").empty() ||
                                            deck.boolean("fldp.sweep.remove"));
-  if (only == "whatif" && !deck.has("whatif.group.attribute"))
-    throw InputError(deck.origin() + ": whatif.group.attribute is required by fluence whatif");
-  const bool has_whatif = checks("whatif") && deck.has("whatif.group.attribute");
+  // `fluence whatif` needs its group: WhatifConfig's own check says so when it is missing.
+  const bool has_whatif = only == "whatif" || (only.empty() && deck.has("whatif.group.attribute"));
   std::optional<FederatedProblem> problem;
   std::size_t fldp_cases = 0;
   std::optional<WhatifConfig> whatif;

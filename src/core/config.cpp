@@ -16,8 +16,7 @@ namespace fluence {
 
 struct Deck::Impl {
   toml::table root;
-  std::vector<std::string> given_sections;  // top-level tables of the deck and --set, in order
-  std::vector<std::string> given_keys;      // dotted paths of the values they gave (no [] tables)
+  std::vector<std::string> given_keys;  // dotted paths of the values the deck and --set gave
 };
 
 namespace {
@@ -338,9 +337,6 @@ Deck Deck::from_string(const std::string& text, const std::string& origin,
   }
   for (const auto& assignment : overrides) apply_override(deck.impl_->root, assignment);
   Validator(origin).table(deck.impl_->root, "");
-  for (const auto& [name, node] : deck.impl_->root)
-    if (node.is_table() || node.is_array_of_tables())
-      deck.impl_->given_sections.emplace_back(name.str());
   // The values given, before the defaults join them (what a "has no effect" warning may name).
   std::function<void(const toml::table&, const std::string&)> collect =
       [&](const toml::table& table, const std::string& prefix) {
@@ -365,8 +361,18 @@ bool Deck::has(const std::string& path) const {
   return lookup(impl_->root, path) != nullptr;
 }
 
-const std::vector<std::string>& Deck::given_sections() const {
-  return impl_->given_sections;
+std::vector<std::string> Deck::given_sections() const {
+  // The first component of every given dotted key (the schema has no top-level array of tables;
+  // `seed` is the one top-level value).
+  std::vector<std::string> sections;
+  for (const auto& key : impl_->given_keys) {
+    const std::size_t dot = key.find('.');
+    if (dot == std::string::npos) continue;
+    std::string section = key.substr(0, dot);
+    if (std::find(sections.begin(), sections.end(), section) == sections.end())
+      sections.push_back(std::move(section));
+  }
+  return sections;
 }
 
 bool Deck::given(const std::string& path) const {

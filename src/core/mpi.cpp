@@ -57,9 +57,7 @@ void collective_check(const std::function<void()>& work) {
   } catch (const std::bad_alloc&) {
     // Input that asks for more memory than there is (data.synthetic.rows = 2e9) is the user's to
     // change: say so in words, not as "std::bad_alloc".
-    message =
-        "out of memory: the deck's data or model need more memory than this rank could allocate "
-        "(use fewer rows, attributes or parameters, or more ranks or nodes)";
+    message = kOutOfMemory;
     failed_rank = world_rank();
   } catch (const std::exception& error) {
     message = error.what();

@@ -341,7 +341,7 @@ double Federation::train_cohort(int round, const std::vector<double>& theta,
   LocalTrainingConfig local = config;
   local.abandon_on_stop = abandon_on_stop_;
   local_buffer_.resize(chosen.size() * p);
-  diverged_client_ = -1;
+  diverged_client_ = kNoClient;
   double largest = 0.0;
   for (std::size_t j = 0; j < chosen.size(); ++j) {
     // A stop signal gives up the round at the next client (the agreement in fedavg_round).
@@ -356,7 +356,7 @@ double Federation::train_cohort(int round, const std::vector<double>& theta,
     largest = std::max(largest, static_cast<double>(client.size()) * size.max_abs);
     if (!std::isfinite(size.max_abs)) {
       largest = std::numeric_limits<double>::infinity();
-      if (diverged_client_ < 0) diverged_client_ = client.id();
+      diverged_client_ = std::min(diverged_client_, client.id());
     }
   }
   return largest;
@@ -383,9 +383,7 @@ void Federation::fedavg_round(int round, std::vector<double>& theta,
   }
   if (!std::isfinite(largest)) {
     // Every rank knows; the lowest diverged client id is agreed for train()'s message.
-    int lowest = diverged_client_ < 0 ? std::numeric_limits<int>::max() : diverged_client_;
-    MPI_Allreduce(MPI_IN_PLACE, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    diverged_client_ = lowest;
+    MPI_Allreduce(MPI_IN_PLACE, &diverged_client_, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     std::fill(theta.begin(), theta.end(), std::numeric_limits<double>::quiet_NaN());
     return;
   }
@@ -500,8 +498,7 @@ TrainingResult Federation::train(
     // theta is the same on every rank, so every rank stops here together (exit 3), before a
     // checkpoint or results could hold the NaN.
     if (!all_finite(result.theta)) {
-      const bool named = !round_step && diverged_client_ >= 0 &&
-                         diverged_client_ < std::numeric_limits<int>::max();
+      const bool named = !round_step && diverged_client_ != kNoClient;
       throw DivergenceError(fmt::format(
           "training diverged in round {}: {} (federation.learning_rate = {}, model.l2 = {}; a "
           "smaller learning rate usually helps)",

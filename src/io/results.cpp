@@ -59,9 +59,10 @@ void lock_output_directory(const fs::path& directory) {
   char host[256] = "?";
   gethostname(host, sizeof host - 1);
   const std::string holder = fmt::format("pid {} on host {}", getpid(), host);
-  if (ftruncate(descriptor, 0) == 0 && pwrite(descriptor, holder.data(), holder.size(), 0) < 0) {
-    // The holder text is only for the message of a refused run.
-  }
+  // Only for the message of a refused run: a failed write leaves it "holder unknown".
+  [[maybe_unused]] const bool recorded =
+      ftruncate(descriptor, 0) == 0 &&
+      pwrite(descriptor, holder.data(), holder.size(), 0) == static_cast<ssize_t>(holder.size());
   output_lock = descriptor;
 }
 

@@ -166,7 +166,7 @@ code_train=$?
 code_whatif=$?
 if [ "$code_lia" -eq 0 ] && grep -q "^# lia: 60 participants" "$work/vl.out" && [ ! -s "$work/vl.err" ] &&
   [ "$code_train" -eq 0 ] && grep -q "warning: fluence train does not read \[lia\]" "$work/vt.err" &&
-  [ "$code_whatif" -eq 2 ] && grep -q "whatif.group.attribute is required by fluence whatif" "$work/vw.err"; then
+  [ "$code_whatif" -eq 2 ] && grep -q "whatif.group.attribute is required" "$work/vw.err"; then
   pass "validate --command: lia's checks, train's warning about [lia], whatif's required group"
 else
   fail "validate --command (exit codes $code_lia $code_train $code_whatif)"

@@ -85,7 +85,7 @@ class Deck {
   const std::string& origin() const { return origin_; }
   /// The top-level sections the deck file and --set gave (before defaults), for the warning about
   /// sections a command does not read.
-  const std::vector<std::string>& given_sections() const;
+  std::vector<std::string> given_sections() const;
   /// Did the deck file or --set give this key (not its default)? Keys inside arrays of tables
   /// are not tracked.
   bool given(const std::string& path) const;

@@ -27,6 +27,12 @@ class DivergenceError : public RuntimeError {
   using RuntimeError::RuntimeError;
 };
 
+/// The one message for a failed allocation (std::bad_alloc): during set-up it is the deck's to
+/// change (an InputError), elsewhere a runtime failure.
+inline constexpr const char* kOutOfMemory =
+    "out of memory: the deck's data or model need more memory than this rank could allocate "
+    "(use fewer rows, attributes or parameters, or more ranks or nodes)";
+
 /// Converts a PETSc error code into a RuntimeError naming the call site.
 void petsc_check(int error_code, const char* what);
 

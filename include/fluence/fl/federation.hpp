@@ -3,6 +3,7 @@
 // member function is a collective; its result is identical on every rank and does not depend on the
 // number of ranks (client and test-chunk contributions are reduced in id order).
 #include <functional>
+#include <limits>
 #include <memory>
 #include <span>
 #include <vector>
@@ -198,8 +199,9 @@ class Federation {
   // agrees on it in the round's one reduction (round_abandoned_).
   bool abandon_on_stop_ = false, round_abandoned_ = false;
   // The lowest id of a client whose update was not finite in the last FedAvg round (this rank's
-  // until the round's reduction, then agreed; INT_MAX or -1 when none).
-  int diverged_client_ = -1;
+  // until the round's reduction, then agreed), or kNoClient.
+  static constexpr int kNoClient = std::numeric_limits<int>::max();
+  int diverged_client_ = kNoClient;
 };
 
 /// z = M^{-1} r for a symmetric positive definite M close to the Hessian. Every rank runs the same
