@@ -5,19 +5,27 @@
 //  - the float evaluation of 10,000 rows (the per-round test accuracy);
 //  - the 2NN's exact Hessian-vector product (R-operator, double) on 60,000 rows.
 // The rows are random pixels: the arithmetic does not depend on their values. FLOP counts are the
-// GEMMs' (2 m n k); elementwise work, im2col and pooling are time without FLOPs.
-// Usage: bench_networks [--quick]
+// GEMMs' (2 m n k) of the direct convolution, also for the CNN's Winograd convolutions (which do
+// fewer multiplications: the rate shown is the direct-equivalent rate); elementwise work, im2col,
+// the Winograd transforms and pooling are time without FLOPs. "CNN (im2col)" is the same network
+// with every convolution through im2col + GEMM (model.conv_algorithm = "im2col").
+//  - the CNN's second convolution (14 x 14 x 32 -> 64, 5 x 5, same) alone, each pass by Winograd
+//    and by im2col + GEMM, with the rate of the multiplications each performs.
+// Usage: bench_networks [--quick] [--only NAME] (NAME: 2NN, CNN, "CNN (im2col)", conv or HVP)
 #include <cblas.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "fluence/model/layers.hpp"
 #include "fluence/model/network.hpp"
+#include "fluence/model/winograd.hpp"
 
 using namespace fluence;
 
@@ -75,6 +83,72 @@ Flops network_flops(const Network& network) {
   return flops;
 }
 
+// The CNN's second convolution on `batch` images: each pass by Winograd and by im2col + GEMM, its
+// time per image, the direct convolution's FLOPs per second ("direct-equivalent") and the rate of
+// the multiplications it performs (Winograd: 36 per 2 x 2 tile and channel pair; im2col: the
+// GEMM's), against the sgemm peak.
+void convolution_rates(int batch, bool quick, double peak) {
+  const ConvGeometry g{14, 14, 32, 5, 2, 64};
+  std::mt19937_64 engine(7);
+  std::normal_distribution<float> normal;
+  const auto random = [&](std::size_t n) {
+    std::vector<float> v(n);
+    for (auto& e : v) e = normal(engine);
+    return v;
+  };
+  const std::size_t out_size = std::size_t(g.positions()) * g.filters;
+  const auto x = random(batch * g.input_size()), w = random(std::size_t(g.filters) * g.patch()),
+             dy = random(batch * out_size);
+  std::vector<float> y(batch * out_size), dx(x.size()), dw(w.size());
+  std::vector<float> col(std::size_t(batch) * g.positions() * g.patch());
+  WinogradScratch<float> scratch;
+  const int calls = (quick ? 600 : 6000) / batch;  // a client's epoch, or ten
+  const double direct = 2.0 * batch * double(g.positions()) * g.filters * g.patch();
+  const double tiles = double(batch) * 49.0;  // 7 x 7 tiles of 2 x 2 outputs per image
+  const double winograd_flops = 2.0 * 36.0 * tiles * g.channels * g.filters;
+  const int M = batch * g.positions(), K = g.patch(), F = g.filters;
+  struct Pass {
+    const char* name;
+    std::function<void()> winograd, im2col;
+  };
+  const Pass passes[] = {
+      {"forward", [&] { winograd_convolution(x.data(), batch, g, w.data(), y.data(), scratch); },
+       [&] {
+         im2col(x.data(), batch, g, col.data());
+         gemm<float>(false, true, M, F, K, 1.0f, col.data(), K, w.data(), K, 0.0f, y.data(), F);
+       }},
+      {"input gradient",
+       [&] { winograd_convolution_adjoint(dy.data(), batch, g, w.data(), dx.data(), scratch); },
+       [&] {
+         gemm<float>(false, false, M, K, F, 1.0f, dy.data(), F, w.data(), K, 0.0f, col.data(), K);
+         col2im(col.data(), batch, g, dx.data());
+       }},
+      {"filter gradient",
+       [&] {
+         winograd_filter_gradient(x.data(), dy.data(), batch, g, 1.0f, 0.0f, dw.data(), scratch);
+       },
+       [&] {
+         im2col(x.data(), batch, g, col.data());
+         gemm<float>(true, false, F, K, M, 1.0f, dy.data(), F, col.data(), K, 0.0f, dw.data(), K);
+       }},
+  };
+  for (const Pass& pass : passes)
+    for (int method = 0; method < 2; ++method) {
+      const auto& work = method == 0 ? pass.winograd : pass.im2col;
+      const double t = best_of(3,
+                               [&] {
+                                 for (int c = 0; c < calls; ++c) work();
+                               }) /
+                       calls;
+      const double performed = method == 0 ? winograd_flops : direct;
+      std::printf(
+          "conv 14x14x32->64 5x5 same, batch %d, %-15s by %-8s: %6.1f us per image, "
+          "direct-equivalent %6.1f GFLOP/s, performed %6.1f GFLOP/s (%.0f%% of the sgemm peak)\n",
+          batch, pass.name, method == 0 ? "winograd" : "im2col", t / batch * 1e6, direct / t * 1e-9,
+          performed / t * 1e-9, 100.0 * performed / t * 1e-9 / peak);
+    }
+}
+
 struct Case {
   const char* name;
   NetworkSpec spec;
@@ -83,15 +157,25 @@ struct Case {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  bool quick = false;
+  std::string only;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+    if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
+  }
+  const auto wanted = [&](const std::string& name) { return only.empty() || only == name; };
   openblas_set_num_threads(1);
   const double speak = gemm_peak(true), dpeak = gemm_peak(false);
   std::printf("# one core: sgemm 2000^3 %.1f GFLOP/s, dgemm 2000^3 %.1f GFLOP/s (OpenBLAS %s)\n",
               speak, dpeak, openblas_get_corename());
+  const NetworkSpec cnn = NetworkSpec::cnn({28, 28, 1}, {32, 64}, 5, Padding::same, true, {512},
+                                           Activation::relu, 10, true);
+  NetworkSpec cnn_im2col = cnn;
+  cnn_im2col.convolution = ConvolutionMethod::im2col;
   const Case cases[] = {
       {"2NN", NetworkSpec::mlp(784, {200, 200}, Activation::relu, 10, true)},
-      {"CNN", NetworkSpec::cnn({28, 28, 1}, {32, 64}, 5, Padding::same, true, {512},
-                               Activation::relu, 10, true)},
+      {"CNN", cnn},
+      {"CNN (im2col)", cnn_im2col},
   };
   std::mt19937_64 engine(1);
   const std::size_t client_rows = 600, test_rows = quick ? 1000 : 10000;
@@ -100,6 +184,7 @@ int main(int argc, char** argv) {
   std::vector<std::int32_t> y(std::max(client_rows, test_rows));
   for (auto& label : y) label = static_cast<std::int32_t>(engine() % 10);
   for (const Case& c : cases) {
+    if (!wanted(c.name)) continue;
     const Network network(c.spec, 10, 0.0);
     const Flops flops = network_flops(network);
     std::vector<double> theta(network.parameters());
@@ -128,7 +213,9 @@ int main(int argc, char** argv) {
         c.name, test_rows, evaluation, eval_flops / evaluation * 1e-9,
         100.0 * eval_flops / evaluation * 1e-9 / speak);
   }
+  if (wanted("conv")) convolution_rates(10, quick, speak);  // a training mini-batch
   // The 2NN's exact Hessian-vector product on 60,000 rows (double).
+  if (!wanted("HVP")) return 0;
   const Network two_nn(cases[0].spec, 10, 0.0);
   const std::size_t hvp_rows = quick ? 6000 : 60000;
   std::vector<double> big(hvp_rows * 784);

@@ -127,6 +127,11 @@ std::vector<KeySpec> build_schema() {
              "cnn: same (zero-pad (k-1)/2 per side, odd k) or valid (no padding)"),
       key("model.conv_pool", T::boolean, "true",
           "cnn: a 2 x 2 max-pooling (stride 2) after every convolution's activation"),
+      choice("model.conv_algorithm", "\"winograd\"", {"winograd", "im2col"},
+             "cnn: how the float passes (single-precision local SGD, the per-round evaluation) "
+             "run a convolution: Winograd's minimal filtering for 3 x 3 and 5 x 5 kernels with "
+             ">= 8 channels in and out (im2col + GEMM for the others), or im2col + GEMM for all; "
+             "the double passes always use im2col + GEMM"),
       key("model.input_shape", T::integer_array, "[]",
           "cnn: [height, width, channels] of the input images, channels last ([] = from the data: "
           "IDX images are [28, 28, 1])",

@@ -84,6 +84,7 @@ std::unique_ptr<Model> build_model(const Deck& deck, int features, std::array<in
                             static_cast<int>(kernel), same ? Padding::same : Padding::valid,
                             deck.boolean("model.conv_pool"), hidden, activation, classes, bias);
   }
+  if (deck.string("model.conv_algorithm") == "im2col") spec.convolution = ConvolutionMethod::im2col;
   const std::string init = deck.string("model.init");
   if (init != "auto")
     spec.initialization = init == "he" ? Initialization::he : Initialization::glorot;

@@ -12,6 +12,7 @@
 #include "fluence/core/rng.hpp"
 #include "fluence/model/layers.hpp"
 #include "fluence/model/softmax_head.hpp"
+#include "fluence/model/winograd.hpp"
 
 namespace fluence {
 
@@ -27,6 +28,7 @@ struct PassBuffers {
   std::vector<std::vector<T>> r_col;              // R-operator: im2col of R{input}
   std::vector<T> input, dcol, r_dcol, filter_gradient, theta;
   std::vector<double> logits, squared_norms, row_scale;
+  WinogradScratch<T> winograd;
 };
 
 struct NetworkBuffers {
@@ -127,7 +129,7 @@ class Passes {
       }
       if (layer.kind == LayerKind::max_pool && argmax_needed_)
         grow(b_.argmax[l], R * layer.out.size());
-      if (layer.kind != LayerKind::conv2d) continue;
+      if (layer.kind != LayerKind::conv2d || (winograd(layer) && !r_operator)) continue;
       const ConvGeometry g = geometry(layer);
       const std::size_t per_image = std::size_t(g.positions()) * g.patch();
       const std::size_t columns = per_image * std::min(R, std::size_t(layer.conv_rows));
@@ -170,11 +172,15 @@ class Passes {
           break;
         case LayerKind::conv2d: {
           const ConvGeometry g = geometry(layer);
-          for_each_images(l, rows, [&](int r0, int n) {
-            const T* col = columns(l, in, r0, n, b_.col[l]);
-            gemm<T>(false, true, n * g.positions(), g.filters, g.patch(), T(1), col, g.patch(),
-                    theta + layer.weights, g.patch(), T(0), out + r0 * layer.out.size(), g.filters);
-          });
+          if (winograd(layer))
+            winograd_convolution(in, rows, g, theta + layer.weights, out, b_.winograd);
+          else
+            for_each_images(l, rows, [&](int r0, int n) {
+              const T* col = columns(l, in, r0, n, b_.col[l]);
+              gemm<T>(false, true, n * g.positions(), g.filters, g.patch(), T(1), col, g.patch(),
+                      theta + layer.weights, g.patch(), T(0), out + r0 * layer.out.size(),
+                      g.filters);
+            });
           l += finish_output(l, theta, out, std::size_t(rows) * g.positions(), g.filters);
           break;
         }
@@ -507,6 +513,12 @@ class Passes {
     return fused ? 1 : 0;
   }
 
+  // Winograd runs in the float passes only: the double passes are the exact ones (docs/math.md
+  // §10).
+  static bool winograd(const Layer& layer) {
+    return std::is_same_v<T, float> && layer.winograd;
+  }
+
   static double squared_norm(const T* v, std::size_t n) {
     double sum = 0.0;
     for (std::size_t j = 0; j < n; ++j) sum += double(v[j]) * double(v[j]);
@@ -532,6 +544,8 @@ class Passes {
   void convolution_input_delta(std::size_t l, const T* theta, const T* d_out, int rows, T* d_in) {
     const Layer& layer = layers_[l];
     const ConvGeometry g = geometry(layer);
+    if (winograd(layer))
+      return winograd_convolution_adjoint(d_out, rows, g, theta + layer.weights, d_in, b_.winograd);
     for_each_images(l, rows, [&](int r0, int n) {
       T* dcol = b_.dcol.data();
       gemm<T>(false, false, n * g.positions(), g.patch(), g.filters, T(1),
@@ -547,6 +561,8 @@ class Passes {
                        T* target, bool directional = false) {
     const Layer& layer = layers_[l];
     const ConvGeometry g = geometry(layer);
+    if (winograd(layer) && !directional)
+      return winograd_filter_gradient(in, d_out, rows, g, alpha, beta, target, b_.winograd);
     for_each_images(l, rows, [&](int r0, int n) {
       const T* col = columns(l, in, r0, n, directional ? b_.r_col[l] : b_.col[l]);
       gemm<T>(true, false, g.filters, g.patch(), n * g.positions(), alpha,
@@ -771,6 +787,9 @@ Network::Network(const NetworkSpec& spec, int classes, double l2)
                                   layer.kernel * layer.in.channels;
       layer.conv_rows =
           static_cast<int>(std::clamp<std::size_t>((std::size_t(1) << 19) / columns, 1, 256));
+      layer.winograd = spec.convolution == ConvolutionMethod::winograd &&
+                       winograd_applies({layer.in.height, layer.in.width, layer.in.channels,
+                                         layer.kernel, layer.pad, layer.out.channels});
     }
 }
 

@@ -287,6 +287,58 @@ INSTANTIATE_TEST_SUITE_P(Shapes, NetworkTest, ::testing::ValuesIn(small_networks
                            return std::string(info.param.name);
                          });
 
+// The float passes run Winograd for convolutions with 3 x 3 or 5 x 5 kernels and >= 8 channels in
+// and out (winograd.hpp). On networks with such layers, the float passes must give the double
+// passes' results (im2col + GEMM, checked against plain loops above) to float rounding: the
+// evaluation's loss and a float SGD epoch, with Winograd and with im2col alike.
+TEST(Network, WinogradFloatPassesAgreeWithTheDoublePasses) {
+  const NetworkSpec specs[] = {
+      // 3 x 3 same: F(4 x 4, 3 x 3), tiles cut by the edges, 9 filters (no whole vector).
+      NetworkSpec::cnn({9, 9, 2}, {8, 9}, 3, Padding::same, false, {5}, Activation::tanh, 3, true),
+      // 5 x 5 same with pooling: McMahan's CNN in small, F(2 x 2, 5 x 5).
+      NetworkSpec::cnn({10, 10, 1}, {8, 12}, 5, Padding::same, true, {6}, Activation::relu, 4,
+                       true),
+  };
+  for (NetworkSpec spec : specs) {
+    SCOPED_TRACE(spec.layers.size());
+    const int C = spec.layers.back().units;
+    const Network network(spec, C, 0.01);
+    int winograd_layers = 0;
+    for (const Layer& layer : network.layers()) winograd_layers += layer.winograd ? 1 : 0;
+    ASSERT_EQ(winograd_layers, 1);  // the second convolution; the first has too few channels
+    spec.convolution = ConvolutionMethod::im2col;
+    const Network direct(spec, C, 0.01);
+    for (const Layer& layer : direct.layers()) ASSERT_FALSE(layer.winograd);
+
+    Workspace work;
+    const Data data = random_data(network, 23, 31);
+    const auto theta = random_theta(network, 32, 0.3);
+    const double loss =
+        network.loss_sum(data.x.data(), data.y.data(), data.rows, theta.data(), work).loss_sum;
+    // Float arithmetic: about 1e-6 relative per logit with the transforms; 1e-5 of the loss.
+    for (const Network* model : {&network, &direct}) {
+      const auto fast =
+          model->fast_loss_sum(data.x.data(), data.y.data(), data.rows, theta.data(), work);
+      EXPECT_NEAR(fast.loss_sum, loss, 1e-5 * loss);
+    }
+
+    // One epoch of batches of 4 (the last of 3): float against double, 1e-5 of the largest
+    // parameter after six steps, as for the networks above.
+    std::vector<std::int64_t> order(data.rows);
+    std::iota(order.begin(), order.end(), 0);
+    const TrainingRows rows{data.x.data(), data.y.data(), data.rows};
+    std::vector<double> twice(theta);
+    network.sgd_epoch(rows, order.data(), 4, 0.05, twice.data(), work);
+    const double scale = max_abs(twice);
+    for (const Network* model : {&network, &direct}) {
+      std::vector<float> single(theta.begin(), theta.end());
+      model->sgd_epoch(rows, order.data(), 4, 0.05, single.data(), work);
+      for (std::size_t k = 0; k < theta.size(); ++k)
+        ASSERT_NEAR(single[k], twice[k], 1e-5 * scale) << k;
+    }
+  }
+}
+
 // A network without hidden layers is multinomial logistic regression: with the logistic model's
 // bias as the network's bias vector, every quantity agrees to rounding.
 TEST(Network, WithoutHiddenLayersEqualsTheLogisticModel) {

@@ -22,6 +22,10 @@ enum class LayerKind { dense, relu, tanh, conv2d, max_pool, flatten };
 enum class Padding { same, valid };
 enum class Activation { relu, tanh };
 enum class Initialization { he, glorot };
+/// How the float passes run a convolution: Winograd's minimal filtering where it applies
+/// (winograd.hpp: 3 x 3 and 5 x 5 kernels with 8 or more channels in and out), or im2col + GEMM
+/// everywhere. The double passes always use im2col + GEMM.
+enum class ConvolutionMethod { winograd, im2col };
 
 /// An activation's shape: height x width x channels (a flat vector is 1 x 1 x n).
 struct Shape {
@@ -42,6 +46,7 @@ struct NetworkSpec {
   std::vector<LayerSpec> layers;  // ends with the dense layer of the C logits
   bool bias = true;
   Initialization initialization = Initialization::he;
+  ConvolutionMethod convolution = ConvolutionMethod::winograd;
 
   /// inputs -> hidden[0] -> ... -> classes, the activation after every hidden dense layer.
   static NetworkSpec mlp(int inputs, const std::vector<int>& hidden, Activation activation,
@@ -60,7 +65,8 @@ struct Layer {
   int kernel = 0, pad = 0;
   std::size_t weights = 0, weight_count = 0;  // offset and count in theta
   std::size_t biases = 0, bias_count = 0;
-  int conv_rows = 1;  // convolution: images per im2col matrix (about 2 MB of floats)
+  int conv_rows = 1;      // convolution: images per im2col matrix (about 2 MB of floats)
+  bool winograd = false;  // convolution: the float passes run Winograd's algorithm
   bool parametric() const { return kind == LayerKind::dense || kind == LayerKind::conv2d; }
 };
 
