@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "fluence/core/blas_tuning.hpp"
 #include "fluence/model/layers.hpp"
 #include "fluence/model/network.hpp"
 #include "fluence/model/winograd.hpp"
@@ -157,6 +158,7 @@ struct Case {
 }  // namespace
 
 int main(int argc, char** argv) {
+  select_blas_core(argv);
   bool quick = false;
   std::string only;
   for (int i = 1; i < argc; ++i) {

@@ -76,7 +76,7 @@ int round_up(int n, int multiple) {
 // the 6 products back to the coefficients of a 6-term linear convolution, transposed, with the
 // diagonal scaling moved into G. It depends on the points only, so F(2, 5) uses it too.
 constexpr int kInputTransform[6][6] = {
-    {4, 0, -5, 0, 1, 0}, {0, -4, -4, 1, 1, 0}, {0, 4, -4, -1, 1, 0},
+    {4, 0, -5, 0, 1, 0},  {0, -4, -4, 1, 1, 0}, {0, 4, -4, -1, 1, 0},
     {0, -2, -1, 2, 1, 0}, {0, 2, -1, -2, 1, 0}, {0, 4, 0, -5, 0, 1},
 };
 // A^T: row i holds the points' i-th powers (the ∞ point contributes to the last row only).
@@ -173,13 +173,15 @@ void transform(const double* m, int rows, int columns, const Vec<T>* x, Vec<T>* 
   for (int i = 0; i < rows; ++i)
     for (int j = 0; j < columns; ++j) {
       Vec<T> sum{};
-      for (int k = 0; k < columns; ++k) sum += x[k * columns + j] * static_cast<T>(m[i * columns + k]);
+      for (int k = 0; k < columns; ++k)
+        sum += x[k * columns + j] * static_cast<T>(m[i * columns + k]);
       half[i * columns + j] = sum;
     }
   for (int i = 0; i < rows; ++i)
     for (int j = 0; j < rows; ++j) {
       Vec<T> sum{};
-      for (int k = 0; k < columns; ++k) sum += half[i * columns + k] * static_cast<T>(m[j * columns + k]);
+      for (int k = 0; k < columns; ++k)
+        sum += half[i * columns + k] * static_cast<T>(m[j * columns + k]);
       out[i * rows + j] = sum;
     }
 }
@@ -233,9 +235,8 @@ constexpr auto kernel_table(std::index_sequence<R...>) {
 }
 
 template <class T>
-void multiply(int rows, int columns, int k, const T* a, std::ptrdiff_t a_row,
-              std::ptrdiff_t a_step, const T* b, std::ptrdiff_t ldb, T* c, std::ptrdiff_t ldc,
-              bool accumulate) {
+void multiply(int rows, int columns, int k, const T* a, std::ptrdiff_t a_row, std::ptrdiff_t a_step,
+              const T* b, std::ptrdiff_t ldb, T* c, std::ptrdiff_t ldc, bool accumulate) {
   static constexpr auto kernels = kernel_table<T>(std::make_index_sequence<kRowBlock>{});
   constexpr int L = kLanes<T>;
   const int vectors = columns / L;
@@ -252,11 +253,11 @@ void multiply(int rows, int columns, int k, const T* a, std::ptrdiff_t a_row,
 // ---- Tiles -----------------------------------------------------------------------------------
 
 struct Tiling {
-  int m = 0;                                  // output tile side
+  int m = 0;  // output tile side
   int tiles_y = 0, tiles_x = 0, per_image = 0;
-  int channels = 0, filters = 0;              // padded to whole vectors
-  int block = 0;                              // tiles per block
-  long total = 0;                             // tiles in the batch
+  int channels = 0, filters = 0;  // padded to whole vectors
+  int block = 0;                  // tiles per block
+  long total = 0;                 // tiles in the batch
 
   Tiling(const ConvGeometry& g, int batch, int lanes, std::size_t scalar) {
     m = kTile - g.kernel + 1;
@@ -430,9 +431,9 @@ void convolve(const T* x, int batch, const ConvGeometry& g, const T* filters,
     const int count = static_cast<int>(std::min<long>(tiling.block, tiling.total - t0));
     transform_inputs(x, g, tiling, t0, count, input);
     for (int k = 0; k < kPoints; ++k)
-      multiply(count, tiling.filters, g.channels, input + k * tiling.input_plane(),
-               tiling.channels, 1, filters + std::size_t(k) * g.channels * tiling.filters,
-               tiling.filters, products + k * tiling.product_plane(), tiling.filters, false);
+      multiply(count, tiling.filters, g.channels, input + k * tiling.input_plane(), tiling.channels,
+               1, filters + std::size_t(k) * g.channels * tiling.filters, tiling.filters,
+               products + k * tiling.product_plane(), tiling.filters, false);
     if (g.kernel == 3)
       transform_outputs<kOutputTransform4>(products, g, tiling, t0, count, y);
     else
@@ -443,14 +444,15 @@ void convolve(const T* x, int batch, const ConvGeometry& g, const T* filters,
 }  // namespace
 
 bool winograd_applies(const ConvGeometry& g) {
-  return (g.kernel == 3 || g.kernel == 5) && g.pad >= 0 && g.pad < g.kernel &&
-         g.channels >= 8 && g.filters >= 8 && g.out_height() >= 1 && g.out_width() >= 1;
+  return (g.kernel == 3 || g.kernel == 5) && g.pad >= 0 && g.pad < g.kernel && g.channels >= 8 &&
+         g.filters >= 8 && g.out_height() >= 1 && g.out_width() >= 1;
 }
 
 template <class T>
 void winograd_convolution(const T* x, int batch, const ConvGeometry& g, const T* w, T* y,
                           WinogradScratch<T>& scratch) {
-  if (!winograd_applies(g)) throw std::invalid_argument("no Winograd algorithm for this convolution");
+  if (!winograd_applies(g))
+    throw std::invalid_argument("no Winograd algorithm for this convolution");
   transform_filters(w, g, false, scratch.filters);
   convolve(x, batch, g, scratch.filters.data(), scratch, y);
 }
@@ -458,10 +460,11 @@ void winograd_convolution(const T* x, int batch, const ConvGeometry& g, const T*
 template <class T>
 void winograd_convolution_adjoint(const T* dy, int batch, const ConvGeometry& g, const T* w, T* dx,
                                   WinogradScratch<T>& scratch) {
-  if (!winograd_applies(g)) throw std::invalid_argument("no Winograd algorithm for this convolution");
+  if (!winograd_applies(g))
+    throw std::invalid_argument("no Winograd algorithm for this convolution");
   // The adjoint of a stride-1 correlation with padding p is the correlation of the output
   // gradient with the rotated kernels, channels swapped, padding r - 1 - p: its output is H x W.
-  const ConvGeometry adjoint{g.out_height(), g.out_width(), g.filters,
+  const ConvGeometry adjoint{g.out_height(), g.out_width(),        g.filters,
                              g.kernel,       g.kernel - 1 - g.pad, g.channels};
   transform_filters(w, g, true, scratch.filters);
   convolve(dy, batch, adjoint, scratch.filters.data(), scratch, dx);
@@ -470,7 +473,8 @@ void winograd_convolution_adjoint(const T* dy, int batch, const ConvGeometry& g,
 template <class T>
 void winograd_filter_gradient(const T* x, const T* dy, int batch, const ConvGeometry& g, T alpha,
                               T beta, T* target, WinogradScratch<T>& scratch) {
-  if (!winograd_applies(g)) throw std::invalid_argument("no Winograd algorithm for this convolution");
+  if (!winograd_applies(g))
+    throw std::invalid_argument("no Winograd algorithm for this convolution");
   constexpr int L = kLanes<T>;
   const Tiling tiling(g, batch, L, sizeof(T));
   const int C = g.channels, F = g.filters, r = g.kernel;
@@ -517,13 +521,13 @@ void winograd_filter_gradient(const T* x, const T* dy, int batch, const ConvGeom
     }
 }
 
-#define FLUENCE_WINOGRAD(T)                                                                    \
-  template void winograd_convolution(const T*, int, const ConvGeometry&, const T*, T*,         \
-                                     WinogradScratch<T>&);                                     \
-  template void winograd_convolution_adjoint(const T*, int, const ConvGeometry&, const T*, T*, \
-                                             WinogradScratch<T>&);                             \
-  template void winograd_filter_gradient(const T*, const T*, int, const ConvGeometry&, T, T,   \
-                                         T*, WinogradScratch<T>&);
+#define FLUENCE_WINOGRAD(T)                                                                      \
+  template void winograd_convolution(const T*, int, const ConvGeometry&, const T*, T*,           \
+                                     WinogradScratch<T>&);                                       \
+  template void winograd_convolution_adjoint(const T*, int, const ConvGeometry&, const T*, T*,   \
+                                             WinogradScratch<T>&);                               \
+  template void winograd_filter_gradient(const T*, const T*, int, const ConvGeometry&, T, T, T*, \
+                                         WinogradScratch<T>&);
 FLUENCE_WINOGRAD(float)
 FLUENCE_WINOGRAD(double)
 #undef FLUENCE_WINOGRAD

@@ -63,17 +63,17 @@ Direct direct(const ConvGeometry& g, int batch, const std::vector<double>& x,
   d.dx_scale = d.dx;
   d.dw.assign(w.size(), 0.0);
   d.dw_scale = d.dw;
-  for_each_product(g, batch, [&](int b, int oy, int ox, int f, int ky, int kx, int c, int iy,
-                                 int ix) {
-    const std::size_t o = output_index(g, b, oy, ox, f), i = input_index(g, b, iy, ix, c),
-                      k = weight_index(g, f, ky, kx, c);
-    d.y[o] += w[k] * x[i];
-    d.y_scale[o] += std::abs(w[k] * x[i]);
-    d.dx[i] += w[k] * dy[o];
-    d.dx_scale[i] += std::abs(w[k] * dy[o]);
-    d.dw[k] += dy[o] * x[i];
-    d.dw_scale[k] += std::abs(dy[o] * x[i]);
-  });
+  for_each_product(
+      g, batch, [&](int b, int oy, int ox, int f, int ky, int kx, int c, int iy, int ix) {
+        const std::size_t o = output_index(g, b, oy, ox, f), i = input_index(g, b, iy, ix, c),
+                          k = weight_index(g, f, ky, kx, c);
+        d.y[o] += w[k] * x[i];
+        d.y_scale[o] += std::abs(w[k] * x[i]);
+        d.dx[i] += w[k] * dy[o];
+        d.dx_scale[i] += std::abs(w[k] * dy[o]);
+        d.dw[k] += dy[o] * x[i];
+        d.dw_scale[k] += std::abs(dy[o] * x[i]);
+      });
   return d;
 }
 
@@ -137,8 +137,8 @@ void check_passes(const Case& c, double relative) {
 }
 
 // Double: the algebra. The transforms' coefficients reach 5 (B^T), 8 (A^T) and 1/24 (G), so
-// rounding is amplified by at most a few hundred over the direct sum's few ulps: 1e-12 of the terms'
-// magnitude leaves a margin of 10 over that and fails any wrong coefficient or index by far.
+// rounding is amplified by at most a few hundred over the direct sum's few ulps: 1e-12 of the
+// terms' magnitude leaves a margin of 10 over that and fails any wrong coefficient or index by far.
 TEST_P(WinogradTest, DoubleEqualsDirectLoops) {
   check_passes<double>(GetParam(), 1e-12);
 }
