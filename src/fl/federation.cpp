@@ -404,6 +404,20 @@ void Federation::fedavg_round(int round, std::vector<double>& theta,
   for (std::size_t k = 0; k < p; ++k) theta[k] += sum[k] * inverse;
 }
 
+bool Federation::stop_requested() const {
+  return abandon_on_stop_ && stop_signal_received();
+}
+
+bool Federation::give_up_round() {
+  // abandon_on_stop_ is the same on every rank (train() sets it from after_round), so either every
+  // rank takes part in the reduction or none does.
+  if (!abandon_on_stop_) return false;
+  int stop = stop_signal_received() ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &stop, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  round_abandoned_ = stop != 0;
+  return round_abandoned_;
+}
+
 void Federation::aggregated_round(int round, std::vector<double>& theta,
                                   const LocalTrainingConfig& config,
                                   const UpdateAggregator& aggregate,
@@ -480,19 +494,19 @@ TrainingResult Federation::train(
         evaluated = true;
       };
     }
-    if (round_step) {
+    round_abandoned_ = false;
+    if (round_step)
       round_step(round, result.theta, evaluate_previous);
-    } else {
+    else
       fedavg_round(round, result.theta, config.local, config.sampling, evaluate_previous);
-      if (round_abandoned_) {
-        // A stop signal during the round: the checkpoint of the previous round, as after_round
-        // wrote or would have written it (the overlapped evaluation of that round is dropped
-        // with this one; the history then ends where after_round(round - 1) saw it end).
-        round_abandoned_ = abandon_on_stop_ = false;
-        after_round(round - 1, result.theta, result.history);
-        result.stopped = true;
-        return result;
-      }
+    if (round_abandoned_) {
+      // A stop signal during the round: the checkpoint of the previous round, as after_round
+      // wrote or would have written it (the overlapped evaluation of that round is dropped with
+      // this one; the history then ends where after_round(round - 1) saw it end).
+      round_abandoned_ = abandon_on_stop_ = false;
+      after_round(round - 1, result.theta, result.history);
+      result.stopped = true;
+      return result;
     }
     produced_at = elapsed + clock.seconds();
     // theta is the same on every rank, so every rank stops here together (exit 3), before a

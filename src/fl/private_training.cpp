@@ -167,6 +167,8 @@ void PrivateTraining::round(int round, std::vector<double>& theta, const LocalTr
   for (std::size_t k = 0; k < problem.clients.size(); ++k)
     if (sampled(round, problem.clients[k].id())) chosen.push_back(k);
   if (local.single_precision) theta_single_.assign(theta.begin(), theta.end());  // once a round
+  LocalTrainingConfig training = local;  // a stop signal may end a client's training at an epoch
+  training.abandon_on_stop = federation_.rounds_give_up_on_stop();
   const bool bounded = std::isfinite(S);
   const auto max_terms = static_cast<std::int64_t>(problem.client_rows.size());
   // Private and opt-out sums side by side; without opt-out clients (DP-FedAvg) the second is zero
@@ -185,11 +187,12 @@ void PrivateTraining::round(int round, std::vector<double>& theta, const LocalTr
     return opt_out_[problem.clients[chosen[j]].id()] != 0 ? p : std::size_t{0};
   };
   for (std::size_t j = 0; j < chosen.size(); ++j) {
-    if (personalization_.ditto) personal_step(chosen[j], round, theta);
+    // A stop signal gives the round up at the next client (agreed below).
+    if (federation_.stop_requested()) break;
     double* update = updates_.data() + (bounded ? 0 : j * p);
     if (j + 1 < chosen.size()) problem.clients[chosen[j + 1]].prefetch();
     const UpdateSize size = problem.clients[chosen[j]].train_update(
-        model, local, problem.seed, round, update, work_, theta.data(),
+        model, training, problem.seed, round, update, work_, theta.data(),
         local.single_precision ? theta_single_.data() : nullptr);
     const double norm = std::sqrt(size.squared_norm);
     ++counts[offset_of(j) != 0 ? 1 : 0];
@@ -205,6 +208,14 @@ void PrivateTraining::round(int round, std::vector<double>& theta, const LocalTr
     }
   }
   if (before_reduction) before_reduction();
+  // Nothing of the round has been kept yet (theta, the clipping norm, the accountant, the
+  // histories and the personal models are as the round found them), so it can be given up here.
+  if (federation_.give_up_round()) return;
+  // Ditto's personal steps start from the round's global model and are independent of the global
+  // updates: after the agreement, so that a given-up round changes no personal model. They are not
+  // given up themselves (a stop arriving now waits for the round's end).
+  if (personalization_.ditto)
+    for (const std::size_t k : chosen) personal_step(k, round, theta);
   if (!bounded) {
     MPI_Allreduce(MPI_IN_PLACE, &largest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     quantized_.reset(width, 4, largest, max_terms, 1, noise_slots);

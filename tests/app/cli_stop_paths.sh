@@ -5,8 +5,9 @@
 #    stops reading the ranks' output at once, passes the signal on a second later and kills the
 #    ranks a second after that): a checkpoint is written, no results.h5, and `--restart latest` on
 #    3 ranks ends bitwise as the uninterrupted run. mpirun itself exits 1 (its own abort status).
-#  - TERM to mpirun in the middle of a round that lasts longer than mpirun's grace: the round is
-#    given up, the previous round's checkpoint is written, and the resume is bitwise identical.
+#  - TERM to mpirun in the middle of a round that lasts longer than mpirun's grace, FedAvg and
+#    DP-FedAvg: the round is given up, the previous round's checkpoint is written, and the resume is
+#    bitwise identical.
 #  - USR1 to mpirun (forwarded, no kill): exit 4.
 # Called as cli_stop_paths.sh FLUENCE_BINARY SOURCE_DIR.
 set -u
@@ -59,16 +60,29 @@ done
 # evaluation) falls into round 3.
 slow=("$quickstart" --set federation.rounds=3 --set 'model.type="mlp"' --set 'model.hidden=[800,800]'
   --set 'federation.polish="none"' --set federation.local_epochs=6 --set output.checkpoint_every=100)
-"$mpirun" -n 2 "$fluence" train "${slow[@]}" --out "$work/slowR" --quiet >"$work/slowR.log" 2>&1 ||
-  fail "uninterrupted slow-round run"
-signal_launcher TERM "$work/slowT" "round     1/3" 0.5 "${slow[@]}"
-if [ -e "$work/slowT/chk_000002.h5" ] && [ ! -e "$work/slowT/chk_000003.h5" ] &&
-  [ ! -e "$work/slowT/results.h5" ] && resumes_bitwise "$work/slowT" "$work/slowR" "${slow[@]}"; then
-  pass "SIGTERM to mpirun within a round longer than its grace: round 3 given up, checkpoint 2, resume bitwise identical"
-else
-  fail "SIGTERM within a long round (mpirun exit $code; checkpoints: $(ls "$work/slowT" | tr '\n' ' '))"
-  tail -3 "$work/slowT.log" | sed 's/^/    /'
-fi
+# stops_within_long_round NAME WHAT ARGS...: an uninterrupted run of ARGS, then the same run with
+# TERM to mpirun half a second after round 1's line: round 3 is given up, checkpoint 2 is the only
+# one, no results.h5, and the resume on 3 ranks is bitwise identical.
+stops_within_long_round() {
+  local name=$1 what=$2
+  shift 2
+  "$mpirun" -n 2 "$fluence" train "$@" --out "$work/${name}R" --quiet >"$work/${name}R.log" 2>&1 ||
+    fail "uninterrupted run with $what"
+  local out="$work/${name}T"
+  signal_launcher TERM "$out" "round     1/3" 0.5 "$@"
+  if [ -e "$out/chk_000002.h5" ] && [ ! -e "$out/chk_000003.h5" ] && [ ! -e "$out/results.h5" ] &&
+    resumes_bitwise "$out" "$work/${name}R" "$@"; then
+    pass "SIGTERM to mpirun within $what longer than its grace: round 3 given up, checkpoint 2, resume bitwise identical"
+  else
+    fail "SIGTERM within $what (mpirun exit $code; checkpoints: $(ls "$out" | tr '\n' ' '))"
+    tail -3 "$out.log" | sed 's/^/    /'
+  fi
+}
+stops_within_long_round slow "a FedAvg round" "${slow[@]}"
+# DP-FedAvg (adaptive clipping, every client sampled): the private round in progress is given up
+# with the clipping norm, the accountant and the histories untouched.
+stops_within_long_round private "a DP-FedAvg round" "${slow[@]}" --set 'privacy.mode="dp-fedavg"' \
+  --set privacy.noise_multiplier=1.0 --set privacy.count_noise=1.0
 
 signal_launcher USR1 "$work/fastU" "round   200/" 0 "$quickstart" "${fast[@]}"
 if [ "$code" -eq 4 ] && ls "$work/fastU"/chk_*.h5 >/dev/null 2>&1 &&

@@ -8,17 +8,12 @@
 #include <vector>
 
 #include "fluence/model/layers.hpp"
+#include "support/random_values.hpp"
 
 namespace fluence {
 namespace {
 
-std::vector<double> random_values(std::size_t n, unsigned seed) {
-  std::mt19937_64 engine(seed);
-  std::normal_distribution<double> normal;
-  std::vector<double> values(n);
-  for (auto& v : values) v = normal(engine);
-  return values;
-}
+using testing::random_values;
 
 // y[b, oy, ox, f] = bias[f] + sum_{ky, kx, c} w[f, ky, kx, c] x[b, oy + ky - pad, ox + kx - pad, c]
 std::vector<double> direct_convolution(const std::vector<double>& x, int batch,

@@ -12,16 +12,12 @@
 #include <random>
 #include <vector>
 
+#include "support/random_values.hpp"
+
 namespace fluence {
 namespace {
 
-std::vector<double> random_values(std::size_t n, unsigned seed) {
-  std::mt19937_64 engine(seed);
-  std::normal_distribution<double> normal;
-  std::vector<double> values(n);
-  for (auto& v : values) v = normal(engine);
-  return values;
-}
+using testing::random_values;
 
 std::size_t weight_index(const ConvGeometry& g, int f, int ky, int kx, int c) {
   return ((std::size_t(f) * g.kernel + ky) * g.kernel + kx) * g.channels + c;

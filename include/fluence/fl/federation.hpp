@@ -126,8 +126,19 @@ class Federation {
   bool in_cohort(const ClientSampling& sampling, int round, int id);
 
   /// A round that replaces FedAvg's (private training): round_step(round, theta, before_reduction)
-  /// must call before_reduction as fedavg_round does.
+  /// must call before_reduction as fedavg_round does, and may give the round up for a stop signal
+  /// (stop_requested, give_up_round).
   using RoundStep = std::function<void(int, std::vector<double>&, const std::function<void()>&)>;
+  /// Inside train() with a checkpointing after_round, a stop signal may give up the round in
+  /// progress: a round step then trains its clients with LocalTrainingConfig::abandon_on_stop.
+  bool rounds_give_up_on_stop() const { return abandon_on_stop_; }
+  /// Has this rank seen a stop signal that gives up the round? A round step then stops its local
+  /// work early (the answer may differ between ranks; give_up_round agrees on it).
+  bool stop_requested() const;
+  /// Collective, once per round, before the round's first reduction: whether any rank saw
+  /// stop_requested(). When true, the round step returns with theta and its own state as the
+  /// round found them, and train() writes the previous round's checkpoint.
+  bool give_up_round();
 
   /// Runs the configured rounds (and polish); `on_round` is called on every rank with each round's
   /// metrics. `round_step` replaces the FedAvg round when given (private training);
@@ -144,7 +155,7 @@ class Federation {
   /// outlast a launcher's grace before SIGKILL): each rank gives the round up at its next client,
   /// the ranks agree in the round's reduction, and after_round(t - 1, ...) is called with the
   /// state after the last finished round (it sees the signal, writes that checkpoint and returns
-  /// true). Private rounds (`round_step`) still stop at their end.
+  /// true). A round step gives its round up the same way (stop_requested, give_up_round).
   ///
   /// A round that leaves theta non-finite (a diverged client: a learning rate too large) throws a
   /// DivergenceError on every rank naming the round and, for FedAvg, the lowest diverged client.
