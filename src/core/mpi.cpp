@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 
 #include "fluence/core/error.hpp"
@@ -47,6 +48,31 @@ std::string broadcast_string(const std::string& value, int root) {
   std::string out = world_rank() == root ? value : std::string(length, '\0');
   MPI_Bcast(out.data(), static_cast<int>(length), MPI_CHAR, root, MPI_COMM_WORLD);
   return out;
+}
+
+std::vector<std::string> rank_hosts() {
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  MPI_Get_processor_name(name, &length);
+  std::vector<char> names(static_cast<std::size_t>(world_size()) * MPI_MAX_PROCESSOR_NAME);
+  MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(), MPI_MAX_PROCESSOR_NAME,
+                MPI_CHAR, MPI_COMM_WORLD);
+  std::vector<std::string> hosts;
+  for (std::size_t offset = 0; offset < names.size(); offset += MPI_MAX_PROCESSOR_NAME)
+    hosts.emplace_back(names.data() + offset,
+                       strnlen(names.data() + offset, MPI_MAX_PROCESSOR_NAME));
+  return hosts;
+}
+
+int shared_memory_nodes() {
+  MPI_Comm node = MPI_COMM_NULL;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank(), MPI_INFO_NULL, &node);
+  int node_rank = 0;
+  MPI_Comm_rank(node, &node_rank);
+  MPI_Comm_free(&node);
+  int leaders = node_rank == 0 ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &leaders, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  return leaders;
 }
 
 void collective_check(const std::function<void()>& work) {

@@ -323,6 +323,10 @@ void write_run_attributes(ResultsFile& file, const std::string& command, std::in
   file.attribute("git_revision", git_revision());
   file.attribute("command", command);
   file.attribute("ranks", static_cast<std::int64_t>(world_size()));
+  // Where the ranks ran: the node count is what splits the node-shared work queues, so a
+  // multi-node run can be told from one host's by its results alone.
+  file.attribute("/", "hosts", rank_hosts());
+  file.attribute("nodes", static_cast<std::int64_t>(shared_memory_nodes()));
   file.attribute("seed", seed);
   file.attribute("deck", resolved_deck);
 }

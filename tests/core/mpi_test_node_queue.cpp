@@ -1,12 +1,15 @@
 // NodeWorkQueue must hand out every item of a job exactly once over all ranks, job after job (the
 // two counters alternate and are reset in between), whatever the rank count and whoever asks first;
 // and QuantizedSum's extra slots carry one rank's bit patterns unchanged through the reduction.
+// The hosts and node count recorded in results agree with each other and with every rank's own.
 #include <gtest/gtest.h>
 
 #include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -62,6 +65,21 @@ TEST(QuantizedSum, ExtraSlotsCarryOneRanksBitPatternsUnchanged) {
   for (std::size_t i = 0; i < extra; ++i)
     EXPECT_EQ(sum.extra()[i], std::bit_cast<std::int64_t>(patterns[i])) << "slot " << i;
   for (std::size_t k = 0; k < width; ++k) EXPECT_EQ(out[k], values[k] * ranks);
+}
+
+TEST(RankHosts, EveryRankHoldsEveryRanksHostInRankOrderAndOneNodePerHost) {
+  const std::vector<std::string> hosts = rank_hosts();
+  ASSERT_EQ(hosts.size(), static_cast<std::size_t>(world_size()));
+  char own[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  MPI_Get_processor_name(own, &length);
+  EXPECT_EQ(hosts[static_cast<std::size_t>(world_rank())], std::string(own, length));
+  std::string joined;
+  for (const auto& host : hosts) joined += host + '\n';
+  EXPECT_EQ(broadcast_string(joined), joined);
+  // Two ways to count nodes: MPI's shared-memory split and the distinct host names.
+  EXPECT_EQ(shared_memory_nodes(),
+            static_cast<int>(std::set<std::string>(hosts.begin(), hosts.end()).size()));
 }
 
 }  // namespace

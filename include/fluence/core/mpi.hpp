@@ -29,6 +29,13 @@ void collective_check(const std::function<void()>& work);
 /// Broadcasts a string from `root`.
 std::string broadcast_string(const std::string& value, int root = 0);
 
+/// Collective: every rank's host (MPI_Get_processor_name), in rank order, on every rank.
+std::vector<std::string> rank_hosts();
+
+/// Collective: how many nodes MPI_COMM_TYPE_SHARED splits the job into, the nodes whose ranks
+/// share the work queues of NodeWorkQueue.
+int shared_memory_nodes();
+
 /// Sum of per-item vectors in global item order, identical on every rank and independent of the
 /// rank count: rank r holds the contiguous item range [first_item(r), first_item(r+1)) and passes
 /// the row-major block `local` (its items × width). Items are gathered to rank 0, summed in item

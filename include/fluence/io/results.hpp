@@ -61,7 +61,8 @@ class ResultsFile {
   bool committed_ = false;  // renamed to the final name: the destructor leaves it alone
 };
 
-/// Standard root attributes: fluence_version, git_revision, command, ranks, seed, deck.
+/// Standard root attributes: fluence_version, git_revision, command, ranks, hosts, nodes, seed,
+/// deck. Collective.
 void write_run_attributes(ResultsFile& file, const std::string& command, std::int64_t seed,
                           const std::string& resolved_deck);
 
