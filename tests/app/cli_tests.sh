@@ -702,7 +702,7 @@ else fail "local_precision = single on tabular data: message"; sed 's/^/    /' "
 # they checkpoint and exit 4; running the script again resumes and ends as the uninterrupted run.
 "$mpirun" -n 2 "$fluence" train "$source_dir/inputs/quickstart.toml" --out "$work/jobA" --quiet \
   --set federation.rounds=6000 >/dev/null 2>&1
-(cd "$source_dir" && MPIRUN="$mpirun" FLUENCE="$fluence" FLUENCE_OUT="$work/jobB" \
+(cd "$source_dir" && FLUENCE_LAUNCHER=mpirun MPIRUN="$mpirun" FLUENCE="$fluence" FLUENCE_OUT="$work/jobB" \
   FLUENCE_ARGS="--quiet --set federation.rounds=6000" bash jobs/quickstart.sbatch >"$work/job1.log" 2>&1) &
 job=$!
 for _ in $(seq 500); do ls "$work/jobB"/chk_*.h5 >/dev/null 2>&1 && break; sleep 0.02; done
@@ -710,7 +710,7 @@ shell=$(pgrep -f "bash jobs/quickstart.sbatch" | head -1)
 [ -n "$shell" ] && kill -USR1 "$shell"
 wait "$job"
 first=$?
-(cd "$source_dir" && MPIRUN="$mpirun" FLUENCE="$fluence" FLUENCE_OUT="$work/jobB" \
+(cd "$source_dir" && FLUENCE_LAUNCHER=mpirun MPIRUN="$mpirun" FLUENCE="$fluence" FLUENCE_OUT="$work/jobB" \
   FLUENCE_ARGS="--quiet --set federation.rounds=6000" bash jobs/quickstart.sbatch >"$work/job2.log" 2>&1)
 second=$?
 if [ "$first" -eq 4 ] && [ "$second" -eq 0 ] && grep -q "restart: " "$work/job2.log" &&
