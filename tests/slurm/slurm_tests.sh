@@ -288,7 +288,7 @@ fi
 # 5: the job cancelled half a second after round 1's line, printed once round 2 has ended (the
 # test evaluation overlaps the next round), so inside round 3.
 cancel_sent=0
-if wait_until "$cancel_job" 120 grep -q "round     1/3" "$work/cancel.log"; then
+if wait_until "$cancel_job" 120 grep -qs "round     1/3" "$work/cancel.log"; then
   sleep 0.5
   scancel "$cancel_job" && cancel_sent=1
 fi
