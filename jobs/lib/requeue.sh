@@ -5,11 +5,13 @@
 # repository root.
 #
 # SLURM warns the batch shell only (--signal=B:USR1@<s>) before the time limit, and sends TERM to
-# every process of the job on scancel, at the limit and on preemption. The job's command runs as
-# its own process group, and each of USR1, TERM and INT (Ctrl-C outside SLURM) reaching the batch
-# shell is forwarded to that whole group as USR1: fluence ranks finish their round, write a
-# checkpoint and exit with code 4, and scripts/run_*_experiments.sh stop after their current run
-# with code 4 too. A job so stopped that SLURM still counts as RUNNING (the warning, or
+# every process of the job on scancel, at the limit and on preemption (SIGKILL after KillWait).
+# The job's command runs as its own process group, and each of USR1, TERM and INT (Ctrl-C outside
+# SLURM) reaching the batch shell is forwarded to that whole group as USR1. The group holds srun
+# or mpirun (or a scripts/run_*_experiments.sh script and its launcher), not the ranks when srun
+# started them (they are the tasks of a job step): srun and mpirun pass USR1 on to every rank.
+# fluence ranks finish their round, write a checkpoint and exit with code 4, and
+# scripts/run_*_experiments.sh stop after their current run with code 4 too. A job so stopped that SLURM still counts as RUNNING (the warning, or
 # `scancel --signal=USR1 --batch`; not a cancelled one) requeues itself (`scontrol requeue`; the
 # job needs --requeue, or JobRequeue=1 in slurm.conf), and the next start resumes in the same
 # output directory: `--restart latest` where a checkpoint exists, finished runs skipped. SLURM
@@ -73,8 +75,9 @@ requeue_run() {
 
 requeue_finish() {
   local status=$1 max=${FLUENCE_MAX_REQUEUES:-10} count=${SLURM_RESTART_COUNT:-0} state
-  # Stopped: a checkpoint and exit 4, or cut off after a stop signal (mpirun itself answers a TERM
-  # from SLURM with exit 1, and commands without checkpoints yet die of the signal).
+  # Stopped: a checkpoint and exit 4 (srun exits with its tasks' 4), or cut off after a stop
+  # signal (mpirun itself answers a TERM from SLURM with exit 1, and commands without checkpoints
+  # yet die of the signal).
   if [ "$status" -ne 4 ] && { [ "$requeue_stopping" -eq 0 ] || [ "$status" -eq 0 ]; }; then
     exit "$status"
   fi

@@ -702,7 +702,7 @@ else fail "local_precision = single on tabular data: message"; sed 's/^/    /' "
 # they checkpoint and exit 4; running the script again resumes and ends as the uninterrupted run.
 "$mpirun" -n 2 "$fluence" train "$source_dir/inputs/quickstart.toml" --out "$work/jobA" --quiet \
   --set federation.rounds=6000 >/dev/null 2>&1
-(cd "$source_dir" && MPIRUN="$mpirun" FLUENCE="$fluence" FLUENCE_OUT="$work/jobB" \
+(cd "$source_dir" && FLUENCE_LAUNCHER=mpirun MPIRUN="$mpirun" FLUENCE="$fluence" FLUENCE_OUT="$work/jobB" \
   FLUENCE_ARGS="--quiet --set federation.rounds=6000" bash jobs/quickstart.sbatch >"$work/job1.log" 2>&1) &
 job=$!
 for _ in $(seq 500); do ls "$work/jobB"/chk_*.h5 >/dev/null 2>&1 && break; sleep 0.02; done
@@ -710,13 +710,23 @@ shell=$(pgrep -f "bash jobs/quickstart.sbatch" | head -1)
 [ -n "$shell" ] && kill -USR1 "$shell"
 wait "$job"
 first=$?
-(cd "$source_dir" && MPIRUN="$mpirun" FLUENCE="$fluence" FLUENCE_OUT="$work/jobB" \
+(cd "$source_dir" && FLUENCE_LAUNCHER=mpirun MPIRUN="$mpirun" FLUENCE="$fluence" FLUENCE_OUT="$work/jobB" \
   FLUENCE_ARGS="--quiet --set federation.rounds=6000" bash jobs/quickstart.sbatch >"$work/job2.log" 2>&1)
 second=$?
 if [ "$first" -eq 4 ] && [ "$second" -eq 0 ] && grep -q "restart: " "$work/job2.log" &&
   compare_runs "$work/jobA/results.h5" "$work/jobB/results.h5"; then
   pass "jobs/quickstart.sbatch: USR1 -> checkpoint and exit 4; rerun resumes to the uninterrupted result"
 else fail "quickstart job stop/resume (exits $first, $second)"; tail -3 "$work/job1.log" "$work/job2.log" | sed 's/^/    /'; fi
+# An unknown launcher stops a job script before it starts anything: exit 2, one line naming the
+# variable, its value and the launchers there are, no output directory.
+(cd "$source_dir" && FLUENCE_LAUNCHER=mpiexec FLUENCE="$fluence" FLUENCE_OUT="$work/jobL" \
+  bash jobs/quickstart.sbatch >"$work/jobL.out" 2>"$work/jobL.err")
+code=$?
+if [ "$code" -eq 2 ] && [ "$(wc -l <"$work/jobL.err")" -eq 1 ] &&
+  grep -q "FLUENCE_LAUNCHER='mpiexec' is not a launcher: use srun or mpirun" "$work/jobL.err" &&
+  [ ! -e "$work/jobL" ]; then
+  pass "jobs/quickstart.sbatch with FLUENCE_LAUNCHER=mpiexec: exit 2, one line naming it"
+else fail "unknown FLUENCE_LAUNCHER (exit $code)"; sed 's/^/    /' "$work/jobL.err"; fi
 
 # Private training with Ditto (per-client personal models) restarts exactly too.
 ditto=(--set 'personalization.method="ditto"' --set partition.local_test_fraction=0.2 --quiet)
