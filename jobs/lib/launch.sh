@@ -14,8 +14,9 @@
 # srun launches the ranks as the tasks of a job step, so SLURM signals them itself: USR1 that the
 # batch shell forwards (requeue_run) reaches srun, which passes it on to every task, and
 # `scancel --signal=TERM|USR1 <job>` (the steps, not the batch shell) reaches the tasks directly.
-# srun answers a TERM of its own (a plain `scancel`, the time limit) by killing its tasks at once:
-# the stop warning (--signal=B:USR1@<s>) is what saves the run then (docs/operations.md).
+# A plain `scancel` or the time limit sends TERM to every process of the job, the tasks included:
+# they have until SIGKILL after KillWait (30 s by default) to checkpoint and exit 4. Only a TERM to
+# srun alone (`kill -TERM <srun pid>`) kills the tasks at once (docs/operations.md).
 
 job_launcher() {
   local kind=${FLUENCE_LAUNCHER:-}
