@@ -211,7 +211,7 @@ run_case() {
     pass "$name ($command): exit $code"
   else
     fail "$name ($command):$problems expected '$fragment'"
-    head -c 600 "$work/stderr" | head -5 | sed 's/^/    /'
+    head -5 "$work/stderr" | cut -c 1-300 | sed 's/^/    /'
   fi
 }
 
