@@ -10,7 +10,9 @@
 
 #include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
+#include "fluence/core/memory.hpp"
 #include "fluence/core/mpi.hpp"
+#include "fluence/core/solver_options.hpp"
 #include "fluence/core/version.hpp"
 #include "fluence/io/results.hpp"
 
@@ -225,7 +227,7 @@ CommandLine parse_command_line(int argc, char** argv) {
     }
     if (app.get_subcommands([&](const CLI::App* c) { return c->get_name() == word; }).empty()) {
       if (first_process())
-        std::cerr << "fluence: unknown command '" << word << "'"
+        std::cerr << "fluence: unknown command '" << message_excerpt(word) << "'"
                   << (best <= 2 ? " (did you mean '" + nearest + "'?)" : std::string())
                   << "; the commands are " << names << " (fluence --help)\n";
       result.exit_code = kExitUsage;
@@ -318,6 +320,10 @@ Deck read_command_deck(const CommandLine& command_line) {
 
 int run_command(const CommandLine& command_line) {
   try {
+    // Before any deck is read: what each rank may allocate (check_memory), and the solvers'
+    // PETSc options, refused now rather than when a solver is first made.
+    if (command_line.command != "privacy") measure_memory_budget();
+    check_solver_options({command_line.petsc_args.begin() + 1, command_line.petsc_args.end()});
     if (command_line.command == "validate") return run_validate(command_line);
     if (command_line.command == "influence") return run_influence(command_line);
     if (command_line.command == "fldp") return run_fldp(command_line);

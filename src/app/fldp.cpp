@@ -30,7 +30,8 @@ int run_fldp(const CommandLine& command_line) {
             problem.client_rows.size(), world_size(), problem.total_train_rows,
             problem.model->parameters(), config.cases.size());
   Federation federation(problem);
-  const TrainedModel model = obtain_trained_model(command_line, federation, training, checkpoints);
+  const TrainedModel model =
+      obtain_trained_model(command_line, deck, federation, training, checkpoints);
   if (model.result.stopped) return kExitStopped;
   SweepCheckpoints sweep = sweep_checkpoints(checkpoints, model, "cases");
   if (sweep.model_ready()) return kExitStopped;

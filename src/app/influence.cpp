@@ -5,6 +5,7 @@
 #include "fluence/app/cli.hpp"
 #include "fluence/core/config.hpp"
 #include "fluence/core/log.hpp"
+#include "fluence/core/memory.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/signals.hpp"
 #include "fluence/influence/client_influence.hpp"
@@ -14,6 +15,23 @@
 #include "trained_model.hpp"
 
 namespace fluence::app {
+
+namespace {
+// The problem's memory and the parameter-change vectors of a rank's share of the clients
+// (influence.vectors), checked before training rather than found missing after it. The share is
+// the average, the same on every rank, so that every rank decides alike.
+std::vector<MemoryTerm> influence_memory(const FederatedProblem& problem,
+                                         const InfluenceConfig& config) {
+  std::vector<MemoryTerm> memory = problem.memory;
+  const double clients = static_cast<double>(problem.client_rows.size()) / world_size();
+  const double parameters = static_cast<double>(problem.model->parameters());
+  if (config.vectors)
+    memory.push_back({8.0 * clients * parameters,
+                      fmt::format("influence.vectors: {} clients per rank x {} parameters", clients,
+                                  parameters)});
+  return memory;
+}
+}  // namespace
 
 int run_influence(const CommandLine& command_line) {
   install_stop_handlers();  // first: a signal during set-up stops at the first unit boundary
@@ -28,8 +46,10 @@ int run_influence(const CommandLine& command_line) {
   log::info("fluence influence: {} clients on {} rank(s), {} training rows, {} parameters",
             problem.client_rows.size(), world_size(), problem.total_train_rows,
             problem.model->parameters());
+  check_memory(influence_memory(problem, config));
   Federation federation(problem);
-  const TrainedModel model = obtain_trained_model(command_line, federation, training, checkpoints);
+  const TrainedModel model =
+      obtain_trained_model(command_line, deck, federation, training, checkpoints);
   if (model.result.stopped) return kExitStopped;
   SweepCheckpoints sweep = sweep_checkpoints(checkpoints, model, "client solves and retrains");
   if (sweep.model_ready()) return kExitStopped;

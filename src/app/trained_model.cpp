@@ -76,8 +76,9 @@ TrainingResult train_model(const CommandLine& command_line, Federation& federati
 
 }  // namespace
 
-TrainedModel obtain_trained_model(const CommandLine& command_line, Federation& federation,
-                                  const FederationConfig& config, CommandCheckpoints& checkpoints) {
+TrainedModel obtain_trained_model(const CommandLine& command_line, const Deck& deck,
+                                  Federation& federation, const FederationConfig& config,
+                                  CommandCheckpoints& checkpoints) {
   TrainedModel model;
   const CheckpointState* restored = checkpoints.restored();
   if (restored && restored->arrays.count("model/final")) {
@@ -96,7 +97,7 @@ TrainedModel obtain_trained_model(const CommandLine& command_line, Federation& f
     model.seconds = clock.seconds();
   } else {
     Stopwatch clock;
-    model.result.theta = read_trained_theta(command_line.model, federation.problem());
+    model.result.theta = read_trained_theta(command_line.model, federation.problem(), deck);
     std::tie(model.result.final_metrics.test_loss, model.result.final_metrics.test_accuracy) =
         federation.evaluate_test(model.result.theta);
     model.result.final_metrics.train_loss = federation.objective(model.result.theta);

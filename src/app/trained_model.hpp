@@ -16,8 +16,10 @@ struct TrainedModel {
 
 /// Collective. Logs the model's test metrics and warns when |grad h| shows it is not the exact
 /// minimizer that influence functions assume; result.gradient_norm is set.
-TrainedModel obtain_trained_model(const CommandLine& command_line, Federation& federation,
-                                  const FederationConfig& config, CommandCheckpoints& checkpoints);
+/// A --model file must come from a run of this deck's model (read_trained_theta).
+TrainedModel obtain_trained_model(const CommandLine& command_line, const Deck& deck,
+                                  Federation& federation, const FederationConfig& config,
+                                  CommandCheckpoints& checkpoints);
 
 /// The sweep's checkpoints, each also holding `model`, numbered after its training rounds.
 SweepCheckpoints sweep_checkpoints(CommandCheckpoints& checkpoints, const TrainedModel& model,

@@ -59,7 +59,8 @@ int run_whatif(const CommandLine& command_line) {
       problem.model->parameters(), config.fractions.size(), config.epsilons.size(),
       config.variants.size());
   Federation federation(problem);
-  const TrainedModel model = obtain_trained_model(command_line, federation, training, checkpoints);
+  const TrainedModel model =
+      obtain_trained_model(command_line, deck, federation, training, checkpoints);
   if (model.result.stopped) return kExitStopped;
   SweepCheckpoints sweep =
       sweep_checkpoints(checkpoints, model, "units (second-order rows, retrain chains)");

@@ -101,6 +101,9 @@ std::string nearest_key(const std::string& path) {
   std::string best;
   std::size_t best_distance = std::string::npos;
   const std::string normalized = strip_indices(path);
+  // No key is this long: a quoted megabyte of a key gets no suggestion (nor a quadratic search).
+  constexpr std::size_t kLongestSuggested = 200;
+  if (normalized.size() > kLongestSuggested) return "";
   for (const auto& spec : deck_schema()) {
     const std::size_t d = edit_distance(normalized, spec.path);
     if (d < best_distance) {
@@ -114,7 +117,23 @@ std::string nearest_key(const std::string& path) {
 bool in_range(const KeySpec& spec, double value) {
   if (std::isnan(value)) return false;
   if (spec.minimum_exclusive ? !(value > spec.minimum) : !(value >= spec.minimum)) return false;
-  return value <= spec.maximum;
+  return spec.maximum_exclusive ? value < spec.maximum : value <= spec.maximum;
+}
+
+// Deck strings are names, values and paths: a control byte (a NUL written "\u0000") or a string
+// longer than any path would reach file names and messages, so both are refused here, once.
+constexpr std::size_t kLongestDeckString = 4096;
+
+bool acceptable_text(const std::string& text) {
+  return text.size() <= kLongestDeckString && std::none_of(text.begin(), text.end(), [](char c) {
+           const auto byte = static_cast<unsigned char>(c);
+           return byte < 0x20 || byte == 0x7f;
+         });
+}
+
+bool acceptable_text(const toml::node& node) {
+  const auto* text = node.as_string();
+  return !text || acceptable_text(text->get());
 }
 
 bool is_number(const toml::node& node) {
@@ -155,14 +174,19 @@ class Validator {
  private:
   [[noreturn]] void unknown(const std::string& path, const toml::node& node) {
     const std::string suggestion = nearest_key(path);
-    throw InputError(fmt::format("{}: unknown key '{}'{}", source_of(node, origin_), path,
+    throw InputError(fmt::format("{}: unknown key '{}'{}", source_of(node, origin_),
+                                 message_excerpt(path),
                                  suggestion.empty() ? "" : "; did you mean '" + suggestion + "'?"));
   }
 
   [[noreturn]] void bad(const KeySpec& spec, const std::string& path, const toml::node& node) {
-    throw InputError(fmt::format("{}: {} = {} is not allowed: expected {}",
-                                 source_of(node, origin_), path, value_text(node),
-                                 allowed_text(spec)));
+    throw InputError(fmt::format(
+        "{}: {} = {} is not allowed: expected {}", source_of(node, origin_), message_excerpt(path),
+        message_excerpt(value_text(node)),
+        acceptable_text(node) ? allowed_text(spec)
+                              : fmt::format("a string of at most {} bytes without control "
+                                            "characters",
+                                            kLongestDeckString)));
   }
 
   void check(const KeySpec& spec, const std::string& path, const toml::node& node) {
@@ -188,13 +212,14 @@ class Validator {
         if (!node.is_boolean()) bad(spec, path, node);
         return;
       case KeyType::string:
-        if (!node.is_string()) bad(spec, path, node);
+        if (!node.is_string() || !acceptable_text(node)) bad(spec, path, node);
         if (!spec.choices.empty() && std::find(spec.choices.begin(), spec.choices.end(),
                                                node.as_string()->get()) == spec.choices.end())
           bad(spec, path, node);
         return;
       case KeyType::string_or_integer:
-        if (!node.is_string() && !(node.is_integer() && node.as_integer()->get() >= 0))
+        if (!acceptable_text(node) ||
+            (!node.is_string() && !(node.is_integer() && node.as_integer()->get() >= 0)))
           bad(spec, path, node);
         return;
       case KeyType::epsilon:
@@ -212,14 +237,14 @@ class Validator {
         if (!array) bad(spec, path, node);
         for (const auto& element : *array) {
           const bool ok = spec.type == KeyType::string_array
-                              ? element.is_string() &&
+                              ? element.is_string() && acceptable_text(element) &&
                                     (spec.choices.empty() ||
                                      std::find(spec.choices.begin(), spec.choices.end(),
                                                element.as_string()->get()) != spec.choices.end())
                           : spec.type == KeyType::integer_array
                               ? element.is_integer() && in_range(spec, number_of(element))
                               : is_number(element) && in_range(spec, number_of(element));
-          if (!ok) bad(spec, path, node);
+          if (!ok) bad(spec, path, acceptable_text(element) ? node : element);
         }
         return;
       }
@@ -243,7 +268,8 @@ toml::table parse_override_value(const std::string& value) {
 void apply_override(toml::table& root, const std::string& assignment) {
   const auto equals = assignment.find('=');
   if (equals == std::string::npos || equals == 0)
-    throw InputError(fmt::format("--set {}: expected section.key=value", assignment));
+    throw InputError(
+        fmt::format("--set {}: expected section.key=value", message_excerpt(assignment)));
   const std::string path = assignment.substr(0, equals);
   const auto parts = split_path(path);
   toml::table* table = &root;
@@ -254,7 +280,8 @@ void apply_override(toml::table& root, const std::string& assignment) {
       next = table->get(parts[i]);
     }
     if (!next->is_table())
-      throw InputError(fmt::format("--set {}: '{}' is not a section", assignment, parts[i]));
+      throw InputError(fmt::format("--set {}: '{}' is not a section", message_excerpt(assignment),
+                                   message_excerpt(parts[i])));
     table = next->as_table();
   }
   auto parsed = parse_override_value(assignment.substr(equals + 1));
@@ -318,7 +345,8 @@ Deck Deck::from_file(const std::string& path, const std::vector<std::string>& ov
   std::ifstream file;
   if (std::filesystem::is_regular_file(path, error)) file.open(path);
   if (!file.is_open())
-    throw InputError(fmt::format("cannot read deck '{}': no such file or not readable", path));
+    throw InputError(fmt::format("cannot read deck '{}': no such file or not readable",
+                                 message_excerpt(path, kPathExcerptBytes)));
   std::stringstream text;
   text << file.rdbuf();
   return from_string(text.str(), path, overrides);
@@ -327,16 +355,16 @@ Deck Deck::from_file(const std::string& path, const std::vector<std::string>& ov
 Deck Deck::from_string(const std::string& text, const std::string& origin,
                        const std::vector<std::string>& overrides) {
   Deck deck;
-  deck.origin_ = origin;
+  deck.origin_ = message_excerpt(origin, kPathExcerptBytes);  // what messages call the deck
   try {
     deck.impl_->root = toml::parse(text, origin);
   } catch (const toml::parse_error& error) {
-    throw InputError(fmt::format("{}:{}:{}: TOML syntax error: {}", origin,
+    throw InputError(fmt::format("{}:{}:{}: TOML syntax error: {}", deck.origin_,
                                  error.source().begin.line, error.source().begin.column,
-                                 error.description()));
+                                 message_excerpt(error.description(), 2 * kPathExcerptBytes)));
   }
   for (const auto& assignment : overrides) apply_override(deck.impl_->root, assignment);
-  Validator(origin).table(deck.impl_->root, "");
+  Validator(deck.origin_).table(deck.impl_->root, "");
   // The values given, before the defaults join them (what a "has no effect" warning may name).
   std::function<void(const toml::table&, const std::string&)> collect =
       [&](const toml::table& table, const std::string& prefix) {
@@ -383,6 +411,11 @@ bool Deck::given(const std::string& path) const {
 std::string Deck::where(const std::string& path) const {
   const auto* node = lookup(impl_->root, path);
   return node ? source_of(*node, origin_) : origin_;
+}
+
+std::string Deck::value_text(const std::string& path) const {
+  const auto* node = lookup(impl_->root, path);
+  return node ? fluence::value_text(*node) : std::string();
 }
 
 namespace {
@@ -494,7 +527,8 @@ std::string allowed_text(const KeySpec& spec) {
     std::string lower, upper;
     if (std::isfinite(spec.minimum))
       lower = fmt::format("{} {}", spec.minimum_exclusive ? ">" : ">=", spec.minimum);
-    if (std::isfinite(spec.maximum)) upper = fmt::format("<= {}", spec.maximum);
+    if (std::isfinite(spec.maximum))
+      upper = fmt::format("{} {}", spec.maximum_exclusive ? "<" : "<=", spec.maximum);
     if (lower.empty() && upper.empty()) return "";
     if (!lower.empty() && !upper.empty()) return " " + lower + " and " + upper;
     return " " + lower + upper;

@@ -18,8 +18,16 @@ KeySpec key(std::string path, KeyType type, std::string default_value, std::stri
             double minimum = -kInf, double maximum = kInf, bool minimum_exclusive = false) {
   const bool integral = type == KeyType::integer || type == KeyType::integer_array;
   if (integral && maximum == kInf) maximum = kIntegerMaximum;
-  return KeySpec{std::move(path), type,    std::move(default_value), std::move(description),
-                 minimum,         maximum, minimum_exclusive,        {}};
+  return KeySpec{std::move(path),        type,    std::move(default_value),
+                 std::move(description), minimum, maximum,
+                 minimum_exclusive,      false,   {}};
+}
+
+// A range whose upper end is excluded: PETSc refuses a relative tolerance of 1 (KSPSetTolerances),
+// and a tolerance of 1 asks for nothing.
+KeySpec below_maximum(KeySpec spec) {
+  spec.maximum_exclusive = true;
+  return spec;
 }
 
 KeySpec choice(std::string path, std::string default_value, std::vector<std::string> choices,
@@ -235,9 +243,9 @@ std::vector<KeySpec> build_schema() {
       key("influence.auto_damping", T::boolean, "true",
           "when the spectrum shows H is not positive definite, add the documented damping"),
       choice("influence.solver", "\"cg\"", {"cg", "explicit", "lissa", "lowrank"}, "IHVP solver"),
-      key("influence.rtol", T::real, "1e-10",
-          "cg: stop when ||b - H x|| <= rtol ||b|| (PETSc -ihvp_ksp_rtol overrides)", 0.0, 1.0,
-          true),
+      below_maximum(key("influence.rtol", T::real, "1e-10",
+                        "cg: stop when ||b - H x|| <= rtol ||b|| (PETSc -ihvp_ksp_rtol overrides)",
+                        0.0, 1.0, true)),
       key("influence.max_iterations", T::integer, "0", "cg: most iterations (0 = 10 p + 100)", 0),
       choice("influence.preconditioner", "\"auto\"", {"auto", "jacobi", "none"},
              "cg: preconditioner: Jacobi from the exact Hessian diagonal (the logistic model's), "
@@ -260,7 +268,8 @@ std::vector<KeySpec> build_schema() {
       key("influence.lowrank_rank", T::integer, "20", "lowrank: eigenpairs k", 1),
       key("influence.spectrum", T::boolean, "true",
           "compute the smallest and largest Hessian eigenvalues with SLEPc"),
-      key("influence.eigen_tolerance", T::real, "1e-8", "SLEPc relative tolerance", 0.0, 1.0, true),
+      below_maximum(key("influence.eigen_tolerance", T::real, "1e-8", "SLEPc relative tolerance",
+                        0.0, 1.0, true)),
       choice("influence.removal_gradient", "\"regularized\"", {"regularized", "loss"},
              "per-point gradient of a removal: with its share of the L2 term (exact for "
              "retraining) or the seeds' loss-only variant"),

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "fluence/core/error.hpp"
 #include "fluence/core/mpi.hpp"
 
 namespace fluence::log {
@@ -21,7 +22,10 @@ void write_line(const std::string& line) {
 }
 
 void write_error(const std::string& line) {
-  std::fputs(line.c_str(), stderr);
+  // The last guard of message hygiene, whatever a message quotes: one line (control bytes
+  // escaped), of bounded length.
+  constexpr std::size_t kLongestLine = 4096;
+  std::fputs(message_excerpt(line, kLongestLine).c_str(), stderr);
   std::fputc('\n', stderr);
   std::fflush(stderr);
 }

@@ -1,5 +1,6 @@
 #include "fluence/core/mpi.hpp"
 
+#include <fmt/format.h>
 #include <slepcsys.h>
 
 #include <algorithm>
@@ -13,17 +14,41 @@ extern "C" void openblas_set_num_threads(int);
 
 namespace fluence {
 
+namespace {
+
+// PETSc's own words for the error being raised (its first frame), kept for petsc_check.
+std::string petsc_message;
+
+// Replaces PETSc's default handler, which prints a traceback of every frame on every rank: the
+// error becomes one line through petsc_check's exception instead.
+PetscErrorCode keep_petsc_message(MPI_Comm, int, const char* function, const char*,
+                                  PetscErrorCode code, PetscErrorType type, const char* message,
+                                  void*) {
+  if (type == PETSC_ERROR_INITIAL)
+    petsc_message = fmt::format("{} (in {})", message ? message : "", function ? function : "?");
+  return code;
+}
+
+}  // namespace
+
+std::string take_petsc_message() {
+  std::string message;
+  message.swap(petsc_message);
+  return message;
+}
+
 void petsc_check(int error_code, const char* what) {
-  if (error_code != 0) {
-    throw RuntimeError(std::string("PETSc/SLEPc call failed: ") + what + " (error code " +
-                       std::to_string(error_code) + ")");
-  }
+  if (error_code == 0) return;
+  const std::string message = take_petsc_message();
+  throw RuntimeError(fmt::format("PETSc/SLEPc call failed: {} (error code {}){}", what, error_code,
+                                 message.empty() ? "" : ": " + message_excerpt(message, 480)));
 }
 
 Environment::Environment(int* argc, char*** argv) {
   // One BLAS thread per rank: ranks are the unit of parallelism (brief, "Performance").
   openblas_set_num_threads(1);
   petsc_check(SlepcInitialize(argc, argv, nullptr, nullptr), "SlepcInitialize");
+  petsc_check(PetscPushErrorHandler(keep_petsc_message, nullptr), "PetscPushErrorHandler");
 }
 
 Environment::~Environment() {

@@ -47,6 +47,16 @@ std::string join(const std::vector<std::string>& names) {
   return out;
 }
 
+// A name or a value from a data file as a message quotes it: shortened, control bytes escaped.
+std::string shown(std::string_view text) {
+  return message_excerpt(text);
+}
+
+// A list of names (a header's columns, a nominal attribute's values) as a message shows it.
+std::string shown_list(const std::vector<std::string>& names) {
+  return message_excerpt(join(names), 4 * kExcerptBytes);
+}
+
 // Accepts exactly one finite decimal number and nothing else: a half-parsed "12abc" or a "nan" in
 // the data would silently poison training, so both count as non-numbers.
 bool parse_number(std::string_view text, double& value) {
@@ -63,6 +73,22 @@ bool is_index(std::string_view text) {
                                       [](unsigned char c) { return std::isdigit(c) != 0; });
 }
 
+// A NUL byte has no place in a text data file (a binary or compressed file given as CSV or ARFF
+// has many): refused with the line it is on, before it becomes part of a name or a value.
+void refuse_nul_bytes(std::string_view text, const std::string& path) {
+  const auto nul = text.find('\0');
+  if (nul == std::string_view::npos) return;
+  const std::string_view before = text.substr(0, nul);
+  const auto newline = before.rfind('\n');
+  const std::size_t line_start = newline == std::string_view::npos ? 0 : newline + 1;
+  const std::size_t line_end = std::min(text.find('\n', nul), text.size());
+  throw InputError(fmt::format(
+      "{}:{}: a NUL byte at character {} of the line '{}': a data file must be text (is it a "
+      "binary or compressed file?)",
+      path, 1 + std::count(before.begin(), before.end(), '\n'), nul - line_start + 1,
+      shown(text.substr(line_start, line_end - line_start))));
+}
+
 std::string read_text_file(const std::string& path) {
   std::error_code ignored;
   std::ifstream in;
@@ -77,6 +103,7 @@ std::string read_text_file(const std::string& path) {
   in.seekg(0);
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
   if (!in) throw InputError(fmt::format("cannot read data file '{}'", path));
+  refuse_nul_bytes(text, path);
   return text;
 }
 
@@ -119,10 +146,10 @@ std::size_t resolve_label_column(const std::vector<std::string>& names, const st
     const auto result = std::from_chars(label.data(), label.data() + label.size(), index);
     if (result.ec == std::errc() && index < names.size()) return index;
     throw InputError(fmt::format("label column {} is out of range: {} has {} columns (0..{})",
-                                 label, path, names.size(), names.size() - 1));
+                                 shown(label), path, names.size(), names.size() - 1));
   }
-  throw InputError(
-      fmt::format("label column '{}' is not in {}; its columns are: {}", label, path, join(names)));
+  throw InputError(fmt::format("label column '{}' is not in {}; its columns are: {}", shown(label),
+                               path, shown_list(names)));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -232,7 +259,7 @@ class CsvFile {
     for (const auto& name : header_)
       if (!seen.insert(name).second)
         throw InputError(fmt::format("{}:{}: column '{}' appears twice in the header", path_,
-                                     line_number, name));
+                                     line_number, shown(name)));
   }
 
   std::string path_;
@@ -253,7 +280,7 @@ void check_same_header(const CsvFile& train, const CsvFile& test) {
       throw InputError(fmt::format(
           "test file {} names column {} '{}' but training file {} names it '{}'; both need the "
           "same header",
-          test.path(), c, found[c], train.path(), expected[c]));
+          test.path(), c, shown(found[c]), train.path(), shown(expected[c])));
 }
 
 // Which header columns are the label and which are read as categorical values.
@@ -273,7 +300,7 @@ CsvLayout plan_csv_layout(const CsvFile& file, const ColumnSelection& columns) {
     if (found == header.end())
       throw InputError(
           fmt::format("data.categorical lists column '{}', which is not in {}; its columns are: {}",
-                      name, file.path(), join(header)));
+                      shown(name), file.path(), shown_list(header)));
     layout.categorical[found - header.begin()] = true;
   }
   return layout;
@@ -344,7 +371,7 @@ double parse_csv_number(const std::string& text, const CsvFile& file, int line_n
     throw InputError(fmt::format(
         "{}:{}: column '{}': '{}' is not a number; list the column in data.categorical to treat it "
         "as categorical",
-        file.path(), line_number, file.header()[column], text));
+        file.path(), line_number, shown(file.header()[column]), shown(text)));
   return value;
 }
 
@@ -380,8 +407,9 @@ bool operator==(const ArffAttribute& a, const ArffAttribute& b) {
 }
 
 std::string describe(const ArffAttribute& attribute) {
-  return attribute.nominal ? fmt::format("'{}' {{{}}}", attribute.name, join(attribute.values))
-                           : fmt::format("'{}' numeric", attribute.name);
+  return attribute.nominal
+             ? fmt::format("'{}' {{{}}}", shown(attribute.name), shown_list(attribute.values))
+             : fmt::format("'{}' numeric", shown(attribute.name));
 }
 
 // Reads a token quoted with ' or " starting at text[start]; a backslash takes the next character
@@ -428,16 +456,16 @@ std::vector<std::string> parse_nominal_values(std::string_view type, const std::
   const auto close = type.rfind('}');
   if (close == std::string_view::npos)
     throw InputError(fmt::format("{}:{}: attribute '{}': the value list has no closing '}}'", path,
-                                 line_number, name));
+                                 line_number, shown(name)));
   auto values = split_arff_values(type.substr(1, close - 1), path, line_number);
   std::set<std::string> seen;
   for (const auto& value : values) {
     if (value.empty())
       throw InputError(fmt::format("{}:{}: attribute '{}': the value list has an empty value", path,
-                                   line_number, name));
+                                   line_number, shown(name)));
     if (!seen.insert(value).second)
       throw InputError(fmt::format("{}:{}: attribute '{}': value '{}' is declared twice", path,
-                                   line_number, name, value));
+                                   line_number, shown(name), shown(value)));
   }
   return values;
 }
@@ -468,9 +496,9 @@ ArffAttribute parse_arff_attribute(std::string_view rest, const std::string& pat
     throw InputError(fmt::format(
         "{}:{}: attribute '{}' has type {}, which is not supported; use numeric, real, integer or "
         "a nominal {{a, b, ...}} list",
-        path, line_number, attribute.name, keyword));
+        path, line_number, shown(attribute.name), shown(keyword)));
   throw InputError(fmt::format("{}:{}: attribute '{}' has unknown type '{}'", path, line_number,
-                               attribute.name, type));
+                               shown(attribute.name), shown(type)));
 }
 
 // Reads the header up to and including "@data", leaving the cursor on the data section.
@@ -492,12 +520,12 @@ std::vector<ArffAttribute> read_arff_header(LineCursor& cursor, const std::strin
     }
     if (keyword != "@attribute")
       throw InputError(fmt::format("{}:{}: expected @relation, @attribute or @data, found '{}'",
-                                   path, cursor.line_number(), line));
+                                   path, cursor.line_number(), shown(line)));
     attributes.push_back(
         parse_arff_attribute(line.substr(keyword_end), path, cursor.line_number()));
     if (!names.insert(attributes.back().name).second)
       throw InputError(fmt::format("{}:{}: attribute '{}' is declared twice", path,
-                                   cursor.line_number(), attributes.back().name));
+                                   cursor.line_number(), shown(attributes.back().name)));
   }
   throw InputError(fmt::format("{}: no @data line; is this an ARFF file?", path));
 }
@@ -555,7 +583,7 @@ class ArffSchema {
       throw InputError(fmt::format(
           "label attribute '{}' in {} is numeric; the label must be a nominal {{a, b, ...}} "
           "attribute",
-          names[label_], path));
+          shown(names[label_]), path));
   }
 
   void build_layout() {
@@ -589,9 +617,9 @@ class ArffSchema {
     const auto found = codes_[column].find(value);
     if (found != codes_[column].end()) return found->second;
     if (value != "?")
-      throw InputError(
-          fmt::format("{}:{}: column '{}': '{}' is not one of the declared values {{{}}}", path,
-                      line_number, declared_[column].name, value, join(declared_[column].values)));
+      throw InputError(fmt::format(
+          "{}:{}: column '{}': '{}' is not one of the declared values {{{}}}", path, line_number,
+          shown(declared_[column].name), shown(value), shown_list(declared_[column].values)));
     auto& names = categories(column);
     names.push_back("?");
     const auto missing = static_cast<std::int32_t>(names.size() - 1);
@@ -606,9 +634,9 @@ class ArffSchema {
     if (value == "?")
       throw InputError(fmt::format(
           "{}:{}: column '{}': missing value '?' in a numeric attribute is not supported", path,
-          line_number, declared_[column].name));
+          line_number, shown(declared_[column].name)));
     throw InputError(fmt::format("{}:{}: column '{}': '{}' is not a number", path, line_number,
-                                 declared_[column].name, value));
+                                 shown(declared_[column].name), shown(value)));
   }
 
   std::vector<ArffAttribute> declared_;

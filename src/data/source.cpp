@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "fluence/core/error.hpp"
+#include "fluence/core/memory.hpp"
 #include "fluence/core/rng.hpp"
 #include "fluence/data/loaders.hpp"
 
@@ -243,10 +244,36 @@ bool has_test_file(const DataConfig& config) {
   return config.source == "idx" || (config.source != "synthetic" && !config.test_path.empty());
 }
 
+// What generating the synthetic data surely allocates on every rank, from the deck alone
+// (core/memory.hpp): the values, the names of the attributes, categories and classes, and the
+// planted model. data.synthetic.numeric = 1e9 grew memory name by name until the OOM killer came.
+std::vector<MemoryTerm> synthetic_memory(const SyntheticConfig& config) {
+  const double rows = static_cast<double>(config.rows), numeric = config.numeric,
+               categorical = static_cast<double>(config.categorical.size()),
+               classes = config.classes;
+  double categories = 0.0;
+  for (const int domain : config.categorical) categories += domain;
+  return {
+      {rows * (8.0 * numeric + 4.0 * categorical + 4.0),
+       fmt::format(
+           "the data, held by every rank: data.synthetic.rows = {} x (data.synthetic.numeric "
+           "= {} numbers + {} categorical codes and the label)",
+           config.rows, config.numeric, config.categorical.size())},
+      {(numeric + categorical) * sizeof(Attribute) + (categories + classes) * sizeof(std::string),
+       fmt::format("the names of {} attributes, {} categories (data.synthetic.categorical) and "
+                   "data.synthetic.classes = {} classes",
+                   numeric + categorical, categories, config.classes)},
+      {8.0 * classes * (numeric + categories + 1.0),
+       fmt::format("the planted model: data.synthetic.classes = {} x {} inputs", config.classes,
+                   numeric + categories + 1.0)},
+  };
+}
+
 // The rows as read or generated; without a test file the test table is empty (with the schema)
 // until split_train_test forms it.
 TrainTest read_source(const DataConfig& config, std::uint64_t seed) {
   if (config.source == "synthetic") {
+    check_memory(synthetic_memory(config.synthetic));
     Table all = generate_synthetic(config.synthetic, seed);
     Table test = all.empty_like();
     return {std::move(all), std::move(test)};
@@ -283,8 +310,9 @@ TrainTest load_data(const DataConfig& config, std::uint64_t seed) {
     throw InputError(fmt::format(
         "the training data hold a single class ({}): a classifier needs at least two (check "
         "data.label, data.classes and the row limits)",
-        label < data.train.class_names.size() ? "'" + data.train.class_names[label] + "'"
-                                              : std::to_string(labels[0])));
+        label < data.train.class_names.size()
+            ? "'" + message_excerpt(data.train.class_names[label]) + "'"
+            : std::to_string(labels[0])));
   }
   // After the class filter and the row limits, so that the levels are equally frequent on the rows
   // actually trained on.

@@ -158,6 +158,37 @@ TestShard make_network_test_set(const Table& test, const Encoding& encoding,
   return shard;
 }
 
+// The model's parameter-sized vectors every command holds at least: the model, its gradient, a
+// client's local copy and the round's sum.
+constexpr double kModelVectors = 4.0;
+
+// What the problem surely holds on each rank once the data are read and the model is built
+// (core/memory.hpp), each part with the keys that size it.
+std::vector<MemoryTerm> problem_memory(const Deck& deck, const FederatedProblem& problem) {
+  const Table& train = problem.data.train;
+  const double rows = static_cast<double>(train.rows + problem.data.test.rows);
+  const double width = problem.encoding.width();
+  const double parameters = static_cast<double>(problem.model->parameters());
+  const std::string data_keys = deck.string("data.source") == "synthetic"
+                                    ? "data.synthetic.rows, .numeric and .categorical"
+                                    : "the rows and columns of data.path";
+  const std::string type = deck.string("model.type");
+  const std::string model_keys = type == "logistic" ? "classes x encoded columns"
+                                 : type == "mlp"    ? "model.hidden"
+                                                    : "model.conv_filters, model.hidden";
+  return {
+      {rows * (8.0 * train.numeric_count() + 4.0 * train.categorical_count() + 4.0),
+       fmt::format("the data, held by every rank: {} rows of {} attributes ({})", rows,
+                   train.attributes.size(), data_keys)},
+      {8.0 * rows * width / world_size(),
+       fmt::format("the encoded rows, spread over the ranks: {} rows x {} encoded columns ({}, "
+                   "categories one-hot)",
+                   rows, width, data_keys)},
+      {8.0 * kModelVectors * parameters,
+       fmt::format("{} model parameters ({}) x {} vectors", parameters, model_keys, kModelVectors)},
+  };
+}
+
 }  // namespace
 
 FederatedProblem build_problem(const Deck& deck) {
@@ -186,6 +217,8 @@ FederatedProblem build_problem(const Deck& deck) {
         "federation.local_precision = \"single\" runs the logistic model's local SGD on 8-bit "
         "codes of the features, which these data do not have (only image data such as "
         "data.source = \"idx\" do); use \"double\" (networks train in float on any data)");
+  problem.memory = problem_memory(deck, problem);
+  check_memory(problem.memory);
   problem.layout = std::make_unique<ClientLayout>(problem.client_sizes(), world_size());
   const int rank = world_rank();
   for (int id = problem.layout->first_client(rank); id < problem.layout->end_client(rank); ++id) {

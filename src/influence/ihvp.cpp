@@ -9,6 +9,7 @@
 #include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/rng.hpp"
+#include "fluence/core/solver_options.hpp"
 #include "fluence/influence/spectrum.hpp"
 
 extern "C" {
@@ -165,7 +166,7 @@ class KrylovSolver final : public IhvpSolver {
         config_(config),
         cg_(as_linear_operator(hessian), [&] {
           CgSettings settings;
-          settings.prefix = "ihvp_";
+          settings.prefix = kIhvpPrefix;
           settings.rtol = config.rtol;
           settings.max_iterations = config.max_iterations;
           settings.preconditioner =

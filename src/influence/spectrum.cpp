@@ -8,6 +8,7 @@
 #include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/rng.hpp"
+#include "fluence/core/solver_options.hpp"
 
 namespace fluence {
 
@@ -26,7 +27,7 @@ class EigenSolve {
     petsc_check(EPSSetWhichEigenpairs(eps_, which), "EPSSetWhichEigenpairs");
     petsc_check(EPSSetDimensions(eps_, count, PETSC_DEFAULT, PETSC_DEFAULT), "EPSSetDimensions");
     petsc_check(EPSSetTolerances(eps_, tolerance, 100000), "EPSSetTolerances");
-    petsc_check(EPSSetOptionsPrefix(eps_, "hessian_"), "EPSSetOptionsPrefix");
+    petsc_check(EPSSetOptionsPrefix(eps_, kSpectrumPrefix), "EPSSetOptionsPrefix");
     petsc_check(EPSSetFromOptions(eps_), "EPSSetFromOptions");
     Vec start;
     petsc_check(MatCreateVecs(shell_.matrix(), &start, nullptr), "MatCreateVecs");

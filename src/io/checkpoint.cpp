@@ -15,6 +15,7 @@
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/version.hpp"
 #include "fluence/io/results.hpp"
+#include "silent_hdf5.hpp"
 
 namespace fluence {
 
@@ -62,16 +63,6 @@ std::string nested(std::string name) {
 
 // --- reading (rank 0), with HDF5's own error printing off
 // -----------------------------------------
-
-struct SilentHdf5 {
-  H5E_auto2_t function = nullptr;
-  void* data = nullptr;
-  SilentHdf5() {
-    H5Eget_auto2(H5E_DEFAULT, &function, &data);
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  }
-  ~SilentHdf5() { H5Eset_auto2(H5E_DEFAULT, function, data); }
-};
 
 std::string read_string_attribute(hid_t file, const char* name) {
   if (H5Aexists(file, name) <= 0) return "";

@@ -64,6 +64,41 @@ TEST(Deck, OutOfRangeValuesAreRejected) {
             std::string::npos);
 }
 
+TEST(Deck, ToleranceOfOneIsRefusedBeforePetscRefusesIt) {
+  // KSPSetTolerances refuses rtol >= 1 with an error stack (issue 24): the schema says so first.
+  const auto rtol = error_of("[influence]\nrtol = 1\n");
+  EXPECT_NE(rtol.find("influence.rtol = 1 is not allowed: expected a number > 0 and < 1"),
+            std::string::npos)
+      << rtol;
+  EXPECT_NE(error_of("[influence]\neigen_tolerance = 1.0\n").find("< 1"), std::string::npos);
+  EXPECT_EQ(error_of("[influence]\nrtol = 0.999\n"), "");
+}
+
+// Issue 24, message hygiene: deck strings are names and paths, so a control byte ("\u0000" cut the
+// message where it stood) or a string longer than any path is refused, shown escaped and short.
+TEST(Deck, StringsWithControlBytesOrOfMegabytesAreRefusedShort) {
+  const auto nul = error_of("[data]\npath = \"a\\u0000b\"\n");
+  EXPECT_NE(nul.find("deck.toml:2: data.path = \"a\\x00b\" is not allowed: expected a string of "
+                     "at most 4096 bytes without control characters"),
+            std::string::npos)
+      << nul;
+  const auto tab = error_of("[ldp]\nattributes = [\"cat0\", \"c\\tat1\"]\n");
+  EXPECT_NE(tab.find("ldp.attributes = \"c\\x09at1\" is not allowed"), std::string::npos) << tab;
+  const std::string long_path(20'000'000, 'p');
+  const auto huge = error_of("", {"data.path=\"" + long_path + "\""});
+  EXPECT_LT(huge.size(), 300u);
+  EXPECT_NE(huge.find("data.path = \"" + std::string(59, 'p') +
+                      "... (20000002 bytes) is not "
+                      "allowed"),
+            std::string::npos)
+      << huge;
+  const auto key = error_of("\"" + std::string(5000, 'k') + "\" = 1\n");
+  EXPECT_NE(key.find("unknown key '" + std::string(60, 'k') + "... (5000 bytes)'"),
+            std::string::npos)
+      << key.substr(0, 300);
+  EXPECT_EQ(error_of("[data]\npath = \"caf\u00e9/data.csv\"\n"), "");  // UTF-8 is text
+}
+
 TEST(Deck, IntegersAboveIntMaxAreRefusedUnlessTheKeyAllowsThem) {
   // The values of issue 24's crash reports: a batch size of 2^40 (was a segfault) and 2^32 + 3
   // rounds (ran 3 rounds and recorded 4294967299).

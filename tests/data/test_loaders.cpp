@@ -21,6 +21,7 @@ namespace fluence {
 namespace {
 
 namespace fs = std::filesystem;
+using namespace std::string_literals;
 
 using Strings = std::vector<std::string>;
 
@@ -230,6 +231,33 @@ TEST_F(LoadersTest, CsvNonNumericValueNamesFileLineAndColumn) {
         read_csv(train_file, test_file, {"", {"color"}});
       },
       {test_file + ":3:", "column 'age'", "'1e400'"});
+}
+
+// Issue 24, message hygiene: a 20 MB field is quoted by its first 60 bytes and its length, a
+// control byte escaped, and a NUL byte (which ended the message where it stood) refuses the file
+// with its line, the NUL shown.
+TEST_F(LoadersTest, CsvFieldsAreQuotedShortAndEscaped) {
+  const std::string huge(20'000'000, '7');
+  const auto long_file = write("long.csv", "a,b,y\n1,2,x\n3," + huge + "z,y\n");
+  try {
+    read_csv(long_file, "", {});
+    ADD_FAILURE() << "expected an InputError";
+  } catch (const InputError& error) {
+    const std::string message = error.what();
+    EXPECT_LT(message.size(), 400u) << message.substr(0, 400);
+    EXPECT_NE(message.find("column 'b': '" + huge.substr(0, 60) + "... (20000001 bytes)'"),
+              std::string::npos)
+        << message;
+  }
+  const auto control = write("control.csv", "a,b,y\n1,2,x\n3,4\x01\x1b[2J,y\n");
+  expect_input_error([&] { read_csv(control, "", {}); },
+                     {control + ":3: column 'b': '4\\x01\\x1b[2J' is not a number"});
+  const auto nul = write("nul.csv", "a,b,y\n1,2,x\n3,a\0bc,y\n"s);
+  expect_input_error([&] { read_csv(nul, "", {}); },
+                     {nul + ":3: a NUL byte at character 4 of the line '3,a\\x00bc,y'",
+                      "a data file must be text"});
+  const auto arff = write("nul.arff", "@relation r\n@attribute a {x\0, y}\n"s);
+  expect_input_error([&] { read_arff(arff, "", {}); }, {arff + ":2: a NUL byte"});
 }
 
 TEST_F(LoadersTest, CsvEmptyFileOrHeaderOnlyIsAnError) {

@@ -38,6 +38,7 @@ struct KeySpec {
   double minimum = -std::numeric_limits<double>::infinity();
   double maximum = std::numeric_limits<double>::infinity();
   bool minimum_exclusive = false;
+  bool maximum_exclusive = false;
   std::vector<std::string> choices;  // allowed values for strings and string arrays
 };
 
@@ -91,6 +92,9 @@ class Deck {
   bool given(const std::string& path) const;
   /// Error text naming the key path and where it was set.
   std::string where(const std::string& path) const;
+  /// The value at `path` as TOML text (strings quoted, arrays and tables whole; "" when absent),
+  /// to compare two decks' values and show them.
+  std::string value_text(const std::string& path) const;
 
   const toml::table& table() const;
 

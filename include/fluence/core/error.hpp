@@ -1,8 +1,10 @@
 #pragma once
 // Error boundary (DESIGN.md): pure C++ throws; code calling PETSc uses PetscCall and converts at
 // the seam with petsc_check(); main() prints the message on rank 0 and ends every rank.
+#include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace fluence {
 
@@ -33,7 +35,19 @@ inline constexpr const char* kOutOfMemory =
     "out of memory: the deck's data or model need more memory than this rank could allocate "
     "(use fewer rows, attributes or parameters, or more ranks or nodes)";
 
-/// Converts a PETSc error code into a RuntimeError naming the call site.
+/// Converts a PETSc error code into a RuntimeError naming the call site and PETSc's own message
+/// (kept by the handler the Environment installs instead of PETSc's printed traceback).
 void petsc_check(int error_code, const char* what);
+
+/// How much of a user-supplied text (a data field, a deck value, a key) an error message echoes,
+/// and how much of a path.
+inline constexpr std::size_t kExcerptBytes = 60;
+inline constexpr std::size_t kPathExcerptBytes = 240;
+
+/// User-supplied text as an error message shows it: control bytes escaped as \xNN (a NUL would
+/// otherwise end the message where it stands) and text longer than `limit` bytes cut there, with
+/// "... (N bytes)" telling its length (a 20 MB CSV field is not echoed whole). A cut never splits
+/// a UTF-8 character.
+std::string message_excerpt(std::string_view text, std::size_t limit = kExcerptBytes);
 
 }  // namespace fluence

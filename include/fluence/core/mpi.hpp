@@ -21,6 +21,11 @@ class Environment {
 int world_rank();
 int world_size();
 
+/// PETSc's message for the error it raised last (its first frame: "Unable to find requested KSP
+/// type nosuch (in KSPSetType)"), which the Environment keeps instead of printing PETSc's
+/// traceback; empty when none. Taking it clears it.
+std::string take_petsc_message();
+
 /// Runs `work` on every rank; if it throws on any rank, every rank throws an InputError carrying
 /// the message of the lowest failing rank. Use around set-up steps whose failure may be rank-local
 /// (a file one node cannot read) so that no rank is left waiting in a collective.

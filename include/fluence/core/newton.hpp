@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "fluence/core/solver_options.hpp"
+
 namespace fluence {
 
 /// A twice-differentiable objective for Newton's method. Collective operations stay collective:
@@ -41,8 +43,8 @@ class NewtonObjective {
 struct NewtonSettings {
   double tolerance = 1e-10;  // stop when ||grad h|| <= tolerance
   int max_steps = 50;
-  bool verbose = false;            // a line per step on the rank-0 stream
-  std::string prefix = "newton_";  // the CG's PETSc options prefix
+  bool verbose = false;                // a line per step on the rank-0 stream
+  std::string prefix = kNewtonPrefix;  // the CG's PETSc options prefix
   /// z = M^-1 r, a caller's preconditioner (an inverse of a nearby Hessian); without it Jacobi
   /// where the objective has a diagonal, else none.
   std::function<void(const double* r, double* z)> preconditioner;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "fluence/core/config.hpp"
+#include "fluence/core/memory.hpp"
 #include "fluence/data/dataset.hpp"
 #include "fluence/fl/client.hpp"
 #include "fluence/fl/layout.hpp"
@@ -79,6 +80,9 @@ struct FederatedProblem {
   TestShard test;
   std::unique_ptr<Model> model;
   std::int64_t total_train_rows = 0;
+  /// What the problem surely holds on each rank (core/memory.hpp), checked before the clients'
+  /// rows are encoded; a command adds the buffers of its own to check them before it starts.
+  std::vector<MemoryTerm> memory;
 
   std::vector<std::int64_t> client_sizes() const;
   /// The linear model's fast paths, for `what` (a command or an option) that has no other path
@@ -90,7 +94,8 @@ struct FederatedProblem {
 /// when the data allow; local SGD then reads those.
 void attach_codes(const FederatedProblem& problem, Client& client);
 
-/// Collective: every rank calls it with the same deck. Input problems are InputErrors on all ranks.
+/// Collective: every rank calls it with the same deck. Input problems are InputErrors on all ranks,
+/// a deck whose data or model would not fit in a rank's memory among them (check_memory).
 FederatedProblem build_problem(const Deck& deck);
 
 }  // namespace fluence

@@ -1,0 +1,51 @@
+#pragma once
+// Up-front memory estimates (docs/operations.md "Memory"): a deck whose data or model cannot fit in
+// a rank's share of the node is refused before the allocations start, naming the keys that size
+// it, instead of growing until the kernel's OOM killer ends the run without a word. The estimates
+// count what is surely allocated (a lower bound), so a refusal is never a false alarm; a deck just
+// below the limit can still run out, which the std::bad_alloc message then reports.
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fluence {
+
+/// One part of a rank's memory: its bytes and what it is, naming the deck keys that size it.
+struct MemoryTerm {
+  double bytes = 0.0;
+  std::string what;
+};
+
+/// The memory each rank may use, agreed by all ranks (the smallest share) and where it came from.
+struct MemoryBudget {
+  std::optional<double> bytes;  // none: no check (FLUENCE_MEMORY_LIMIT=none, or not measured)
+  std::string source;           // "MemAvailable 15.2 GiB / 2 ranks on this node"
+};
+
+/// The environment variable that replaces the measured budget (bytes per rank, "none": no check).
+inline constexpr const char* kMemoryLimitVariable = "FLUENCE_MEMORY_LIMIT";
+
+/// Measures the budget once per command, before the deck's data are built: FLUENCE_MEMORY_LIMIT
+/// when set, else the node's available memory (MemAvailable, or the cgroup's limit less its usage
+/// when smaller) divided by the ranks on the node, the smallest over all ranks. Collective;
+/// InputError (on every rank) for a malformed FLUENCE_MEMORY_LIMIT.
+void measure_memory_budget();
+
+/// The budget measured (no bytes before measure_memory_budget, as in the unit tests).
+const MemoryBudget& memory_budget();
+
+/// An InputError, the same on every rank, when the terms add up to more than the budget: the
+/// estimate, the budget, the largest terms with their keys, and how to override the check.
+void check_memory(const std::vector<MemoryTerm>& terms);
+
+/// The refusal check_memory raises for `budget` (empty when the terms fit), for unit tests.
+std::string memory_problem(const std::vector<MemoryTerm>& terms, const MemoryBudget& budget);
+
+/// FLUENCE_MEMORY_LIMIT's value: bytes with an optional binary suffix (K, M, G, T, with or without
+/// "iB" or "B": "512M", "4GiB", "1e9"), or "none" (a budget without bytes). nullopt: malformed.
+std::optional<MemoryBudget> parse_memory_limit(const std::string& text);
+
+/// "1.5 GiB", "812 MiB", "64 B".
+std::string format_bytes(double bytes);
+
+}  // namespace fluence

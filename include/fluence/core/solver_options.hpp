@@ -1,0 +1,21 @@
+#pragma once
+// The PETSc/SLEPc options given on the command line for the code's solvers, each under its prefix:
+// -newton_ksp_* (Newton's CG), -ihvp_ksp_* (the influence IHVPs), -hessian_eps_* (the SLEPc
+// spectrum).
+#include <string>
+#include <vector>
+
+namespace fluence {
+
+inline constexpr const char* kNewtonPrefix = "newton_";
+inline constexpr const char* kIhvpPrefix = "ihvp_";
+inline constexpr const char* kSpectrumPrefix = "hessian_";
+
+/// Sets up a throwaway solver of each prefix that `arguments` (the PETSc part of the command line)
+/// gives options for, as the run's own solver reads them, so that a bad type or value
+/// (-ihvp_ksp_type nosuch, -ihvp_ksp_rtol abc) is refused before the run starts: an InputError,
+/// the same on every rank, naming the option, its value and PETSc's reason, instead of PETSc's
+/// error stack when the solver is first made, maybe hours into the run.
+void check_solver_options(const std::vector<std::string>& arguments);
+
+}  // namespace fluence

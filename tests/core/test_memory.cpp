@@ -1,0 +1,71 @@
+// The up-front memory check (core/memory.hpp): FLUENCE_MEMORY_LIMIT's values, the refusal's words
+// (estimate, budget, the largest terms and their keys) and the byte formatting.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "fluence/core/memory.hpp"
+
+namespace fluence {
+namespace {
+
+TEST(MemoryLimit, SizesWithBinarySuffixes) {
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  EXPECT_EQ(parse_memory_limit("4G")->bytes, 4 * gib);
+  EXPECT_EQ(parse_memory_limit("4GiB")->bytes, 4 * gib);
+  EXPECT_EQ(parse_memory_limit("4gb")->bytes, 4 * gib);
+  EXPECT_EQ(parse_memory_limit("512M")->bytes, 512.0 * 1024 * 1024);
+  EXPECT_EQ(parse_memory_limit("1.5T")->bytes, 1.5 * 1024 * gib);
+  EXPECT_EQ(parse_memory_limit("1e9")->bytes, 1e9);
+  EXPECT_EQ(parse_memory_limit("123 K")->bytes, 123.0 * 1024);
+  EXPECT_EQ(parse_memory_limit("64B")->bytes, 64.0);
+  EXPECT_EQ(parse_memory_limit("4G")->source, "FLUENCE_MEMORY_LIMIT=4G");
+}
+
+TEST(MemoryLimit, NoneTurnsTheCheckOff) {
+  const auto none = parse_memory_limit("none");
+  ASSERT_TRUE(none);
+  EXPECT_FALSE(none->bytes);
+  EXPECT_TRUE(parse_memory_limit("NONE"));
+}
+
+TEST(MemoryLimit, MalformedValuesAreRefused) {
+  for (const char* text : {"", "abc", "4X", "4Gx", "0", "-1G", "inf", "nan", "G"})
+    EXPECT_FALSE(parse_memory_limit(text)) << text;
+}
+
+TEST(MemoryCheck, TermsWithinTheBudgetPass) {
+  MemoryBudget budget{1000.0, "test"};
+  EXPECT_EQ(memory_problem({{400.0, "a"}, {600.0, "b"}}, budget), "");
+  EXPECT_EQ(memory_problem({{1e30, "huge"}}, MemoryBudget{}), "");  // no budget: no check
+}
+
+TEST(MemoryCheck, RefusalNamesEstimateBudgetAndTheLargestTerms) {
+  MemoryBudget budget{1024.0 * 1024.0, "MemAvailable 2.0 MiB / 2 ranks on this node"};
+  const std::string message = memory_problem({{3.0 * 1024 * 1024, "the data: data.synthetic.rows"},
+                                              {1024.0 * 1024, "the model: model.hidden"},
+                                              {10.0, "names"}},
+                                             budget);
+  EXPECT_NE(message.find("needs at least 4.0 MiB of memory per rank, more than the 1.0 MiB a rank "
+                         "has (MemAvailable 2.0 MiB / 2 ranks on this node)"),
+            std::string::npos)
+      << message;
+  // Largest first; a term below a tenth of the estimate is not named.
+  EXPECT_NE(message.find("3.0 MiB for the data: data.synthetic.rows; 1.0 MiB for the model: "
+                         "model.hidden;"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(message.find("names"), std::string::npos) << message;
+  EXPECT_NE(message.find("FLUENCE_MEMORY_LIMIT"), std::string::npos) << message;
+}
+
+TEST(MemoryCheck, BytesAreShownInBinaryUnits) {
+  EXPECT_EQ(format_bytes(64), "64 B");
+  EXPECT_EQ(format_bytes(1536), "1.5 KiB");
+  EXPECT_EQ(format_bytes(3.0 * 1024 * 1024 * 1024), "3.0 GiB");
+  EXPECT_EQ(format_bytes(8e13), "72.8 TiB");
+}
+
+}  // namespace
+}  // namespace fluence
