@@ -473,9 +473,10 @@ if [ "$ok" -eq 1 ]; then pass "train checkpoints from 1 and 3 ranks resume on 2 
 else fail "train restart across rank counts"; fi
 
 # A stop signal to one rank: the round finishes, a checkpoint is written, exit 4; restarting from
-# it on another rank count ends exactly as the uninterrupted run.
-"$mpirun" -n 2 "$fluence" train "$work/ck.toml" --out "$work/ckS0" --quiet --set federation.rounds=4000 >/dev/null 2>&1
-"$mpirun" -n 2 "$fluence" train "$work/ck.toml" --out "$work/ckS" --quiet --set federation.rounds=4000 \
+# it on another rank count ends exactly as the uninterrupted run. 20,000 rounds (about 6 s): with
+# 4,000 (1 s) a loaded machine's poll could see the first checkpoint only as the run ended.
+"$mpirun" -n 2 "$fluence" train "$work/ck.toml" --out "$work/ckS0" --quiet --set federation.rounds=20000 >/dev/null 2>&1
+"$mpirun" -n 2 "$fluence" train "$work/ck.toml" --out "$work/ckS" --quiet --set federation.rounds=20000 \
   --set output.checkpoint_every=100 --set output.keep=1 >"$work/ckS.log" 2>&1 &
 launcher=$!
 # Signal once training runs (its first checkpoint exists), to the last rank only.
@@ -486,7 +487,7 @@ wait "$launcher"
 code=$?
 if [ "$code" -eq 4 ] && grep -q "stop signal received: checkpoint" "$work/ckS.log" && ls "$work/ckS"/chk_*.h5 >/dev/null 2>&1 &&
   [ ! -e "$work/ckS/results.h5" ] &&
-  "$mpirun" -n 3 "$fluence" train "$work/ck.toml" --out "$work/ckS" --quiet --set federation.rounds=4000 --restart latest >/dev/null 2>&1 &&
+  "$mpirun" -n 3 "$fluence" train "$work/ck.toml" --out "$work/ckS" --quiet --set federation.rounds=20000 --restart latest >/dev/null 2>&1 &&
   compare_runs "$work/ckS0/results.h5" "$work/ckS/results.h5"; then
   pass "SIGUSR1 to one rank: checkpoint, exit 4, restart latest on 3 ranks is bitwise identical"
 else fail "stop signal (exit $code)"; tail -3 "$work/ckS.log" | sed 's/^/    /'; fi
