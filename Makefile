@@ -1,13 +1,14 @@
 # Thin driver around CMake. Quick start: `make run` and `make test` (README).
 # On a cluster with the dependencies already loaded as modules: SKIP_DEPS=1 make ...
 BUILD_DIR ?= build
+SANITIZE_DIR ?= build-sanitize
 BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc)
 RANKS ?= 2
 SKIP_DEPS ?= 0
 CTEST_ARGS ?=
 
-.PHONY: all deps configure build run test bench format format-check clean
+.PHONY: all deps configure build run test sanitize bench format format-check clean
 
 all: build
 
@@ -31,6 +32,13 @@ run: build
 test: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 
+# The whole suite built with AddressSanitizer + UndefinedBehaviorSanitizer in a build directory of its
+# own (docs/operations.md "Sanitizer build"); tests/sanitizer/run_checked.sh sets the runtime options.
+sanitize: deps
+	@cmake -S . -B $(SANITIZE_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLUENCE_SANITIZE=ON >/dev/null
+	@cmake --build $(SANITIZE_DIR) -j $(JOBS)
+	@cd $(SANITIZE_DIR) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
+
 bench: build
 	@cmake --build $(BUILD_DIR) -j $(JOBS) --target benchmarks
 	@bash bench/run_all.sh $(BUILD_DIR)
@@ -42,4 +50,4 @@ format-check:
 	@clang-format --dry-run --Werror $$(git ls-files '*.cpp' '*.hpp')
 
 clean:
-	@rm -rf $(BUILD_DIR)
+	@rm -rf $(BUILD_DIR) $(SANITIZE_DIR)
