@@ -43,8 +43,8 @@ Printed on stdout (aligned plain text, or GitHub markdown with
 run (every client counts as opt-out there), the opt-out columns of
 DP-FedAvg, and so on.
 
-Figures (PNG, unless ``--no-figures``; into ``--figures DIR``, default
-``ROOT/figures``):
+Figures (analysis/style.py: vector PDF and 300-dpi PNG, unless
+``--no-figures``; into ``--figures DIR``, default ``ROOT/figures``):
 
 * ``feo2_acc_g.png``: Acc_g per round (``/metrics/test_accuracy``, every
   round), a line per algorithm, a panel per set-up;
@@ -85,8 +85,8 @@ from report_common import (  # noqa: E402
     render_markdown, render_plain, save)
 
 import collect  # noqa: E402  (the reader: one table of the runs)
+import style  # noqa: E402
 
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 SETUPS = ("noniid", "skewed")             # known set-ups, in display order
@@ -536,39 +536,48 @@ def run_label(run):
     return run.name
 
 
-def panels(count):
-    """A figure with ``count`` panels in a row."""
-    fig, axes = plt.subplots(1, count, squeeze=False, sharey=True,
-                             figsize=(max(8.5, 5.6 * count + 0.6), 4.6))
+def panels(count, entries):
+    """A figure with ``count`` panels in a row (one column for one panel,
+    the text width for more) and a strip for a legend of ``entries``."""
+    lines = math.ceil(entries / legend_columns(count))
+    fig, axes = style.figure(columns=1 if count == 1 else 2, cols=count,
+                             height=2.6 + 0.17 * lines, sharey=True,
+                             legend_rows=lines)
     return fig, axes[0]
 
 
+def legend_columns(count):
+    return 3 if count == 1 else 5
+
+
 def legend(fig, axes):
-    """One legend for all panels, below them."""
+    """One legend for all panels, above them."""
     handles, labels = legend_entries(axes)
-    if handles:
-        fig.legend(handles, labels, loc="lower center",
-                   ncol=min(len(labels), 5), fontsize="small", frameon=False)
+    style.figure_legend(fig, handles, labels,
+                        columns=legend_columns(len(axes)))
+
+
+def panel_title(ax, setup, runs, count):
+    """The set-up's name, and what it means when there is room."""
+    ax.set_title(f"{setup}: {describe_setup(setup, runs)}" if count > 1
+                 else setup, fontsize=7)
 
 
 def figure_acc_g(setups, path):
     """Acc_g per round, a line per run, a panel per set-up."""
     colors = run_colors(setups)
-    fig, axes = panels(len(setups))
+    fig, axes = panels(len(setups), len(colors))
     for ax, (setup, runs) in zip(axes, setups.items()):
         for run in runs:
             rounds = np.arange(1, run.test_accuracy.size + 1)
-            ax.plot(rounds, 100 * run.test_accuracy, linewidth=1.2,
+            ax.plot(rounds, 100 * run.test_accuracy,
                     linestyle=run_style(run), color=colors[run.name],
                     label=run_label(run), zorder=3 if run.mode != "feo2"
                     else 2)
-        ax.set_title(f"{setup}: {describe_setup(setup, runs)}", fontsize=9)
-        ax.set_xlabel("round")
-        ax.grid(True, alpha=0.3)
-    axes[0].set_ylabel("Acc_g (%): global model on the server's test set")
+        panel_title(ax, setup, runs, len(setups))
+        style.round_axis(ax)
+    axes[0].set_ylabel("global model test accuracy (%)")
     legend(fig, axes)
-    fig.suptitle("Global model accuracy per round (/metrics/test_accuracy)")
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
     return save(fig, path)
 
 
@@ -583,32 +592,27 @@ def figure_clip_norm(setups, path):
              f"{os.path.basename(path)} not written")
         return None
     colors = run_colors(setups)
-    fig, axes = panels(len(private))
+    fig, axes = panels(len(private), len(colors))
     values = np.concatenate([run.clip_norm for runs in private.values()
                              for run in runs])
     values = values[np.isfinite(values) & (values > 0)]
     for ax, (setup, runs) in zip(axes, private.items()):
         for run in runs:
             rounds = np.arange(1, run.clip_norm.size + 1)
-            ax.plot(rounds, run.clip_norm, linewidth=1.2,
+            ax.plot(rounds, run.clip_norm,
                     linestyle=run_style(run), color=colors[run.name],
                     label=run_label(run), zorder=3 if run.mode != "feo2"
                     else 2)
         if not runs:
             ax.text(0.5, 0.5, "no private run", transform=ax.transAxes,
                     ha="center", va="center", color="0.5")
-        ax.set_title(f"{setup}: {describe_setup(setup, setups[setup])}",
-                     fontsize=9)
-        ax.set_xlabel("round")
-        ax.grid(True, alpha=0.3)
+        panel_title(ax, setup, setups[setup], len(private))
+        style.round_axis(ax)
     if values.size and values.max() / values.min() > 20:
         for ax in axes:
             ax.set_yscale("log")
     axes[0].set_ylabel("clipping norm S")
     legend(fig, axes)
-    fig.suptitle("Clipping norm per round of the private runs "
-                 "(/privacy/clip_norm, adaptive clipping)")
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
     return save(fig, path)
 
 
