@@ -420,7 +420,7 @@ def rounds_summary(runs):
 
 
 VAR_NOTE = ("(var): variance across clients of the per-client accuracy as a "
-            "fraction, x 100 (= %^2 / 100, the scale of the seed's Tables "
+            "fraction, x 100 (= %^2 / 100, the scale of FeO2's Tables "
             "1-2). ")
 
 
@@ -624,7 +624,8 @@ def figure_clip_norm(setups, path):
 def parse_args(argv):
     """Parse the command line."""
     parser = argparse.ArgumentParser(
-        description="Tables (seed 004 Table 1 analog) and figures of the "
+        description="Tables (FeO2 Table 1 analog; docs/references.md) and "
+                    "figures of the "
                     "FeO2 experiments written by "
                     "scripts/run_feo2_experiments.sh.")
     parser.add_argument("root", metavar="ROOT",
@@ -648,8 +649,8 @@ def main(argv=None):
     render = render_markdown if args.markdown else render_plain
     blocks = []
     if args.markdown:
-        blocks.append("## FeO2 (seed 004): federated learning with opt-out "
-                      "DP, Table 1 analog")
+        blocks.append("## [FeO2](../references.md#feo2): federated learning "
+                      "with opt-out DP, Table 1 analog")
     blocks.append(render(table_runs(setups)))
     for setup, runs in setups.items():
         line = gain_line(runs)

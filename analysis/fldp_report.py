@@ -722,7 +722,8 @@ def figure_q2_q3(datasets, path):
 def parse_args(argv):
     """Parse the command line."""
     parser = argparse.ArgumentParser(
-        description="Tables (seed 000 Tables 2-3, Fig. 2 data) and figures "
+        description="Tables (FLDP-FL Tables 2-3, Fig. 2 data; "
+                    "docs/references.md) and figures "
                     "(Figs. 1-2) of the FLDP-FL experiments written by "
                     "scripts/run_fldp_experiments.sh.")
     parser.add_argument("root", metavar="ROOT",
@@ -750,7 +751,8 @@ def main(argv=None):
     tables = [summary_table(datasets), table_q1(datasets),
               table_q2(datasets), table_q3(datasets), table_q4(datasets)]
     if args.markdown:
-        print("## FLDP-FL (seed 000): influence estimate vs retraining")
+        print("## [FLDP-FL](../references.md#fldp-fl): influence estimate vs "
+              "retraining")
         print()
     print("\n\n".join(render(t) for t in tables if t is not None))
 

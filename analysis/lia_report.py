@@ -535,7 +535,7 @@ def corruption_table(runs, variants):
     if not rows:
         return None
     return Table(
-        title="Corrupted fraction (seed Table II analog)",
+        title="Corrupted fraction (LIA Table II analog)",
         keys=["variant", "corrupted %"],
         groups=[("", ["P", EPS, "corrupted", "rejected", "honest rejected",
                       "recall %", "precision %", "accuracy %",
@@ -615,7 +615,7 @@ def minority_table(runs, variants):
     cls = sorted({r.minority_class for r in runs
                   if r.minority_fractions is not None})
     return Table(
-        title="Minority newcomers (seed Fig. 5 analog)",
+        title="Minority newcomers (LIA Fig. 5 analog)",
         keys=["variant", "class share %"],
         groups=[("", ["newcomers", "accepted", "mean vote sum",
                       "threshold", "honest accepted"])],
@@ -625,7 +625,7 @@ def minority_table(runs, variants):
                  + "; each newcomer holds the given share of it. accepted: "
                  "share of newcomers whose vote sum reaches the "
                  "population's threshold; honest accepted: share of the "
-                 "population's honest participants accepted. Seed 002 "
+                 "population's honest participants accepted. The LIA paper "
                  "(CIFAR-10, 512 runs): 0.63 at 5%, 0.54 at 20%.")
 
 
@@ -645,7 +645,7 @@ def signcheck_table(runs, variants):
     if not rows:
         return None
     return Table(
-        title="Sign of the lazy influence vs the exact influence (seed "
+        title="Sign of the lazy influence vs the exact influence (LIA "
               "Fig. 9 analog)",
         keys=["variant", EPS],
         groups=[("", ["P", "checked", "agreement %", "DP-SGD sigma",
@@ -881,8 +881,8 @@ def figure_votes(runs, variant, path):
 def parse_args(argv):
     parser = argparse.ArgumentParser(
         description="Tables and figures of the LIA experiments written by "
-                    "scripts/run_lia_experiments.sh (fluence lia, seed "
-                    "002).")
+                    "scripts/run_lia_experiments.sh (fluence lia; LIA, "
+                    "docs/references.md).")
     parser.add_argument("root", metavar="ROOT",
                         help="results root: ROOT/<variant>/<family>/.../"
                              "results.h5")
@@ -913,8 +913,8 @@ def main(argv=None):
     render = render_markdown if args.markdown else render_plain
     blocks = []
     if args.markdown:
-        blocks.append("## LIA (seed 002): lazy-influence data filtering on "
-                      + data_name(runs))
+        blocks.append("## [LIA](../references.md#lia): lazy-influence data "
+                      "filtering on " + data_name(runs))
     blocks.append(render(table_runs(runs, variants)))
     lines = target_lines(runs, variants)
     title = ("Targets (non-IID alpha = 0.1, 30% label_shift, eps = 1, 500 "

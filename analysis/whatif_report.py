@@ -564,7 +564,7 @@ def table_iv(run):
         rows=rows,
         footnote=f"One cell = one (k, {EPS}) pair of one variant with one "
                  "retraining; 'all groups' = initial training (+ IHVP) + "
-                 f"{k_count} x {e_count} cells, as in the seed. Measured: "
+                 f"{k_count} x {e_count} cells, as in the paper. Measured: "
                  "initial training + influence_total_s (IHVP and all cells "
                  f"of the {sum(v.first_order for v in run.variants.values())} "
                  f"variant(s)) vs initial "
@@ -784,7 +784,8 @@ def fraction_arg(text):
 def parse_args(argv):
     """Parse the command line."""
     parser = argparse.ArgumentParser(
-        description="Tables (seed 001 Tables III-IV) and figures (Figs. 1-2) "
+        description="Tables (Carey et al. 2023 Tables III-IV; "
+                    "docs/references.md) and figures (Figs. 1-2) "
                     "of 'fluence whatif' runs: influence estimate vs "
                     "retraining under randomized-response LDP.")
     parser.add_argument("runs", metavar="RUN_DIR", nargs="+",
@@ -821,7 +822,8 @@ def main(argv=None):
 
     render = render_markdown if args.markdown else render_plain
     if args.markdown:
-        print("## What-if LDP (seed 001): influence estimate vs retraining")
+        print("## What-if LDP ([Carey et al. 2023](../references.md#carey-2023)): "
+              "influence estimate vs retraining")
         print()
     print("\n\n".join(render(t) for t in all_tables(runs)))
 
