@@ -15,7 +15,10 @@ set-up are reported too, after these).  Every run is a ``fluence train`` of
 inputs/feo2_fashion_mnist.toml; its algorithm and hyperparameters (privacy
 mode, r = ``privacy.ratio``, lambda_p / lambda_np =
 ``personalization.lambda_private`` / ``lambda_opt_out``, the opt-out label)
-come from the resolved deck in the root attribute ``deck``.
+come from the resolved deck in the root attribute ``deck``. The runs are read
+through ``analysis/collect.py``: the table ``analysis/collect.py ROOT`` writes
+(one row per run) and its ``--long round`` table (one row per run and round)
+are what this report is made from.
 
 Printed on stdout (aligned plain text, or GitHub markdown with
 ``--markdown``):
@@ -40,8 +43,8 @@ Printed on stdout (aligned plain text, or GitHub markdown with
 run (every client counts as opt-out there), the opt-out columns of
 DP-FedAvg, and so on.
 
-Figures (PNG, unless ``--no-figures``; into ``--figures DIR``, default
-``ROOT/figures``):
+Figures (analysis/style.py: vector PDF and 300-dpi PNG, unless
+``--no-figures``; into ``--figures DIR``, default ``ROOT/figures``):
 
 * ``feo2_acc_g.png``: Acc_g per round (``/metrics/test_accuracy``, every
   round), a line per algorithm, a panel per set-up;
@@ -60,9 +63,9 @@ Notes about missing, unfinished or unreadable runs and the paths of the
 written figures go to stderr.  Exit status 2 when ROOT is not a directory,
 holds no readable run, or the figures cannot be written; 0 otherwise.
 
-Needs h5py, numpy and matplotlib (Debian: python3-h5py, python3-numpy,
-python3-matplotlib); the deck is parsed with tomllib (Python >= 3.11; on
-older Pythons the hyperparameters show as '?').
+Needs h5py, numpy, pandas and matplotlib (Debian: python3-h5py,
+python3-numpy, python3-pandas, python3-matplotlib) and Python >= 3.11
+(tomllib, for the deck).
 """
 
 import argparse
@@ -71,17 +74,19 @@ import math
 import os
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Dict, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 
 import report_common  # noqa: E402  (first: selects matplotlib's Agg backend)
 from report_common import (  # noqa: E402
-    DELTA, EPS, ResultsError, Table, color_cycle, decode, deck_settings,
-    finite, legend_entries, render_markdown, render_plain, save, scalar)
+    DELTA, EPS, ResultsError, Table, color_cycle, finite, legend_entries,
+    render_markdown, render_plain, save)
 
-import matplotlib.pyplot as plt  # noqa: E402
+import collect  # noqa: E402  (the reader: one table of the runs)
+import style  # noqa: E402
+
 import numpy as np  # noqa: E402
 
 SETUPS = ("noniid", "skewed")             # known set-ups, in display order
@@ -95,6 +100,9 @@ METRICS = ("acc_g", "acc_g_p", "acc_g_np", "acc_l_p", "acc_l_np",
            "delta_l")
 LAMBDA = "\u03bb"
 PROG = "feo2_report"
+DECK_KEYS = ("privacy.mode", "privacy.ratio", "personalization.method",
+             "personalization.lambda_private", "personalization.lambda_opt_out",
+             "privacy.opt_out_fraction", "privacy.opt_out_label")
 
 note = functools.partial(report_common.note, PROG)  # a note on stderr
 
@@ -127,7 +135,6 @@ class Run:
     noise_multiplier: float
     opt_out_clients: int          # len(/privacy/opt_out_clients)
     wall_time: float              # /metrics/wall_time_s[-1]
-    deck: Dict = field(default_factory=dict)
 
     @property
     def private(self):
@@ -148,13 +155,6 @@ class Run:
         return (3, 0.0, self.name)
 
 
-def series(h5, name):
-    """A 1-D float dataset, or None when absent."""
-    if name not in h5:
-        return None
-    return np.atleast_1d(np.asarray(h5[name][()], dtype=float)).reshape(-1)
-
-
 def last(values):
     """The last entry of a series (NaN when absent or empty)."""
     if values is None or not values.size:
@@ -163,62 +163,64 @@ def last(values):
 
 
 def number(value, default=math.nan):
-    """A deck value as a float (``default`` when missing or not a number)."""
+    """A table or deck value as a float (``default`` when missing or not a
+    number)."""
     try:
-        return float(value)
+        value = float(value)
     except (TypeError, ValueError):
         return default
+    return default if math.isnan(value) else value
 
 
-def parse_run(h5, setup, name, path):
-    """Parse an open results file of a ``fluence train`` run."""
-    if "metrics" not in h5 or "test_accuracy" not in h5["metrics"]:
+def cell(row, column, default=math.nan):
+    """A column of a run's row of collect's table (``default`` when the
+    table has no such column or the run no value)."""
+    value = row.get(column, default)
+    return default if isinstance(value, float) and math.isnan(value) else value
+
+
+def per_round(rounds, column):
+    """A per-round series of one run from collect's --long round table, or
+    None when the run has none."""
+    if column not in rounds or not rounds[column].notna().any():
+        return None
+    return rounds.sort_values("round")[column].to_numpy(dtype=float)
+
+
+def make_run(row, rounds, setup, name, path):
+    """A Run from its row of collect's run table and its rows of the
+    per-round table."""
+    if cell(row, "command", "") != "train" or not np.isfinite(
+            number(cell(row, "metrics/test_accuracy"))):
         raise ResultsError(f"{path}: no /metrics/test_accuracy (not a "
                            "'fluence train' results file)")
-    deck = deck_settings(h5)
-    privacy = deck.get("privacy", {})
-    personal = deck.get("personalization", {})
-    test_accuracy = series(h5, "/metrics/test_accuracy")
-    final = {}
-    if "feo2" in h5:
-        for key in METRICS:
-            final[key] = last(series(h5, f"/feo2/{key}"))
+    test_accuracy = per_round(rounds, "metrics/test_accuracy")
+    if np.isfinite(number(cell(row, "feo2/acc_g"))):
+        final = {key: number(cell(row, f"feo2/{key}")) for key in METRICS}
     else:
         note(f"{path}: no /feo2 metrics (personalization.method = "
-             f"\"{personal.get('method', '?')}\"?); only Acc_g is reported")
+             f"\"{cell(row, 'personalization.method', '?')}\"?); only Acc_g "
+             "is reported")
         final = {key: math.nan for key in METRICS}
         final["acc_g"] = last(test_accuracy)
-    mode = str(privacy.get("mode", ""))
-    if not mode:
-        mode = (decode(h5["/privacy/mode"][()]) if "/privacy/mode" in h5
-                else ("none" if "privacy" not in h5 else ""))
-    opt_out = (int(np.asarray(h5["/privacy/opt_out_clients"][()]).size)
-               if "/privacy/opt_out_clients" in h5 else 0)
-    wall = series(h5, "/metrics/wall_time_s")
     return Run(
-        setup=setup, name=name, path=path, mode=mode,
-        ratio=number(privacy.get("ratio")),
-        lambda_p=number(personal.get("lambda_private")),
-        lambda_np=number(personal.get("lambda_opt_out")),
-        personalization=str(personal.get("method", "")),
-        opt_out_fraction=number(privacy.get("opt_out_fraction")),
-        opt_out_label=int(number(privacy.get("opt_out_label"), -1)),
-        rounds=int(test_accuracy.size),
-        final=final, test_accuracy=test_accuracy,
-        clip_norm=series(h5, "/privacy/clip_norm"),
-        epsilon=last(series(h5, "/privacy/epsilon")),
-        delta=scalar(h5, "/privacy/delta"),
-        noise_multiplier=scalar(h5, "/privacy/noise_multiplier"),
-        opt_out_clients=opt_out, wall_time=last(wall), deck=deck)
-
-
-def read_run(setup, name, path):
-    """Read one results file into a Run, or None with a note."""
-    run = report_common.load_results(
-        PROG, path, lambda h5: parse_run(h5, setup, name, path))
-    if run is not None:
-        check_name(run)
-    return run
+        setup=setup, name=name, path=path,
+        mode=str(cell(row, "privacy.mode", "")),
+        ratio=number(cell(row, "privacy.ratio")),
+        lambda_p=number(cell(row, "personalization.lambda_private")),
+        lambda_np=number(cell(row, "personalization.lambda_opt_out")),
+        personalization=str(cell(row, "personalization.method", "")),
+        opt_out_fraction=number(cell(row, "privacy.opt_out_fraction")),
+        opt_out_label=int(number(cell(row, "privacy.opt_out_label"), -1)),
+        rounds=int(test_accuracy.size), final=final,
+        test_accuracy=test_accuracy,
+        clip_norm=per_round(rounds, "privacy/clip_norm"),
+        epsilon=number(cell(row, "privacy/epsilon")),
+        delta=number(cell(row, "privacy/delta")),
+        noise_multiplier=number(cell(row, "privacy/noise_multiplier")),
+        opt_out_clients=int(number(
+            cell(row, "privacy/opt_out_client.length"), 0)),
+        wall_time=number(cell(row, "metrics/wall_time_s")))
 
 
 def check_name(run):
@@ -242,59 +244,62 @@ def expected_names():
     return list(BASELINES) + ["feo2_r0.01", "feo2_r0.1", "feo2_r0.9"]
 
 
-def setup_names(root):
-    """Set-up directories under ROOT: the known ones first, then any other
-    directory holding a run directory with a results.h5."""
-    names = []
-    for name in sorted(os.listdir(root)):
-        base = os.path.join(root, name)
-        if name == "figures" or not os.path.isdir(base):
+def note_unfinished(root):
+    """A note per run directory ROOT/<setup>/<name> without a results.h5."""
+    for setup in sorted(os.listdir(root)):
+        base = os.path.join(root, setup)
+        if setup == "figures" or not os.path.isdir(base):
             continue
-        if name in SETUPS or any(
-                os.path.isfile(os.path.join(base, sub, "results.h5"))
-                for sub in os.listdir(base)):
-            names.append(name)
-    known = [s for s in SETUPS if s in names]
-    return known + [s for s in names if s not in SETUPS]
+        for name in sorted(os.listdir(base)):
+            report_common.results_file(PROG, os.path.join(base, name))
 
 
-def load_setup(root, setup):
-    """The readable runs of one set-up, sorted; notes what is missing."""
-    base = os.path.join(root, setup)
-    runs = []
-    present = set()
-    for name in sorted(os.listdir(base)):
-        directory = os.path.join(base, name)
-        if not os.path.isdir(directory):
-            continue
-        present.add(name)
-        path = report_common.results_file(PROG, directory)
-        if path is None:
-            continue
-        run = read_run(setup, name, path)
-        if run is not None:
-            runs.append(run)
-    missing = [n for n in expected_names() if n not in present]
-    if missing and runs:
-        note(f"{setup}: no run {', '.join(missing)} (not run yet?)")
-    runs.sort(key=lambda run: run.order)
-    return runs
+def read_tables(root):
+    """collect's run table and per-round table of the runs under ROOT,
+    with the deck keys the report needs; (None, None) without runs."""
+    try:
+        table = collect.collect_runs(root, DECK_KEYS)
+        rounds = collect.collect_long(root, ["round"], DECK_KEYS)
+    except collect.CollectError:
+        return None, None
+    return table, rounds
 
 
 def load_root(root):
-    """{setup: [Run]} for every set-up with at least one readable run."""
+    """{setup: [Run]} for every set-up with at least one readable run, from
+    collect's tables (ROOT/<setup>/<algorithm>/results.h5); notes what is
+    missing."""
+    note_unfinished(root)
+    table, rounds = read_tables(root)
+    if table is None:
+        return {}
     found = {}
-    names = setup_names(root)
-    for setup in names:
-        runs = load_setup(root, setup)
-        if runs:
-            found[setup] = runs
-        else:
-            note(f"{setup}: no readable run, skipped")
-    missing = [s for s in SETUPS if s not in names]
+    for _, row in table.iterrows():
+        parts = row["run"].split("/")
+        path = os.path.join(root, row["run"], "results.h5")
+        if len(parts) != 2 or parts[0] == "figures":
+            note(f"skipped: {path}: not ROOT/<setup>/<algorithm>/results.h5")
+            continue
+        try:
+            run = make_run(row, rounds[rounds["run"] == row["run"]], *parts,
+                           path)
+        except ResultsError as err:
+            note(f"skipped: {err}")
+            continue
+        check_name(run)
+        found.setdefault(run.setup, []).append(run)
+    for setup, runs in found.items():
+        missing = [n for n in expected_names()
+                   if n not in {run.name for run in runs}]
+        if missing:
+            note(f"{setup}: no run {', '.join(missing)} (not run yet?)")
+        runs.sort(key=lambda run: run.order)
+    ordered = [s for s in SETUPS if s in found] + sorted(
+        s for s in found if s not in SETUPS)
+    missing = [s for s in SETUPS if s not in found]
     if found and missing:
         note(f"no runs for the set-up(s) {', '.join(missing)}")
-    return found
+    return {setup: found[setup] for setup in ordered}
 
 
 # --------------------------------------------------------------------------
@@ -415,7 +420,7 @@ def rounds_summary(runs):
 
 
 VAR_NOTE = ("(var): variance across clients of the per-client accuracy as a "
-            "fraction, x 100 (= %^2 / 100, the scale of the seed's Tables "
+            "fraction, x 100 (= %^2 / 100, the scale of FeO2's Tables "
             "1-2). ")
 
 
@@ -531,39 +536,48 @@ def run_label(run):
     return run.name
 
 
-def panels(count):
-    """A figure with ``count`` panels in a row."""
-    fig, axes = plt.subplots(1, count, squeeze=False, sharey=True,
-                             figsize=(max(8.5, 5.6 * count + 0.6), 4.6))
+def panels(count, entries):
+    """A figure with ``count`` panels in a row (one column for one panel,
+    the text width for more) and a strip for a legend of ``entries``."""
+    lines = math.ceil(entries / legend_columns(count))
+    fig, axes = style.figure(columns=1 if count == 1 else 2, cols=count,
+                             height=2.6 + 0.17 * lines, sharey=True,
+                             legend_rows=lines)
     return fig, axes[0]
 
 
+def legend_columns(count):
+    return 3 if count == 1 else 5
+
+
 def legend(fig, axes):
-    """One legend for all panels, below them."""
+    """One legend for all panels, above them."""
     handles, labels = legend_entries(axes)
-    if handles:
-        fig.legend(handles, labels, loc="lower center",
-                   ncol=min(len(labels), 5), fontsize="small", frameon=False)
+    style.figure_legend(fig, handles, labels,
+                        columns=legend_columns(len(axes)))
+
+
+def panel_title(ax, setup, runs, count):
+    """The set-up's name, and what it means when there is room."""
+    ax.set_title(f"{setup}: {describe_setup(setup, runs)}" if count > 1
+                 else setup, fontsize=7)
 
 
 def figure_acc_g(setups, path):
     """Acc_g per round, a line per run, a panel per set-up."""
     colors = run_colors(setups)
-    fig, axes = panels(len(setups))
+    fig, axes = panels(len(setups), len(colors))
     for ax, (setup, runs) in zip(axes, setups.items()):
         for run in runs:
             rounds = np.arange(1, run.test_accuracy.size + 1)
-            ax.plot(rounds, 100 * run.test_accuracy, linewidth=1.2,
+            ax.plot(rounds, 100 * run.test_accuracy,
                     linestyle=run_style(run), color=colors[run.name],
                     label=run_label(run), zorder=3 if run.mode != "feo2"
                     else 2)
-        ax.set_title(f"{setup}: {describe_setup(setup, runs)}", fontsize=9)
-        ax.set_xlabel("round")
-        ax.grid(True, alpha=0.3)
-    axes[0].set_ylabel("Acc_g (%): global model on the server's test set")
+        panel_title(ax, setup, runs, len(setups))
+        style.round_axis(ax)
+    axes[0].set_ylabel("global model test accuracy (%)")
     legend(fig, axes)
-    fig.suptitle("Global model accuracy per round (/metrics/test_accuracy)")
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
     return save(fig, path)
 
 
@@ -578,32 +592,27 @@ def figure_clip_norm(setups, path):
              f"{os.path.basename(path)} not written")
         return None
     colors = run_colors(setups)
-    fig, axes = panels(len(private))
+    fig, axes = panels(len(private), len(colors))
     values = np.concatenate([run.clip_norm for runs in private.values()
                              for run in runs])
     values = values[np.isfinite(values) & (values > 0)]
     for ax, (setup, runs) in zip(axes, private.items()):
         for run in runs:
             rounds = np.arange(1, run.clip_norm.size + 1)
-            ax.plot(rounds, run.clip_norm, linewidth=1.2,
+            ax.plot(rounds, run.clip_norm,
                     linestyle=run_style(run), color=colors[run.name],
                     label=run_label(run), zorder=3 if run.mode != "feo2"
                     else 2)
         if not runs:
             ax.text(0.5, 0.5, "no private run", transform=ax.transAxes,
                     ha="center", va="center", color="0.5")
-        ax.set_title(f"{setup}: {describe_setup(setup, setups[setup])}",
-                     fontsize=9)
-        ax.set_xlabel("round")
-        ax.grid(True, alpha=0.3)
+        panel_title(ax, setup, setups[setup], len(private))
+        style.round_axis(ax)
     if values.size and values.max() / values.min() > 20:
         for ax in axes:
             ax.set_yscale("log")
     axes[0].set_ylabel("clipping norm S")
     legend(fig, axes)
-    fig.suptitle("Clipping norm per round of the private runs "
-                 "(/privacy/clip_norm, adaptive clipping)")
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
     return save(fig, path)
 
 
@@ -615,7 +624,8 @@ def figure_clip_norm(setups, path):
 def parse_args(argv):
     """Parse the command line."""
     parser = argparse.ArgumentParser(
-        description="Tables (seed 004 Table 1 analog) and figures of the "
+        description="Tables (FeO2 Table 1 analog; docs/references.md) and "
+                    "figures of the "
                     "FeO2 experiments written by "
                     "scripts/run_feo2_experiments.sh.")
     parser.add_argument("root", metavar="ROOT",
@@ -639,8 +649,8 @@ def main(argv=None):
     render = render_markdown if args.markdown else render_plain
     blocks = []
     if args.markdown:
-        blocks.append("## FeO2 (seed 004): federated learning with opt-out "
-                      "DP, Table 1 analog")
+        blocks.append("## [FeO2](../references.md#feo2): federated learning "
+                      "with opt-out DP, Table 1 analog")
     blocks.append(render(table_runs(setups)))
     for setup, runs in setups.items():
         line = gain_line(runs)

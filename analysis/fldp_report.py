@@ -32,14 +32,16 @@ like the paper. Standard deviations are over the retrain draws (numpy's
 default, ddof = 0). Cases where clients leave (``case_remove``) are not part of
 these tables and are skipped.
 
-Figures (PNG, into ``--figures DIR``, default ``ROOT/figures``):
+Figures (analysis/style.py: vector PDF and 300-dpi PNG, into ``--figures
+DIR``, default ``ROOT/figures``):
 
 * ``fig1_aad.png`` (seed 000 Fig. 1): AAD against eps', a line per training
-  eps, a panel per dataset, error bars = std over the draws;
+  eps (colour and marker), a panel per dataset, the shaded band = ±1 std
+  over the draws;
 * ``fig2_multi.png`` (seed 000 Fig. 2): ALD, AAD and ED against the number of
   changing clients (top row) and against the changing client's share X
-  (bottom row), a line per dataset, error bars = std over the draws; dashed:
-  the same metric against the exact expected retrain.
+  (bottom row), a line per dataset, the shaded band = ±1 std over the draws;
+  dashed: the same metric against the exact expected retrain.
 
 Usage::
 
@@ -69,11 +71,12 @@ sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 
 import report_common  # noqa: E402  (first: selects matplotlib's Agg backend)
 from report_common import (  # noqa: E402
-    EPS, ResultsError, Table, color_cycle, decode, deck_settings,
-    legend_entries, render_plain, save, scalar)
+    EPS, ResultsError, Table, decode, deck_settings, legend_entries,
+    render_plain, save, scalar)
 
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+import style  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
 
 KNOWN_DATASETS = ("acs", "credit_g", "fashion_mnist")
 DATASET_TITLES = {
@@ -83,7 +86,6 @@ DATASET_TITLES = {
 }
 EXPERIMENTS = ("q1", "q2", "q3", "q4")
 PM = "\u00b1"
-JITTER = 0.025   # fig1: relative x offset between the lines of a panel
 PROG = "fldp_report"
 
 # a note for the user on stderr (skipped or unreadable experiments)
@@ -590,15 +592,17 @@ def summary_table(datasets):
 # --------------------------------------------------------------------------
 
 
-def errorbar_line(ax, x, runs_cases, attribute, scale, **style):
-    """Mean ± std over the draws of ``attribute`` against x."""
+def band_line(ax, x, runs_cases, attribute, scale, color, label=None,
+              marker="o"):
+    """Mean over the draws of ``attribute`` against x, with a shaded
+    ±1 std band (not error bars: the lines of a panel stay readable)."""
     means, stds = [], []
     for case in runs_cases:
         mean, std = mean_std(getattr(case, attribute))
         means.append(scale * mean)
-        stds.append(scale * std if math.isfinite(std) else 0.0)
-    return ax.errorbar(x, means, yerr=stds, capsize=3, marker="o",
-                       markersize=4, linewidth=1.2, **style)
+        stds.append(scale * std if math.isfinite(std) else math.nan)
+    return style.mean_band(ax, x, means, stds, color, label=label,
+                           marker=marker)
 
 
 def figure_q1(datasets, path):
@@ -613,50 +617,51 @@ def figure_q1(datasets, path):
         for (neg_eps, eps_to), case in q1_cases(ds):
             by_eps.setdefault(-neg_eps, []).append((eps_to, case))
         by_dataset.append(by_eps)
-    # one colour per training eps, the same in every panel
+    # one colour and marker per training eps, the same in every panel
     all_eps = sorted({eps for by_eps in by_dataset for eps in by_eps},
                      reverse=True)
-    colors = color_cycle()
-    fig, axes = plt.subplots(1, len(with_q1), squeeze=False, sharey=True,
-                             figsize=(4.4 * len(with_q1) + 1.6, 4.4))
+    count = len(with_q1)
+    columns = min(count, 3)
+    rows = math.ceil(count / columns)
+    fig, axes = style.figure(columns=1 if count == 1 else 2, rows=rows,
+                             cols=columns, sharey=True,
+                             height=(2.3 if count == 1 else 2.1) * rows + 0.4,
+                             legend_rows=1)
     all_eps_to = set()
-    for ax, ds, by_eps in zip(axes[0], with_q1, by_dataset):
+    for ax, ds, by_eps in zip(axes.flat, with_q1, by_dataset):
         for eps in sorted(by_eps, reverse=True):
             i = all_eps.index(eps)
             points = sorted(by_eps[eps], key=lambda p: p[0])
             all_eps_to.update(p[0] for p in points)
-            # a small multiplicative offset per line keeps the error bars
-            # of the lines apart on the log axis
-            shift = 1.0 + JITTER * (i - (len(all_eps) - 1) / 2)
-            errorbar_line(ax, [shift * p[0] for p in points],
-                          [p[1] for p in points], "aad", 100.0,
-                          color=colors[i % len(colors)],
-                          label=f"{EPS} = {fmt_eps(eps)}")
-        ax.axhline(0.0, color="0.5", linewidth=0.8, zorder=0)
+            band_line(ax, [p[0] for p in points], [p[1] for p in points],
+                      "aad", 100.0, style.color(i),
+                      label=f"{EPS} = {fmt_eps(eps)}",
+                      marker=style.MARKERS[i % len(style.MARKERS)])
+        style.reference_line(ax)
         ax.set_xscale("log")
         ax.set_title(ds.title)
-        ax.set_xlabel(f"new {EPS}'")
-        ax.grid(True, alpha=0.3)
+        ax.set_xlabel(f"new {EPS}\u2032")
+    for ax in axes.flat[count:]:
+        ax.axis("off")
     ticks = sorted(all_eps_to)
-    for ax in axes[0]:
+    for ax in axes.flat[:count]:
         ax.set_xticks(ticks)
         ax.set_xticklabels([f"{t:g}" for t in ticks])
         ax.minorticks_off()
-    axes[0][0].set_ylabel("AAD (percentage points)")
-    handles, labels = legend_entries(axes[0])
+    for row in axes:
+        row[0].set_ylabel("AAD (percentage points)")
+    handles, labels = legend_entries(axes.flat)
     eps_labels = [f"{EPS} = {fmt_eps(e)}" for e in all_eps]
     order = sorted(range(len(labels)), key=lambda k: eps_labels.index(labels[k]))
-    fig.legend([handles[k] for k in order], [labels[k] for k in order],
-               loc="center right", fontsize="small", title="training",
-               title_fontsize="small", frameon=False)
-    fig.suptitle(f"AAD when one client changes {EPS} -> {EPS}'\n"
-                 "(estimate - re-randomized retrain, mean \u00b1 std over "
-                 "the draws)")
-    fig.tight_layout(rect=(0, 0, 1 - 1.4 / fig.get_figwidth(), 1))
+    style.figure_legend(fig, [handles[k] for k in order],
+                        [labels[k] for k in order],
+                        columns=min(len(labels), 5),
+                        title=f"training {EPS} of the changing client")
     return save(fig, path)
 
 
-PANELS = (("ald", "ALD", 1.0), ("aad", "AAD (pp)", 100.0), ("ed", "ED", 1.0))
+PANELS = (("ald", "ALD (nat)", 1.0), ("aad", "AAD (pp)", 100.0),
+          ("ed", "ED", 1.0))
 
 
 def figure_q2_q3(datasets, path):
@@ -666,39 +671,35 @@ def figure_q2_q3(datasets, path):
     if not have_q2 and not have_q3:
         note("no Q2 or Q3 results: fig2_multi.png not written")
         return None
-    fig, axes = plt.subplots(2, 3, figsize=(13.5, 7.5))
-    colors = color_cycle()
+    fig, axes = style.figure(columns=2, rows=2, cols=3, height=4.6,
+                             legend_rows=1)
     names = [ds.name for ds in datasets]
-    rows = ((have_q2, q2_cases, "number of changing clients m", False),
+    rows = ((have_q2, q2_cases, "changing clients m", False),
             (have_q3, q3_cases, "changing client's share X (%)", True))
-    pairs = set()
     for r, (have, cases_of, xlabel, percent) in enumerate(rows):
         ticks = set()
         for c, (attr, label, scale) in enumerate(PANELS):
             ax = axes[r][c]
             for ds in have:
-                color = colors[names.index(ds.name) % len(colors)]
+                color = style.color(names.index(ds.name))
                 points = sorted(cases_of(ds), key=lambda kc: kc[0])
                 if not points:
                     continue
                 x = [100 * k[0] if percent else k[0] for k, _ in points]
                 ticks.update(x)
-                pairs.update((-k[1], -k[2]) for k, _ in points)
                 cases = [case for _, case in points]
-                errorbar_line(ax, x, cases, attr, scale, color=color,
-                              label=ds.title)
+                band_line(ax, x, cases, attr, scale, color, label=ds.title)
                 expected = [scale * getattr(case, f"{attr}_expected")
                             for case in cases]
                 ax.plot(x, expected, linestyle="--", marker="x",
-                        markersize=5, color=color, linewidth=1.0, alpha=0.8)
+                        color=color, linewidth=0.9, alpha=0.8)
             if not have:
                 ax.text(0.5, 0.5, "no results", transform=ax.transAxes,
                         ha="center", va="center", color="0.5")
             if attr != "ed":
-                ax.axhline(0.0, color="0.5", linewidth=0.8, zorder=0)
+                style.reference_line(ax)
             ax.set_xlabel(xlabel)
             ax.set_ylabel(label)
-            ax.grid(True, alpha=0.3)
         if ticks:
             for ax in axes[r]:
                 ax.set_xticks(sorted(ticks))
@@ -707,18 +708,9 @@ def figure_q2_q3(datasets, path):
                     t = next(iter(ticks))
                     ax.set_xlim(t - 1, t + 1)
     handles, labels = legend_entries(axes.flat)
-    handles.append(plt.Line2D([], [], color="0.3", linestyle="--",
-                              marker="x"))
-    labels.append("vs exact expected retrain")
-    fig.legend(handles, labels, loc="lower center", ncol=len(labels),
-               fontsize="small", frameon=False)
-    change = (f"{EPS} = {fmt_eps(next(iter(pairs))[0])} -> {EPS}' = "
-              f"{fmt_eps(next(iter(pairs))[1])}" if len(pairs) == 1
-              else f"{EPS} -> {EPS}'")
-    fig.suptitle(f"{change}: top, several clients change; bottom, the "
-                 "changing client holds X of the data\n(solid: estimate vs "
-                 "re-randomized retrains, mean \u00b1 std over the draws)")
-    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    handles.append(Line2D([], [], color="0.3", linestyle="--", marker="x"))
+    labels.append("against the exact expected retrain")
+    style.figure_legend(fig, handles, labels, columns=len(labels))
     return save(fig, path)
 
 
@@ -730,7 +722,8 @@ def figure_q2_q3(datasets, path):
 def parse_args(argv):
     """Parse the command line."""
     parser = argparse.ArgumentParser(
-        description="Tables (seed 000 Tables 2-3, Fig. 2 data) and figures "
+        description="Tables (FLDP-FL Tables 2-3, Fig. 2 data; "
+                    "docs/references.md) and figures "
                     "(Figs. 1-2) of the FLDP-FL experiments written by "
                     "scripts/run_fldp_experiments.sh.")
     parser.add_argument("root", metavar="ROOT",
@@ -758,7 +751,8 @@ def main(argv=None):
     tables = [summary_table(datasets), table_q1(datasets),
               table_q2(datasets), table_q3(datasets), table_q4(datasets)]
     if args.markdown:
-        print("## FLDP-FL (seed 000): influence estimate vs retraining")
+        print("## [FLDP-FL](../references.md#fldp-fl): influence estimate vs "
+              "retraining")
         print()
     print("\n\n".join(render(t) for t in tables if t is not None))
 

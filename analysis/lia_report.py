@@ -49,8 +49,9 @@ Printed on stdout (aligned plain text, or GitHub markdown with
 '-' marks a value that does not exist (NaN): precision when nobody was
 rejected, recall without corrupted participants.
 
-Figures (PNG, unless ``--no-figures``; into ``--figures DIR``, default
-``ROOT/figures``): ``lia_grid_<variant>.png`` (recall, precision, accuracy
+Figures (analysis/style.py: vector PDF and 300-dpi PNG, unless
+``--no-figures``; into ``--figures DIR``, default ``ROOT/figures``; the data
+set named from the runs' decks): ``lia_grid_<variant>.png`` (recall, precision, accuracy
 against participants, a line per eps, a column per setting; Fig. 10
 analog), ``lia_corruption.png``, ``lia_fl.png`` (test accuracy per round,
 a panel per variant and setting; Fig. 3 analog), ``lia_minority.png``
@@ -85,11 +86,11 @@ sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 
 import report_common  # noqa: E402  (first: selects matplotlib's Agg backend)
 from report_common import (  # noqa: E402
-    EPS, Table, color_cycle, deck_settings, finite, legend_entries,
-    render_markdown, render_plain, save, scalar)
+    EPS, Table, deck_settings, finite, legend_entries, render_markdown,
+    render_plain, save, scalar)
 
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+import style  # noqa: E402
 
 PROG = "lia_report"
 FAMILIES = ("grid", "corruption", "fl", "minority", "signcheck")
@@ -176,6 +177,7 @@ class Run:
     ranks: int = 0
     revision: str = ""             # root attribute git_revision
     threshold_rule: str = "kmeans"  # lia.threshold
+    dataset: str = "?"             # from the deck's [data] (style.dataset_name)
     body: str = "identity"         # lia.body
 
     @property
@@ -298,6 +300,7 @@ def parse_run(h5, variant, family, rel, path):
         ranks=int(np.asarray(h5.attrs.get("ranks", 0)).reshape(-1)[0]),
         revision=report_common.decode(h5.attrs.get("git_revision", "")),
         threshold_rule=str(lia.get("threshold", "kmeans")),
+        dataset=style.dataset_name(deck),
         body=str(lia.get("body", "identity")))
 
 
@@ -532,7 +535,7 @@ def corruption_table(runs, variants):
     if not rows:
         return None
     return Table(
-        title="Corrupted fraction (seed Table II analog)",
+        title="Corrupted fraction (LIA Table II analog)",
         keys=["variant", "corrupted %"],
         groups=[("", ["P", EPS, "corrupted", "rejected", "honest rejected",
                       "recall %", "precision %", "accuracy %",
@@ -612,7 +615,7 @@ def minority_table(runs, variants):
     cls = sorted({r.minority_class for r in runs
                   if r.minority_fractions is not None})
     return Table(
-        title="Minority newcomers (seed Fig. 5 analog)",
+        title="Minority newcomers (LIA Fig. 5 analog)",
         keys=["variant", "class share %"],
         groups=[("", ["newcomers", "accepted", "mean vote sum",
                       "threshold", "honest accepted"])],
@@ -622,7 +625,7 @@ def minority_table(runs, variants):
                  + "; each newcomer holds the given share of it. accepted: "
                  "share of newcomers whose vote sum reaches the "
                  "population's threshold; honest accepted: share of the "
-                 "population's honest participants accepted. Seed 002 "
+                 "population's honest participants accepted. The LIA paper "
                  "(CIFAR-10, 512 runs): 0.63 at 5%, 0.54 at 20%.")
 
 
@@ -642,7 +645,7 @@ def signcheck_table(runs, variants):
     if not rows:
         return None
     return Table(
-        title="Sign of the lazy influence vs the exact influence (seed "
+        title="Sign of the lazy influence vs the exact influence (LIA "
               "Fig. 9 analog)",
         keys=["variant", EPS],
         groups=[("", ["P", "checked", "agreement %", "DP-SGD sigma",
@@ -690,6 +693,11 @@ def variant_table(runs, variants):
 # --------------------------------------------------------------------------
 
 
+def data_name(runs):
+    """The data set(s) of the runs, from their decks (not assumed)."""
+    return " / ".join(sorted({run.dataset for run in runs}))
+
+
 def figure_grid(runs, variant, path):
     """Recall / precision / accuracy vs participants, a line per eps, a
     column per setting (seed Fig. 10)."""
@@ -698,32 +706,29 @@ def figure_grid(runs, variant, path):
                       key=lambda s: (math.isinf(s[0]), s[0], s[1]))
     if not settings:
         return None
-    fig, axes = plt.subplots(3, len(settings), squeeze=False, sharex=True,
-                             sharey="row",
-                             figsize=(4.6 * len(settings) + 1.2, 9))
+    fig, axes = style.figure(columns=1 if len(settings) == 1 else 2, rows=3,
+                             cols=len(settings), sharex=True, sharey="row",
+                             height=5.6, legend_rows=1)
     epsilons = sorted({r.eps for r in grid}, key=eps_key)
-    cmap = plt.get_cmap("viridis")
-    colors = {e: cmap(i / max(1, len(epsilons) - 1))
-              for i, e in enumerate(epsilons)}
     for col, setting in enumerate(settings):
         chosen = [r for r in grid if r.setting == setting]
         for row, metric in enumerate(("recall", "precision", "accuracy")):
             ax = axes[row][col]
-            for eps in epsilons:
+            for i, eps in enumerate(epsilons):
                 line = sorted((r for r in chosen if close(r.eps, eps)),
                               key=lambda r: r.participants)
                 if not line:
                     continue
                 ax.plot([r.participants for r in line],
                         [100 * getattr(r, metric) for r in line],
-                        marker="o", color=colors[eps],
+                        marker=style.MARKERS[i % len(style.MARKERS)],
+                        color=style.color(i),
                         label=f"{EPS} = {fmt_eps(eps)}")
             ax.set_xscale("log")
-            ax.grid(True, alpha=0.3)
             if col == 0:
                 ax.set_ylabel(f"{metric} (%)")
             if row == 0:
-                ax.set_title(describe_setting(chosen[0]), fontsize=9)
+                ax.set_title(describe_setting(chosen[0]), fontsize=7)
             if row == 2:
                 ax.set_xlabel("participants")
                 sizes = sorted({r.participants for r in grid})
@@ -731,12 +736,11 @@ def figure_grid(runs, variant, path):
                 ax.set_xticklabels([str(s) for s in sizes])
                 ax.minorticks_off()
     handles, labels = legend_entries(axes.reshape(-1))
-    fig.legend(handles, labels, loc="lower center", ncol=len(labels),
-               fontsize="small", frameon=False)
-    fig.suptitle(f"LIA filtration on Fashion-MNIST ({describe_variant(variant, runs)})",
-                 fontsize=10)
-    fig.tight_layout(rect=(0, 0.04, 1, 0.97))
+    style.figure_legend(fig, handles, labels, columns=min(len(labels), 6))
     return save(fig, path)
+
+
+METRICS = ("recall", "precision", "accuracy")
 
 
 def figure_corruption(runs, variants, path):
@@ -744,25 +748,23 @@ def figure_corruption(runs, variants, path):
     chosen = [r for r in runs if r.family == "corruption"]
     if not chosen:
         return None
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.8), sharey=True)
-    cycle = color_cycle()
+    fig, axes = style.figure(columns=2, cols=3, height=2.4, sharey=True,
+                             legend_rows=1)
+    axes = axes[0]
     for i, variant in enumerate(v for v in variants
                                 if any(r.variant == v for r in chosen)):
         line = sorted((r for r in chosen if r.variant == variant),
                       key=lambda r: r.corrupted_fraction)
-        for ax, metric in zip(axes, ("recall", "precision", "accuracy")):
+        for ax, metric in zip(axes, METRICS):
             ax.plot([100 * r.corrupted_fraction for r in line],
-                    [100 * getattr(r, metric) for r in line], marker="o",
-                    color=cycle[i % len(cycle)], label=variant)
-    for ax, metric in zip(axes, ("recall", "precision", "accuracy")):
-        ax.set_title(metric)
+                    [100 * getattr(r, metric) for r in line],
+                    marker=style.MARKERS[i % len(style.MARKERS)],
+                    color=style.color(i), label=f"vote baseline {variant}")
+    for ax, metric in zip(axes, METRICS):
+        ax.set_ylabel(f"{metric} (%)")
         ax.set_xlabel("corrupted participants (%)")
-        ax.grid(True, alpha=0.3)
-    axes[0].set_ylabel("%")
-    axes[-1].legend(fontsize="small")
-    fig.suptitle(f"Filtration vs corrupted share ({describe_setting(chosen[0], False)})",
-                 fontsize=10)
-    fig.tight_layout()
+    handles, labels = legend_entries(axes)
+    style.figure_legend(fig, handles, labels)
     return save(fig, path)
 
 
@@ -771,25 +773,27 @@ def figure_fl(runs, variants, path):
     chosen = [r for v in variants for r in runs if r.variant == v and r.fl]
     if not chosen:
         return None
-    fig, axes = plt.subplots(1, len(chosen), squeeze=False, sharey=True,
-                             figsize=(5.4 * len(chosen) + 0.6, 4.6))
-    cycle = color_cycle()
-    colors = {m: cycle[i % len(cycle)] for i, m in enumerate(METHODS)}
-    for ax, run in zip(axes[0], chosen):
+    columns = min(len(chosen), 3)
+    rows = math.ceil(len(chosen) / columns)
+    fig, axes = style.figure(columns=1 if len(chosen) == 1 else 2, rows=rows,
+                             cols=columns, sharey=True,
+                             height=2.3 * rows + 0.5, legend_rows=2)
+    colors = {m: style.color(i) for i, m in enumerate(METHODS)}
+    for ax, run in zip(axes.flat, chosen):
         for method in [m for m in METHODS if m in run.fl]:
             acc = run.fl[method][0]
             ax.plot(np.arange(acc.size), 100 * acc, color=colors[method],
                     linestyle="--" if method in ("none", "oracle") else "-",
                     label=METHOD_TITLES[method])
-        ax.set_title(f"{run.variant}: {describe_setting(run)}", fontsize=9)
-        ax.set_xlabel("round (0 = M0)")
-        ax.grid(True, alpha=0.3)
-    axes[0][0].set_ylabel("test accuracy (%)")
-    handles, labels = legend_entries(axes[0])
-    fig.legend(handles, labels, loc="lower center", ncol=4,
-               fontsize="small", frameon=False)
-    fig.suptitle("FL after filtering (Fashion-MNIST)", fontsize=10)
-    fig.tight_layout(rect=(0, 0.1, 1, 0.96))
+        ax.set_title(f"{run.variant}, {run.dataset}\n{describe_setting(run)}",
+                     fontsize=7)
+        style.round_axis(ax, "round (0 = M0)")
+    for ax in axes.flat[len(chosen):]:
+        ax.axis("off")
+    for row in axes:
+        row[0].set_ylabel("test accuracy (%)")
+    handles, labels = legend_entries(axes.flat)
+    style.figure_legend(fig, handles, labels, columns=4)
     return save(fig, path)
 
 
@@ -800,21 +804,19 @@ def figure_minority(runs, variants, path):
               and r.minority_fractions.size]
     if not chosen:
         return None
-    fig, ax = plt.subplots(figsize=(6, 4))
-    cycle = color_cycle()
+    fig, axes = style.figure(columns=1, height=2.8)
+    ax = axes[0][0]
     for i, run in enumerate(chosen):
         ax.plot(100 * run.minority_fractions, run.minority_acceptance,
-                marker="o", color=cycle[i % len(cycle)],
-                label=f"{run.variant} (Fashion-MNIST)")
+                marker=style.MARKERS[i % len(style.MARKERS)],
+                color=style.color(i), label=f"{run.variant} ({run.dataset})")
     ax.plot([100 * f for f, _ in SEED_MINORITY],
             [a for _, a in SEED_MINORITY], linestyle="none", marker="x",
-            color="k", label="seed 002 (CIFAR-10), as quoted")
+            color="k", label="LIA paper (CIFAR-10), as quoted")
     ax.set_ylim(0, 1.05)
-    ax.set_xlabel("share of the missing class in the newcomer's batch (%)")
-    ax.set_ylabel("share of newcomers accepted")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small")
-    fig.tight_layout()
+    ax.set_xlabel("missing class in the newcomer's batch (%)")
+    ax.set_ylabel("newcomers accepted (fraction)")
+    ax.legend()
     return save(fig, path)
 
 
@@ -823,22 +825,21 @@ def figure_signcheck(runs, variants, path):
     chosen = [r for r in runs if finite(r.sign_agreement)]
     if not chosen:
         return None
-    fig, ax = plt.subplots(figsize=(6, 4))
-    cycle = color_cycle()
+    fig, axes = style.figure(columns=1, height=2.6)
+    ax = axes[0][0]
     for i, variant in enumerate(v for v in variants
                                 if any(r.variant == v for r in chosen)):
         line = sorted((r for r in chosen if r.variant == variant),
                       key=lambda r: eps_key(r.eps))
         labels = [fmt_eps(r.eps) for r in line]
         ax.plot(range(len(line)), [100 * r.sign_agreement for r in line],
-                marker="o", color=cycle[i % len(cycle)], label=variant)
+                marker=style.MARKERS[i % len(style.MARKERS)],
+                color=style.color(i), label=f"vote baseline {variant}")
         ax.set_xticks(range(len(line)))
         ax.set_xticklabels(labels)
-    ax.set_xlabel(f"{EPS} (DP-SGD)")
+    ax.set_xlabel(f"DP-SGD {EPS}")
     ax.set_ylabel("sign agreement with exact influence (%)")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small")
-    fig.tight_layout()
+    ax.legend()
     return save(fig, path)
 
 
@@ -850,30 +851,25 @@ def figure_votes(runs, variant, path):
         return None
     order = {"grid": 0, "corruption": 1, "fl": 2}
     run = sorted(mine, key=lambda r: order.get(r.family, 3))[0]
-    panels = [("vote sums after randomized response", run.vote_sum)]
+    panels = [("after randomized response", run.vote_sum)]
     if run.true_vote_sum is not None:
-        panels.insert(0, ("true vote sums (no randomized response)",
-                          run.true_vote_sum))
-    fig, axes = plt.subplots(1, len(panels), squeeze=False,
-                             figsize=(5.6 * len(panels), 4))
+        panels.insert(0, ("before randomized response", run.true_vote_sum))
+    fig, axes = style.figure(columns=1 if len(panels) == 1 else 2,
+                             cols=len(panels), height=2.5, legend_rows=1)
     index = np.arange(run.participants)
     bad = run.corrupted == 1
     for ax, (title, values) in zip(axes[0], panels):
-        ax.scatter(index[~bad], values[~bad], s=6, color="tab:blue",
-                   label="honest")
-        ax.scatter(index[bad], values[bad], s=6, color="tab:red",
-                   label="corrupted")
-        ax.set_title(title, fontsize=9)
+        ax.scatter(index[~bad], values[~bad], s=3, color=style.color(0),
+                   label="honest", linewidths=0)
+        ax.scatter(index[bad], values[bad], s=3, color=style.color(1),
+                   label="corrupted", linewidths=0)
+        ax.set_title(title)
         ax.set_xlabel("contributor")
-        ax.grid(True, alpha=0.3)
     axes[0][-1].axhline(run.threshold, color="k", linestyle="--",
-                        label="k-means threshold")
+                        linewidth=0.8, label="k-means threshold")
     axes[0][0].set_ylabel("sum of votes")
-    axes[0][-1].legend(fontsize="small")
-    fig.suptitle(f"{describe_variant(variant, runs)}: "
-                 f"{describe_setting(run)}, {run.participants} participants, "
-                 f"{EPS} = {eps_label(run)}", fontsize=9)
-    fig.tight_layout()
+    handles, labels = legend_entries(axes[0])
+    style.figure_legend(fig, handles, labels)
     return save(fig, path)
 
 
@@ -885,8 +881,8 @@ def figure_votes(runs, variant, path):
 def parse_args(argv):
     parser = argparse.ArgumentParser(
         description="Tables and figures of the LIA experiments written by "
-                    "scripts/run_lia_experiments.sh (fluence lia, seed "
-                    "002).")
+                    "scripts/run_lia_experiments.sh (fluence lia; LIA, "
+                    "docs/references.md).")
     parser.add_argument("root", metavar="ROOT",
                         help="results root: ROOT/<variant>/<family>/.../"
                              "results.h5")
@@ -917,8 +913,8 @@ def main(argv=None):
     render = render_markdown if args.markdown else render_plain
     blocks = []
     if args.markdown:
-        blocks.append("## LIA (seed 002): lazy-influence data filtering on "
-                      "Fashion-MNIST")
+        blocks.append("## [LIA](../references.md#lia): lazy-influence data "
+                      "filtering on " + data_name(runs))
     blocks.append(render(table_runs(runs, variants)))
     lines = target_lines(runs, variants)
     title = ("Targets (non-IID alpha = 0.1, 30% label_shift, eps = 1, 500 "

@@ -17,8 +17,11 @@ and writes a PNG with one panel:
 A small box in the upper-left corner gives the Hessian condition number and
 the largest relative residual of the IHVP solves, when the file has them.
 Several files are overlaid in one figure, one colour and marker per run,
-labelled with the name of the directory holding each file; they must either
-all have been retrained or none.
+labelled with the values of the deck keys that differ between the runs (the
+directory's name when the decks agree); they must either all have been
+retrained or none.  The figure is in the style of analysis/style.py: one
+column wide (the bar chart two), vector PDF and 300-dpi PNG side by side, no
+title unless ``--title`` gives one.
 
 Usage::
 
@@ -26,8 +29,8 @@ Usage::
     analysis/plot_influence.py out/cg/results.h5 out/lissa/results.h5 -o cmp.png
     analysis/plot_influence.py out/influence/results.h5 --annotate --title "LOO"
 
-The default output is ``influence.png`` next to the first results file.  The
-path of the written PNG is printed on stdout.  Errors (missing file, not an
+The default output is ``influence.png`` (and ``influence.pdf``) next to the
+first results file.  The path of the written PNG is printed on stdout.  Errors (missing file, not an
 HDF5 file, missing dataset) go to stderr with exit status 2.
 
 Needs h5py, numpy and matplotlib (Debian: python3-h5py, python3-numpy,
@@ -40,22 +43,19 @@ import sys
 from dataclasses import dataclass
 from typing import Optional
 
-import matplotlib
-
-matplotlib.use("Agg")  # headless: must precede the pyplot import
+sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
+import style  # noqa: E402  (first: the plotting style and the Agg backend)
 
 import h5py  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
+import collect  # noqa: E402  (the deck of a results file)
 from report_common import decode as decode_attr  # noqa: E402
 
-TITLE_MAX_CHARS = 80
-MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">")
-MARKER_AREA_MIN = 15.0   # points^2, for the smallest possible client
-MARKER_AREA_MAX = 220.0  # points^2, for the largest client of all runs
+MARKERS = style.MARKERS
+MARKER_AREA_MIN = 5.0    # points^2, for the smallest possible client
+MARKER_AREA_MAX = 70.0   # points^2, for the largest client of all runs
 MAX_LABELLED_IDS = 40     # bar chart: a tick per client id up to this
 
 
@@ -80,7 +80,7 @@ class Run:
     eigen_min: float
     eigen_max: float
     condition: float
-    command: str
+    deck: dict
 
     @property
     def retrained(self):
@@ -192,7 +192,7 @@ def read_run(path):
             eigen_min=float(read_scalar(h5, "/hessian/eigenvalue_min")),
             eigen_max=float(read_scalar(h5, "/hessian/eigenvalue_max")),
             condition=float(read_scalar(h5, "/hessian/condition_number")),
-            command=decode_attr(h5.attrs.get("command", "")),
+            deck=collect.deck_of(h5),
         )
 
 
@@ -211,15 +211,6 @@ def check_consistent(runs, paths):
 # --------------------------------------------------------------------------
 # Plotting
 # --------------------------------------------------------------------------
-
-
-def shorten_command(command):
-    """Shorten a command line for a title: base names, bounded length."""
-    words = [os.path.basename(w) if "/" in w else w for w in command.split()]
-    text = " ".join(words)
-    if len(text) > TITLE_MAX_CHARS:
-        text = text[: TITLE_MAX_CHARS - 1] + "\u2026"
-    return text
 
 
 def fmt(value, spec=".3g"):
@@ -331,7 +322,7 @@ def plot_scatter(ax, runs, colors, annotate):
         prefix = f"{run.label}: " if len(runs) > 1 else ""
         ax.scatter(run.actual, run.estimate, s=marker_areas(run, largest),
                    color=color, marker=MARKERS[i % len(MARKERS)], alpha=0.7,
-                   edgecolors="black", linewidths=0.5, zorder=3,
+                   edgecolors="black", linewidths=0.3, zorder=3,
                    label=run_legend(run, prefix))
         for values in (run.actual, run.estimate):
             finite_values.append(values[np.isfinite(values)])
@@ -349,12 +340,14 @@ def plot_scatter(ax, runs, colors, annotate):
                 color="0.4", linewidth=1.0, zorder=2, label="y = x")
     ax.axhline(0.0, color="0.85", linewidth=0.8, zorder=1)
     ax.axvline(0.0, color="0.85", linewidth=0.8, zorder=1)
-    ax.set_xlabel("actual change in test loss (exact retraining)")
-    ax.set_ylabel("estimated change in test loss (influence)")
-    ax.set_title("Client removal: influence estimate vs retraining")
+    for axis in (ax.xaxis, ax.yaxis):  # few ticks, a shared power of ten
+        axis.set_major_locator(MaxNLocator(5))
+    ax.ticklabel_format(style="sci", scilimits=(-2, 3), useMathText=True)
+    ax.set_xlabel("actual change of the test loss (nat)")
+    ax.set_ylabel("estimated change of the test loss (nat)")
     size_note = ("marker area \u221d client rows"
                  if np.isfinite(largest) else None)
-    ax.legend(fontsize="small", loc="lower right", title=size_note,
+    ax.legend(fontsize="x-small", loc="lower right", title=size_note,
               title_fontsize="x-small")
 
 
@@ -384,27 +377,30 @@ def plot_bars(ax, runs, colors, annotate):
     else:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("client id")
-    ax.set_ylabel("estimated change in test loss (influence)")
-    ax.set_title("Client removal: influence estimate per client "
-                 "(no retraining)")
-    ax.legend(fontsize="small", loc="lower right")
+    ax.set_ylabel("estimated change of the test loss (nat)")
+    ax.legend(fontsize="x-small", loc="lower right")
 
 
 def make_figure(runs, title, annotate):
-    """Build the figure for a list of runs (all retrained, or none)."""
+    """Build the figure for a list of runs (all retrained, or none): one
+    column wide for the scatter, two for the bars."""
     retrained = runs[0].retrained
-    fig, ax = plt.subplots(figsize=(7.5, 6.5) if retrained else (10, 5))
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    fig, axes = style.figure(columns=1 if retrained else 2,
+                             height=3.4 if retrained else 2.8)
+    ax = axes[0][0]
+    colors = style.colors()
+    for run, label in zip(runs, style.sweep_labels(
+            [run.deck for run in runs], [run.label for run in runs])):
+        run.label = label
     if retrained:
         plot_scatter(ax, runs, colors, annotate)
     else:
         plot_bars(ax, runs, colors, annotate)
-    ax.grid(True, alpha=0.3, zorder=0)
     box_lines = draw_diagnostics(ax, runs)
     if not retrained:
         reserve_bar_headroom(ax, runs, box_lines)
-    fig.suptitle(title)
-    fig.tight_layout()
+    if title:
+        fig.suptitle(title)
     return fig
 
 
@@ -423,10 +419,9 @@ def parse_args(argv):
                         help="results.h5 file(s) written by "
                              "'fluence influence'")
     parser.add_argument("-o", "--output", metavar="OUT.png",
-                        help="output PNG (default: influence.png next to "
-                             "the first results file)")
-    parser.add_argument("--title", help="figure title (default: the "
-                                        "'command' attribute, shortened)")
+                        help="output PNG, with a PDF beside it (default: "
+                             "influence.png next to the first results file)")
+    parser.add_argument("--title", help="figure title (default: none)")
     parser.add_argument("--annotate", action="store_true",
                         help="label each point (or bar) with its client id")
     return parser.parse_args(argv)
@@ -447,11 +442,10 @@ def main(argv=None):
     except ResultsError as err:
         print(f"plot_influence: error: {err}", file=sys.stderr)
         return 2
-    title = args.title or shorten_command(runs[0].command) or runs[0].label
     output = args.output or default_output(args.results[0])
-    fig = make_figure(runs, title, args.annotate)
+    fig = make_figure(runs, args.title, args.annotate)
     try:
-        fig.savefig(output, dpi=120)
+        output = style.save(fig, output)
     except OSError as err:
         print(f"plot_influence: error: cannot write {output}: {err}",
               file=sys.stderr)

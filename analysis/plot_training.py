@@ -10,7 +10,10 @@ writes a PNG with two panels side by side:
 When the final model was improved by a Newton polish (``/model/polish_steps``
 > 0), its test loss and accuracy are marked with a star at the last round.
 Several files are overlaid in one figure, one colour per run, labelled with
-the name of the directory holding each file.
+the values of the deck keys that differ between the runs (``z = 0.8``; the
+directory's name when the decks agree).  The figure is in the style of
+analysis/style.py: double-column width, vector PDF and 300-dpi PNG side by
+side, no title unless ``--title`` gives one.
 
 Usage::
 
@@ -18,8 +21,8 @@ Usage::
     analysis/plot_training.py out/a/results.h5 out/b/results.h5 -o cmp.png
     analysis/plot_training.py out/quickstart/results.h5 --title "Quickstart"
 
-The default output is ``training.png`` next to the first results file.  The
-path of the written PNG is printed on stdout.  Errors (missing file, not an
+The default output is ``training.png`` (and ``training.pdf``) next to the
+first results file.  The path of the written PNG is printed on stdout.  Errors (missing file, not an
 HDF5 file, missing dataset) go to stderr with exit status 2.
 
 Needs h5py, numpy and matplotlib (Debian: python3-h5py, python3-numpy,
@@ -27,20 +30,21 @@ python3-matplotlib).
 """
 
 import argparse
+import math
 import os
 import sys
 from dataclasses import dataclass
 
-import matplotlib
-
-matplotlib.use("Agg")  # headless: must precede the pyplot import
+sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
+import style  # noqa: E402  (first: the plotting style and the Agg backend)
 
 import h5py  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-TITLE_MAX_CHARS = 80
+import collect  # noqa: E402  (the deck of a results file)
+
 POLISH_LABEL = "after Newton polish"
 
 
@@ -60,19 +64,12 @@ class Run:
     final_loss: float
     final_accuracy: float
     polish_steps: int
-    command: str
+    deck: dict
 
 
 # --------------------------------------------------------------------------
 # Reading
 # --------------------------------------------------------------------------
-
-
-def decode_attr(value):
-    """Return an HDF5 attribute as ``str`` (h5py may give bytes or numpy)."""
-    if isinstance(value, (bytes, np.bytes_)):
-        return value.decode("utf-8", errors="replace")
-    return str(value)
 
 
 def read_array(h5, name, path):
@@ -138,7 +135,7 @@ def read_run(path):
             final_loss=float(read_scalar(h5, "/model/test_loss")),
             final_accuracy=float(read_scalar(h5, "/model/test_accuracy")),
             polish_steps=int(read_scalar(h5, "/model/polish_steps", 0)),
-            command=decode_attr(h5.attrs.get("command", "")),
+            deck=collect.deck_of(h5),
             **metrics,
         )
 
@@ -148,16 +145,7 @@ def read_run(path):
 # --------------------------------------------------------------------------
 
 
-def shorten_command(command):
-    """Shorten a command line for a title: base names, bounded length."""
-    words = [os.path.basename(w) if "/" in w else w for w in command.split()]
-    text = " ".join(words)
-    if len(text) > TITLE_MAX_CHARS:
-        text = text[: TITLE_MAX_CHARS - 1] + "\u2026"
-    return text
-
-
-def plot_series(ax, x, y, **style):
+def plot_series(ax, x, y, **line):
     """Plot y against x, skipping NaN (rounds that were not evaluated).
 
     Points are joined across the gaps; markers are added when the series is
@@ -167,8 +155,8 @@ def plot_series(ax, x, y, **style):
     if not finite.any():
         return
     if not finite.all():
-        style.setdefault("marker", ".")
-    ax.plot(x[finite], y[finite], **style)
+        line.setdefault("marker", ".")
+    ax.plot(x[finite], y[finite], **line)
 
 
 def final_round(run):
@@ -181,30 +169,47 @@ def show_final_star(run):
     return run.polish_steps > 0 or run.rounds.size == 0
 
 
-def plot_star(ax, run, value, color, label):
+STAR = dict(linestyle="none", marker="*", markersize=9, markeredgecolor="black",
+            markeredgewidth=0.5)
+
+
+def plot_star(ax, run, value, color):
     """Mark the final-model value of a run with a star at its last round."""
-    if not show_final_star(run) or not np.isfinite(value):
-        return
-    if run.polish_steps <= 0:
-        label = label.replace(POLISH_LABEL, "final model")
-    ax.plot(final_round(run), value, linestyle="none", marker="*",
-            markersize=14, color=color, markeredgecolor="black",
-            markeredgewidth=0.6, label=label, zorder=5)
+    if show_final_star(run) and np.isfinite(value):
+        ax.plot(final_round(run), value, color=color, zorder=5, **STAR)
 
 
-def plot_run(axes, run, color, prefix):
+def plot_run(axes, run, color):
     """Draw one run on the loss and accuracy axes."""
     ax_loss, ax_acc = axes
     plot_series(ax_loss, run.rounds, run.train_loss, color=color,
-                linestyle="--", label=f"{prefix}train loss")
+                linestyle="--")
     plot_series(ax_loss, run.rounds, run.test_loss, color=color,
-                linestyle="-", label=f"{prefix}test loss")
+                linestyle="-")
     plot_series(ax_acc, run.rounds, 100.0 * run.test_accuracy, color=color,
-                linestyle="-", label=f"{prefix}test accuracy")
-    plot_star(ax_loss, run, run.final_loss, color,
-              f"{prefix}{POLISH_LABEL}")
-    plot_star(ax_acc, run, 100.0 * run.final_accuracy, color,
-              f"{prefix}{POLISH_LABEL}")
+                linestyle="-")
+    plot_star(ax_loss, run, run.final_loss, color)
+    plot_star(ax_acc, run, 100.0 * run.final_accuracy, color)
+
+
+def legend_entries(runs, labels):
+    """One entry per run (its colour) when there are several, then the
+    line styles: train loss dashed, test solid, the star."""
+    handles, texts = [], []
+    several = len(runs) > 1
+    for i, label in enumerate(labels if several else []):
+        handles.append(Line2D([], [], color=style.color(i)))
+        texts.append(label)
+    ink = "0.3" if several else style.color(0)
+    handles += [Line2D([], [], color=ink, linestyle="--"),
+                Line2D([], [], color=ink, linestyle="-")]
+    texts += ["train loss", "test loss, accuracy"]
+    starred = [run for run in runs if show_final_star(run)]
+    if starred:
+        handles.append(Line2D([], [], color=ink, **STAR))
+        texts.append(POLISH_LABEL if any(r.polish_steps > 0 for r in starred)
+                     else "final model")
+    return handles, texts
 
 
 def style_axes(ax, ylabel):
@@ -217,24 +222,25 @@ def style_axes(ax, ylabel):
         mid = round((lo + hi) / 2)
         ax.set_xlim(mid - 1, mid + 1)
         ax.set_xticks([mid])
-    ax.grid(True, alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize="small")
 
 
 def make_figure(runs, title):
     """Build the two-panel figure for a list of runs."""
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    labels = style.sweep_labels([run.deck for run in runs],
+                                [run.label for run in runs])
+    handles, texts = legend_entries(runs, labels)
+    columns = 2 if len(runs) > 1 else len(texts)
+    fig, axes = style.figure(columns=2, cols=2, height=2.6 + 0.17 * (
+        math.ceil(len(texts) / columns) - 1), legend_rows=math.ceil(
+            len(texts) / columns))
+    axes = axes[0]
     for i, run in enumerate(runs):
-        prefix = f"{run.label}: " if len(runs) > 1 else ""
-        plot_run(axes, run, colors[i % len(colors)], prefix)
-    style_axes(axes[0], "loss")
+        plot_run(axes, run, style.color(i))
+    style_axes(axes[0], "loss (nat)")
     style_axes(axes[1], "test accuracy (%)")
-    axes[0].set_title("Loss")
-    axes[1].set_title("Test accuracy")
-    fig.suptitle(title)
-    fig.tight_layout()
+    style.figure_legend(fig, handles, texts, columns=columns)
+    if title:
+        fig.suptitle(title)
     return fig
 
 
@@ -251,10 +257,9 @@ def parse_args(argv):
     parser.add_argument("results", nargs="+", metavar="RESULTS",
                         help="results.h5 file(s) written by 'fluence train'")
     parser.add_argument("-o", "--output", metavar="OUT.png",
-                        help="output PNG (default: training.png next to "
-                             "the first results file)")
-    parser.add_argument("--title", help="figure title (default: the "
-                                        "'command' attribute, shortened)")
+                        help="output PNG, with a PDF beside it (default: "
+                             "training.png next to the first results file)")
+    parser.add_argument("--title", help="figure title (default: none)")
     return parser.parse_args(argv)
 
 
@@ -272,11 +277,10 @@ def main(argv=None):
     except ResultsError as err:
         print(f"plot_training: error: {err}", file=sys.stderr)
         return 2
-    title = args.title or shorten_command(runs[0].command) or runs[0].label
     output = args.output or default_output(args.results[0])
-    fig = make_figure(runs, title)
+    fig = make_figure(runs, args.title)
     try:
-        fig.savefig(output, dpi=120)
+        output = style.save(fig, output)
     except OSError as err:
         print(f"plot_training: error: cannot write {output}: {err}",
               file=sys.stderr)

@@ -4,7 +4,8 @@ rendering, number formatting, messages on stderr, reading results files,
 writing figures and the common command-line options.
 
 The scripts import this module from their own directory; importing it
-selects matplotlib's headless Agg backend, so import it before
+applies analysis/style.py (the one plotting style, which selects
+matplotlib's headless Agg backend), so import it before
 ``matplotlib.pyplot``.
 """
 
@@ -16,12 +17,9 @@ import warnings
 from dataclasses import dataclass
 from typing import List, Tuple
 
-import matplotlib
-
-matplotlib.use("Agg")  # headless: must precede the pyplot import
+import style  # first: the plotting style and the headless Agg backend
 
 import h5py  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 EPS = "\u03b5"
@@ -263,8 +261,8 @@ def render_markdown(table, header=None, intro=""):
 
 
 def color_cycle():
-    """The colours of matplotlib's default property cycle."""
-    return plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    """The style's colour-blind-safe palette (Okabe-Ito)."""
+    return style.colors()
 
 
 def legend_entries(axes):
@@ -279,13 +277,9 @@ def legend_entries(axes):
 
 
 def save(fig, path):
-    """Write a figure as PNG (creating its directory) and close it."""
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    try:
-        fig.savefig(path, dpi=120)
-    finally:
-        plt.close(fig)
-    return path
+    """Write a figure as vector PDF and 300-dpi PNG beside it (style.save,
+    creating the directory) and close it; returns the PNG's path."""
+    return style.save(fig, path)
 
 
 def write_figures(prog, directory, figures):
@@ -315,7 +309,7 @@ def add_markdown_option(parser, text="GitHub markdown tables instead of "
     parser.add_argument("--markdown", action="store_true", help=text)
 
 
-def add_figure_options(parser, default, what="the PNGs"):
+def add_figure_options(parser, default, what="the figures (PDF and PNG)"):
     """--figures DIR (``default``: the default directory, for the help)
     and --no-figures."""
     parser.add_argument("--figures", metavar="DIR",

@@ -35,14 +35,16 @@ Printed on stdout (aligned plain text, or GitHub markdown with
   per cell; the measured totals (all variants, all repeats) follow in the
   last row.
 
-Figures (PNG, unless ``--no-figures``; into ``--figures DIR``, default
-``<first RUN_DIR>/figures``), for runs that retrained:
+Figures (analysis/style.py: vector PDF and 300-dpi PNG, unless
+``--no-figures``; into ``--figures DIR``, default ``<first RUN_DIR>/figures``),
+for runs that retrained:
 
 * ``fig1_<label>_actual_vs_estimated.png`` (seed Fig. 1), one per run: a
   panel per group fraction (at most 10, evenly chosen), x = estimated change
   of the test loss, y = actual change (mean over the repeats, error bars =
-  std when R > 1), a point per eps coloured by eps (cooler = smaller eps,
-  colour bar on the right), dashed y = x; a row of panels per variant (with
+  std when R > 1), a point per eps coloured by eps (viridis, log scale: dark
+  = small eps, yellow = large; colour bar on the right), dashed y = x; a row
+  of panels per variant (with
   rr_l and rr_flc: top row no noise correction, bottom row FLC, as in the
   seed), a single variant wraps into rows of 5 panels;
 * ``fig2_actual_vs_estimated_k<k>pct.png`` (seed Fig. 2), when two or more
@@ -86,6 +88,7 @@ from report_common import (  # noqa: E402
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+import style  # noqa: E402
 from matplotlib.colors import LogNorm, Normalize  # noqa: E402
 
 VARIANTS = ("rr", "rr_l", "rr_flc")        # file order = display order
@@ -97,7 +100,9 @@ TIMING_KEYS = ("initial_training_s", "ihvp_s", "influence_cells_s",
 RHO = "\u03c1"
 MAX_PANELS = 10      # fig1: group fractions shown per variant
 WRAP_COLUMNS = 5     # fig1 with a single variant: panels per row
-CMAP = "coolwarm"    # low eps = blue (cool), high eps = red (warm)
+# eps along a perceptually uniform scale without a pale end (a diverging map
+# centred near eps = 1 drew those points nearly white)
+CMAP = style.SEQUENTIAL
 PROG = "whatif_report"
 
 note = functools.partial(report_common.note, PROG)  # a note on stderr
@@ -559,7 +564,7 @@ def table_iv(run):
         rows=rows,
         footnote=f"One cell = one (k, {EPS}) pair of one variant with one "
                  "retraining; 'all groups' = initial training (+ IHVP) + "
-                 f"{k_count} x {e_count} cells, as in the seed. Measured: "
+                 f"{k_count} x {e_count} cells, as in the paper. Measured: "
                  "initial training + influence_total_s (IHVP and all cells "
                  f"of the {sum(v.first_order for v in run.variants.values())} "
                  f"variant(s)) vs initial "
@@ -617,7 +622,7 @@ def scatter_panel(ax, run, variant, k, norm):
         ax.errorbar(x, y, yerr=quiet_nanstd(variant.actual[k], axis=1),
                     fmt="none", ecolor="0.6", elinewidth=0.8, capsize=2,
                     zorder=1)
-    ax.scatter(x, y, c=run.eps, cmap=CMAP, norm=norm, s=22,
+    ax.scatter(x, y, c=run.eps, cmap=CMAP, norm=norm, s=12,
                edgecolors="0.2", linewidths=0.3, zorder=2)
     if not np.isfinite(y).any():
         ax.text(0.5, 0.5, "no finite actual values", transform=ax.transAxes,
@@ -627,14 +632,18 @@ def scatter_panel(ax, run, variant, k, norm):
         low, high = finite.min(), finite.max()
         pad = 0.05 * (high - low or abs(high) or 1.0)
         ax.plot([low - pad, high + pad], [low - pad, high + pad],
-                linestyle="--", color="0.4", linewidth=0.9, zorder=0)
-    ax.text(0.03, 0.97, f"MAE {fmt_num(float(variant.mae[k]))}\n"
+                linestyle="--", color=style.NEUTRAL, linewidth=0.8, zorder=0)
+    # lower right: the points lie on y = x or above it (retraining changes
+    # the loss more than the first-order estimate), so this corner is free
+    ax.text(0.97, 0.03, f"MAE {fmt_num(float(variant.mae[k]))}\n"
             f"{RHO} {fmt_rho(float(variant.spearman[k]))}",
-            transform=ax.transAxes, va="top", ha="left", fontsize=7,
+            transform=ax.transAxes, va="bottom", ha="right", fontsize=6,
             bbox=dict(boxstyle="round,pad=0.2", fc="white", ec="0.8",
                       alpha=0.8))
-    ax.tick_params(labelsize=7)
-    ax.grid(True, alpha=0.3)
+    ax.tick_params(labelsize=6)
+    ax.ticklabel_format(style="sci", scilimits=(-2, 3), useMathText=True)
+    ax.xaxis.get_offset_text().set_fontsize(6)
+    ax.yaxis.get_offset_text().set_fontsize(6)
 
 
 def fig1_layout(variants, shown):
@@ -645,20 +654,24 @@ def fig1_layout(variants, shown):
     return per_variant, WRAP_COLUMNS, per_variant
 
 
-def add_colorbar(fig, axes, norm):
-    """A shared eps colour bar right of the panels."""
+def add_colorbar(fig, axes, norm, eps):
+    """A shared eps colour bar right of the panels, ticked at the eps grid."""
     mappable = plt.cm.ScalarMappable(norm=norm, cmap=CMAP)
     bar = fig.colorbar(mappable, ax=list(np.ravel(axes)), shrink=0.9,
-                       pad=0.01)
-    bar.set_label(EPS)
+                       pad=0.01, aspect=30)
+    bar.set_label(f"local DP {EPS}")
+    grid = np.unique(np.asarray(eps, dtype=float))
+    grid = grid[np.isfinite(grid)]
+    if 0 < grid.size <= 12:
+        bar.set_ticks(grid)
+        bar.set_ticklabels([f"{value:g}" for value in grid])
+        bar.ax.minorticks_off()
 
 
-def label_axes(axes):
-    """Axis labels on the left column and the bottom row of a grid."""
-    for row in axes:
-        row[0].set_ylabel(f"actual {DELTA} test loss", fontsize=8)
-    for ax in axes[-1]:
-        ax.set_xlabel(f"estimated {DELTA} test loss", fontsize=8)
+def label_axes(fig):
+    """One axis label for the whole grid, each way."""
+    fig.supylabel(f"actual {DELTA} test loss (nat)", fontsize=8)
+    fig.supxlabel(f"estimated {DELTA} test loss (nat)", fontsize=8)
 
 
 def figure_fig1(run, path):
@@ -672,28 +685,21 @@ def figure_fig1(run, path):
         note(f"{run.label}: Fig. 1 shows {len(shown)} of "
              f"{run.fractions.size} group fractions")
     nrows, ncols, per_variant = fig1_layout(variants, shown)
-    fig, axes = plt.subplots(nrows, ncols, squeeze=False,
-                             figsize=(2.6 * ncols + 1.2, 2.5 * nrows + 0.8),
-                             constrained_layout=True)
+    fig, axes = style.figure(columns=1 if ncols == 1 else 2, rows=nrows,
+                             cols=ncols, height=min(9.0, (
+                                 1.6 if ncols > 2 else 2.4) * nrows + 0.3))
     norm = eps_norm(run.eps)
     for v_index, variant in enumerate(variants):
         for i, k in enumerate(shown):
             row = v_index * per_variant + i // ncols
             ax = axes[row][i % ncols]
             scatter_panel(ax, run, variant, k, norm)
-            ax.set_title(f"{variant.title}, k = {100 * run.fractions[k]:.2f}%",
-                         fontsize=8)
+            ax.set_title(f"{variant.title}, k = {100 * run.fractions[k]:.3g}%",
+                         fontsize=7)
     for ax in axes.flat[len(variants) * len(shown):]:
         ax.axis("off")
-    label_axes(axes)
-    add_colorbar(fig, axes, norm)
-    repeats = run.repeats
-    spread = f", mean \u00b1 std over {repeats} repeats" if repeats > 1 else ""
-    fig.suptitle(f"{run.label}: actual vs estimated change of the test loss "
-                 f"per group fraction{spread}\n(randomized: "
-                 f"{describe_attributes(run.attrs.get('attributes', ''))}; "
-                 f"cooler colours = smaller {EPS}; dashed: y = x)",
-                 fontsize=10)
+    label_axes(fig)
+    add_colorbar(fig, axes, norm, run.eps)
     return save(fig, path)
 
 
@@ -730,19 +736,15 @@ def figure_fig2(runs, path_for, fraction, wanted_variant):
         return None
     cells = [(run, v, nearest_fraction(run, fraction)) for run, v in chosen]
     norm = eps_norm(np.concatenate([run.eps for run, _, _ in cells]))
-    fig, axes = plt.subplots(1, len(cells), squeeze=False,
-                             figsize=(3.6 * len(cells) + 1.2, 3.9),
-                             constrained_layout=True)
+    fig, axes = style.figure(columns=2, cols=len(cells), height=2.4)
     for ax, (run, variant, k) in zip(axes[0], cells):
         scatter_panel(ax, run, variant, k, norm)
-        ax.set_title(f"{run.label} ({variant.title}): "
-                     f"{describe_attributes(run.attrs.get('attributes', ''))}"
-                     f"\nk = {100 * run.fractions[k]:.2f}%", fontsize=9)
-        ax.set_xlabel(f"estimated {DELTA} test loss", fontsize=8)
-    axes[0][0].set_ylabel(f"actual {DELTA} test loss", fontsize=8)
-    add_colorbar(fig, axes, norm)
-    fig.suptitle(f"Actual vs estimated change of the test loss (cooler "
-                 f"colours = smaller {EPS}; dashed: y = x)", fontsize=10)
+        ax.set_title(f"{run.label} ({variant.title}), "
+                     f"k = {100 * run.fractions[k]:.3g}%", fontsize=7)
+        ax.set_xlabel(f"estimated {DELTA} test loss (nat)")
+    axes[0][0].set_ylabel(f"actual {DELTA} test loss (nat)")
+    add_colorbar(fig, axes, norm,
+                 np.concatenate([run.eps for run, _, _ in cells]))
     percent = 100 * cells[0][0].fractions[cells[0][2]]
     name = f"fig2_actual_vs_estimated_k{percent:.3g}pct.png"
     return save(fig, path_for(name))
@@ -782,7 +784,8 @@ def fraction_arg(text):
 def parse_args(argv):
     """Parse the command line."""
     parser = argparse.ArgumentParser(
-        description="Tables (seed 001 Tables III-IV) and figures (Figs. 1-2) "
+        description="Tables (Carey et al. 2023 Tables III-IV; "
+                    "docs/references.md) and figures (Figs. 1-2) "
                     "of 'fluence whatif' runs: influence estimate vs "
                     "retraining under randomized-response LDP.")
     parser.add_argument("runs", metavar="RUN_DIR", nargs="+",
@@ -819,7 +822,8 @@ def main(argv=None):
 
     render = render_markdown if args.markdown else render_plain
     if args.markdown:
-        print("## What-if LDP (seed 001): influence estimate vs retraining")
+        print("## What-if LDP ([Carey et al. 2023](../references.md#carey-2023)): "
+              "influence estimate vs retraining")
         print()
     print("\n\n".join(render(t) for t in all_tables(runs)))
 

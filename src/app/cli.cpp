@@ -47,7 +47,8 @@ rounds or units of work and on SIGTERM/SIGUSR1/SIGINT; --restart latest continue
 Exit codes: 0 success, 1 usage error, 2 bad input (deck, data, output directory, refused checkpoint),
 3 runtime failure, 4 stopped by SIGTERM/SIGUSR1/SIGINT after writing a checkpoint (resume with
 --restart latest).
-Deck keys: inputs/README.md. Output datasets: docs/outputs.md.)";
+Deck keys: inputs/README.md. Output datasets: docs/outputs.md. The papers (FLDP-FL, LIA, FeO2, ...):
+docs/references.md.)";
 
 // --out, and --force to replace a finished run's results (docs/operations.md "The output
 // directory").
@@ -149,8 +150,8 @@ CommandLine parse_command_line(int argc, char** argv) {
   auto* whatif = app.add_subcommand(
       "whatif",
       "train (or load --model), then estimate how the test loss would change if a fraction of a "
-      "group's records were randomized with eps-LDP (seed 001), for a grid of fractions and eps "
-      "from one IHVP; optionally against randomized retrains; write <out>/results.h5");
+      "group's records were randomized with eps-LDP (Carey et al. 2023), for a grid of fractions "
+      "and eps from one IHVP; optionally against randomized retrains; write <out>/results.h5");
   whatif->add_option("deck", result.deck, "input deck (TOML) with a [whatif] section")->required();
   add_output_options(whatif, result);
   whatif->add_option("--set", result.sets, "override a deck key: section.key=value (repeatable)");
@@ -165,7 +166,7 @@ CommandLine parse_command_line(int argc, char** argv) {
 
   auto* lia = app.add_subcommand(
       "lia",
-      "lazy-influence data filtering (seeds 002, 003): contributors' DP-SGD last layers, every "
+      "lazy-influence data filtering (LIA): contributors' DP-SGD last layers, every "
       "validator's randomized votes, the center's k-means threshold, filtration metrics, and FL "
       "after filtering against robust aggregators; write <out>/results.h5");
   lia->add_option("deck", result.deck, "input deck (TOML) with [data] and [lia]")->required();
@@ -203,7 +204,7 @@ CommandLine parse_command_line(int argc, char** argv) {
 
   auto* feo2_theory = app.add_subcommand(
       "feo2-theory",
-      "simulate seed 004's federated point estimation: the server's variance for each FeO2 "
+      "simulate FeO2's federated point estimation: the server's variance for each FeO2 "
       "ratio r against Lemma 1's sigma_s^2(r) and r*; write <out>/results.h5");
   feo2_theory->add_option("deck", result.deck, "input deck (TOML) with [feo2_theory]")->required();
   add_output_options(feo2_theory, result);

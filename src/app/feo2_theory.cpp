@@ -29,11 +29,14 @@ int run_feo2_theory(const CommandLine& command_line) {
               k + 1 == result.ratios.size() ? "  (r*)" : "");
   ResultsFile file(out_dir);
   write_run_attributes(file, command_line.invocation, deck.integer("seed"), deck.resolved_toml());
-  file.dataset("/feo2_theory/ratio", result.ratios);
-  file.dataset("/feo2_theory/empirical_variance", result.empirical_variance);
-  file.dataset("/feo2_theory/theoretical_variance", result.theoretical_variance);
-  file.scalar("/feo2_theory/r_star", result.r_star);
-  file.scalar("/feo2_theory/client_variance", config.client_variance());
+  file.coordinate("/feo2_theory/ratio", result.ratios, "1", "ratio r (the last is r*)");
+  file.dataset("/feo2_theory/empirical_variance", result.empirical_variance,
+               {{"ratio"}, "1", "mean over trials of the squared error"});
+  file.dataset("/feo2_theory/theoretical_variance", result.theoretical_variance,
+               {{"ratio"}, "1", "variance of Lemma 1"});
+  file.scalar("/feo2_theory/r_star", result.r_star, "1", "optimal ratio r*");
+  file.scalar("/feo2_theory/client_variance", config.client_variance(), "1",
+              "client variance sigma_c^2");
   log::info("results: {}", file.commit());
   return 0;
 }

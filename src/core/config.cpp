@@ -17,6 +17,7 @@ namespace fluence {
 struct Deck::Impl {
   toml::table root;
   std::vector<std::string> given_keys;  // dotted paths of the values the deck and --set gave
+  std::filesystem::path directory;      // the deck file's directory (from_file only)
 };
 
 namespace {
@@ -349,7 +350,9 @@ Deck Deck::from_file(const std::string& path, const std::vector<std::string>& ov
                                  message_excerpt(path, kPathExcerptBytes)));
   std::stringstream text;
   text << file.rdbuf();
-  return from_string(text.str(), path, overrides);
+  Deck deck = from_string(text.str(), path, overrides);
+  deck.impl_->directory = std::filesystem::path(path).parent_path();
+  return deck;
 }
 
 Deck Deck::from_string(const std::string& text, const std::string& origin,
@@ -411,6 +414,14 @@ bool Deck::given(const std::string& path) const {
 std::string Deck::where(const std::string& path) const {
   const auto* node = lookup(impl_->root, path);
   return node ? source_of(*node, origin_) : origin_;
+}
+
+std::string Deck::file_path(const std::string& path) const {
+  const std::string value = string(path);
+  const auto* node = lookup(impl_->root, path);
+  const bool from_deck_file = node && node->source().path && !impl_->directory.empty();
+  if (value.empty() || !from_deck_file || std::filesystem::path(value).is_absolute()) return value;
+  return (impl_->directory / value).string();
 }
 
 std::string Deck::value_text(const std::string& path) const {

@@ -54,10 +54,15 @@ std::vector<KeySpec> build_schema() {
       key("seed", T::integer, "1", "run seed keying every random stream", 0, 0x1p63),
 
       section("data", "where the data come from and how they are encoded"),
-      choice("data.source", "\"synthetic\"", {"synthetic", "csv", "arff", "idx"}, "data source"),
+      choice("data.source", "\"synthetic\"",
+             {"synthetic", "csv", "arff", "idx", "hdf5", "tff", "leaf", "npy"}, "data source"),
       key("data.path", T::string, "",
-          "training file (csv, arff) or directory with the four IDX files (idx)"),
-      key("data.test_path", T::string, "", "separate test file (csv, arff); else test_fraction"),
+          "training file (csv, arff, hdf5, tff), directory with the four IDX files (idx), LEAF "
+          "train directory or .json file (leaf), .npz file or directory of .npy files (npy); a "
+          "relative path is taken from the deck file's directory"),
+      key("data.test_path", T::string, "",
+          "separate test file or directory, laid out as data.path (every source but synthetic and "
+          "idx); else test_fraction"),
       key("data.test_fraction", T::real, "0.2",
           "fraction of rows held out as the server's test set when there is no test file", 0.0, 1.0,
           true),
@@ -65,6 +70,19 @@ std::vector<KeySpec> build_schema() {
           "label column (name or 0-based index) for csv/arff; default: the last column"),
       key("data.categorical", T::string_array, "[]",
           "csv: columns treated as categorical (the others must be numeric)"),
+      key("data.features", T::string_array, "[]",
+          "the attributes (columns) the model sees, by name ([] = every one but the label); csv "
+          "reads no other column"),
+      key("data.drop", T::string_array, "[]",
+          "attributes (columns) left out, by name (instead of data.features); csv does not read "
+          "them"),
+      key("data.delimiter", T::string, "\",\"", "csv: the one character between fields"),
+      choice("data.missing", "\"refuse\"", {"refuse", "drop"},
+             "csv: a row with a missing value in a column that is read is refused (naming the "
+             "line and column) or dropped"),
+      key("data.missing_values", T::string_array,
+          "[\"\", \"NA\", \"N/A\", \"NaN\", \"nan\", \"null\", \"?\"]",
+          "csv: the field texts that count as a missing value"),
       choice("data.numeric_scaling", "\"standardize\"", {"standardize", "none"},
              "numeric features: standardized with training mean/std, or left as they are"),
       key("data.max_train_rows", T::integer, "0", "use only the first N training rows (0 = all)",
@@ -78,6 +96,24 @@ std::vector<KeySpec> build_schema() {
           "keep only training and test rows whose label is one of these 0-based class indices, "
           "relabelled 0, 1, ... in the listed order (at least 2 distinct; [] = every class)",
           0),
+
+      section("data.arrays", "hdf5, npy, tff: which arrays hold the features, labels and clients"),
+      key("data.arrays.features", T::string, "\"x\"",
+          "the features: a dataset path (hdf5), an array name (npy) or a field name (tff)"),
+      key("data.arrays.labels", T::string, "\"y\"",
+          "the integer (or string) labels, one per row: named as data.arrays.features"),
+      key("data.arrays.clients", T::string, "",
+          "hdf5, npy: one client id (integer or string) per row, for partition.scheme = "
+          "\"natural\""),
+      key("data.arrays.names", T::string, "",
+          "hdf5, npy: a 1-D array of strings naming the feature columns (default: the features' "
+          "name and the column index, x0, x1, ...)"),
+      key("data.arrays.names_attribute", T::string, "",
+          "hdf5: a string-array attribute of the features dataset naming its columns"),
+      key("data.arrays.test_features", T::string, "",
+          "hdf5, npy: the test split's features (in data.test_path when given, else in data.path; "
+          "with data.arrays.test_labels)"),
+      key("data.arrays.test_labels", T::string, "", "hdf5, npy: the test split's labels"),
 
       section("data.synthetic", "synthetic generator with a planted multinomial logistic model"),
       key("data.synthetic.rows", T::integer, "10000", "rows generated (train + test)", 2),
@@ -95,9 +131,10 @@ std::vector<KeySpec> build_schema() {
           0.0),
 
       section("partition", "how training rows are divided among clients"),
-      key("partition.clients", T::integer, "5", "number of clients N", 1),
-      choice("partition.scheme", "\"iid\"", {"iid", "dirichlet", "label_shards", "column"},
-             "partition scheme"),
+      key("partition.clients", T::integer, "5",
+          "number of clients N (natural, column: the data's count unless given)", 1),
+      choice("partition.scheme", "\"iid\"",
+             {"iid", "dirichlet", "label_shards", "column", "natural"}, "partition scheme"),
       key("partition.alpha", T::real, "0.5", "Dirichlet concentration over labels", 0.0, kInf,
           true),
       key("partition.shards_per_client", T::integer, "2",

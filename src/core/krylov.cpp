@@ -18,10 +18,10 @@ PetscErrorCode shell_mult(Mat matrix, Vec x, Vec y) {
   PetscScalar* out = nullptr;
   PetscCall(VecGetArrayRead(x, &in));
   PetscCall(VecGetArray(y, &out));
-  op->apply(in, out);
+  const int failed = guarded_callback([&] { op->apply(in, out); });
   PetscCall(VecRestoreArray(y, &out));
   PetscCall(VecRestoreArrayRead(x, &in));
-  PetscFunctionReturn(0);
+  PetscFunctionReturn(failed);
 }
 
 PetscErrorCode shell_diagonal(Mat matrix, Vec diagonal) {
@@ -30,9 +30,9 @@ PetscErrorCode shell_diagonal(Mat matrix, Vec diagonal) {
   PetscCall(MatShellGetContext(matrix, &op));
   PetscScalar* out = nullptr;
   PetscCall(VecGetArray(diagonal, &out));
-  op->diagonal(out);
+  const int failed = guarded_callback([&] { op->diagonal(out); });
   PetscCall(VecRestoreArray(diagonal, &out));
-  PetscFunctionReturn(0);
+  PetscFunctionReturn(failed);
 }
 
 PetscErrorCode apply_custom_preconditioner(PC pc, Vec r, Vec z) {
@@ -43,10 +43,10 @@ PetscErrorCode apply_custom_preconditioner(PC pc, Vec r, Vec z) {
   PetscScalar* out = nullptr;
   PetscCall(VecGetArrayRead(r, &in));
   PetscCall(VecGetArray(z, &out));
-  settings->apply_preconditioner(in, out);
+  const int failed = guarded_callback([&] { settings->apply_preconditioner(in, out); });
   PetscCall(VecRestoreArray(z, &out));
   PetscCall(VecRestoreArrayRead(r, &in));
-  PetscFunctionReturn(0);
+  PetscFunctionReturn(failed);
 }
 
 }  // namespace
@@ -138,9 +138,12 @@ void ConjugateGradient::set_max_iterations(int iterations) {
 CgOutcome ConjugateGradient::solve(const double* b, double* x) {
   petsc_check(VecPlaceArray(rhs_, b), "VecPlaceArray");
   petsc_check(VecPlaceArray(solution_, x), "VecPlaceArray");
-  petsc_check(KSPSolve(ksp_, rhs_, solution_), "KSPSolve");
+  // The arrays go back before any error is raised (an exception from the operator, say), so that
+  // the solver can be used again.
+  const PetscErrorCode solved = KSPSolve(ksp_, rhs_, solution_);
   petsc_check(VecResetArray(solution_), "VecResetArray");
   petsc_check(VecResetArray(rhs_), "VecResetArray");
+  petsc_check(solved, "KSPSolve");
   PetscInt iterations = 0;
   petsc_check(KSPGetIterationNumber(ksp_, &iterations), "KSPGetIterationNumber");
   KSPConvergedReason reason;

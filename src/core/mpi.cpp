@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <new>
+#include <utility>
 
 #include "fluence/core/error.hpp"
 
@@ -22,6 +24,8 @@ namespace {
 
 // PETSc's own words for the error being raised (its first frame), kept for petsc_check.
 std::string petsc_message;
+// The exception a guarded callback raised inside PETSc, rethrown by petsc_check.
+std::exception_ptr callback_exception;
 
 // Replaces PETSc's default handler, which prints a traceback of every frame on every rank: the
 // error becomes one line through petsc_check's exception instead.
@@ -41,9 +45,20 @@ std::string take_petsc_message() {
   return message;
 }
 
+int guarded_callback(const std::function<void()>& work) {
+  try {
+    work();
+    return 0;
+  } catch (...) {
+    callback_exception = std::current_exception();
+    return PETSC_ERR_USER;
+  }
+}
+
 void petsc_check(int error_code, const char* what) {
   if (error_code == 0) return;
   const std::string message = take_petsc_message();
+  if (callback_exception) std::rethrow_exception(std::exchange(callback_exception, nullptr));
   throw RuntimeError(fmt::format("PETSc/SLEPc call failed: {} (error code {}){}", what, error_code,
                                  message.empty() ? "" : ": " + message_excerpt(message, 480)));
 }

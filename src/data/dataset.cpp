@@ -29,6 +29,7 @@ Table Table::empty_like() const {
   out.class_names = class_names;
   out.byte_denominator = byte_denominator;
   out.image_shape = image_shape;
+  out.client_names = client_names;
   return out;
 }
 
@@ -45,15 +46,18 @@ Table Table::select_rows(const std::vector<std::int64_t>& rows) const {
     std::copy_n(categorical.begin() + r * nc, nc, out.categorical.begin() + i * nc);
     out.label[i] = label[r];
   }
+  if (!client.empty())
+    for (const auto r : rows) out.client.push_back(client[static_cast<std::size_t>(r)]);
   return out;
 }
 
 void Table::append_row(const double* numeric_values, const std::int32_t* categorical_values,
-                       std::int32_t label_value) {
+                       std::int32_t label_value, std::int32_t client_value) {
   numeric.insert(numeric.end(), numeric_values, numeric_values + numeric_count());
   categorical.insert(categorical.end(), categorical_values,
                      categorical_values + categorical_count());
   label.push_back(label_value);
+  if (has_clients()) client.push_back(client_value);
   ++rows;
 }
 

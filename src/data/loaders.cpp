@@ -18,6 +18,7 @@
 #include <unordered_map>
 
 #include "fluence/core/error.hpp"
+#include "fluence/core/log.hpp"
 
 namespace fluence {
 namespace {
@@ -89,8 +90,24 @@ void refuse_nul_bytes(std::string_view text, const std::string& path) {
       shown(text.substr(line_start, line_end - line_start))));
 }
 
+std::vector<unsigned char> read_gzip_file(const std::string& path);
+
+bool is_gzip_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  unsigned char magic[2] = {0, 0};
+  in.read(reinterpret_cast<char*>(magic), 2);
+  return in.gcount() == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+}
+
 std::string read_text_file(const std::string& path) {
   std::error_code ignored;
+  // A .csv.gz (found by gzip's magic bytes, whatever the name) is decompressed whole.
+  if (std::filesystem::is_regular_file(path, ignored) && is_gzip_file(path)) {
+    const auto bytes = read_gzip_file(path);
+    std::string text(bytes.begin(), bytes.end());
+    refuse_nul_bytes(text, path);
+    return text;
+  }
   std::ifstream in;
   // A directory opens as a stream on Linux and only fails on reading; reject it with the same
   // words.
@@ -173,28 +190,32 @@ std::size_t read_quoted_csv_field(std::string_view line, std::size_t start, std:
       "{}:{}: a quoted field has no closing '\"' (fields cannot span lines)", path, line_number));
 }
 
-// Splits one CSV line into `fields` (reused between rows): commas separate, double quotes protect
-// commas and spaces, and spaces around unquoted fields are dropped.
-void split_csv_line(std::string_view line, const std::string& path, int line_number,
+// Splits one CSV line into `fields` (reused between rows): the delimiter separates, double quotes
+// protect delimiters and blanks, and blanks around unquoted fields are dropped (a tab is a blank
+// unless it is the delimiter).
+void split_csv_line(std::string_view line, char delimiter, const std::string& path, int line_number,
                     std::vector<std::string>& fields) {
   fields.clear();
+  const auto blank = [delimiter](char c) { return (c == ' ' || c == '\t') && c != delimiter; };
   std::size_t i = 0;
   while (true) {
-    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+    while (i < line.size() && blank(line[i])) ++i;
     std::string& field = fields.emplace_back();
     if (i < line.size() && line[i] == '"') {
       i = read_quoted_csv_field(line, i, field, path, line_number);
-      while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
-      if (i < line.size() && line[i] != ',')
+      while (i < line.size() && blank(line[i])) ++i;
+      if (i < line.size() && line[i] != delimiter)
         throw InputError(fmt::format("{}:{}: field {} has text after its closing quote", path,
                                      line_number, fields.size()));
     } else {
-      const auto comma = std::min(line.find(',', i), line.size());
-      field = trim(line.substr(i, comma - i));
-      i = comma;
+      const auto end = std::min(line.find(delimiter, i), line.size());
+      auto text = line.substr(i, end - i);
+      while (!text.empty() && blank(text.back())) text.remove_suffix(1);
+      field = text;
+      i = end;
     }
     if (i >= line.size()) return;
-    ++i;  // past the comma
+    ++i;  // past the delimiter
   }
 }
 
@@ -207,15 +228,18 @@ bool is_blank(std::string_view line) {
 // string.
 class CsvFile {
  public:
-  explicit CsvFile(std::string path)
-      : path_(std::move(path)), text_(read_text_file(path_)), body_(text_) {
+  CsvFile(std::string path, CsvOptions dialect)
+      : path_(std::move(path)),
+        dialect_(std::move(dialect)),
+        text_(read_text_file(path_)),
+        body_(text_) {
     std::string_view line;
     while (body_.next(line) && is_blank(line)) {
     }
     if (is_blank(line))
       throw InputError(
           fmt::format("{}: the file is empty; a CSV data file starts with a header line", path_));
-    split_csv_line(line, path_, body_.line_number(), header_);
+    split_csv_line(line, dialect_.delimiter, path_, body_.line_number(), header_);
     check_unique_names(body_.line_number());
     if (!has_rows())
       throw InputError(fmt::format("{}: the file has a header line but no data rows", path_));
@@ -228,6 +252,8 @@ class CsvFile {
   const std::string& path() const { return path_; }
   const std::vector<std::string>& header() const { return header_; }
 
+  const CsvOptions& dialect() const { return dialect_; }
+
   // Calls visit(line_number, fields) for every non-blank row; a row whose field count differs from
   // the header's is an error.
   template <class Visit>
@@ -237,12 +263,41 @@ class CsvFile {
     std::vector<std::string> fields;
     while (cursor.next(line)) {
       if (is_blank(line)) continue;
-      split_csv_line(line, path_, cursor.line_number(), fields);
+      split_csv_line(line, dialect_.delimiter, path_, cursor.line_number(), fields);
       if (fields.size() != header_.size())
-        throw InputError(fmt::format("{}:{}: row has {} fields, the header has {}", path_,
-                                     cursor.line_number(), fields.size(), header_.size()));
+        throw InputError(fmt::format(
+            "{}:{}: row has {} fields, the header has {}{}", path_, cursor.line_number(),
+            fields.size(), header_.size(),
+            header_.size() == 1
+                ? fmt::format(" (is the delimiter '{}' right? data.delimiter)", dialect_.delimiter)
+                : ""));
       visit(cursor.line_number(), fields);
     }
+  }
+
+  // Like for_each_row, for the rows with no missing value in a column that is `read`: a row with
+  // one is refused, naming the line and the column, or (data.missing = "drop") skipped. Returns
+  // the number of rows skipped.
+  template <class Visit>
+  std::size_t for_each_complete_row(const std::vector<bool>& read, Visit&& visit) const {
+    std::size_t skipped = 0;
+    const auto& missing = dialect_.missing_values;
+    for_each_row([&](int line_number, const std::vector<std::string>& fields) {
+      for (std::size_t c = 0; c < fields.size(); ++c) {
+        if (!read[c] || std::find(missing.begin(), missing.end(), fields[c]) == missing.end())
+          continue;
+        if (dialect_.drop_missing) {
+          ++skipped;
+          return;
+        }
+        throw InputError(fmt::format(
+            "{}:{}: column '{}' is missing a value ('{}'); data.missing = \"drop\" drops such "
+            "rows (data.missing_values lists what counts as missing)",
+            path_, line_number, shown(header_[c]), shown(fields[c])));
+      }
+      visit(line_number, fields);
+    });
+    return skipped;
   }
 
  private:
@@ -263,6 +318,7 @@ class CsvFile {
   }
 
   std::string path_;
+  CsvOptions dialect_;
   std::string text_;
   LineCursor body_;  // positioned just after the header line
   std::vector<std::string> header_;
@@ -283,27 +339,72 @@ void check_same_header(const CsvFile& train, const CsvFile& test) {
           test.path(), c, shown(found[c]), train.path(), shown(expected[c])));
 }
 
-// Which header columns are the label and which are read as categorical values.
+// Which header columns are read, which is the label and which are read as categorical values.
 struct CsvLayout {
   std::size_t label = 0;
+  std::vector<bool> read;         // per header column: data.features and data.drop choose
   std::vector<bool> categorical;  // per header column; true for the label too
 };
+
+std::size_t find_column(const CsvFile& file, const std::string& name, const char* key) {
+  const auto& header = file.header();
+  const auto found = std::find(header.begin(), header.end(), name);
+  if (found == header.end())
+    throw InputError(fmt::format("{} lists column '{}', which is not in {}; its columns are: {}",
+                                 key, shown(name), file.path(), shown_list(header)));
+  return static_cast<std::size_t>(found - header.begin());
+}
+
+// data.features keeps the listed columns, data.drop every other; the label and the client column
+// are read either way.
+std::vector<bool> columns_read(const CsvFile& file, const CsvOptions& columns, std::size_t label) {
+  const auto& header = file.header();
+  std::vector<bool> read(header.size(), columns.features.empty());
+  for (const auto& name : columns.features) read[find_column(file, name, "data.features")] = true;
+  for (const auto& name : columns.drop) {
+    const std::size_t c = find_column(file, name, "data.drop");
+    if (c == label || name == columns.client)
+      throw InputError(
+          fmt::format("data.drop lists column '{}', which is the {}", shown(name),
+                      c == label ? "label (data.label)" : "client column (partition.column)"));
+    read[c] = false;
+  }
+  read[label] = true;
+  if (!columns.client.empty()) read[find_column(file, columns.client, "partition.column")] = true;
+  return read;
+}
 
 CsvLayout plan_csv_layout(const CsvFile& file, const ColumnSelection& columns) {
   const auto& header = file.header();
   CsvLayout layout;
   layout.label = resolve_label_column(header, columns.label, file.path());
+  layout.read = columns_read(file, file.dialect(), layout.label);
   layout.categorical.assign(header.size(), false);
   layout.categorical[layout.label] = true;
-  for (const auto& name : columns.categorical) {
-    const auto found = std::find(header.begin(), header.end(), name);
-    if (found == header.end())
-      throw InputError(
-          fmt::format("data.categorical lists column '{}', which is not in {}; its columns are: {}",
-                      shown(name), file.path(), shown_list(header)));
-    layout.categorical[found - header.begin()] = true;
-  }
+  for (const auto& name : columns.categorical)
+    layout.categorical[find_column(file, name, "data.categorical")] = true;
+  const std::string& client = file.dialect().client;
+  if (!client.empty()) layout.categorical[find_column(file, client, "partition.column")] = true;
   return layout;
+}
+
+// A label column of numbers that are not all integers is a measurement, not a class: taking each
+// distinct value as a class would train hundreds of meaningless classes.
+void check_label_values(const std::set<std::string>& values, const CsvFile& file,
+                        std::size_t column) {
+  std::size_t fractional = 0;
+  std::string example;
+  for (const auto& text : values) {
+    double value = 0;
+    if (!parse_number(text, value)) return;
+    if (value != std::floor(value) && fractional++ == 0) example = text;
+  }
+  if (fractional > 0)
+    throw InputError(fmt::format(
+        "{}: the label column '{}' holds {} distinct numbers, {} of them not integers (e.g. '{}'): "
+        "a class label must be a small set of integers or strings; is data.label the right "
+        "column?",
+        file.path(), shown(file.header()[column]), values.size(), fractional, shown(example)));
 }
 
 // Orders category names numerically when every one is a number (so "2" comes before "10"), else
@@ -328,24 +429,31 @@ struct CsvSchema {
   std::vector<std::unordered_map<std::string, std::int32_t>> codes;  // per header column
 };
 
-std::vector<std::set<std::string>> collect_values(const std::vector<const CsvFile*>& files,
-                                                  const CsvLayout& layout) {
+struct CsvFiles {
+  std::vector<const CsvFile*> files;
+  std::size_t skipped = 0;  // rows dropped for a missing value (counted on the first pass)
+};
+
+std::vector<std::set<std::string>> collect_values(CsvFiles& files, const CsvLayout& layout) {
   std::vector<std::set<std::string>> values(layout.categorical.size());
-  for (const CsvFile* file : files)
-    file->for_each_row([&](int, const std::vector<std::string>& fields) {
-      for (std::size_t c = 0; c < fields.size(); ++c)
-        if (layout.categorical[c]) values[c].insert(fields[c]);
-    });
+  for (const CsvFile* file : files.files)
+    files.skipped +=
+        file->for_each_complete_row(layout.read, [&](int, const std::vector<std::string>& fields) {
+          for (std::size_t c = 0; c < fields.size(); ++c)
+            if (layout.categorical[c] && layout.read[c]) values[c].insert(fields[c]);
+        });
   return values;
 }
 
-CsvSchema build_csv_schema(const std::vector<const CsvFile*>& files, const CsvLayout& layout) {
+CsvSchema build_csv_schema(CsvFiles& files, const CsvLayout& layout) {
   const auto values = collect_values(files, layout);
-  const auto& header = files.front()->header();
+  const auto& header = files.files.front()->header();
+  check_label_values(values[layout.label], *files.files.front(), layout.label);
   CsvSchema schema;
   schema.codes.resize(header.size());
   int numeric_columns = 0, categorical_columns = 0;
   for (std::size_t c = 0; c < header.size(); ++c) {
+    if (!layout.read[c]) continue;
     std::vector<std::string> categories;
     if (layout.categorical[c]) categories = sorted_categories(values[c]);
     for (std::size_t k = 0; k < categories.size(); ++k)
@@ -379,17 +487,24 @@ double parse_csv_number(const std::string& text, const CsvFile& file, int line_n
 // categorical column indices, so plain push_back yields the row-major layout.
 Table fill_csv_table(const CsvFile& file, const CsvLayout& layout, const CsvSchema& schema) {
   Table table = schema.layout;
-  file.for_each_row([&](int line_number, const std::vector<std::string>& fields) {
-    for (std::size_t c = 0; c < fields.size(); ++c) {
-      if (c == layout.label)
-        table.label.push_back(schema.codes[c].at(fields[c]));
-      else if (layout.categorical[c])
-        table.categorical.push_back(schema.codes[c].at(fields[c]));
-      else
-        table.numeric.push_back(parse_csv_number(fields[c], file, line_number, c));
-    }
-    ++table.rows;
-  });
+  file.for_each_complete_row(
+      layout.read, [&](int line_number, const std::vector<std::string>& fields) {
+        for (std::size_t c = 0; c < fields.size(); ++c) {
+          if (!layout.read[c]) continue;
+          if (c == layout.label)
+            table.label.push_back(schema.codes[c].at(fields[c]));
+          else if (layout.categorical[c])
+            table.categorical.push_back(schema.codes[c].at(fields[c]));
+          else
+            table.numeric.push_back(parse_csv_number(fields[c], file, line_number, c));
+        }
+        ++table.rows;
+      });
+  if (table.rows == 0)
+    throw InputError(
+        fmt::format("{}: every data row has a missing value (data.missing = "
+                    "\"drop\" left none)",
+                    file.path()));
   return table;
 }
 
@@ -807,17 +922,20 @@ int max_label(const IdxPart& part) {
 }  // namespace
 
 TrainTest read_csv(const std::string& train_path, const std::string& test_path,
-                   const ColumnSelection& columns) {
-  const CsvFile train(train_path);
+                   const ColumnSelection& columns, const CsvOptions& options) {
+  const CsvFile train(train_path, options);
   std::optional<CsvFile> test;
   if (!test_path.empty()) {
-    test.emplace(test_path);
+    test.emplace(test_path, options);
     check_same_header(train, *test);
   }
   const CsvLayout layout = plan_csv_layout(train, columns);
-  std::vector<const CsvFile*> files{&train};
-  if (test) files.push_back(&*test);
+  CsvFiles files{{&train}};
+  if (test) files.files.push_back(&*test);
   const CsvSchema schema = build_csv_schema(files, layout);
+  if (files.skipped > 0)
+    log::info("# data: {} row(s) with a missing value dropped (data.missing = \"drop\")",
+              files.skipped);
   TrainTest out;
   out.train = fill_csv_table(train, layout, schema);
   out.test = test ? fill_csv_table(*test, layout, schema) : schema.layout;

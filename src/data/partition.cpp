@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "fluence/core/error.hpp"
+#include "fluence/core/log.hpp"
 #include "fluence/core/rng.hpp"
 
 namespace fluence {
@@ -14,16 +15,17 @@ namespace fluence {
 PartitionConfig PartitionConfig::from_deck(const Deck& deck) {
   PartitionConfig config;
   config.clients = static_cast<int>(deck.integer("partition.clients"));
+  config.clients_given = deck.given("partition.clients");
   config.scheme = deck.string("partition.scheme");
   config.alpha = deck.real("partition.alpha");
   config.shards_per_client = static_cast<int>(deck.integer("partition.shards_per_client"));
   if (deck.has("partition.column")) config.column = deck.string("partition.column");
   config.sizes = deck.reals("partition.sizes");
   if (!config.sizes.empty()) {
-    if (config.scheme == "column")
+    if (is_natural(config))
       throw InputError(
           fmt::format("{}: partition.sizes does not apply to scheme \"{}\" (the "
-                      "column's values fix the client sizes)",
+                      "data's clients fix the client sizes)",
                       deck.where("partition.sizes"), config.scheme));
     if (static_cast<int>(config.sizes.size()) != config.clients)
       throw InputError(
@@ -143,35 +145,45 @@ Assignment partition_label_shards(const Table& train, const PartitionConfig& con
   return clients;
 }
 
-Assignment partition_by_column(const Table& train, const PartitionConfig& config) {
-  const int index = train.find_attribute(config.column);
-  if (index < 0)
+// The data's own clients (TFF groups, LEAF users, a client-id array or the partition column),
+// those with training rows, in client order.
+Assignment partition_natural(const Table& train, const PartitionConfig& config) {
+  if (!train.has_clients())
     throw InputError(
-        fmt::format("partition.column = \"{}\" is not an attribute of the data", config.column));
-  const auto& attribute = train.attributes[index];
-  if (attribute.kind != AttributeKind::categorical)
-    throw InputError(
-        fmt::format("partition.column = \"{}\" is numeric; the natural split needs a "
-                    "categorical attribute",
-                    config.column));
-  const int values = static_cast<int>(attribute.categories.size());
-  if (values != config.clients)
-    throw InputError(
-        fmt::format("partition.column = \"{}\" has {} values, so partition.clients "
-                    "must be {} (it is {})",
-                    config.column, values, values, config.clients));
-  Assignment clients(config.clients);
-  const int nc = train.categorical_count();
+        "partition.scheme = \"natural\" needs data that come divided into clients: "
+        "data.source = \"tff\" or \"leaf\", or data.arrays.clients (hdf5, npy); for a CSV or "
+        "ARFF column use partition.scheme = \"column\"");
+  Assignment by_client(train.client_names.size());
   for (std::size_t r = 0; r < train.rows; ++r)
-    clients[train.categorical[r * nc + attribute.column]].push_back(static_cast<std::int64_t>(r));
+    by_client[static_cast<std::size_t>(train.client[r])].push_back(static_cast<std::int64_t>(r));
+  Assignment clients;
+  for (auto& rows : by_client)
+    if (!rows.empty()) clients.push_back(std::move(rows));
+  const std::string what =
+      config.scheme == "column"
+          ? fmt::format("the values of partition.column = \"{}\"", message_excerpt(config.column))
+          : std::string("the data's clients");
+  if (config.clients_given && static_cast<std::size_t>(config.clients) != clients.size())
+    throw InputError(
+        fmt::format("partition.clients = {}, but {} give {} clients with training rows: leave "
+                    "partition.clients out or set it to {}",
+                    config.clients, what, clients.size(), clients.size()));
+  if (clients.size() < by_client.size())
+    log::info("# partition: {} of the {} natural clients hold no training rows and take no part",
+              by_client.size() - clients.size(), by_client.size());
   return clients;
 }
 
 }  // namespace
 
+bool is_natural(const PartitionConfig& config) {
+  return config.scheme == "natural" || config.scheme == "column";
+}
+
 std::vector<std::vector<std::int64_t>> partition_rows(const Table& train,
                                                       const PartitionConfig& config,
                                                       std::uint64_t seed) {
+  if (is_natural(config)) return partition_natural(train, config);
   if (static_cast<std::size_t>(config.clients) > train.rows)
     throw InputError(fmt::format("partition.clients = {} exceeds the {} training rows",
                                  config.clients, train.rows));
@@ -181,10 +193,8 @@ std::vector<std::vector<std::int64_t>> partition_rows(const Table& train,
     clients = partition_iid(static_cast<std::int64_t>(train.rows), config, stream);
   } else if (config.scheme == "dirichlet") {
     clients = partition_dirichlet(train, config, stream);
-  } else if (config.scheme == "label_shards") {
-    clients = partition_label_shards(train, config, stream);
   } else {
-    clients = partition_by_column(train, config);
+    clients = partition_label_shards(train, config, stream);
   }
   for (int i = 0; i < config.clients; ++i) {
     if (clients[i].empty())

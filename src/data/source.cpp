@@ -28,13 +28,76 @@ void check_classes_early(const Deck& deck, const DataConfig& config) {
 }
 }  // namespace
 
+namespace {
+bool one_of(const std::string& value, std::initializer_list<const char*> choices) {
+  return std::any_of(choices.begin(), choices.end(), [&](const char* c) { return value == c; });
+}
+
+// A key given for a source that does not read it is an error, not silence: the user meant
+// something by it.
+void refuse_unless(const Deck& deck, const std::string& key, const std::string& source,
+                   std::initializer_list<const char*> sources, const std::string& hint = "") {
+  if (deck.given(key) && !one_of(source, sources))
+    throw InputError(
+        fmt::format("{}: {} applies only to data.source = \"{}\" (here data.source = "
+                    "\"{}\"){}",
+                    deck.where(key), key, fmt::join(sources, "\", \""), source, hint));
+}
+
+CsvOptions read_csv_options(const Deck& deck) {
+  CsvOptions dialect;
+  const std::string delimiter = deck.string("data.delimiter");
+  if (delimiter.size() != 1 || delimiter == "\"" || delimiter == "\n" || delimiter == "\r")
+    throw InputError(
+        fmt::format("{}: data.delimiter = \"{}\" is not allowed: expected one "
+                    "character other than a double quote or a line break (\",\", "
+                    "\";\", \"\\t\", \"|\")",
+                    deck.where("data.delimiter"), message_excerpt(delimiter)));
+  dialect.delimiter = delimiter[0];
+  dialect.drop_missing = deck.string("data.missing") == "drop";
+  dialect.missing_values = deck.strings("data.missing_values");
+  return dialect;
+}
+
+ArrayNames read_array_names(const Deck& deck, const std::string& source) {
+  for (const char* key : {"data.arrays.features", "data.arrays.labels"})
+    refuse_unless(deck, key, source, {"hdf5", "npy", "tff"});
+  for (const char* key : {"data.arrays.clients", "data.arrays.names", "data.arrays.test_features",
+                          "data.arrays.test_labels"})
+    refuse_unless(deck, key, source, {"hdf5", "npy"});
+  refuse_unless(deck, "data.arrays.names_attribute", source, {"hdf5"});
+  ArrayNames names;
+  names.features = deck.string("data.arrays.features");
+  names.labels = deck.string("data.arrays.labels");
+  const auto optional = [&](const char* key) { return deck.has(key) ? deck.string(key) : ""; };
+  names.clients = optional("data.arrays.clients");
+  names.names = optional("data.arrays.names");
+  names.names_attribute = optional("data.arrays.names_attribute");
+  names.test_features = optional("data.arrays.test_features");
+  names.test_labels = optional("data.arrays.test_labels");
+  if (names.test_features.empty() != names.test_labels.empty())
+    throw InputError(
+        fmt::format("{}: data.arrays.test_features and data.arrays.test_labels go "
+                    "together: give both or neither",
+                    deck.origin()));
+  if (!names.names.empty() && !names.names_attribute.empty())
+    throw InputError(
+        fmt::format("{}: give data.arrays.names or data.arrays.names_attribute, not "
+                    "both",
+                    deck.where("data.arrays.names_attribute")));
+  return names;
+}
+}  // namespace
+
 DataConfig DataConfig::from_deck(const Deck& deck) {
   DataConfig config;
   config.source = deck.string("data.source");
-  if (deck.has("data.path")) config.path = deck.string("data.path");
-  if (deck.has("data.test_path")) config.test_path = deck.string("data.test_path");
+  if (deck.has("data.path")) config.path = deck.file_path("data.path");
+  if (deck.has("data.test_path")) config.test_path = deck.file_path("data.test_path");
   if (deck.has("data.label")) config.label = deck.string("data.label");
   config.categorical = deck.strings("data.categorical");
+  config.features = deck.strings("data.features");
+  config.drop = deck.strings("data.drop");
   config.test_fraction = deck.real("data.test_fraction");
   config.standardize = deck.string("data.numeric_scaling") == "standardize";
   config.max_train_rows = deck.integer("data.max_train_rows");
@@ -58,6 +121,17 @@ DataConfig DataConfig::from_deck(const Deck& deck) {
         fmt::format("{}: data.ink_levels = {} applies only to data.source = \"idx\" "
                     "(here data.source = \"{}\")",
                     deck.where("data.ink_levels"), config.ink_levels, config.source));
+  for (const char* key : {"data.delimiter", "data.missing", "data.missing_values"})
+    refuse_unless(deck, key, config.source, {"csv"});
+  refuse_unless(deck, "data.label", config.source, {"csv", "arff"},
+                "; the labels of hdf5, npy and tff data are data.arrays.labels");
+  config.csv = read_csv_options(deck);
+  config.arrays = read_array_names(deck, config.source);
+  if (!config.features.empty() && !config.drop.empty())
+    throw InputError(
+        fmt::format("{}: give data.features (the columns kept) or data.drop (the "
+                    "columns dropped), not both",
+                    deck.where("data.drop")));
   check_classes_early(deck, config);
   if (config.source == "synthetic" && config.synthetic.numeric == 0 &&
       config.synthetic.categorical.empty())
@@ -241,7 +315,8 @@ Table first_rows(const Table& table, long limit) {
 }
 
 bool has_test_file(const DataConfig& config) {
-  return config.source == "idx" || (config.source != "synthetic" && !config.test_path.empty());
+  return config.source == "idx" || (config.source != "synthetic" && !config.test_path.empty()) ||
+         !config.arrays.test_features.empty();
 }
 
 // What generating the synthetic data surely allocates on every rank, from the deck alone
@@ -271,22 +346,137 @@ std::vector<MemoryTerm> synthetic_memory(const SyntheticConfig& config) {
 
 // The rows as read or generated; without a test file the test table is empty (with the schema)
 // until split_train_test forms it.
-TrainTest read_source(const DataConfig& config, std::uint64_t seed) {
-  if (config.source == "synthetic") {
+TrainTest read_source(const DataConfig& config, std::uint64_t seed,
+                      const std::string& client_column) {
+  const std::string& source = config.source;
+  if (source == "synthetic") {
     check_memory(synthetic_memory(config.synthetic));
     Table all = generate_synthetic(config.synthetic, seed);
     Table test = all.empty_like();
     return {std::move(all), std::move(test)};
   }
-  if (config.source == "idx") return read_idx(config.path);
+  if (source == "idx") return read_idx(config.path);
+  if (source == "hdf5") return read_hdf5(config.path, config.test_path, config.arrays);
+  if (source == "tff") return read_tff(config.path, config.test_path, config.arrays);
+  if (source == "npy") return read_npy(config.path, config.test_path, config.arrays);
+  if (source == "leaf") return read_leaf(config.path, config.test_path);
   const ColumnSelection columns{config.label, config.categorical};
-  return config.source == "csv" ? read_csv(config.path, config.test_path, columns)
-                                : read_arff(config.path, config.test_path, columns);
+  if (source == "arff") return read_arff(config.path, config.test_path, columns);
+  CsvOptions options = config.csv;
+  options.features = config.features;
+  options.drop = config.drop;
+  options.client = client_column;
+  return read_csv(config.path, config.test_path, columns, options);
+}
+
+// Keeps the attributes whose `keep` entry is true, renumbering their columns. An image stays an
+// image only with every pixel kept.
+void keep_attributes(Table& table, const std::vector<bool>& keep) {
+  const int nn = table.numeric_count(), nc = table.categorical_count();
+  std::vector<Attribute> attributes;
+  std::vector<int> numeric_kept, categorical_kept;
+  for (std::size_t a = 0; a < table.attributes.size(); ++a) {
+    if (!keep[a]) continue;
+    Attribute attribute = table.attributes[a];
+    auto& kept = attribute.kind == AttributeKind::numeric ? numeric_kept : categorical_kept;
+    kept.push_back(attribute.column);
+    attribute.column = static_cast<int>(kept.size()) - 1;
+    attributes.push_back(std::move(attribute));
+  }
+  std::vector<double> numeric;
+  std::vector<std::int32_t> categorical;
+  numeric.reserve(table.rows * numeric_kept.size());
+  categorical.reserve(table.rows * categorical_kept.size());
+  for (std::size_t r = 0; r < table.rows; ++r) {
+    for (const int j : numeric_kept) numeric.push_back(table.numeric[r * nn + j]);
+    for (const int j : categorical_kept) categorical.push_back(table.categorical[r * nc + j]);
+  }
+  if (static_cast<int>(numeric_kept.size()) != nn) table.image_shape = {0, 0, 0};
+  table.attributes = std::move(attributes);
+  table.numeric = std::move(numeric);
+  table.categorical = std::move(categorical);
+}
+
+}  // namespace
+
+void move_column_to_clients(TrainTest& data, const std::string& column) {
+  const int index = data.train.find_attribute(column);
+  if (index < 0)
+    throw InputError(fmt::format("partition.column = \"{}\" is not an attribute of the data",
+                                 message_excerpt(column)));
+  const Attribute attribute = data.train.attributes[static_cast<std::size_t>(index)];
+  if (attribute.kind != AttributeKind::categorical)
+    throw InputError(
+        fmt::format("partition.column = \"{}\" is numeric; the natural split needs "
+                    "a categorical attribute",
+                    message_excerpt(column)));
+  for (Table* table : {&data.train, &data.test}) {
+    const auto nc = static_cast<std::size_t>(table->categorical_count());
+    table->client.resize(table->rows);
+    for (std::size_t r = 0; r < table->rows; ++r)
+      table->client[r] = table->categorical[r * nc + static_cast<std::size_t>(attribute.column)];
+    table->client_names = attribute.categories;
+    std::vector<bool> keep(table->attributes.size(), true);
+    keep[static_cast<std::size_t>(index)] = false;
+    keep_attributes(*table, keep);
+  }
+}
+
+namespace {
+// data.features (kept) or data.drop (dropped) by attribute name; the CSV reader applies them
+// itself, so that a dropped column is never parsed.
+void select_attributes(TrainTest& data, const std::vector<std::string>& features,
+                       const std::vector<std::string>& drop) {
+  if (features.empty() && drop.empty()) return;
+  const Table& schema = data.train;
+  std::vector<bool> keep(schema.attributes.size(), features.empty());
+  for (const auto* list : {&features, &drop}) {
+    const char* key = list == &features ? "data.features" : "data.drop";
+    for (const auto& name : *list) {
+      const int index = schema.find_attribute(name);
+      if (index < 0) {
+        std::vector<std::string> names;
+        for (const auto& attribute : schema.attributes) names.push_back(attribute.name);
+        throw InputError(fmt::format(
+            "{} lists '{}', which is not an attribute of the data; the attributes are: {}", key,
+            message_excerpt(name),
+            message_excerpt(fmt::format("{}", fmt::join(names, ", ")), 4 * kExcerptBytes)));
+      }
+      keep[static_cast<std::size_t>(index)] = list == &features;
+    }
+  }
+  if (std::none_of(keep.begin(), keep.end(), [](bool k) { return k; }))
+    throw InputError("data.features and data.drop leave no attribute for the model");
+  keep_attributes(data.train, keep);
+  keep_attributes(data.test, keep);
+}
+
+// One label value leaves nothing to learn (every classifier is the constant; the seeds' metrics
+// and influence are then 0/0), and thousands of values are not a class label: both are refused
+// rather than run to a meaningless result.
+void check_classes(const Table& train) {
+  if (train.classes() > kMaxClasses)
+    throw InputError(fmt::format(
+        "the label '{}' has {} distinct values; a class label has at most {} (is it the right "
+        "column or array? data.label, data.arrays.labels)",
+        message_excerpt(train.label_name), train.classes(), kMaxClasses));
+  const auto& labels = train.label;
+  if (std::all_of(labels.begin(), labels.end(), [&](std::int32_t y) { return y == labels[0]; })) {
+    const auto label = static_cast<std::size_t>(labels[0]);
+    throw InputError(fmt::format(
+        "the training data hold a single class ({}): a classifier needs at least two (check "
+        "data.label, data.classes and the row limits)",
+        label < train.class_names.size() ? "'" + message_excerpt(train.class_names[label]) + "'"
+                                         : std::to_string(labels[0])));
+  }
 }
 }  // namespace
 
-TrainTest load_data(const DataConfig& config, std::uint64_t seed) {
-  TrainTest data = read_source(config, seed);
+TrainTest load_data(const DataConfig& config, std::uint64_t seed,
+                    const std::string& client_column) {
+  TrainTest data = read_source(config, seed, client_column);
+  if (!client_column.empty()) move_column_to_clients(data, client_column);
+  if (config.source != "csv") select_attributes(data, config.features, config.drop);
   // Before the split and the row limits, so that test_fraction, max_train_rows and max_test_rows
   // count kept rows. A pure function of the labels: the same on every rank.
   if (!config.classes.empty()) {
@@ -302,18 +492,10 @@ TrainTest load_data(const DataConfig& config, std::uint64_t seed) {
                          : "the training data has no rows of the classes in data.classes");
   if (data.test.rows == 0)
     throw InputError("the test set is empty: raise data.test_fraction or give data.test_path");
-  // One label value leaves nothing to learn (every classifier is the constant; the seeds' metrics
-  // and influence are then 0/0): refused rather than run to a meaningless or NaN result.
-  const auto& labels = data.train.label;
-  if (std::all_of(labels.begin(), labels.end(), [&](std::int32_t y) { return y == labels[0]; })) {
-    const auto label = static_cast<std::size_t>(labels[0]);
-    throw InputError(fmt::format(
-        "the training data hold a single class ({}): a classifier needs at least two (check "
-        "data.label, data.classes and the row limits)",
-        label < data.train.class_names.size()
-            ? "'" + message_excerpt(data.train.class_names[label]) + "'"
-            : std::to_string(labels[0])));
-  }
+  check_classes(data.train);
+  // The test rows serve the server, whatever client they came from.
+  data.test.client.clear();
+  data.test.client_names.clear();
   // After the class filter and the row limits, so that the levels are equally frequent on the rows
   // actually trained on.
   if (config.ink_levels > 0) add_ink_attribute(data, config.ink_levels);

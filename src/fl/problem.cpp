@@ -197,9 +197,11 @@ FederatedProblem build_problem(const Deck& deck) {
   const DataConfig data_config = DataConfig::from_deck(deck);
   const PartitionConfig partition_config = PartitionConfig::from_deck(deck);
   collective_check([&] {
-    problem.data = load_data(data_config, problem.seed);
+    problem.data = load_data(data_config, problem.seed,
+                             partition_config.scheme == "column" ? partition_config.column : "");
     problem.client_rows = partition_rows(problem.data.train, partition_config, problem.seed);
-    problem.ldp = LdpPlan::from_deck(deck, problem.data.train, partition_config.clients);
+    problem.ldp =
+        LdpPlan::from_deck(deck, problem.data.train, static_cast<int>(problem.client_rows.size()));
   });
   problem.total_train_rows = static_cast<std::int64_t>(problem.data.train.rows);
   split_local_test_rows(problem, deck.real("partition.local_test_fraction"));

@@ -16,6 +16,7 @@
 #include "fluence/core/version.hpp"
 #include "fluence/io/results.hpp"
 #include "silent_hdf5.hpp"
+#include "string_attribute.hpp"
 
 namespace fluence {
 
@@ -65,19 +66,8 @@ std::string nested(std::string name) {
 // -----------------------------------------
 
 std::string read_string_attribute(hid_t file, const char* name) {
-  if (H5Aexists(file, name) <= 0) return "";
-  hid_t attr = H5Aopen(file, name, H5P_DEFAULT);
-  hid_t type = H5Aget_type(attr);
-  std::string value(H5Tget_size(type), '\0');
-  hid_t memory = H5Tcopy(H5T_C_S1);
-  H5Tset_size(memory, value.size());
-  const herr_t status = H5Aread(attr, memory, value.data());
-  H5Tclose(memory);
-  H5Tclose(type);
-  H5Aclose(attr);
-  if (status < 0) return "";
-  value.resize(strnlen(value.c_str(), value.size()));
-  return value;
+  const auto values = io_detail::read_string_attribute(file, name);
+  return values.size() == 1 ? values.front() : "";
 }
 
 // Reads every dataset under /state; returns false on any HDF5 failure.

@@ -4,53 +4,92 @@
 
 namespace fluence {
 
+namespace {
+void write_minority(ResultsFile& file, const lia::LiaConfig& config,
+                    const lia::MinorityResult& minority) {
+  file.coordinate("/lia/minority/fractions", minority.fractions, "1",
+                  "newcomers' share of the participants");
+  file.dimension("/lia/minority/run", static_cast<std::size_t>(config.minority_runs));
+  file.dataset("/lia/minority/acceptance", minority.acceptance,
+               {{"fractions"}, "1", "share of newcomers accepted"});
+  file.dataset("/lia/minority/vote_sum", minority.vote_sum,
+               {{"fractions", "run"}, "1", "newcomer's vote sum"});
+}
+
+void write_fl(ResultsFile& file, const lia::LiaResult& result) {
+  for (const auto& method : result.fl) {
+    const std::string group = "/lia/fl/" + method.method;
+    std::vector<std::int64_t> round(method.test_accuracy.size());
+    for (std::size_t t = 0; t < round.size(); ++t) round[t] = static_cast<std::int64_t>(t);
+    file.coordinate(group + "/round", round, "1", "federated round (0: the initial model M0)");
+    file.dataset(group + "/test_accuracy", method.test_accuracy,
+                 {{"round"}, "1", "fraction of test rows classified correctly"});
+    file.attribute(group, "clients", static_cast<std::int64_t>(method.clients));
+  }
+}
+
+void write_timing(ResultsFile& file, const lia::LiaResult& result) {
+  file.scalar("/lia/timing/setup", result.time_setup, "s", "wall time of the set-up");
+  file.scalar("/lia/timing/contributors", result.time_training, "s",
+              "wall time of the contributors' training");
+  file.scalar("/lia/timing/votes", result.time_votes, "s", "wall time of the votes");
+  file.scalar("/lia/timing/fl", result.time_fl, "s", "wall time of the federated runs");
+  file.scalar("/lia/timing/vote_gflops", result.vote_gflops, "GFLOP s-1",
+              "rate of the vote matrix products on rank 0");
+}
+}  // namespace
+
 void write_lia_output(ResultsFile& file, const lia::LiaConfig& config,
                       const lia::LiaResult& result) {
-  file.dataset("/lia/vote_sum", result.vote_sum);
-  file.dataset("/lia/true_vote_sum", result.true_vote_sum);
-  file.dataset("/lia/votes_cast", result.votes_cast);
-  file.dataset("/lia/accepted", result.accepted);
-  file.dataset("/lia/corrupted", result.corrupted);
-  const auto P = result.corrupted.size();
-  const auto C = static_cast<std::size_t>(result.classes);
-  file.dataset("/lia/batch_labels", result.batch_labels, {P, C});
-  file.dataset("/lia/validation_labels", result.validation_labels, {P, C});
+  file.dimension("/lia/participant", result.corrupted.size());
+  file.dimension("/lia/class", static_cast<std::size_t>(result.classes));
+  const std::vector<std::string> participant{"participant"}, by_class{"participant", "class"};
+  file.dataset("/lia/vote_sum", result.vote_sum,
+               {participant, "1", "contributor's vote sum after randomized response"});
+  file.dataset("/lia/true_vote_sum", result.true_vote_sum,
+               {participant, "1", "contributor's vote sum before randomized response"});
+  file.dataset("/lia/votes_cast", result.votes_cast,
+               {participant, "count", "validators that voted on the contributor"});
+  file.dataset("/lia/accepted", result.accepted,
+               {participant, "1", "1 when the contributor is accepted"});
+  file.dataset("/lia/corrupted", result.corrupted,
+               {participant, "1", "1 when the participant's batch was corrupted"});
+  file.dataset("/lia/batch_labels", result.batch_labels,
+               {by_class, "count", "true-label histogram of the participant's batch"});
+  file.dataset("/lia/validation_labels", result.validation_labels,
+               {by_class, "count", "true-label histogram of the participant's validation set"});
   if (config.relevance_weighted()) {
-    file.dataset("/lia/relevance/batch_histogram", result.batch_histogram, {P, C});
-    file.dataset("/lia/relevance/validation_histogram", result.validation_histogram, {P, C});
-    file.scalar("/lia/relevance/epsilon", config.relevance_epsilon);
-  }
-  file.scalar("/lia/threshold", result.threshold);
-  file.scalar("/lia/recall", result.recall);
-  file.scalar("/lia/precision", result.precision);
-  file.scalar("/lia/accuracy", result.accuracy);
-  file.scalar("/lia/epsilon_train", result.epsilon_train);
-  file.scalar("/lia/epsilon_vote", result.epsilon_vote);
-  file.scalar("/lia/noise_multiplier", result.noise_multiplier);
-  file.scalar("/lia/vote_flip_probability", config.vote_flip_probability());
-  file.scalar("/lia/m0_test_accuracy", result.m0_test_accuracy);
-  file.scalar("/lia/overlapping_data", result.overlapping_data ? 1.0 : 0.0);
-  if (!result.sign_checked.empty()) {
-    file.scalar("/lia/sign_agreement", result.sign_agreement);
-    file.dataset("/lia/sign_checked", result.sign_checked);
-  }
-  for (const auto& method : result.fl) {
-    file.dataset("/lia/fl/" + method.method + "/test_accuracy", method.test_accuracy);
-    file.attribute("/lia/fl/" + method.method, "clients",
-                   static_cast<std::int64_t>(method.clients));
-  }
-  if (!result.minority.fractions.empty()) {
-    file.dataset("/lia/minority/fractions", result.minority.fractions);
-    file.dataset("/lia/minority/acceptance", result.minority.acceptance);
+    file.dataset("/lia/relevance/batch_histogram", result.batch_histogram,
+                 {by_class, "count", "released histogram of predicted classes over the batch"});
     file.dataset(
-        "/lia/minority/vote_sum", result.minority.vote_sum,
-        {result.minority.fractions.size(), static_cast<std::size_t>(config.minority_runs)});
+        "/lia/relevance/validation_histogram", result.validation_histogram,
+        {by_class, "count", "released histogram of predicted classes over the validation set"});
+    file.scalar("/lia/relevance/epsilon", config.relevance_epsilon, "1",
+                "epsilon of each released histogram");
   }
-  file.scalar("/lia/timing/setup", result.time_setup);
-  file.scalar("/lia/timing/contributors", result.time_training);
-  file.scalar("/lia/timing/votes", result.time_votes);
-  file.scalar("/lia/timing/fl", result.time_fl);
-  file.scalar("/lia/timing/vote_gflops", result.vote_gflops);
+  file.scalar("/lia/threshold", result.threshold, "1", "vote-sum threshold of acceptance");
+  file.scalar("/lia/recall", result.recall, "1", "rejected corrupted over corrupted");
+  file.scalar("/lia/precision", result.precision, "1", "rejected corrupted over rejected");
+  file.scalar("/lia/accuracy", result.accuracy, "1", "share of correct decisions");
+  file.scalar("/lia/epsilon_train", result.epsilon_train, "1", "DP-SGD epsilon of the training");
+  file.scalar("/lia/epsilon_vote", result.epsilon_vote, "1", "epsilon of one vote");
+  file.scalar("/lia/noise_multiplier", result.noise_multiplier, "1", "DP-SGD noise multiplier");
+  file.scalar("/lia/vote_flip_probability", config.vote_flip_probability(), "1",
+              "randomized response flip probability of a vote");
+  file.scalar("/lia/m0_test_accuracy", result.m0_test_accuracy, "1",
+              "test accuracy of the initial model M0");
+  file.scalar("/lia/overlapping_data", result.overlapping_data ? 1.0 : 0.0, "1",
+              "1 when participants' sets were drawn independently");
+  if (!result.sign_checked.empty()) {
+    file.scalar("/lia/sign_agreement", result.sign_agreement, "1",
+                "share of lazy votes whose sign equals the exact influence's");
+    file.dimension("/lia/checked", result.sign_checked.size());
+    file.dataset("/lia/sign_checked", result.sign_checked,
+                 {{"checked"}, "1", "ids of the contributors checked"});
+  }
+  write_fl(file, result);
+  if (!result.minority.fractions.empty()) write_minority(file, config, result.minority);
+  write_timing(file, result);
 }
 
 }  // namespace fluence

@@ -10,36 +10,13 @@
 #include "fluence/core/error.hpp"
 #include "fluence/core/mpi.hpp"
 #include "silent_hdf5.hpp"
+#include "string_attribute.hpp"
 
 namespace fluence {
 
 namespace {
 
-// Fixed-length string array attribute, as ResultsFile writes them.
-std::vector<std::string> read_string_attribute(hid_t set, const char* name) {
-  hid_t attr = H5Aopen(set, name, H5P_DEFAULT);
-  if (attr < 0) return {};
-  hid_t type = H5Aget_type(attr);
-  hid_t space = H5Aget_space(attr);
-  const auto count = static_cast<std::size_t>(H5Sget_simple_extent_npoints(space));
-  const std::size_t length = H5Tget_size(type);
-  std::vector<std::string> values;
-  if (H5Tis_variable_str(type) <= 0) {
-    std::vector<char> packed(count * length + 1, '\0');
-    hid_t memory = H5Tcopy(H5T_C_S1);
-    H5Tset_size(memory, length);
-    if (H5Aread(attr, memory, packed.data()) >= 0)
-      for (std::size_t i = 0; i < count; ++i) {
-        const char* start = packed.data() + i * length;
-        values.emplace_back(start, strnlen(start, length));
-      }
-    H5Tclose(memory);
-  }
-  H5Sclose(space);
-  H5Tclose(type);
-  H5Aclose(attr);
-  return values;
-}
+using io_detail::read_string_attribute;
 
 // Whether the trained parameters depend on the key: the run seed and the sections that make the
 // data, the clients and the model and train it, but not the keys that only evaluate it.

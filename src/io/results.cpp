@@ -1,7 +1,9 @@
 #include "fluence/io/results.hpp"
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 #include <hdf5.h>
+#include <hdf5_hl.h>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -125,29 +127,101 @@ void create_parents(hid_t file, const std::string& path) {
   }
 }
 
-void write_array(hid_t file, const std::string& path, hid_t type, const void* data,
-                 std::vector<hsize_t> dims) {
+hid_t create_array(hid_t file, const std::string& path, hid_t type,
+                   const std::vector<hsize_t>& dims) {
   create_parents(file, path);
   hid_t space = dims.empty()
                     ? H5Screate(H5S_SCALAR)
                     : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
   hid_t set = H5Dcreate2(file, path.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-  h5_check(set, "create dataset " + path);
-  h5_check(H5Dwrite(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), "write " + path);
-  H5Dclose(set);
   H5Sclose(space);
+  h5_check(set, "create dataset " + path);
+  return set;
 }
 
-std::vector<hsize_t> dims_of(std::size_t count, const std::vector<std::size_t>& shape) {
-  if (shape.empty()) return {static_cast<hsize_t>(count)};
-  return std::vector<hsize_t>(shape.begin(), shape.end());
+void write_array(hid_t file, const std::string& path, hid_t type, const void* data,
+                 const std::vector<hsize_t>& dims) {
+  hid_t set = create_array(file, path, type, dims);
+  const herr_t status = H5Dwrite(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
+  H5Dclose(set);
+  h5_check(status, "write " + path);
 }
 
-hid_t string_type(std::size_t length) {
+// Variable-length UTF-8: what netCDF-4, xarray and h5py read as text without a decode step.
+hid_t string_type() {
   hid_t type = H5Tcopy(H5T_C_S1);
-  H5Tset_size(type, std::max<std::size_t>(length, 1));
-  H5Tset_strpad(type, H5T_STR_NULLTERM);
+  H5Tset_size(type, H5T_VARIABLE);
+  H5Tset_cset(type, H5T_CSET_UTF8);
   return type;
+}
+
+std::vector<const char*> c_strings(const std::vector<std::string>& values) {
+  std::vector<const char*> pointers;
+  for (const auto& value : values) pointers.push_back(value.c_str());
+  return pointers;
+}
+
+std::string parent_group(const std::string& path) {
+  const std::size_t slash = path.rfind('/');
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+std::string base_name(const std::string& path) {
+  return path.substr(path.rfind('/') + 1);
+}
+
+// The dimension scale `name` seen from the dataset at `path`: in its group or the nearest group
+// above (netCDF's scoping rule, which netCDF-C, h5netcdf and xarray follow). Open; the caller
+// closes it.
+hid_t open_scale(hid_t file, const std::string& path, const std::string& name) {
+  for (std::string group = parent_group(path);; group = parent_group(group)) {
+    const std::string candidate = (group == "/" ? "" : group) + "/" + name;
+    if (candidate != path && H5Lexists(file, candidate.c_str(), H5P_DEFAULT) > 0) {
+      hid_t set = H5Dopen2(file, candidate.c_str(), H5P_DEFAULT);
+      if (set >= 0 && H5DSis_scale(set) > 0) return set;
+      if (set >= 0) H5Dclose(set);
+    }
+    if (group == "/") break;
+  }
+  throw RuntimeError(
+      fmt::format("results file: {} names the dimension '{}', which no group "
+                  "above it defines",
+                  path, name));
+}
+
+hsize_t scale_length(hid_t scale) {
+  hid_t space = H5Dget_space(scale);
+  hsize_t length = 0;
+  H5Sget_simple_extent_dims(space, &length, nullptr);
+  H5Sclose(space);
+  return length;
+}
+
+std::vector<hsize_t> shape_of(hid_t file, const std::string& path,
+                              const std::vector<std::string>& dimensions) {
+  std::vector<hsize_t> shape;
+  for (const auto& name : dimensions) {
+    hid_t scale = open_scale(file, path, name);
+    shape.push_back(scale_length(scale));
+    H5Dclose(scale);
+  }
+  return shape;
+}
+
+void string_attribute(hid_t file, const std::string& path, const std::string& name,
+                      const std::vector<std::string>& values, bool scalar) {
+  hid_t type = string_type();
+  const hsize_t count = values.size();
+  hid_t space = scalar ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, &count, nullptr);
+  hid_t attr = H5Acreate_by_name(file, path.c_str(), name.c_str(), type, space, H5P_DEFAULT,
+                                 H5P_DEFAULT, H5P_DEFAULT);
+  h5_check(attr, "attribute " + path + "@" + name);
+  const auto pointers = c_strings(values);
+  const herr_t status = count == 0 ? 0 : H5Awrite(attr, type, pointers.data());
+  H5Aclose(attr);
+  H5Sclose(space);
+  H5Tclose(type);
+  h5_check(status, "write attribute " + path + "@" + name);
 }
 }  // namespace
 
@@ -185,16 +259,7 @@ void ResultsFile::attribute(const std::string& name, std::int64_t value) {
 
 void ResultsFile::attribute(const std::string& path, const std::string& name,
                             const std::string& value) {
-  if (!root_) return;
-  hid_t type = string_type(value.size() + 1);
-  hid_t space = H5Screate(H5S_SCALAR);
-  hid_t attr = H5Acreate_by_name(file_, path.c_str(), name.c_str(), type, space, H5P_DEFAULT,
-                                 H5P_DEFAULT, H5P_DEFAULT);
-  h5_check(attr, "attribute " + path + "@" + name);
-  h5_check(H5Awrite(attr, type, value.c_str()), "write attribute " + name);
-  H5Aclose(attr);
-  H5Sclose(space);
-  H5Tclose(type);
+  if (root_) string_attribute(file_, path, name, {value}, true);
 }
 
 void ResultsFile::attribute(const std::string& path, const std::string& name, std::int64_t value) {
@@ -210,57 +275,137 @@ void ResultsFile::attribute(const std::string& path, const std::string& name, st
 
 void ResultsFile::attribute(const std::string& path, const std::string& name,
                             const std::vector<std::string>& values) {
+  if (root_) string_attribute(file_, path, name, values, false);
+}
+
+void ResultsFile::dimension(const std::string& path, std::size_t size) {
   if (!root_) return;
-  std::size_t longest = 1;
-  for (const auto& v : values) longest = std::max(longest, v.size() + 1);
-  std::vector<char> packed(std::max<std::size_t>(1, values.size() * longest), '\0');  // never null
-  for (std::size_t i = 0; i < values.size(); ++i)
-    std::copy(values[i].begin(), values[i].end(), packed.begin() + i * longest);
-  hid_t type = string_type(longest);
-  hsize_t count = values.size();
-  hid_t space = H5Screate_simple(1, &count, nullptr);
-  hid_t attr = H5Acreate_by_name(file_, path.c_str(), name.c_str(), type, space, H5P_DEFAULT,
-                                 H5P_DEFAULT, H5P_DEFAULT);
-  h5_check(attr, "attribute " + path + "@" + name);
-  h5_check(H5Awrite(attr, type, packed.data()), "write attribute " + name);
-  H5Aclose(attr);
-  H5Sclose(space);
+  // netCDF-4's own layout of such a dimension: a float32 array that is never written (so it
+  // takes no space), named by this fixed text and its length.
+  hid_t set = create_array(file_, path, H5T_IEEE_F32BE, {static_cast<hsize_t>(size)});
+  const std::string name =
+      fmt::format("This is a netCDF dimension but not a netCDF variable.{:>10}", size);
+  const herr_t status = H5DSset_scale(set, name.c_str());
+  H5Dclose(set);
+  h5_check(status, "dimension scale " + path);
+}
+
+void ResultsFile::write_coordinate(const std::string& path, long type, const void* data,
+                                   std::size_t count, const std::string& units,
+                                   const std::string& long_name) {
+  if (!root_) return;
+  write_array(file_, path, type, data, {static_cast<hsize_t>(count)});
+  hid_t set = H5Dopen2(file_, path.c_str(), H5P_DEFAULT);
+  const herr_t status = H5DSset_scale(set, base_name(path).c_str());
+  H5Dclose(set);
+  h5_check(status, "dimension scale " + path);
+  if (!units.empty()) attribute(path, "units", units);
+  attribute(path, "long_name", long_name);
+}
+
+void ResultsFile::coordinate(const std::string& path, const std::vector<double>& values,
+                             const std::string& units, const std::string& long_name) {
+  write_coordinate(path, H5T_NATIVE_DOUBLE, values.data(), values.size(), units, long_name);
+}
+
+void ResultsFile::coordinate(const std::string& path, const std::vector<std::int64_t>& values,
+                             const std::string& units, const std::string& long_name) {
+  write_coordinate(path, H5T_NATIVE_INT64, values.data(), values.size(), units, long_name);
+}
+
+void ResultsFile::coordinate(const std::string& path, const std::vector<std::string>& values,
+                             const std::string& long_name) {
+  if (!root_) return;
+  hid_t type = string_type();
+  const auto pointers = c_strings(values);
+  write_coordinate(path, type, pointers.data(), values.size(), "", long_name);
   H5Tclose(type);
+}
+
+void ResultsFile::label(const std::string& path, const Variable& variable) {
+  hid_t set = H5Dopen2(file_, path.c_str(), H5P_DEFAULT);
+  h5_check(set, "open " + path);
+  hid_t space = H5Dget_space(set);
+  std::vector<hsize_t> shape(static_cast<std::size_t>(H5Sget_simple_extent_ndims(space)));
+  H5Sget_simple_extent_dims(space, shape.data(), nullptr);
+  H5Sclose(space);
+  const bool fits = shape == shape_of(file_, path, variable.dimensions);
+  for (std::size_t axis = 0; fits && axis < shape.size(); ++axis) {
+    hid_t scale = open_scale(file_, path, variable.dimensions[axis]);
+    const herr_t status = H5DSattach_scale(set, scale, static_cast<unsigned>(axis));
+    H5Dclose(scale);
+    if (status < 0) H5Dclose(set);
+    h5_check(status, "attach dimension " + variable.dimensions[axis] + " to " + path);
+  }
+  H5Dclose(set);
+  if (!fits)
+    throw RuntimeError(fmt::format("results file: the shape of {} is not that of its dimensions {}",
+                                   path, fmt::join(variable.dimensions, ", ")));
+  attribute(path, "units", variable.units);
+  attribute(path, "long_name", variable.long_name);
+}
+
+void ResultsFile::write_variable(const std::string& path, long type, const void* data,
+                                 std::size_t count, const Variable& variable) {
+  if (!root_) return;
+  create_parents(file_, path);  // the scales are looked up from the array's own group upwards
+  const std::vector<hsize_t> shape = shape_of(file_, path, variable.dimensions);
+  std::size_t expected = 1;
+  for (hsize_t length : shape) expected *= static_cast<std::size_t>(length);
+  if (expected != count)
+    throw RuntimeError(fmt::format("results file: {} has {} values, its dimensions hold {}", path,
+                                   count, expected));
+  write_array(file_, path, type, data, shape);
+  label(path, variable);
+}
+
+void ResultsFile::dataset(const std::string& path, const std::vector<double>& values,
+                          const Variable& variable) {
+  write_variable(path, H5T_NATIVE_DOUBLE, values.data(), values.size(), variable);
+}
+
+void ResultsFile::dataset(const std::string& path, const std::vector<std::int64_t>& values,
+                          const Variable& variable) {
+  write_variable(path, H5T_NATIVE_INT64, values.data(), values.size(), variable);
 }
 
 void ResultsFile::dataset(const std::string& path, const std::vector<double>& values,
                           const std::vector<std::size_t>& shape) {
-  if (root_)
-    write_array(file_, path, H5T_NATIVE_DOUBLE, values.data(), dims_of(values.size(), shape));
-}
-
-void ResultsFile::dataset(const std::string& path, const std::vector<std::int64_t>& values,
-                          const std::vector<std::size_t>& shape) {
-  if (root_)
-    write_array(file_, path, H5T_NATIVE_INT64, values.data(), dims_of(values.size(), shape));
-}
-
-void ResultsFile::scalar(const std::string& path, double value) {
-  if (root_) write_array(file_, path, H5T_NATIVE_DOUBLE, &value, {});
-}
-
-void ResultsFile::string(const std::string& path, const std::string& value) {
   if (!root_) return;
-  hid_t type = string_type(value.size() + 1);
-  write_array(file_, path, type, value.c_str(), {});
+  std::vector<hsize_t> dims(shape.begin(), shape.end());
+  if (shape.empty()) dims = {static_cast<hsize_t>(values.size())};
+  write_array(file_, path, H5T_NATIVE_DOUBLE, values.data(), dims);
+}
+
+void ResultsFile::scalar(const std::string& path, double value, const std::string& units,
+                         const std::string& long_name) {
+  write_variable(path, H5T_NATIVE_DOUBLE, &value, 1, {{}, units, long_name});
+}
+
+void ResultsFile::string(const std::string& path, const std::string& value,
+                         const std::string& long_name) {
+  if (!root_) return;
+  hid_t type = string_type();
+  const char* text = value.c_str();
+  write_array(file_, path, type, &text, {});
   H5Tclose(type);
+  attribute(path, "long_name", long_name);
 }
 
 void ResultsFile::distributed_rows(const std::string& path, std::size_t total_rows,
                                    std::size_t columns, std::size_t first_row, std::size_t rows,
-                                   const double* data) {
+                                   const double* data, const Variable& variable) {
   write_distributed(path, H5T_NATIVE_DOUBLE, total_rows, columns, first_row, rows, data);
+  // After the collective part, on rank 0's serial handle: attaching scales and writing
+  // attributes are metadata changes that parallel HDF5 would need every rank to make alike.
+  if (root_) label(path, variable);
 }
 
 void ResultsFile::distributed_rows(const std::string& path, std::size_t total_rows,
                                    std::size_t columns, std::size_t first_row, std::size_t rows,
-                                   const std::int64_t* data) {
+                                   const std::int64_t* data, const Variable& variable) {
   write_distributed(path, H5T_NATIVE_INT64, total_rows, columns, first_row, rows, data);
+  if (root_) label(path, variable);
 }
 
 void ResultsFile::write_distributed(const std::string& path, long type, std::size_t total_rows,

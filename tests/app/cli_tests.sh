@@ -153,8 +153,8 @@ assert f["/influence/spearman"][()] >= 0.95, f["/influence/spearman"][()]
 assert np.all(np.abs(f["/influence/vectors"][...]).sum(axis=1) > 0)
 def same(path, a, b):
     x, y = a[path][()], b[path][()]
-    if isinstance(x, np.ndarray):
-        return x.tobytes() == y.tobytes()
+    if isinstance(x, np.ndarray):  # variable-length strings (object arrays) by value
+        return x.tolist() == y.tolist() if x.dtype == object else x.tobytes() == y.tobytes()
     return x == y
 names = []
 files[0].visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
@@ -245,7 +245,10 @@ for name in names:
         continue
     for r, g in zip((2, 3, 4), files[1:]):
         a, b = files[0][name][()], g[name][()]
-        same = a.tobytes() == b.tobytes() if isinstance(a, np.ndarray) else a == b
+        if not isinstance(a, np.ndarray):
+            same = a == b
+        else:  # variable-length strings (object arrays) by value
+            same = a.tolist() == b.tolist() if a.dtype == object else a.tobytes() == b.tobytes()
         assert same, f"{name} differs between 1 and {r} ranks"
 PY
 then pass "fldp: contract, Newton refinement, every dataset bitwise identical on 1-4 ranks (Monte Carlo included)"; else fail "fldp determinism/contract"; fi

@@ -163,7 +163,7 @@ import sys, h5py
 work = sys.argv[1]
 def placement(name):
     with h5py.File(f"{work}/{name}/results.h5", "r") as f:
-        return [h.decode() for h in f.attrs["hosts"]], int(f.attrs["nodes"])
+        return [h.decode() if isinstance(h, bytes) else h for h in f.attrs["hosts"]], int(f.attrs["nodes"])
 assert placement("two4") == (["fluence-a", "fluence-b", "fluence-a", "fluence-b"], 2), placement("two4")
 assert placement("two3") == (["fluence-a", "fluence-a", "fluence-b"], 2), placement("two3")
 hosts, nodes = placement("one4")

@@ -1,14 +1,15 @@
 // The one CG and the one Newton's method (core/krylov.hpp, core/newton.hpp) against independent
-// computations: CG against a dense Cholesky solve, with each preconditioner, and its detection of
-// an indefinite operator; Newton on a strictly convex objective against the dense solution of its
-// stationarity conditions, and on Rosenbrock's function, whose Hessian is indefinite on the way,
-// to its known minimizer (1, 1).
+// computations: CG against a dense Cholesky solve, with each preconditioner, its detection of an
+// indefinite operator and an operator's exception passed through PETSc; Newton on a strictly convex
+// objective against the dense solution of its stationarity conditions, and on Rosenbrock's
+// function, whose Hessian is indefinite on the way, to its known minimizer (1, 1).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 #include <vector>
 
+#include "fluence/core/error.hpp"
 #include "fluence/core/krylov.hpp"
 #include "fluence/core/newton.hpp"
 #include "support/dense_reference.hpp"
@@ -85,6 +86,35 @@ TEST(ConjugateGradient, ReportsAnIndefiniteOperator) {
   const CgOutcome outcome = cg.solve(b.data(), x.data());
   EXPECT_FALSE(outcome.converged);
   EXPECT_TRUE(outcome.indefinite);
+}
+
+// An exception raised by the operator inside PETSc's solve reaches the caller with its own type
+// and message (not as a PETSc error), and the solver solves again afterwards.
+TEST(ConjugateGradient, PassesAnOperatorsExceptionThroughAndStaysUsable) {
+  const std::size_t n = 12;
+  const auto a = spd_matrix(n, 3);
+  LinearOperator op = dense_operator(a, n);
+  int products = 0;
+  const auto apply = op.apply;
+  op.apply = [&products, apply](const double* v, double* out) {
+    if (++products == 3) throw DivergenceError("the third product failed");
+    apply(v, out);
+  };
+  CgSettings settings;
+  settings.prefix = "test_cg_";
+  settings.rtol = 1e-12;
+  ConjugateGradient cg(op, settings);
+  std::vector<double> b(n, 1.0), x(n, 0.0);
+  try {
+    cg.solve(b.data(), x.data());
+    FAIL() << "the operator's exception was lost";
+  } catch (const DivergenceError& error) {
+    EXPECT_STREQ(error.what(), "the third product failed");
+  }
+  const CgOutcome outcome = cg.solve(b.data(), x.data());
+  EXPECT_TRUE(outcome.converged);
+  const auto reference = testing::dense_solve(a, b);
+  for (std::size_t i = 0; i < n; ++i) EXPECT_NEAR(x[i], reference[i], 1e-12) << i;
 }
 
 // h(theta) = 1/2 theta^T A theta - c^T theta + (1/4) sum theta_k^4: strictly convex, its

@@ -17,6 +17,7 @@
 #include "fluence/core/config.hpp"
 #include "fluence/core/error.hpp"
 #include "fluence/data/source.hpp"
+#include "support/scratch_files.hpp"
 
 namespace fluence {
 namespace {
@@ -26,19 +27,7 @@ namespace fs = std::filesystem;
 using Strings = std::vector<std::string>;
 using Labels = std::vector<std::int32_t>;
 
-// Runs `call` and checks that it throws an InputError whose message contains every fragment.
-template <class Call>
-void expect_input_error(Call&& call, const Strings& fragments) {
-  try {
-    call();
-    ADD_FAILURE() << "expected an InputError";
-  } catch (const InputError& error) {
-    const std::string message = error.what();
-    for (const auto& fragment : fragments)
-      EXPECT_NE(message.find(fragment), std::string::npos)
-          << "message \"" << message << "\" lacks \"" << fragment << "\"";
-  }
-}
+using testing::expect_input_error;
 
 // Five classes "a".."e"; row r has numeric value r (so a kept row names its origin), a categorical
 // value r % 3 and the label labels[r].

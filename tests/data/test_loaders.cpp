@@ -16,6 +16,7 @@
 #include "fluence/core/error.hpp"
 #include "fluence/data/loaders.hpp"
 #include "fluence/data/source.hpp"
+#include "support/scratch_files.hpp"
 
 namespace fluence {
 namespace {
@@ -25,46 +26,8 @@ using namespace std::string_literals;
 
 using Strings = std::vector<std::string>;
 
-// Each test gets its own scratch directory, named after the process and the test so that parallel
-// runs of the suite cannot collide.
-class LoadersTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
-    directory_ = fs::temp_directory_path() / fmt::format("fluence_loaders_{}_{}_{}", ::getpid(),
-                                                         test->test_suite_name(), test->name());
-    fs::remove_all(directory_);
-    fs::create_directories(directory_);
-  }
-
-  void TearDown() override {
-    std::error_code ignored;
-    fs::remove_all(directory_, ignored);
-  }
-
-  std::string path(const std::string& name) const { return (directory_ / name).string(); }
-
-  std::string write(const std::string& name, const std::string& content) const {
-    std::ofstream(path(name), std::ios::binary) << content;
-    return path(name);
-  }
-
-  fs::path directory_;
-};
-
-// Runs `read` and checks that it throws an InputError whose message contains every fragment.
-template <class Read>
-void expect_input_error(Read&& read, const Strings& fragments) {
-  try {
-    read();
-    ADD_FAILURE() << "expected an InputError";
-  } catch (const InputError& error) {
-    const std::string message = error.what();
-    for (const auto& fragment : fragments)
-      EXPECT_NE(message.find(fragment), std::string::npos)
-          << "message \"" << message << "\" lacks \"" << fragment << "\"";
-  }
-}
+using LoadersTest = testing::ScratchDirectoryTest;
+using testing::expect_input_error;
 
 Strings attribute_names(const Table& table) {
   Strings names;

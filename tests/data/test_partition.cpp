@@ -114,18 +114,59 @@ TEST(Partition, DirichletSkewGrowsAsAlphaShrinks) {
   EXPECT_GT(skewed, 0.7);
 }
 
-TEST(Partition, ColumnSplitUsesOneValuePerClient) {
-  const Table train = labelled_table(900, 2);
+TEST(Partition, ColumnSplitUsesOneValuePerClientAndTakesTheColumnOutOfTheFeatures) {
+  const Table original = labelled_table(900, 2);
+  TrainTest data{original, original.select_rows({0, 5})};
+  move_column_to_clients(data, "cat0");
+  // The model's inputs no longer hold the client id: cat0 is gone from the attributes, the other
+  // columns are unchanged.
+  EXPECT_EQ(data.train.find_attribute("cat0"), -1);
+  EXPECT_EQ(data.train.categorical_count(), 0);
+  EXPECT_EQ(data.train.numeric, original.numeric);
+  EXPECT_EQ(data.test.client,
+            (std::vector<std::int32_t>{original.categorical[0], original.categorical[5]}));
+  EXPECT_EQ(data.train.client_names, original.attributes[2].categories);
   PartitionConfig config;
   config.clients = 3;
   config.scheme = "column";
   config.column = "cat0";
-  const auto clients = partition_rows(train, config, 4);
-  expect_exact_cover(clients, train.rows);
+  const auto clients = partition_rows(data.train, config, 4);
+  ASSERT_EQ(clients.size(), 3u);
+  expect_exact_cover(clients, data.train.rows);
   for (int i = 0; i < 3; ++i)
-    for (auto r : clients[i]) EXPECT_EQ(train.categorical[r], i);
+    for (auto r : clients[i]) EXPECT_EQ(original.categorical[r], i);
   config.clients = 4;
-  EXPECT_THROW(partition_rows(train, config, 4), InputError);
+  EXPECT_THROW(partition_rows(data.train, config, 4), InputError);
+  // Not given in the deck: the column's value count.
+  config.clients_given = false;
+  EXPECT_EQ(partition_rows(data.train, config, 4), clients);
+}
+
+TEST(Partition, NaturalClientsAreTheDataClientsWithRowsInClientOrder) {
+  Table train = labelled_table(12, 2);
+  train.client_names = {"a", "b", "c", "d"};
+  train.client = {3, 0, 3, 1, 0, 3, 3, 1, 0, 0, 3, 1};  // "c" holds no training row
+  PartitionConfig config;
+  config.scheme = "natural";
+  config.clients_given = false;
+  const auto clients = partition_rows(train, config, 1);
+  using Rows = std::vector<std::int64_t>;
+  EXPECT_EQ(clients, (std::vector<Rows>{{1, 4, 8, 9}, {3, 7, 11}, {0, 2, 5, 6, 10}}));
+  config.clients_given = true;
+  config.clients = 4;
+  try {
+    partition_rows(train, config, 1);
+    FAIL();
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what())
+                  .find("partition.clients = 4, but the data's clients give 3 "
+                        "clients with training rows"),
+              std::string::npos)
+        << error.what();
+  }
+  train.client.clear();
+  train.client_names.clear();
+  EXPECT_THROW(partition_rows(train, config, 1), InputError);
 }
 
 TEST(Partition, MoreClientsThanRowsIsAnInputError) {

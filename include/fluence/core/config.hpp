@@ -92,6 +92,11 @@ class Deck {
   bool given(const std::string& path) const;
   /// Error text naming the key path and where it was set.
   std::string where(const std::string& path) const;
+  /// A string key naming a file or directory, as the file system should see it: a relative path
+  /// the deck file gave is taken from the deck file's directory (so a deck and its data move
+  /// together); one given by --set, or by a deck that is not a file, stays relative to the
+  /// working directory.
+  std::string file_path(const std::string& path) const;
   /// The value at `path` as TOML text (strings quoted, arrays and tables whole; "" when absent),
   /// to compare two decks' values and show them.
   std::string value_text(const std::string& path) const;

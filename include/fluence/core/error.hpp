@@ -2,6 +2,7 @@
 // Error boundary (DESIGN.md): pure C++ throws; code calling PETSc uses PetscCall and converts at
 // the seam with petsc_check(); main() prints the message on rank 0 and ends every rank.
 #include <cstddef>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -36,8 +37,17 @@ inline constexpr const char* kOutOfMemory =
     "(use fewer rows, attributes or parameters, or more ranks or nodes)";
 
 /// Converts a PETSc error code into a RuntimeError naming the call site and PETSc's own message
-/// (kept by the handler the Environment installs instead of PETSc's printed traceback).
+/// (kept by the handler the Environment installs instead of PETSc's printed traceback). When the
+/// error comes from a C++ exception that one of Fluence's callbacks raised inside PETSc
+/// (guarded_callback), rethrows that exception instead, with its own type and message.
 void petsc_check(int error_code, const char* what);
+
+/// Runs a callback's C++ work inside a PETSc (or SLEPc) callback (an operator's product, a
+/// preconditioner): an exception must not unwind through PETSc's C frames, which would leave its
+/// objects half-updated, so it is kept and the callback returns an error code instead; PETSc
+/// then returns the error to the petsc_check around the call that ran the callback, which
+/// rethrows the kept exception.
+int guarded_callback(const std::function<void()>& work);
 
 /// How much of a user-supplied text (a data field, a deck value, a key) an error message echoes,
 /// and how much of a path.

@@ -32,17 +32,25 @@ struct Table {
   /// Height, width and channels when every row is an image whose numeric attributes are its
   /// pixels in channels-last order (the IDX loader's {28, 28, 1}); zeros otherwise.
   std::array<int, 3> image_shape{0, 0, 0};
+  /// The natural client of every row, an index into client_names, when the data come divided into
+  /// clients (TFF groups, LEAF users, an HDF5 or NumPy client-id array, or the CSV/ARFF column of
+  /// partition.scheme = "column"); empty otherwise. Kept apart from the attributes so that the id
+  /// is never a feature of the model.
+  std::vector<std::int32_t> client;
+  std::vector<std::string> client_names;
 
   int numeric_count() const;
   int categorical_count() const;
   int classes() const { return static_cast<int>(class_names.size()); }
+  bool has_clients() const { return !client_names.empty(); }
   /// Index into `attributes` of the attribute called `name`, or -1.
   int find_attribute(const std::string& name) const;
   /// Keeps the listed rows, in the listed order.
   Table select_rows(const std::vector<std::int64_t>& rows) const;
-  /// Appends a row's values (sizes must match the schema).
+  /// Appends a row's values (sizes must match the schema; `client_value` only when the table
+  /// has clients).
   void append_row(const double* numeric_values, const std::int32_t* categorical_values,
-                  std::int32_t label_value);
+                  std::int32_t label_value, std::int32_t client_value = -1);
   /// An empty table with the same schema.
   Table empty_like() const;
 };

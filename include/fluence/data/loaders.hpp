@@ -1,6 +1,7 @@
 #pragma once
 // Readers for the data files users bring: CSV (header row), ARFF (Weka) and IDX (MNIST family).
 // Every problem is an InputError naming the file, the line (where there is one) and the column.
+// (HDF5, TFF, NumPy and LEAF: array_sources.hpp.)
 #include <string>
 #include <vector>
 
@@ -13,12 +14,30 @@ struct ColumnSelection {
   std::vector<std::string> categorical;  // CSV only: columns read as categorical values
 };
 
-/// Reads a CSV file with a header row; with `test_path` non-empty also the test file, which must
-/// have the same header. Categorical columns and the label get categories from the union of both
-/// files (sorted: numerically when every value is a number, else lexicographically). Every other
-/// column must be numeric. Returns an empty test table when there is no test file.
+/// How a CSV file is written (its delimiter, what stands for a missing value) and which columns
+/// are read.
+struct CsvOptions {
+  char delimiter = ',';
+  /// A row with a missing value in a column that is read: refused (naming the file, line and
+  /// column) or dropped.
+  bool drop_missing = false;
+  std::vector<std::string> missing_values{"", "NA", "N/A", "NaN", "nan", "null", "?"};
+  std::vector<std::string> features;  // read only these feature columns (empty: all)
+  std::vector<std::string> drop;      // do not read these columns
+  /// A column read as categorical whatever `features` says: the partition column, which
+  /// load_data moves out of the features.
+  std::string client;
+};
+
+/// Reads a CSV file (plain or gzip-compressed) with a header row; with `test_path` non-empty also
+/// the test file, which must have the same header. Fields are separated by the dialect's
+/// delimiter; double quotes protect delimiters and blanks ("" is one quote). Categorical columns
+/// and the label get categories from the union of both files (sorted: numerically when every value
+/// is a number, else lexicographically); a label whose values are all numbers must hold integers.
+/// Every other column read must be numeric. Returns an empty test table when there is no test
+/// file.
 TrainTest read_csv(const std::string& train_path, const std::string& test_path,
-                   const ColumnSelection& columns);
+                   const ColumnSelection& columns, const CsvOptions& options = {});
 
 /// Reads a Weka ARFF file (@relation/@attribute/@data; numeric/real/integer and nominal {..}
 /// attributes; quoted names and values; % comments). Nominal attributes keep their declared value

@@ -11,6 +11,7 @@ namespace fluence {
 
 struct PartitionConfig {
   int clients = 5;
+  bool clients_given = true;  // false: a natural partition takes the data's client count
   std::string scheme = "iid";
   double alpha = 0.5;
   int shards_per_client = 2;
@@ -20,8 +21,12 @@ struct PartitionConfig {
   static PartitionConfig from_deck(const Deck& deck);
 };
 
+/// Whether the scheme takes its clients from the data (Table::client): "natural" and "column".
+bool is_natural(const PartitionConfig& config);
+
 /// Training-row indices (ascending) held by each client. Every client gets at least one row; an
-/// InputError says which key to change otherwise.
+/// InputError says which key to change otherwise. A natural scheme's clients are the data's
+/// clients that hold training rows, in client order (those without are left out).
 std::vector<std::vector<std::int64_t>> partition_rows(const Table& train,
                                                       const PartitionConfig& config,
                                                       std::uint64_t seed);

@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "fluence/core/config.hpp"
+#include "fluence/data/array_sources.hpp"
 #include "fluence/data/dataset.hpp"
+#include "fluence/data/loaders.hpp"
 
 namespace fluence {
 
@@ -22,8 +24,11 @@ struct SyntheticConfig {
 
 struct DataConfig {
   std::string source = "synthetic";
-  std::string path, test_path, label;
+  std::string path, test_path, label;  // paths as the file system sees them (Deck::file_path)
   std::vector<std::string> categorical;
+  std::vector<std::string> features, drop;  // the attributes kept, or those dropped
+  CsvOptions csv;  // delimiter and missing values; the columns are filled in when read
+  ArrayNames arrays;
   double test_fraction = 0.2;
   bool standardize = true;
   long max_train_rows = 0, max_test_rows = 0;
@@ -39,10 +44,17 @@ struct DataConfig {
 /// row.
 Table generate_synthetic(const SyntheticConfig& config, std::uint64_t seed);
 
-/// Loads (or generates) the data, keeps the `classes` (before the test split and the row limits, so
-/// test_fraction and max_train_rows/max_test_rows count kept rows), forms the test set (file, IDX
-/// t10k, or a seeded random fraction) and applies the row limits. Identical on every rank.
-TrainTest load_data(const DataConfig& config, std::uint64_t seed);
+/// The most classes a label may have: more is taken for a column that is not a class label.
+constexpr int kMaxClasses = 1000;
+
+/// Loads (or generates) the data, moves `client_column` (the categorical attribute of
+/// partition.scheme = "column"; empty: none) out of the features into Table::client, keeps the
+/// attributes data.features and data.drop choose, keeps the `classes` (before the test split and
+/// the row limits, so test_fraction and max_train_rows/max_test_rows count kept rows), forms the
+/// test set (file, IDX t10k, or a seeded random fraction) and applies the row limits. Identical on
+/// every rank.
+TrainTest load_data(const DataConfig& config, std::uint64_t seed,
+                    const std::string& client_column = "");
 
 /// Appends to train and test a categorical attribute "ink" with `levels` categories "q0", "q1",
 /// ...: the equal-frequency bucket of a row's mean numeric value (for IDX, its mean pixel
@@ -62,6 +74,11 @@ std::string class_selection_problem(const std::vector<long>& classes, std::optio
 /// `classes` (classes[i] becomes i), with class_names reordered to match. Keeps the schema when
 /// no row is kept. An invalid selection (class_selection_problem) is an InputError.
 Table keep_classes(const Table& table, const std::vector<long>& classes);
+
+/// partition.scheme = "column": the categorical attribute `column`'s values become the rows'
+/// clients (Table::client, named by its categories) in train and test, and the attribute leaves
+/// the features, so that the model never sees which client a row came from.
+void move_column_to_clients(TrainTest& data, const std::string& column);
 
 /// Splits `all` into train and test with exactly round(fraction * rows) test rows chosen by a
 /// seeded permutation; both keep the original row order.

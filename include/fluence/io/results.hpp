@@ -1,6 +1,8 @@
 #pragma once
 // <out>/results.h5, written by rank 0 through a temporary name and renamed when complete, so a
-// crashed run never leaves a file that looks finished (DESIGN.md "Outputs").
+// crashed run never leaves a file that looks finished. Every array carries netCDF-4 style
+// dimension scales, `units` and `long_name`, so that xarray opens each group with named, aligned
+// dimensions (docs/outputs.md "Conventions").
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -17,6 +19,16 @@ void prepare_output_directory(const std::string& directory, bool overwrite);
 /// created it and it holds nothing but the lock file, so that a refusal leaves no empty --out.
 void remove_unused_output_directory();
 
+/// What readers need to label an array: the names of its dimensions (outermost first, none for a
+/// scalar), its units (UDUNITS spelling, "1" for dimensionless, "count" for counts) and a
+/// descriptive long name. A dimension name resolves to the dimension scale of that name in the
+/// array's group or the nearest group above it (netCDF's scoping), which fixes its length.
+struct Variable {
+  std::vector<std::string> dimensions;
+  std::string units;
+  std::string long_name;
+};
+
 class ResultsFile {
  public:
   /// Rank 0 opens `<directory>/<name>.partial`; other ranks hold an inert object.
@@ -25,6 +37,7 @@ class ResultsFile {
   ResultsFile(const ResultsFile&) = delete;
   ResultsFile& operator=(const ResultsFile&) = delete;
 
+  /// String attributes are variable-length UTF-8.
   void attribute(const std::string& name, const std::string& value);
   void attribute(const std::string& name, std::int64_t value);
   /// Attributes of the group or dataset at `path` (which must exist).
@@ -32,21 +45,41 @@ class ResultsFile {
   void attribute(const std::string& path, const std::string& name, std::int64_t value);
   void attribute(const std::string& path, const std::string& name,
                  const std::vector<std::string>& values);
-  /// Writes a dataset (intermediate groups created); `shape` empty = 1-D of values.size().
+
+  /// A dimension without coordinate values (e.g. the clients, indexed 0..size-1): netCDF's
+  /// "dimension but not a variable", a dimension scale that netCDF readers do not list as data.
+  void dimension(const std::string& path, std::size_t size);
+  /// A coordinate variable: a 1-D array that is the dimension scale of its own name (the ε grid,
+  /// the rounds, the class names), so the arrays along it are labelled by its values.
+  void coordinate(const std::string& path, const std::vector<double>& values,
+                  const std::string& units, const std::string& long_name);
+  void coordinate(const std::string& path, const std::vector<std::int64_t>& values,
+                  const std::string& units, const std::string& long_name);
+  void coordinate(const std::string& path, const std::vector<std::string>& values,
+                  const std::string& long_name);
+  /// An array along `variable.dimensions` (intermediate groups created); the values are
+  /// row-major and must fill the dimensions' lengths exactly.
+  void dataset(const std::string& path, const std::vector<double>& values,
+               const Variable& variable);
+  void dataset(const std::string& path, const std::vector<std::int64_t>& values,
+               const Variable& variable);
+  void scalar(const std::string& path, double value, const std::string& units,
+              const std::string& long_name);
+  void string(const std::string& path, const std::string& value, const std::string& long_name);
+  /// A plain array without dimensions or units, for internal files (checkpoints) that no one
+  /// opens with xarray; `shape` empty = 1-D of values.size().
   void dataset(const std::string& path, const std::vector<double>& values,
                const std::vector<std::size_t>& shape = {});
-  void dataset(const std::string& path, const std::vector<std::int64_t>& values,
-               const std::vector<std::size_t>& shape = {});
-  void scalar(const std::string& path, double value);
-  void string(const std::string& path, const std::string& value);
-  /// Collective: a [total_rows, columns] float64 (or int64) dataset written with parallel HDF5
-  /// (MPI-IO, collective transfer), each rank writing its own rows [first_row, first_row + rows)
-  /// from `data` (rows x columns, row-major). Data never travels to rank 0. columns = 0 writes a
-  /// 1-D dataset [total_rows].
+  /// Collective: a [total_rows, columns] float64 (or int64) dataset along `variable.dimensions`
+  /// written with parallel HDF5 (MPI-IO, collective transfer), each rank writing its own rows
+  /// [first_row, first_row + rows) from `data` (rows x columns, row-major). Data never travels
+  /// to rank 0. columns = 0 writes a 1-D dataset [total_rows].
   void distributed_rows(const std::string& path, std::size_t total_rows, std::size_t columns,
-                        std::size_t first_row, std::size_t rows, const double* data);
+                        std::size_t first_row, std::size_t rows, const double* data,
+                        const Variable& variable);
   void distributed_rows(const std::string& path, std::size_t total_rows, std::size_t columns,
-                        std::size_t first_row, std::size_t rows, const std::int64_t* data);
+                        std::size_t first_row, std::size_t rows, const std::int64_t* data,
+                        const Variable& variable);
   /// Closes and renames to results.h5; returns the final path.
   std::string commit();
 
@@ -55,6 +88,12 @@ class ResultsFile {
   void write_distributed(const std::string& path, long type, std::size_t total_rows,
                          std::size_t columns, std::size_t first_row, std::size_t rows,
                          const void* data);
+  // Rank 0: the array's shape from its dimensions, then the array, its scales and attributes.
+  void write_variable(const std::string& path, long type, const void* data, std::size_t count,
+                      const Variable& variable);
+  void write_coordinate(const std::string& path, long type, const void* data, std::size_t count,
+                        const std::string& units, const std::string& long_name);
+  void label(const std::string& path, const Variable& variable);  // scales, units, long_name
   long file_ = -1;
   std::string partial_path_, final_path_;
   bool root_ = false;

@@ -1,0 +1,703 @@
+// Tests for the array sources (HDF5, TFF, NumPy, LEAF): the same rows written in each format (with
+// the HDF5 C API, and byte by byte for .npy/.npz and LEAF's JSON) load the same Table as the CSV
+// path, field by field; TFF and LEAF give their natural clients; every damaged or unexpected
+// file is an InputError naming the file, the dataset and what was expected.
+#include <fmt/core.h>
+#include <gtest/gtest.h>
+#include <hdf5.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "fluence/core/error.hpp"
+#include "fluence/data/array_sources.hpp"
+#include "fluence/data/partition.hpp"
+#include "fluence/data/source.hpp"
+#include "support/scratch_files.hpp"
+
+namespace fluence {
+namespace {
+
+namespace fs = std::filesystem;
+using Strings = std::vector<std::string>;
+using Bytes = std::string;
+
+// ---------------------------------------------------------------------------------------------
+// The reference rows: float32-exact features, labels 0, 2 and 5 (coded as classes "0", "2", "5"),
+// and three clients holding contiguous blocks of 7, 12 and 11 rows (TFF and LEAF store a client's
+// rows together).
+
+struct Rows {
+  std::size_t rows = 0, width = 3;
+  std::vector<float> x;
+  std::vector<std::int64_t> y;
+  std::vector<int> client;  // index into kClients
+};
+
+const Strings kClients{"c03", "c07", "c10"};
+
+Rows make_rows(std::size_t rows, int offset, std::vector<std::size_t> block_ends) {
+  Rows out;
+  out.rows = rows;
+  static constexpr std::int64_t kLabels[] = {0, 2, 5};
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t j = 0; j < out.width; ++j)
+      out.x.push_back(static_cast<float>((r * 7 + j * 3 + offset) % 19) / 8.0f - 1.0f);
+    out.y.push_back(kLabels[(r * 5 + offset) % 3]);
+    int block = 0;
+    while (r >= block_ends[block]) ++block;
+    out.client.push_back(block);
+  }
+  return out;
+}
+
+Rows train_rows() {
+  return make_rows(30, 0, {7, 19, 30});
+}
+Rows test_rows() {
+  return make_rows(9, 4, {3, 5, 9});
+}
+
+// The rows of one client.
+Rows client_rows(const Rows& all, int client) {
+  Rows out;
+  for (std::size_t r = 0; r < all.rows; ++r) {
+    if (all.client[r] != client) continue;
+    out.x.insert(out.x.end(), all.x.begin() + r * all.width, all.x.begin() + (r + 1) * all.width);
+    out.y.push_back(all.y[r]);
+    out.client.push_back(client);
+    ++out.rows;
+  }
+  return out;
+}
+
+std::string csv_text(const Rows& rows, char delimiter = ',') {
+  std::string text = fmt::format("x0{0}x1{0}x2{0}client{0}y\n", delimiter);
+  for (std::size_t r = 0; r < rows.rows; ++r) {
+    for (std::size_t j = 0; j < rows.width; ++j)
+      text += fmt::format("{:.17g}{}", rows.x[r * rows.width + j], delimiter);
+    text += fmt::format("{}{}{}\n", kClients[rows.client[r]], delimiter, rows.y[r]);
+  }
+  return text;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writers: HDF5 through its C API, .npy/.npz and JSON byte by byte.
+
+class H5Writer {
+ public:
+  explicit H5Writer(const std::string& path)
+      : file_(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)) {}
+  ~H5Writer() { H5Fclose(file_); }
+  H5Writer(const H5Writer&) = delete;
+  H5Writer& operator=(const H5Writer&) = delete;
+
+  template <class T>
+  void write(const std::string& name, hid_t type, const std::vector<hsize_t>& dims,
+             const std::vector<T>& values) {
+    const hid_t space = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+    const hid_t set = create(name, type, space);
+    H5Dwrite(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data());
+    H5Dclose(set);
+    H5Sclose(space);
+  }
+
+  void write_strings(const std::string& name, const Strings& values) {
+    const hsize_t count = values.size();
+    const hid_t space = H5Screate_simple(1, &count, nullptr);
+    const hid_t type = string_type();
+    const hid_t set = create(name, type, space);
+    const auto pointers = c_strings(values);
+    H5Dwrite(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, pointers.data());
+    H5Dclose(set);
+    H5Tclose(type);
+    H5Sclose(space);
+  }
+
+  void write_strings_attribute(const std::string& dataset, const std::string& name,
+                               const Strings& values) {
+    const hsize_t count = values.size();
+    const hid_t space = H5Screate_simple(1, &count, nullptr);
+    const hid_t type = string_type();
+    const hid_t set = H5Dopen2(file_, dataset.c_str(), H5P_DEFAULT);
+    const hid_t attribute = H5Acreate2(set, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT);
+    const auto pointers = c_strings(values);
+    H5Awrite(attribute, type, pointers.data());
+    H5Aclose(attribute);
+    H5Dclose(set);
+    H5Tclose(type);
+    H5Sclose(space);
+  }
+
+ private:
+  hid_t create(const std::string& name, hid_t type, hid_t space) {
+    const hid_t links = H5Pcreate(H5P_LINK_CREATE);
+    H5Pset_create_intermediate_group(links, 1);
+    const hid_t set = H5Dcreate2(file_, name.c_str(), type, space, links, H5P_DEFAULT, H5P_DEFAULT);
+    H5Pclose(links);
+    return set;
+  }
+
+  static hid_t string_type() {
+    const hid_t type = H5Tcopy(H5T_C_S1);
+    H5Tset_size(type, H5T_VARIABLE);
+    return type;
+  }
+
+  static std::vector<const char*> c_strings(const Strings& values) {
+    std::vector<const char*> pointers;
+    for (const auto& value : values) pointers.push_back(value.c_str());
+    return pointers;
+  }
+
+  hid_t file_;
+};
+
+hsize_t h5(std::size_t n) {
+  return static_cast<hsize_t>(n);
+}
+
+void write_split_h5(H5Writer& file, const std::string& group, const Rows& rows, bool clients) {
+  file.write(group + "/x", H5T_NATIVE_FLOAT, {h5(rows.rows), h5(rows.width)}, rows.x);
+  file.write(group + "/y", H5T_NATIVE_INT64, {h5(rows.rows)}, rows.y);
+  if (!clients) return;
+  Strings ids;
+  for (const int c : rows.client) ids.push_back(kClients[c]);
+  file.write_strings(group + "/client", ids);
+}
+
+// TFF: examples/<client id>/<field>, 32-bit labels as TFF writes them.
+void write_tff(const std::string& path, const Rows& rows) {
+  H5Writer file(path);
+  for (int c = 0; c < 3; ++c) {
+    const Rows one = client_rows(rows, c);
+    const std::string group = "/examples/" + kClients[c];
+    file.write(group + "/x", H5T_NATIVE_FLOAT, {h5(one.rows), h5(one.width)}, one.x);
+    std::vector<std::int32_t> labels(one.y.begin(), one.y.end());
+    file.write(group + "/y", H5T_NATIVE_INT32, {h5(one.rows)}, labels);
+  }
+}
+
+// A .npy file: magic, version 1.0, a header padded with spaces to a multiple of 64 bytes, then
+// the raw values.
+Bytes npy(const std::string& descr, const std::vector<std::size_t>& shape, const void* data,
+          std::size_t bytes, const std::string& order = "False") {
+  std::string dims;
+  for (const auto d : shape) dims += fmt::format("{}, ", d);
+  if (shape.size() > 1) dims.resize(dims.size() - 2);
+  std::string header =
+      fmt::format("{{'descr': '{}', 'fortran_order': {}, 'shape': ({}), }}", descr, order, dims);
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  Bytes out("\x93NUMPY\x01\x00", 8);
+  out += static_cast<char>(header.size() & 0xFF);
+  out += static_cast<char>(header.size() >> 8);
+  out += header;
+  out.append(static_cast<const char*>(data), bytes);
+  return out;
+}
+
+template <class T>
+Bytes npy_of(const std::string& descr, const std::vector<std::size_t>& shape,
+             const std::vector<T>& values) {
+  return npy(descr, shape, values.data(), values.size() * sizeof(T));
+}
+
+Bytes npy_strings(const Strings& values, std::size_t characters) {
+  std::vector<std::uint32_t> codes(values.size() * characters, 0);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    for (std::size_t k = 0; k < values[i].size(); ++k)
+      codes[i * characters + k] = static_cast<unsigned char>(values[i][k]);
+  return npy_of(fmt::format("<U{}", characters), {values.size()}, codes);
+}
+
+void put(Bytes& out, std::uint64_t value, int bytes) {
+  for (int i = 0; i < bytes; ++i) out += static_cast<char>((value >> (8 * i)) & 0xFF);
+}
+
+// A zip archive (what numpy.savez writes: stored members; savez_compressed: deflated ones).
+Bytes zip(const std::vector<std::pair<std::string, Bytes>>& members, bool deflated) {
+  Bytes out, directory;
+  for (const auto& [name, data] : members) {
+    Bytes stored = data;
+    if (deflated) {
+      z_stream stream{};
+      deflateInit2(&stream, 6, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY);
+      stored.resize(deflateBound(&stream, data.size()));
+      stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+      stream.avail_in = static_cast<uInt>(data.size());
+      stream.next_out = reinterpret_cast<Bytef*>(stored.data());
+      stream.avail_out = static_cast<uInt>(stored.size());
+      deflate(&stream, Z_FINISH);
+      stored.resize(stream.total_out);
+      deflateEnd(&stream);
+    }
+    const auto crc =
+        crc32(0L, reinterpret_cast<const Bytef*>(data.data()), static_cast<uInt>(data.size()));
+    const std::uint64_t offset = out.size();
+    Bytes common;
+    put(common, 20, 2);  // version needed
+    put(common, 0, 2);   // flags
+    put(common, deflated ? 8 : 0, 2);
+    put(common, 0, 4);  // time and date
+    put(common, crc, 4);
+    put(common, stored.size(), 4);
+    put(common, data.size(), 4);
+    put(common, name.size(), 2);
+    put(common, 0, 2);  // extra length
+    put(out, 0x04034b50, 4);
+    out += common + name + stored;
+    put(directory, 0x02014b50, 4);
+    put(directory, 20, 2);  // version made by
+    directory += common;
+    put(directory, 0, 2);  // comment length
+    put(directory, 0, 2);  // disk
+    put(directory, 0, 2);  // internal attributes
+    put(directory, 0, 4);  // external attributes
+    put(directory, offset, 4);
+    directory += name;
+  }
+  const std::uint64_t directory_offset = out.size();
+  out += directory;
+  put(out, 0x06054b50, 4);
+  put(out, 0, 4);
+  put(out, members.size(), 2);
+  put(out, members.size(), 2);
+  put(out, directory.size(), 4);
+  put(out, directory_offset, 4);
+  put(out, 0, 2);
+  return out;
+}
+
+std::vector<std::pair<std::string, Bytes>> npy_members(const Rows& rows, bool clients) {
+  std::vector<std::pair<std::string, Bytes>> members{
+      {"x.npy", npy_of("<f4", {rows.rows, rows.width}, rows.x)},
+      {"y.npy", npy_of("<i8", {rows.rows}, rows.y)}};
+  if (clients) {
+    Strings ids;
+    for (const int c : rows.client) ids.push_back(kClients[c]);
+    members.push_back({"client.npy", npy_strings(ids, 3)});
+  }
+  return members;
+}
+
+std::string leaf_json(const Rows& rows, const std::vector<int>& clients) {
+  std::string users, samples, data;
+  for (const int c : clients) {
+    const Rows one = client_rows(rows, c);
+    std::string x, y;
+    for (std::size_t r = 0; r < one.rows; ++r) {
+      std::string row;
+      for (std::size_t j = 0; j < one.width; ++j)
+        row += fmt::format("{}{:.17g}", j ? ", " : "", one.x[r * one.width + j]);
+      x += fmt::format("{}[{}]", r ? ", " : "", row);
+      y += fmt::format("{}{}", r ? ", " : "", one.y[r]);
+    }
+    users += fmt::format("{}\"{}\"", users.empty() ? "" : ", ", kClients[c]);
+    samples += fmt::format("{}{}", samples.empty() ? "" : ", ", one.rows);
+    data += fmt::format("{}\"{}\": {{\"x\": [{}], \"y\": [{}]}}", data.empty() ? "" : ",\n",
+                        kClients[c], x, y);
+  }
+  return fmt::format("{{\"users\": [{}], \"num_samples\": [{}],\n\"user_data\": {{{}}}}}\n", users,
+                     samples, data);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+class ArraySourcesTest : public testing::ScratchDirectoryTest {
+ protected:
+  // The reference rows through the CSV path: train.csv and test.csv, the client column moved out
+  // of the features as partition.scheme = "column" does.
+  TrainTest csv_tables() const {
+    DataConfig config;
+    config.source = "csv";
+    config.path = write("train.csv", csv_text(train_rows()));
+    config.test_path = write("test.csv", csv_text(test_rows()));
+    return load_data(config, 1, "client");
+  }
+};
+
+using testing::expect_input_error;
+
+void expect_same_table(const Table& a, const Table& b) {
+  ASSERT_EQ(a.attributes.size(), b.attributes.size());
+  for (std::size_t i = 0; i < a.attributes.size(); ++i) {
+    EXPECT_EQ(a.attributes[i].name, b.attributes[i].name);
+    EXPECT_EQ(a.attributes[i].kind, b.attributes[i].kind);
+    EXPECT_EQ(a.attributes[i].categories, b.attributes[i].categories);
+    EXPECT_EQ(a.attributes[i].column, b.attributes[i].column);
+  }
+  EXPECT_EQ(a.label_name, b.label_name);
+  EXPECT_EQ(a.class_names, b.class_names);
+  EXPECT_EQ(a.rows, b.rows);
+  EXPECT_EQ(a.numeric, b.numeric);  // bitwise: float32 values printed with 17 digits in the CSV
+  EXPECT_EQ(a.categorical, b.categorical);
+  EXPECT_EQ(a.label, b.label);
+  EXPECT_EQ(a.byte_denominator, b.byte_denominator);
+  EXPECT_EQ(a.image_shape, b.image_shape);
+  EXPECT_EQ(a.client, b.client);
+  EXPECT_EQ(a.client_names, b.client_names);
+}
+
+void expect_same_data(const TrainTest& a, const TrainTest& b) {
+  expect_same_table(a.train, b.train);
+  expect_same_table(a.test, b.test);
+}
+
+TEST_F(ArraySourcesTest, CsvReferenceHasTheExpectedSchema) {
+  const TrainTest csv = csv_tables();
+  EXPECT_EQ(csv.train.rows, 30u);
+  EXPECT_EQ(csv.test.rows, 9u);
+  EXPECT_EQ(csv.train.class_names, (Strings{"0", "2", "5"}));
+  EXPECT_EQ(csv.train.client_names, kClients);
+  EXPECT_EQ(csv.train.numeric_count(), 3);
+  EXPECT_EQ(csv.train.categorical_count(), 0);
+  EXPECT_TRUE(csv.test.client.empty());
+}
+
+TEST_F(ArraySourcesTest, Hdf5LoadsTheSameTableAsCsv) {
+  {
+    H5Writer file(path("data.h5"));
+    write_split_h5(file, "/train", train_rows(), true);
+    write_split_h5(file, "/test", test_rows(), false);
+  }
+  DataConfig config;
+  config.source = "hdf5";
+  config.path = path("data.h5");
+  config.arrays = {"/train/x", "/train/y", "/train/client", "", "", "/test/x", "/test/y"};
+  const TrainTest hdf5 = load_data(config, 1);
+  // The label is named after its dataset.
+  EXPECT_EQ(hdf5.train.label_name, "y");
+  expect_same_data(hdf5, csv_tables());
+}
+
+TEST_F(ArraySourcesTest, Hdf5TestFileHasTheTrainingPaths) {
+  {
+    H5Writer train(path("train.h5")), test(path("test.h5"));
+    write_split_h5(train, "/d", train_rows(), true);
+    write_split_h5(test, "/d", test_rows(), false);
+  }
+  ArrayNames names{"/d/x", "/d/y", "/d/client", "", "", "", ""};
+  const TrainTest hdf5 = read_hdf5(path("train.h5"), path("test.h5"), names);
+  EXPECT_EQ(hdf5.train.rows, 30u);
+  EXPECT_EQ(hdf5.test.rows, 9u);
+  // Without any test split the test table is empty (load_data then applies test_fraction).
+  EXPECT_EQ(read_hdf5(path("train.h5"), "", names).test.rows, 0u);
+}
+
+TEST_F(ArraySourcesTest, TffLoadsTheSameTableAsCsvWithItsClientGroupsAsClients) {
+  write_tff(path("train.h5"), train_rows());
+  write_tff(path("test.h5"), test_rows());
+  DataConfig config;
+  config.source = "tff";
+  config.path = path("train.h5");
+  config.test_path = path("test.h5");
+  const TrainTest tff = load_data(config, 1);
+  expect_same_data(tff, csv_tables());
+  PartitionConfig partition;
+  partition.scheme = "natural";
+  partition.clients_given = false;
+  const auto clients = partition_rows(tff.train, partition, 1);
+  ASSERT_EQ(clients.size(), 3u);
+  EXPECT_EQ(clients[0].size(), 7u);
+  EXPECT_EQ(clients[1].size(), 12u);
+  EXPECT_EQ(clients[2].size(), 11u);
+}
+
+TEST_F(ArraySourcesTest, LeafLoadsTheSameTableAsCsvWithItsUsersAsClients) {
+  // Two train files read in name order, users in each file's order.
+  write("train/b.json", leaf_json(train_rows(), {2}));
+  write("train/a.json", leaf_json(train_rows(), {0, 1}));
+  write("test/all.json", leaf_json(test_rows(), {0, 1, 2}));
+  DataConfig config;
+  config.source = "leaf";
+  config.path = path("train");
+  config.test_path = path("test");
+  const TrainTest leaf = load_data(config, 1);
+  expect_same_data(leaf, csv_tables());
+  PartitionConfig partition;
+  partition.scheme = "natural";
+  partition.clients_given = false;
+  const auto clients = partition_rows(leaf.train, partition, 1);
+  ASSERT_EQ(clients.size(), 3u);
+  EXPECT_EQ(clients[0].size(), 7u);
+  EXPECT_EQ(clients[1].size(), 12u);
+  EXPECT_EQ(clients[2].size(), 11u);
+}
+
+TEST_F(ArraySourcesTest, NpzStoredDeflatedAndNpyDirectoryLoadTheSameTableAsCsv) {
+  const TrainTest csv = csv_tables();
+  DataConfig config;
+  config.source = "npy";
+  config.arrays.clients = "client";
+  for (const bool deflated : {false, true}) {
+    config.path = write("train.npz", zip(npy_members(train_rows(), true), deflated));
+    config.test_path = write("test.npz", zip(npy_members(test_rows(), false), deflated));
+    expect_same_data(load_data(config, 1), csv);
+  }
+  for (const auto& [name, bytes] : npy_members(train_rows(), true)) write("train/" + name, bytes);
+  for (const auto& [name, bytes] : npy_members(test_rows(), false)) write("test/" + name, bytes);
+  config.path = path("train");
+  config.test_path = path("test");
+  expect_same_data(load_data(config, 1), csv);
+}
+
+// The shipped example data (inputs/data, written by numpy and h5py with
+// scripts/make_example_data.py): every format loads the CSV's table.
+TEST(ExampleData, EveryShippedFormatLoadsTheSameTableAsItsCsv) {
+  const std::string data = std::string(FLUENCE_SOURCE_DIR) + "/inputs/data/";
+  DataConfig csv;
+  csv.source = "csv";
+  csv.path = data + "blobs_train.csv.gz";
+  csv.test_path = data + "blobs_test.csv";
+  const TrainTest reference = load_data(csv, 1, "client");
+  ASSERT_EQ(reference.train.rows, 480u);
+  ASSERT_EQ(reference.train.client_names.size(), 12u);
+  DataConfig hdf5;
+  hdf5.source = "hdf5";
+  hdf5.path = data + "blobs.h5";
+  hdf5.arrays = {"/train/x", "/train/y", "/train/client", "/names", "", "/test/x", "/test/y"};
+  DataConfig npz;
+  npz.source = "npy";
+  npz.path = data + "blobs.npz";
+  npz.arrays = {"x_train", "y_train", "client_train", "names", "", "x_test", "y_test"};
+  DataConfig tff;
+  tff.source = "tff";
+  tff.path = data + "blobs_tff_train.h5";
+  tff.test_path = data + "blobs_tff_test.h5";
+  tff.arrays.labels = "label";
+  DataConfig leaf;
+  leaf.source = "leaf";
+  leaf.path = data + "blobs_leaf/train";
+  leaf.test_path = data + "blobs_leaf/test";
+  for (const DataConfig* config : {&hdf5, &npz, &tff, &leaf}) {
+    SCOPED_TRACE(config->source);
+    TrainTest loaded = load_data(*config, 1);
+    // The label's name differs by format, and TFF and LEAF have no column names (x0, x1, ...);
+    // the values, classes and clients may not differ.
+    const bool named = !config->arrays.names.empty();
+    for (Table* table : {&loaded.train, &loaded.test}) {
+      table->label_name = reference.train.label_name;
+      for (std::size_t j = 0; j < table->attributes.size() && !named; ++j)
+        table->attributes[j].name = reference.train.attributes[j].name;
+    }
+    expect_same_data(loaded, reference);
+  }
+}
+
+TEST_F(ArraySourcesTest, Hdf5ColumnNamesComeFromADatasetOrAnAttribute) {
+  {
+    H5Writer file(path("named.h5"));
+    write_split_h5(file, "/train", train_rows(), false);
+    file.write_strings("/columns", {"age", "height", "weight"});
+    file.write_strings_attribute("/train/x", "names", {"a", "b", "c"});
+  }
+  ArrayNames names{"/train/x", "/train/y", "", "/columns", "", "", ""};
+  auto data = read_hdf5(path("named.h5"), "", names);
+  EXPECT_EQ(data.train.attributes[1].name, "height");
+  names.names.clear();
+  names.names_attribute = "names";
+  data = read_hdf5(path("named.h5"), "", names);
+  EXPECT_EQ(data.train.attributes[2].name, "c");
+  names.names_attribute.clear();
+  EXPECT_EQ(read_hdf5(path("named.h5"), "", names).train.attributes[0].name, "x0");
+}
+
+TEST_F(ArraySourcesTest, Uint8ImagesArePixelsOverTwoHundredFiftyFiveWithTheirShape) {
+  const std::vector<std::uint8_t> pixels{0, 255, 17, 3, 9, 200, 1, 2, 4, 8, 16, 32};  // 3 x 2 x 2
+  const std::vector<std::int32_t> labels{1, 0, 1}, clients{8, 12, 8};
+  {
+    H5Writer file(path("images.h5"));
+    file.write("/x", H5T_NATIVE_UCHAR, {3, 2, 2}, pixels);
+    file.write("/y", H5T_NATIVE_INT32, {3}, labels);
+    file.write("/id", H5T_NATIVE_INT32, {3}, clients);
+  }
+  const auto data = read_hdf5(path("images.h5"), "", {"x", "y", "id", "", "", "", ""});
+  EXPECT_EQ(data.train.image_shape, (std::array<int, 3>{2, 2, 1}));
+  EXPECT_EQ(data.train.byte_denominator, 255.0);
+  for (std::size_t i = 0; i < pixels.size(); ++i)
+    EXPECT_EQ(data.train.numeric[i], pixels[i] / 255.0);
+  // Integer client ids sort numerically: 8 before 12.
+  EXPECT_EQ(data.train.client_names, (Strings{"8", "12"}));
+  EXPECT_EQ(data.train.client, (std::vector<std::int32_t>{0, 1, 0}));
+  // The same as .npy, and as LEAF's nested rows.
+  write("img/x.npy", npy_of("|u1", {3, 2, 2}, pixels));
+  write("img/y.npy", npy_of("<i4", {3}, labels));
+  const auto npy_data = read_npy(path("img"), "", {});
+  EXPECT_EQ(npy_data.train.numeric, data.train.numeric);
+  EXPECT_EQ(npy_data.train.image_shape, data.train.image_shape);
+  write("nested.json",
+        "{\"users\": [\"u\"], \"num_samples\": [2], \"user_data\": {\"u\": {\"x\": [[[1, 2], [3, "
+        "4]], [[5, 6], [7, 8]]], \"y\": [0, 1]}}}");
+  const auto leaf = read_leaf(path("nested.json"), "");
+  EXPECT_EQ(leaf.train.image_shape, (std::array<int, 3>{2, 2, 1}));
+  EXPECT_EQ(leaf.train.numeric, (std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bad input: one message naming the file, the dataset (array, user) and what was expected.
+
+TEST_F(ArraySourcesTest, Hdf5BadInputNamesFileDatasetAndExpectation) {
+  {
+    H5Writer file(path("bad.h5"));
+    write_split_h5(file, "/train", train_rows(), false);
+    write_split_h5(file, "/test", test_rows(), false);
+    file.write("/float_y", H5T_NATIVE_DOUBLE, {30}, std::vector<double>(30, 1.0));
+    file.write("/int16_x", H5T_NATIVE_SHORT, {30, 2}, std::vector<std::int16_t>(60, 1));
+    file.write("/flat", H5T_NATIVE_FLOAT, {30}, std::vector<float>(30, 1.0f));
+  }
+  const std::string file = path("bad.h5");
+  auto read = [&](ArrayNames names) { return read_hdf5(file, "", names); };
+  expect_input_error(
+      [&] {
+        read({"/train/x", "/float_y", "", "", "", "", ""});
+      },
+      {file, "/float_y", "float64", "expected integer"});
+  expect_input_error(
+      [&] {
+        read({"/int16_x", "/train/y", "", "", "", "", ""});
+      },
+      {file, "/int16_x", "int16", "expected float32, float64 or uint8 features"});
+  expect_input_error(
+      [&] {
+        read({"/flat", "/train/y", "", "", "", "", ""});
+      },
+      {file, "/flat", "1 dimension", "rows x columns"});
+  expect_input_error(
+      [&] {
+        read({"/train/nope", "/train/y", "", "", "", "", ""});
+      },
+      {file, "/train/nope", "no such dataset"});
+  expect_input_error(
+      [&] {
+        read({"/missing/x", "/train/y", "", "", "", "", ""});
+      },
+      {file, "/missing/x", "no such dataset"});
+  expect_input_error(
+      [&] {
+        read({"/train", "/train/y", "", "", "", "", ""});
+      },
+      {file, "/train", "not a dataset"});
+  expect_input_error(
+      [&] {
+        read({"/train/x", "/test/y", "", "", "", "", ""});
+      },
+      {file, "/train/x", "30 rows", "/test/y", "9 labels"});
+  expect_input_error(
+      [&] {
+        read({"/train/x", "/train/y", "", "/test/y", "", "", ""});
+      },
+      {file, "/test/y", "expected a 1-D array of strings"});
+  expect_input_error([&] { read_tff(file, "", {}); }, {file, "no group 'examples'"});
+  // A file cut short, and a file that is not HDF5 at all.
+  const auto size = fs::file_size(file);
+  fs::copy_file(file, path("cut.h5"));
+  fs::resize_file(path("cut.h5"), size / 2);
+  expect_input_error(
+      [&] {
+        read_hdf5(path("cut.h5"), "", {"/train/x", "/train/y", "", "", "", "", ""});
+      },
+      {path("cut.h5"), "truncated or damaged"});
+  expect_input_error([&] { read_hdf5(write("text.h5", "no"), "", {}); },
+                     {path("text.h5"), "not an HDF5 file"});
+}
+
+TEST_F(ArraySourcesTest, TffClientWithMismatchedFieldsIsNamed) {
+  {
+    H5Writer file(path("tff.h5"));
+    file.write("/examples/a/x", H5T_NATIVE_FLOAT, {2, 3}, std::vector<float>(6, 0.5f));
+    file.write("/examples/a/y", H5T_NATIVE_INT32, {3}, std::vector<std::int32_t>{0, 1, 1});
+  }
+  expect_input_error([&] { read_tff(path("tff.h5"), "", {}); },
+                     {path("tff.h5"), "/examples/a/x", "2 rows", "/examples/a/y", "3 labels"});
+}
+
+TEST_F(ArraySourcesTest, LeafBadInputNamesFileUserAndExpectation) {
+  auto leaf = [&](const std::string& text) { return read_leaf(write("bad.json", text), ""); };
+  const std::string file = path("bad.json");
+  expect_input_error(
+      [&] {
+        leaf(
+            R"({"users": ["u"], "num_samples": [3], "user_data": {"u": {"x": [[1], [2]], "y": [0, 1]}}})");
+      },
+      {file, "user 'u' is ragged", "num_samples says 3", "x has 2 rows"});
+  expect_input_error(
+      [&] {
+        leaf(
+            R"({"users": ["u"], "num_samples": [2], "user_data": {"u": {"x": [[1, 2], [3]], "y": [0, 1]}}})");
+      },
+      {file + ":1:", "user 'u': x row 1 has shape [1] but row 0 has [2]"});
+  expect_input_error(
+      [&] {
+        leaf(
+            R"({"users": ["u", "v"], "num_samples": [1, 1], "user_data": {"u": {"x": [[1]], "y": [0]}}})");
+      },
+      {file, "user 'v' is in users but has no user_data"});
+  expect_input_error(
+      [&] {
+        leaf(
+            R"({"users": ["u"], "num_samples": [1], "user_data": {"u": {"x": [["a"]], "y": [0]}}})");
+      },
+      {file, "x holds text"});
+  expect_input_error([&] { leaf(R"({"users": ["u"], "num_samples": [1], "user_data": {"u": )"); },
+                     {file, "ends early"});
+  expect_input_error([&] { leaf(R"({"users": [], "user_data": {}})"); }, {file, "num_samples"});
+  expect_input_error([&] { read_leaf(path("none"), ""); }, {"cannot read data file"});
+}
+
+TEST_F(ArraySourcesTest, NpyBadInputNamesFileArrayAndExpectation) {
+  const Rows rows = train_rows();
+  const std::vector<std::int64_t> labels = rows.y;
+  write("d/y.npy", npy_of("<i8", {30}, labels));
+  auto features = [&](const Bytes& bytes) {
+    write("d/x.npy", bytes);
+    return read_npy(path("d"), "", {});
+  };
+  const std::string x = path("d/x.npy");
+  expect_input_error([&] { features("not numpy at all"); }, {x, "not a .npy array"});
+  expect_input_error([&] { features(npy_of(">f4", {30, 3}, rows.x)); }, {x, "big-endian"});
+  expect_input_error(
+      [&] {
+        features(npy(("<f4"), {30, 3}, rows.x.data(), 4 * 90, "True"));
+      },
+      {x, "Fortran order"});
+  expect_input_error(
+      [&] {
+        features(npy_of("<f4", {30, 3}, rows.x).substr(0, 200));
+      },
+      {x, "(30, 3) of <f4 needs 360 bytes", "holds 72", "truncated"});
+  expect_input_error(
+      [&] {
+        features(npy_of("<i4", {30, 3}, std::vector<std::int32_t>(90)));
+      },
+      {x, "dtype i4", "expected float32, float64 or uint8 features"});
+  Bytes broken = npy_of("<f4", {30, 3}, rows.x);
+  broken.replace(broken.find("'shape'"), 7, "'shapf'");
+  expect_input_error([&] { features(broken); }, {x, "a bad .npy header", "'shapf'"});
+  expect_input_error(
+      [&] {
+        features(npy_of("<f4", {29, 3}, std::vector<float>(87)));
+      },
+      {x, "29 rows", path("d/y.npy"), "30 labels"});
+  // A damaged archive, and an array it does not hold.
+  Bytes archive = zip(npy_members(rows, false), true);
+  archive[40] = static_cast<char>(archive[40] ^ 0x55);
+  write("bad.npz", archive);
+  expect_input_error([&] { read_npy(path("bad.npz"), "", {}); }, {path("bad.npz"), "member x.npy"});
+  write("good.npz", zip(npy_members(rows, false), false));
+  expect_input_error(
+      [&] {
+        read_npy(path("good.npz"), "", {"features", "y", "", "", "", "", ""});
+      },
+      {path("good.npz"), "no array 'features'", "x.npy, y.npy"});
+}
+
+}  // namespace
+}  // namespace fluence
