@@ -139,12 +139,22 @@ def figure(columns=1, rows=1, cols=1, height=None, legend_rows=0, **subplots):
 
 
 def figure_legend(fig, handles, labels, columns=None, title=None):
-    """The legend of all panels, in the strip ``figure(legend_rows=...)`` made."""
+    """The legend of all panels, in the strip ``figure(legend_rows=...)`` made. Scatter markers
+    are drawn at a readable size there whatever their size in the panels."""
     if not handles:
         return None
     ncol = columns or min(len(labels), 4)
     return fig.legend_axes.legend(handles, labels, loc="center", ncol=ncol, title=title,
-                                  borderaxespad=0.0, handlelength=1.8, columnspacing=1.0)
+                                  borderaxespad=0.0, handlelength=1.8, columnspacing=1.0,
+                                  scatterpoints=1, markerscale=_legend_marker_scale(handles))
+
+
+def _legend_marker_scale(handles):
+    """A factor that shows the smallest scatter marker at about 5 pt (30 pt^2) in the legend."""
+    sizes = [float(np.min(h.get_sizes())) for h in handles
+             if hasattr(h, "get_sizes") and len(h.get_sizes())]
+    smallest = min(sizes) if sizes else 0.0
+    return max(1.0, float(np.sqrt(30.0 / smallest))) if smallest > 0 else 1.0
 
 
 def output_paths(path):

@@ -1,6 +1,8 @@
 // fluence feo2-theory DECK: simulate seed 004's federated point estimation (§4) and compare the
 // server's empirical variance for each ratio r with Lemma 1's sigma_s^2(r) and r*; write
 // <out>/results.h5.
+#include <limits>
+
 #include "fluence/app/cli.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/mpi.hpp"
@@ -29,6 +31,7 @@ int run_feo2_theory(const CommandLine& command_line) {
               k + 1 == result.ratios.size() ? "  (r*)" : "");
   ResultsFile file(out_dir);
   write_run_attributes(file, command_line.invocation, deck.integer("seed"), deck.resolved_toml());
+  write_run_resources(file, std::numeric_limits<double>::quiet_NaN());  // reads no data
   file.coordinate("/feo2_theory/ratio", result.ratios, "1", "ratio r (the last is r*)");
   file.dataset("/feo2_theory/empirical_variance", result.empirical_variance,
                {{"ratio"}, "1", "mean over trials of the squared error"});

@@ -24,11 +24,15 @@ int run_fldp(const CommandLine& command_line) {
   prepare_output_directory(out_dir, command_line.force);
   CommandCheckpoints checkpoints(command_line, deck, "fldp");
 
+  Stopwatch setup_clock;
   FederatedProblem problem = build_problem(deck);
+  const double setup_seconds = setup_clock.seconds();
   const FldpConfig config = FldpConfig::from_deck(deck, problem.ldp);
-  log::info("fluence fldp: {} clients on {} rank(s), {} training rows, {} parameters, {} case(s)",
-            problem.client_rows.size(), world_size(), problem.total_train_rows,
-            problem.model->parameters(), config.cases.size());
+  log::info(
+      "fluence fldp: {} clients on {} rank(s), {} training rows, {} parameters, {} case(s) "
+      "({:.2f}s set-up)",
+      problem.client_rows.size(), world_size(), problem.total_train_rows,
+      problem.model->parameters(), config.cases.size(), setup_seconds);
   Federation federation(problem);
   const TrainedModel model =
       obtain_trained_model(command_line, deck, federation, training, checkpoints);
@@ -44,6 +48,7 @@ int run_fldp(const CommandLine& command_line) {
 
   ResultsFile file(out_dir);
   write_run_attributes(file, command_line.invocation, deck.integer("seed"), deck.resolved_toml());
+  write_run_resources(file, setup_seconds);
   write_training_output(file, problem, model.result);
   write_fldp_output(file, problem, influence, config, result);
   log::info("results: {}", file.commit());

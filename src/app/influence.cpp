@@ -42,10 +42,14 @@ int run_influence(const CommandLine& command_line) {
   prepare_output_directory(out_dir, command_line.force);
   CommandCheckpoints checkpoints(command_line, deck, "influence");
 
+  Stopwatch setup_clock;
   FederatedProblem problem = build_problem(deck);
-  log::info("fluence influence: {} clients on {} rank(s), {} training rows, {} parameters",
-            problem.client_rows.size(), world_size(), problem.total_train_rows,
-            problem.model->parameters());
+  const double setup_seconds = setup_clock.seconds();
+  log::info(
+      "fluence influence: {} clients on {} rank(s), {} training rows, {} parameters ({:.2f}s "
+      "set-up)",
+      problem.client_rows.size(), world_size(), problem.total_train_rows,
+      problem.model->parameters(), setup_seconds);
   check_memory(influence_memory(problem, config));
   Federation federation(problem);
   const TrainedModel model =
@@ -63,6 +67,7 @@ int run_influence(const CommandLine& command_line) {
 
   ResultsFile file(out_dir);
   write_run_attributes(file, command_line.invocation, deck.integer("seed"), deck.resolved_toml());
+  write_run_resources(file, setup_seconds);
   write_training_output(file, problem, model.result);
   write_influence_output(file, problem, config, influence);
   log::info("results: {}", file.commit());

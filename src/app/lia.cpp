@@ -25,6 +25,7 @@ int run_lia(const CommandLine& command_line) {
   const lia::LiaConfig config = lia::LiaConfig::from_deck(deck, static_cast<int>(result.classes));
   ResultsFile file(out_dir);
   write_run_attributes(file, command_line.invocation, deck.integer("seed"), deck.resolved_toml());
+  write_run_resources(file, result.time_setup);
   write_lia_output(file, config, result);
   log::info("lia: done in {}; results: {}", format_duration(clock.seconds()), file.commit());
   return 0;

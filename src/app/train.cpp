@@ -30,12 +30,13 @@ int run_train(const CommandLine& command_line) {
 
   Stopwatch setup_clock;
   FederatedProblem problem = build_problem(deck);
+  const double setup_seconds = setup_clock.seconds();
   const FederationConfig config = FederationConfig::from_deck(deck);
   log::info(
       "fluence train: {} clients on {} rank(s), {} training rows, {} parameters ({:.2f}s "
       "set-up)",
       problem.client_rows.size(), world_size(), problem.total_train_rows,
-      problem.model->parameters(), setup_clock.seconds());
+      problem.model->parameters(), setup_seconds);
 
   const PrivacyConfig privacy =
       PrivacyConfig::from_deck(deck, static_cast<int>(problem.client_rows.size()), config.rounds);
@@ -100,6 +101,7 @@ int run_train(const CommandLine& command_line) {
 
   ResultsFile file(out_dir);
   write_run_attributes(file, command_line.invocation, deck.integer("seed"), deck.resolved_toml());
+  write_run_resources(file, setup_seconds);
   write_training_output(file, problem, result);
   if (private_training && !private_training->history().epsilon.empty()) {
     const auto& history = private_training->history();

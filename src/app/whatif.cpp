@@ -50,14 +50,16 @@ int run_whatif(const CommandLine& command_line) {
   prepare_output_directory(out_dir, command_line.force);
   CommandCheckpoints checkpoints(command_line, deck, "whatif");
 
+  Stopwatch setup_clock;
   FederatedProblem problem = build_problem(deck);
+  const double setup_seconds = setup_clock.seconds();
   const WhatifConfig config = WhatifConfig::from_deck(deck, problem);
   log::info(
       "fluence whatif: {} training rows on {} client(s), {} rank(s), {} parameters; "
-      "{} fractions x {} eps x {} variant(s)",
+      "{} fractions x {} eps x {} variant(s) ({:.2f}s set-up)",
       problem.total_train_rows, problem.client_rows.size(), world_size(),
       problem.model->parameters(), config.fractions.size(), config.epsilons.size(),
-      config.variants.size());
+      config.variants.size(), setup_seconds);
   Federation federation(problem);
   const TrainedModel model =
       obtain_trained_model(command_line, deck, federation, training, checkpoints);
@@ -86,6 +88,7 @@ int run_whatif(const CommandLine& command_line) {
 
   ResultsFile file(out_dir);
   write_run_attributes(file, command_line.invocation, deck.integer("seed"), deck.resolved_toml());
+  write_run_resources(file, setup_seconds);
   write_training_output(file, problem, model.result);
   write_whatif_output(file, influence, config, result, model.seconds);
   log::info("results: {}", file.commit());

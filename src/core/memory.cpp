@@ -7,6 +7,7 @@
 #include <array>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 
@@ -180,6 +181,18 @@ std::string memory_problem(const std::vector<MemoryTerm>& terms, const MemoryBud
 void check_memory(const std::vector<MemoryTerm>& terms) {
   const std::string problem = memory_problem(terms, measured);
   if (!problem.empty()) throw InputError(problem);
+}
+
+std::optional<std::int64_t> peak_resident_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) != 0) continue;
+    long long kib = 0;
+    if (std::sscanf(line.c_str() + 6, "%lld", &kib) != 1) return std::nullopt;
+    return static_cast<std::int64_t>(kib) * 1024;
+  }
+  return std::nullopt;
 }
 
 std::string format_bytes(double bytes) {

@@ -4,10 +4,12 @@
 #include <fmt/ranges.h>
 #include <hdf5.h>
 #include <hdf5_hl.h>
+#include <mpi.h>
 
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -16,6 +18,7 @@
 
 #include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
+#include "fluence/core/memory.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/version.hpp"
 
@@ -474,6 +477,24 @@ void write_run_attributes(ResultsFile& file, const std::string& command, std::in
   file.attribute("nodes", static_cast<std::int64_t>(shared_memory_nodes()));
   file.attribute("seed", seed);
   file.attribute("deck", resolved_deck);
+}
+
+void write_run_resources(ResultsFile& file, double setup_seconds) {
+  const std::int64_t peak = peak_resident_bytes().value_or(-1);
+  std::vector<std::int64_t> peaks(static_cast<std::size_t>(world_size()));
+  MPI_Gather(&peak, 1, MPI_INT64_T, peaks.data(), 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+  MPI_Bcast(&setup_seconds, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  file.scalar("/metrics/setup_time_s", setup_seconds, "s",
+              "wall time until the data, clients and model were ready (reading, partitioning, "
+              "encoding, randomizing, building the model)");
+  file.dimension("/metrics/rank", peaks.size());
+  file.dataset("/metrics/peak_memory_bytes", peaks,
+               {{"rank"}, "bytes", "peak resident memory of each rank (VmHWM)"});
+  if (world_rank() != 0) return;
+  const auto largest = std::max_element(peaks.begin(), peaks.end());
+  if (*largest > 0)
+    log::info("peak memory {} (rank {}{})", format_bytes(static_cast<double>(*largest)),
+              largest - peaks.begin(), peaks.size() > 1 ? ", the largest" : "");
 }
 
 }  // namespace fluence

@@ -89,6 +89,9 @@ class XarrayOutputs(unittest.TestCase):
         self.assertEqual(metrics["test_loss"].attrs["units"], "nat")
         self.assertEqual(metrics["wall_time_s"].attrs["units"], "s")
         self.assertEqual(metrics["test_accuracy"].attrs["units"], "1")
+        self.assertEqual(dims(metrics, "peak_memory_bytes"), ("rank",))
+        self.assertEqual(metrics["peak_memory_bytes"].attrs["units"], "bytes")
+        self.assertEqual(metrics["setup_time_s"].attrs["units"], "s")
         model = open_group(path, "/model")
         with h5py.File(path, "r") as f:
             classes = list(f["/model/theta"].attrs["classes"])

@@ -53,7 +53,7 @@ run_on_ranks() {
   done
 }
 
-compare_runs() {  # the same datasets, each but wall times, timings and the rank layout identical
+compare_runs() {  # the same datasets, each but wall times, timings, the run's costs and the rank layout identical
   "$python" - "$1" "$2" <<'PY'
 import sys, h5py, numpy as np
 a, b = (h5py.File(p, "r") for p in sys.argv[1:])
@@ -63,7 +63,8 @@ for f in (a, b):
     f.visititems(lambda n, o: names[f].append(n) if isinstance(o, h5py.Dataset) else None)
 assert sorted(names[a]) == sorted(names[b]), set(names[a]) ^ set(names[b])
 for name in names[a]:
-    if "wall_time" in name or "timing" in name or name.startswith("fldp/time_") or name == "clients/rank":
+    if "wall_time" in name or "timing" in name or name.startswith("fldp/time_") or name == "clients/rank" \
+            or name in ("metrics/setup_time_s", "metrics/peak_memory_bytes", "metrics/rank"):
         continue
     x, y = a[name][()], b[name][()]
     assert np.array_equal(x, y, equal_nan=np.issubdtype(np.asarray(x).dtype, np.floating)), name

@@ -68,6 +68,15 @@ T = len(f["/metrics/round"])
 assert T == 50 and all(len(f["/metrics/" + n]) == T for n in ("train_loss", "test_loss", "test_accuracy", "wall_time_s"))
 assert f["/model/theta"].shape == (2, 19), f["/model/theta"].shape  # 6 numeric + 3+4+5 one-hot + bias
 assert f["/model/gradient_norm"][()] <= 1e-10
+# The run's costs: a set-up time in [0, 60) s (the quick start's synthetic data take well under
+# a second); each of the 2 ranks' peak resident memory at least 10 MiB (Open MPI, PETSc and HDF5
+# alone map more) and below the machine's memory (os.sysconf): a wrong unit (kB) or field fails.
+import os
+setup = f["/metrics/setup_time_s"][()]
+assert 0 <= setup < 60, setup
+peaks = f["/metrics/peak_memory_bytes"][...]
+total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+assert peaks.shape == (2,) and np.all(peaks >= 10 * 2**20) and np.all(peaks < total), peaks
 assert f["/clients/epsilon"].shape == (5, 3)
 assert list(f["/clients/epsilon"].attrs["attributes"].astype(str)) == ["cat0", "cat1", "label"]
 assert np.all(f["/clients/epsilon"][...] == 2.0)
@@ -159,7 +168,8 @@ def same(path, a, b):
 names = []
 files[0].visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
 for name in names:
-    if name in ("metrics/wall_time_s", "clients/rank"):
+    if name in ("metrics/wall_time_s", "clients/rank", "metrics/setup_time_s",
+                "metrics/peak_memory_bytes", "metrics/rank"):
         continue
     for r, g in zip((2, 3, 4), files[1:]):
         assert same(name, files[0], g), f"{name} differs between 1 and {r} ranks"
@@ -241,7 +251,8 @@ assert np.all(f["/fldp/newton_ed_expected"][:, -1] <= 1e-6), f["/fldp/newton_ed_
 names = []
 files[0].visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
 for name in names:
-    if name in ("metrics/wall_time_s", "clients/rank") or name.startswith("fldp/time_"):
+    if name in ("metrics/wall_time_s", "clients/rank", "metrics/setup_time_s",
+                "metrics/peak_memory_bytes", "metrics/rank") or name.startswith("fldp/time_"):
         continue
     for r, g in zip((2, 3, 4), files[1:]):
         a, b = files[0][name][()], g[name][()]
@@ -314,7 +325,9 @@ for name in ("ihvp_s", "influence_cells_s", "influence_total_s", "per_cell_s", "
     assert f["/whatif/timing/" + name][()] >= 0
 assert f["/whatif/retrain_worst_gradient_norm"][()] <= 1e-8
 def check(name, obj):
-    if not isinstance(obj, h5py.Dataset) or "timing" in name or name in ("metrics/wall_time_s", "clients/rank"):
+    if not isinstance(obj, h5py.Dataset) or "timing" in name or name in (
+            "metrics/wall_time_s", "clients/rank", "metrics/setup_time_s",
+            "metrics/peak_memory_bytes", "metrics/rank"):
         return
     for other in files[1:]:
         a, b = obj[()], other[name][()]
@@ -638,7 +651,7 @@ import sys, h5py, numpy as np
 work = sys.argv[1]
 runs = [h5py.File(f"{work}/lia{r}/results.h5", "r") for r in (1, 2, 3)]
 def check(name, obj):
-    if isinstance(obj, h5py.Dataset) and "timing" not in name:
+    if isinstance(obj, h5py.Dataset) and "timing" not in name and not name.startswith("metrics/"):
         for other in runs[1:]:
             assert np.array_equal(obj[()], other[name][()], equal_nan=True), name
 runs[0].visititems(check)

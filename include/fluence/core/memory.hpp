@@ -4,6 +4,7 @@
 // it, instead of growing until the kernel's OOM killer ends the run without a word. The estimates
 // count what is surely allocated (a lower bound), so a refusal is never a false alarm; a deck just
 // below the limit can still run out, which the std::bad_alloc message then reports.
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,6 +45,10 @@ std::string memory_problem(const std::vector<MemoryTerm>& terms, const MemoryBud
 /// FLUENCE_MEMORY_LIMIT's value: bytes with an optional binary suffix (K, M, G, T, with or without
 /// "iB" or "B": "512M", "4GiB", "1e9"), or "none" (a budget without bytes). nullopt: malformed.
 std::optional<MemoryBudget> parse_memory_limit(const std::string& text);
+
+/// This process's peak resident memory so far (VmHWM of /proc/self/status), in bytes; nullopt
+/// where the kernel does not report it.
+std::optional<std::int64_t> peak_resident_bytes();
 
 /// "1.5 GiB", "812 MiB", "64 B".
 std::string format_bytes(double bytes);

@@ -105,4 +105,11 @@ class ResultsFile {
 void write_run_attributes(ResultsFile& file, const std::string& command, std::int64_t seed,
                           const std::string& resolved_deck);
 
+/// What the run cost, in /metrics (docs/outputs.md): setup_time_s, the seconds the command took
+/// to have its data, clients and model ready (rank 0's clock; NaN for a command that reads no
+/// data), and peak_memory_bytes[rank], each rank's peak resident memory (VmHWM) when the results
+/// are written, -1 where the kernel does not report it. Both differ between identical runs, like
+/// /metrics/wall_time_s. Logs the largest peak. Collective.
+void write_run_resources(ResultsFile& file, double setup_seconds);
+
 }  // namespace fluence
