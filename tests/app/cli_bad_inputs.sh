@@ -225,6 +225,13 @@ while IFS= read -r line; do
   fragment=${fragment//\$work/$work}
   eval "command_list=($commands) arguments=($words)"
   cases=$((cases + 1))
+  # Under `make sanitize` (run_checked.sh sets FLUENCE_SANITIZER_BUILD), ASan's operator new ends
+  # the process on an allocation the machine cannot hold instead of throwing std::bad_alloc, so
+  # the one case that needs a real bad_alloc cannot show Fluence's message there.
+  if [ -n "${FLUENCE_SANITIZER_BUILD:-}" ] && [ "$(trim "$name")" = memory_check_off ]; then
+    echo "skipped under the sanitizers: memory_check_off (ASan's operator new cannot throw std::bad_alloc)"
+    continue
+  fi
   for command in "${command_list[@]}"; do
     runs=$((runs + 1))
     run_case "$(trim "$name")" "$command" "$(trim "$ranks")" "$(trim "$code")" "$fragment" "${arguments[@]}"

@@ -21,13 +21,17 @@ mkdir -p "$reports"
 #   the fast unwinder stops, so a leak's stack would end in the allocating library; the slow
 #   unwinder (about a third slower here) gives whole stacks, which the suppressions need to name
 #   one PETSc function instead of all of PETSc.
-# - allocator_may_return_null=1: an allocation too large for the machine throws std::bad_alloc as
-#   in a normal build (the bad-input table checks that message) instead of ending in a report.
+# - allocator_may_return_null=1: malloc (PETSc's, HDF5's, OpenBLAS's) returns NULL for an
+#   allocation too large for the machine as in a normal build, for the library to report; ASan's
+#   operator new still ends the process instead of throwing std::bad_alloc (see below).
 # - OMPI_MCA_coll=^adapt: Open MPI loads its coll/adapt component, which Fluence never uses, and
 #   unloads it again, leaving 30 bytes whose stack lies in the unloaded module and so cannot be
 #   named by any suppression; excluded, it is never loaded.
 export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:check_initialization_order=1:fast_unwind_on_malloc=0:allocator_may_return_null=1:log_path=$reports/asan"
 export OMPI_MCA_coll="^adapt"
+# Tells a test that it runs under the sanitizers (cli_bad_inputs.sh skips its one case that needs
+# operator new to throw std::bad_alloc, which ASan's does not).
+export FLUENCE_SANITIZER_BUILD=1
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$reports/ubsan"
 export LSAN_OPTIONS="suppressions=$here/suppressions.txt:print_suppressions=0"
 # GCC 12's UndefinedBehaviorSanitizer, linked beside AddressSanitizer, ignores log_path and
