@@ -459,6 +459,13 @@ std::vector<KeySpec> build_schema() {
       key("lia.validation_subsets", T::integer, "1",
           "split each validation set into this many disjoint subsets; a vote uses one (§III-B3)", 1,
           255),
+      choice("lia.validation_split", "\"shared\"", {"shared", "disjoint"},
+             "which subset a vote reads: one drawn per (validator, contributor) pair, or each "
+             "validator's votes dealt to its subsets in turn so that a median or quantile "
+             "baseline is taken per subset (seed 002 §III-B3; parallel composition)"),
+      choice("lia.mode", "\"single_shot\"", {"single_shot", "per_round"},
+             "filter once before FL (seed 002), or also run FL that filters every round's "
+             "contributors with the current global model (seed 003 Algorithm 1)"),
       choice("lia.body", "\"identity\"", {"identity", "mlp", "network"},
              "frozen body: none (the last layer is a logistic regression on the inputs), a "
              "one-hidden-layer ReLU MLP, or the [model] network (model.type = mlp or cnn), trained "

@@ -28,6 +28,27 @@ void write_fl(ResultsFile& file, const lia::LiaResult& result) {
   }
 }
 
+// lia.mode = "per_round": each round's filtration and the test accuracy after its aggregation.
+void write_rounds(ResultsFile& file, const lia::LiaResult& result) {
+  const lia::RoundsResult& rounds = result.rounds;
+  std::vector<std::int64_t> round(rounds.recall.size());
+  for (std::size_t t = 0; t < round.size(); ++t) round[t] = static_cast<std::int64_t>(t) + 1;
+  file.coordinate("/lia/round/round", round, "1", "federated round");
+  const std::vector<std::string> by_round{"round"};
+  file.dataset("/lia/round/recall", rounds.recall,
+               {by_round, "1", "rejected corrupted over corrupted in the round"});
+  file.dataset("/lia/round/precision", rounds.precision,
+               {by_round, "1", "rejected corrupted over rejected in the round"});
+  file.dataset("/lia/round/accuracy", rounds.accuracy,
+               {by_round, "1", "share of correct decisions in the round"});
+  file.dataset("/lia/round/threshold", rounds.threshold,
+               {by_round, "1", "vote-sum threshold of acceptance in the round"});
+  file.dataset("/lia/round/test_accuracy", rounds.test_accuracy,
+               {by_round, "1", "test accuracy after the round's aggregation"});
+  file.dataset("/lia/round/accepted", rounds.accepted,
+               {{"round", "participant"}, "1", "1 when the contributor is accepted in the round"});
+}
+
 void write_timing(ResultsFile& file, const lia::LiaResult& result) {
   file.scalar("/lia/timing/setup", result.time_setup, "s", "wall time of the set-up");
   file.scalar("/lia/timing/contributors", result.time_training, "s",
@@ -73,6 +94,15 @@ void write_lia_output(ResultsFile& file, const lia::LiaConfig& config,
   file.scalar("/lia/accuracy", result.accuracy, "1", "share of correct decisions");
   file.scalar("/lia/epsilon_train", result.epsilon_train, "1", "DP-SGD epsilon of the training");
   file.scalar("/lia/epsilon_vote", result.epsilon_vote, "1", "epsilon of one vote");
+  file.dimension("/lia/subset", static_cast<std::size_t>(config.validation_subsets));
+  file.dataset("/lia/subset_votes",
+               std::vector<std::int64_t>(result.subset_votes.begin(), result.subset_votes.end()),
+               {{"participant", "subset"},
+                "count",
+                "votes the validator cast that read the validation subset"});
+  file.dataset("/lia/epsilon_validator", result.epsilon_validator,
+               {participant, "1",
+                "validator's total epsilon (delta = 0) over its votes and relevance histogram"});
   file.scalar("/lia/noise_multiplier", result.noise_multiplier, "1", "DP-SGD noise multiplier");
   file.scalar("/lia/vote_flip_probability", config.vote_flip_probability(), "1",
               "randomized response flip probability of a vote");
@@ -88,6 +118,7 @@ void write_lia_output(ResultsFile& file, const lia::LiaConfig& config,
                  {{"checked"}, "1", "ids of the contributors checked"});
   }
   write_fl(file, result);
+  if (config.per_round()) write_rounds(file, result);
   if (!result.minority.fractions.empty()) write_minority(file, config, result.minority);
   write_timing(file, result);
 }

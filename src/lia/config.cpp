@@ -49,6 +49,8 @@ LiaConfig LiaConfig::from_deck(const Deck& deck, int classes) {
   c.vote_quantile = c.vote_baseline == "median" ? 0.5 : deck.real("lia.vote_quantile");
   c.validators_per_contributor = static_cast<int>(deck.integer("lia.validators_per_contributor"));
   c.validation_subsets = static_cast<int>(deck.integer("lia.validation_subsets"));
+  c.validation_split = deck.string("lia.validation_split");
+  c.mode = deck.string("lia.mode");
   c.body = deck.string("lia.body");
   c.hidden = static_cast<int>(deck.integer("lia.hidden"));
   c.body_epochs = static_cast<int>(deck.integer("lia.body_epochs"));
@@ -104,6 +106,17 @@ LiaConfig LiaConfig::from_deck(const Deck& deck, int classes) {
         fmt::format("{}: lia.validation_subsets = {} exceeds lia.validation_size = {} (each subset "
                     "needs a row)",
                     deck.where("lia.validation_subsets"), c.validation_subsets, c.validation_size));
+  // One subset would make "disjoint" the shared split under another name.
+  if (c.disjoint_split() && c.validation_subsets < 2)
+    throw InputError(fmt::format(
+        "{}: lia.validation_split = \"disjoint\" needs lia.validation_subsets >= 2 (it is {}): "
+        "each validator deals its votes to that many disjoint subsets of its validation set",
+        deck.where("lia.validation_split"), c.validation_subsets));
+  if (c.per_round() && c.rounds < 1)
+    throw InputError(fmt::format(
+        "{}: lia.mode = \"per_round\" filters the contributors of every FL round and needs "
+        "lia.rounds >= 1 (it is 0)",
+        deck.where("lia.mode")));
   if (c.sign_check > c.participants)
     throw InputError(fmt::format("{}: lia.sign_check = {} exceeds lia.participants = {}",
                                  deck.where("lia.sign_check"), c.sign_check, c.participants));

@@ -199,6 +199,8 @@ Experiment set_up_experiment(const Deck& deck, bool progress, LiaResult& result)
     }
     local.validation_x = body.features(train, validation_rows);
     local.validation_y = labels_of(train, validation_rows);
+    local.subset_votes.assign(
+        static_cast<std::size_t>(local.last - local.first) * config.validation_subsets, 0);
   }
   result.corrupted.assign(P, 0);
   for (auto i : assignment.corrupted) result.corrupted[i] = 1;
@@ -219,7 +221,9 @@ Experiment set_up_experiment(const Deck& deck, bool progress, LiaResult& result)
   dp.clip = config.clip;
   dp.l2 = config.l2;
   const double q = dp_sgd_rate(config.train_size, dp);
-  const long steps = dp_sgd_steps(config.train_size, dp);
+  // lia.mode = "per_round": a contributor trains once per round, and lia.epsilon_train is its
+  // budget for the whole run (the RDP of every round's steps adds).
+  const long steps = dp_sgd_steps(config.train_size, dp) * (config.per_round() ? config.rounds : 1);
   if (std::isfinite(config.epsilon_train)) {
     // With relevance weighting the batch's histogram takes relevance_epsilon of the budget
     // (basic composition of its pure-DP release with DP-SGD's (eps, delta)).
@@ -238,9 +242,9 @@ Experiment set_up_experiment(const Deck& deck, bool progress, LiaResult& result)
   return e;
 }
 
-void train_layer(Experiment& e, const double* x, const std::int32_t* y, std::size_t rows,
-                 Stream& stream, double* layer, DpSgdWorkspace& work) {
-  std::copy(e.theta0.begin(), e.theta0.end(), layer);
+void train_layer(Experiment& e, const double* start, const double* x, const std::int32_t* y,
+                 std::size_t rows, Stream& stream, double* layer, DpSgdWorkspace& work) {
+  std::copy(start, start + e.p, layer);
   dp_sgd(x, y, rows, e.D, e.C, e.dp, stream, layer, work);
 }
 

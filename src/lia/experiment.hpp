@@ -15,6 +15,7 @@
 #include "fluence/lia/dp_sgd.hpp"
 #include "fluence/lia/lia.hpp"
 #include "fluence/lia/participants.hpp"
+#include "fluence/lia/votes.hpp"
 #include "fluence/model/network.hpp"
 #include "fluence/model/softmax_regression.hpp"
 
@@ -51,6 +52,10 @@ struct LocalData {
   std::vector<double> validation_x;
   std::vector<std::int32_t> validation_y;
   std::vector<std::size_t> validation_begin;
+  // Votes each local validator has cast so far, per validation subset (owned x
+  // lia.validation_subsets): the "disjoint" split deals the next votes after them, and the
+  // validators' accounting composes over them.
+  std::vector<std::int64_t> subset_votes;
 };
 
 struct Experiment {
@@ -88,9 +93,46 @@ std::vector<std::int32_t> labels_of(const Table& table, const std::vector<std::i
 /// fills the result's set-up fields. InputError for decks the methods cannot run.
 Experiment set_up_experiment(const Deck& deck, bool progress, LiaResult& result);
 
-/// A contributor's noisy last layer (Algorithm 1 lines 4-6): DP-SGD from M0 on its rows.
-void train_layer(Experiment& e, const double* x, const std::int32_t* y, std::size_t rows,
-                 Stream& stream, double* layer, DpSgdWorkspace& work);
+/// A contributor's noisy last layer (Algorithm 1 lines 4-6): DP-SGD from `start` (C x D: M0, or
+/// the round's global model) on its rows.
+void train_layer(Experiment& e, const double* start, const double* x, const std::int32_t* y,
+                 std::size_t rows, Stream& stream, double* layer, DpSgdWorkspace& work);
+
+/// What each local validator compares its loss differences with (filtering.cpp, vote_baselines):
+/// one value per validator and group (one group, or one per subset with the "disjoint" split).
+struct Baselines {
+  int groups = 1;
+  std::vector<double> value;  // local validators x groups
+  /// The baseline of local validator `b` for the pair at index `pair` of `pair_subset`.
+  double of(int b, const std::vector<std::uint8_t>& pair_subset, std::size_t pair) const {
+    return value[static_cast<std::size_t>(b) * groups + (groups > 1 ? pair_subset[pair] : 0)];
+  }
+};
+
+/// One vote on every contributor and the center's decision (Algorithm 1 lines 7-14).
+struct VoteRound {
+  std::vector<double> differences;  // local validators x P
+  Baselines baselines;
+  std::vector<double> vote_sum, true_vote_sum;
+  std::vector<std::int64_t> votes_cast, accepted;
+  double threshold = 0.0, recall = 0.0, precision = 0.0, accuracy = 0.0;
+};
+
+/// Every contributor's DP-SGD layer from `base`, gathered (P x p); `round_key` keys the streams
+/// (0: the filtering stage, which is also the first round of lia.mode = "per_round").
+std::vector<double> contributor_layers(Experiment& e, const std::vector<double>& base,
+                                       std::uint64_t round_key);
+/// The relevance weights of the local validators' votes (empty without lia.relevance).
+std::vector<std::int64_t> relevance_vote_weights(const Experiment& e, const LiaResult& result);
+/// The validators' votes on `layers` against `base` (the model the contributors started from),
+/// the threshold, the decisions and their metrics against `corrupted`; counts every vote in
+/// e.local.subset_votes.
+VoteRound vote_on_contributors(Experiment& e, VoteKernel& kernel, const std::vector<double>& base,
+                               const std::vector<double>& layers, std::uint64_t round_key,
+                               const std::vector<std::int64_t>& weights,
+                               const std::vector<std::int64_t>& corrupted);
+/// e.local.subset_votes of every validator (P x lia.validation_subsets).
+std::vector<double> gathered_subset_votes(const Experiment& e);
 
 /// The filtering stage: contributors, votes, the center's decision and metrics, and with their
 /// keys the exact-influence sign check and the minority experiment (filtering.cpp).
@@ -98,5 +140,10 @@ void filter_contributors(Experiment& e, LiaResult& result);
 
 /// T rounds of FL from M0 with `method` after filtering (fl_comparison.cpp).
 FlMethodResult run_fl_method(Experiment& e, const std::string& method, const LiaResult& result);
+
+/// lia.mode = "per_round" (seed 003 Algorithm 1, per_round.cpp): T rounds of FL from M0 in which
+/// every round's contributors are voted on with the current global model and only the accepted
+/// ones are aggregated; the filtering stage's decision (already in `result`) is round 1's.
+void run_per_round(Experiment& e, LiaResult& result);
 
 }  // namespace fluence::lia

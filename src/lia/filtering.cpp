@@ -82,50 +82,67 @@ std::vector<std::uint8_t> membership_matrix(int contributors, int id0, const Lia
 // contributors that help it least. The rationale: a corrupted batch is among the worst for the
 // validators holding its classes, an honest non-IID batch rarely is. docs/results/lia.md measures
 // that a small q trades recall for precision rather than separating the two groups better.
-std::vector<double> vote_baselines(const std::vector<double>& differences,
-                                   const std::vector<std::uint8_t>& member, int contributors,
-                                   const LiaConfig& config, int first, int last) {
-  std::vector<double> baseline(last - first, 0.0);
-  if (config.vote_baseline == "model") return baseline;
+// With lia.validation_split = "disjoint" the quantile is taken per subset, over the differences
+// that read it, so that a vote depends on one subset's rows only (parallel composition).
+Baselines vote_baselines(const std::vector<double>& differences,
+                         const std::vector<std::uint8_t>& member,
+                         const std::vector<std::uint8_t>& pair_subset, int contributors,
+                         const LiaConfig& config, int first, int last) {
+  Baselines baselines;
+  baselines.groups = config.disjoint_split() ? config.validation_subsets : 1;
+  baselines.value.assign(static_cast<std::size_t>(last - first) * baselines.groups, 0.0);
+  if (config.vote_baseline == "model") return baselines;
   std::vector<double> values;
-  for (int b = first; b < last; ++b) {
-    values.clear();
-    for (int k = 0; k < contributors; ++k) {
-      const std::size_t at = static_cast<std::size_t>(b - first) * contributors + k;
-      if (member[at]) values.push_back(differences[at]);
+  for (int b = first; b < last; ++b)
+    for (int g = 0; g < baselines.groups; ++g) {
+      values.clear();
+      for (int k = 0; k < contributors; ++k) {
+        const std::size_t at = static_cast<std::size_t>(b - first) * contributors + k;
+        if (member[at] && (baselines.groups == 1 || pair_subset[at] == g))
+          values.push_back(differences[at]);
+      }
+      if (!values.empty())
+        baselines.value[static_cast<std::size_t>(b - first) * baselines.groups + g] =
+            vote_quantile(values, config.vote_quantile);
     }
-    if (!values.empty()) baseline[b - first] = vote_quantile(values, config.vote_quantile);
-  }
-  return baseline;
+  return baselines;
 }
 
 // The votes of the local validators on `contributors` contributors with ids id0, id0 + 1, ...
-// (Eq. 1 against `baseline`, then Eq. 2), summed over all validators (exact integer all-reduce).
-// With `weights` (quantized, one per validator and contributor as in `member`), each vote counts
-// its weight and the tally carries the weights' sums.
+// (Eq. 1 against the baselines, then Eq. 2 from a stream keyed by the pair and `round_key`), summed
+// over all validators (exact integer all-reduce). With `weights` (quantized, one per validator and
+// contributor as in `member`), each vote counts its weight and the tally carries the weights' sums.
+// Every vote cast is counted in `subset_votes` (local validators x lia.validation_subsets) under
+// the subset it read (pair_subset; subset 0 when empty), for the validators' accounting.
 VoteTally tally_votes(const std::vector<double>& differences,
-                      const std::vector<std::uint8_t>& member, const std::vector<double>& baseline,
-                      int contributors, int id0, const LiaConfig& config, int first, int last,
-                      std::uint64_t seed, const std::vector<std::int64_t>& weights = {}) {
+                      const std::vector<std::uint8_t>& member,
+                      const std::vector<std::uint8_t>& pair_subset, const Baselines& baselines,
+                      int contributors, int id0, std::uint64_t round_key, const LiaConfig& config,
+                      int first, int last, std::uint64_t seed,
+                      std::vector<std::int64_t>& subset_votes,
+                      const std::vector<std::int64_t>& weights = {}) {
   VoteTally tally;
   tally.noisy.assign(contributors, 0);
   tally.truthful.assign(contributors, 0);
   tally.cast.assign(contributors, 0);
   if (!weights.empty()) tally.weight.assign(contributors, 0);
   const double p = config.vote_flip_probability();
+  const std::size_t s = static_cast<std::size_t>(config.validation_subsets);
   for (int b = first; b < last; ++b)
     for (int k = 0; k < contributors; ++k) {
       const std::size_t at = static_cast<std::size_t>(b - first) * contributors + k;
       if (!member[at]) continue;
       // +1 when A's layer lowers B's validation loss (by more than the baseline); a tie is -1.
-      const int vote = differences[at] > baseline[b - first] ? 1 : -1;
+      const int vote = differences[at] > baselines.of(b - first, pair_subset, at) ? 1 : -1;
       Stream stream(seed, Purpose::lia_vote, static_cast<std::uint64_t>(b),
-                    static_cast<std::uint64_t>(id0 + k));
+                    static_cast<std::uint64_t>(id0 + k), round_key);
       const std::int64_t w = weights.empty() ? 1 : weights[at];
       tally.noisy[k] += w * obfuscate_vote(vote, p, stream);
       tally.truthful[k] += w * vote;
       tally.cast[k] += 1;
       if (!weights.empty()) tally.weight[k] += w;
+      subset_votes[static_cast<std::size_t>(b - first) * s +
+                   (pair_subset.empty() ? 0 : pair_subset[at])] += 1;
     }
   for (auto* values : {&tally.noisy, &tally.truthful, &tally.cast, &tally.weight})
     if (!values->empty())
@@ -135,22 +152,35 @@ VoteTally tally_votes(const std::vector<double>& differences,
 }
 
 // Seed §III-B3: validator b's rows are split into `subsets` disjoint subsets (row j of its set in
-// subset j mod s) and its vote on contributor a uses one, drawn per pair.
+// subset j mod s) and its vote on contributor a reads one. "shared": the subset is drawn per pair.
+// "disjoint": b deals its votes (members of `member`, in contributor order) to its subsets in
+// turn, continuing after the votes it has cast so far (subset_votes), so that every subset serves
+// a group of about votes / s votes. One subset: no split, both vectors stay empty.
 void validation_subsets(const LiaConfig& config, int first, int last, int contributors, int id0,
-                        std::uint64_t seed, std::vector<std::uint8_t>& row_subset,
+                        std::uint64_t seed, const std::vector<std::uint8_t>& member,
+                        const std::vector<std::int64_t>& subset_votes,
+                        std::vector<std::uint8_t>& row_subset,
                         std::vector<std::uint8_t>& pair_subset) {
   const int s = config.validation_subsets;
+  if (s <= 1) return;
   row_subset.resize(static_cast<std::size_t>(last - first) * config.validation_size);
   for (std::size_t r = 0; r < row_subset.size(); ++r)
     row_subset[r] = static_cast<std::uint8_t>((r % config.validation_size) % s);
-  pair_subset.resize(static_cast<std::size_t>(last - first) * contributors);
-  for (int b = first; b < last; ++b)
+  pair_subset.assign(static_cast<std::size_t>(last - first) * contributors, 0);
+  for (int b = first; b < last; ++b) {
+    const auto votes = subset_votes.begin() + static_cast<std::ptrdiff_t>(b - first) * s;
+    std::int64_t dealt = std::accumulate(votes, votes + s, std::int64_t{0});
     for (int k = 0; k < contributors; ++k) {
+      const std::size_t at = static_cast<std::size_t>(b - first) * contributors + k;
+      if (config.disjoint_split()) {
+        if (member[at]) pair_subset[at] = static_cast<std::uint8_t>(dealt++ % s);
+        continue;
+      }
       Stream stream(seed, Purpose::lia_validators, 1, static_cast<std::uint64_t>(b),
                     static_cast<std::uint64_t>(id0 + k));
-      pair_subset[static_cast<std::size_t>(b - first) * contributors + k] =
-          static_cast<std::uint8_t>(stream.below(s));
+      pair_subset[at] = static_cast<std::uint8_t>(stream.below(s));
     }
+  }
 }
 
 // lia.relevance (docs/math.md §9, "Relevance-weighted votes"): a participant's noisy histogram of
@@ -280,18 +310,17 @@ void check_signs(Experiment& e, const std::vector<double>& differences, VoteKern
 
 // Minority experiment (seed §IV-E): newcomers with a share of the class the validators lack, judged
 // against the population's threshold and the validators' baselines.
-void judge_minority_newcomers(Experiment& e, VoteKernel& kernel,
-                              const std::vector<double>& baseline, LiaResult& result) {
+void judge_minority_newcomers(Experiment& e, VoteKernel& kernel, const Baselines& baselines,
+                              LiaResult& result) {
   const LiaConfig& config = e.config;
   const std::uint64_t seed = e.seed;
   const int P = e.P;
   const std::size_t p = e.p;
-  const LocalData& local = e.local;
+  LocalData& local = e.local;
   const int owned = local.last - local.first;
   const Table& train = e.data.train;
   const int rank = world_rank(), ranks = world_size();
   DpSgdWorkspace dp_work;
-  std::vector<std::uint8_t> row_subset;
   const int F = static_cast<int>(config.minority_fractions.size());
   const int R = config.minority_runs;
   const int newcomers = F * R;
@@ -306,24 +335,23 @@ void judge_minority_newcomers(Experiment& e, VoteKernel& kernel,
     const auto x = e.body.features(train, rows);
     const auto y = labels_of(train, rows);
     Stream stream(seed, Purpose::lia_dp_sgd, static_cast<std::uint64_t>(P + k));
-    train_layer(e, x.data(), y.data(), rows.size(), stream,
+    train_layer(e, e.theta0.data(), x.data(), y.data(), rows.size(), stream,
                 &newcomer_local[static_cast<std::size_t>(k - n0) * p], dp_work);
   }
   const auto newcomer_layers =
       ordered_allgather(newcomer_local, static_cast<int>(n1 - n0), static_cast<int>(p));
+  // A newcomer is judged against the validators' baselines from the population's contributors.
+  const auto newcomer_member =
+      membership_matrix(newcomers, P, config, local.first, local.last, seed);
   std::vector<double> minority_differences(static_cast<std::size_t>(owned) * newcomers);
-  std::vector<std::uint8_t> newcomer_pairs;
-  if (config.validation_subsets > 1)
-    validation_subsets(config, local.first, local.last, newcomers, P, seed, row_subset,
-                       newcomer_pairs);
+  std::vector<std::uint8_t> row_subset, newcomer_pairs;
+  validation_subsets(config, local.first, local.last, newcomers, P, seed, newcomer_member,
+                     local.subset_votes, row_subset, newcomer_pairs);
   kernel.loss_differences(local.validation_x.data(), local.validation_y.data(),
                           local.validation_begin, e.theta0.data(), newcomer_layers.data(),
                           newcomers, minority_differences.data(),
                           row_subset.empty() ? nullptr : row_subset.data(),
                           newcomer_pairs.empty() ? nullptr : newcomer_pairs.data());
-  // A newcomer is judged against the validators' baselines from the population's contributors.
-  const auto newcomer_member =
-      membership_matrix(newcomers, P, config, local.first, local.last, seed);
   std::vector<std::int64_t> newcomer_weights;
   if (config.relevance_weighted()) {
     // Newcomer k's batch histogram; its stream id continues after the P participants.
@@ -341,8 +369,8 @@ void judge_minority_newcomers(Experiment& e, VoteKernel& kernel,
     newcomer_weights = vote_weights(e, result.validation_histogram, histograms, newcomers);
   }
   const VoteTally newcomer_tally =
-      tally_votes(minority_differences, newcomer_member, baseline, newcomers, P, config,
-                  local.first, local.last, seed, newcomer_weights);
+      tally_votes(minority_differences, newcomer_member, newcomer_pairs, baselines, newcomers, P, 0,
+                  config, local.first, local.last, seed, local.subset_votes, newcomer_weights);
   result.minority.vote_sum = newcomer_tally.decided(newcomer_tally.noisy);
   result.minority.acceptance.assign(F, 0.0);
   for (int k = 0; k < newcomers; ++k)
@@ -357,30 +385,83 @@ void judge_minority_newcomers(Experiment& e, VoteKernel& kernel,
 
 }  // namespace
 
-void filter_contributors(Experiment& e, LiaResult& result) {
-  const LiaConfig& config = e.config;
-  const std::uint64_t seed = e.seed;
-  const int P = e.P, D = e.D;
-  const std::size_t p = e.p;
+std::vector<double> contributor_layers(Experiment& e, const std::vector<double>& base,
+                                       std::uint64_t round_key) {
   const LocalData& local = e.local;
   const int owned = local.last - local.first;
+  const std::size_t p = e.p;
+  DpSgdWorkspace dp_work;
+  std::vector<double> layers_local(static_cast<std::size_t>(owned) * p);
+  for (int i = local.first; i < local.last; ++i) {
+    Stream stream(e.seed, Purpose::lia_dp_sgd, static_cast<std::uint64_t>(i), round_key);
+    const Client& participant = e.participant(i);
+    train_layer(e, base.data(), participant.features(), participant.labels().data(),
+                participant.size(), stream,
+                &layers_local[static_cast<std::size_t>(i - local.first) * p], dp_work);
+  }
+  // Every validator needs every contributor's layer: one all-gather, P x p doubles per rank.
+  return ordered_allgather(layers_local, owned, static_cast<int>(p));
+}
+
+std::vector<std::int64_t> relevance_vote_weights(const Experiment& e, const LiaResult& result) {
+  if (!e.config.relevance_weighted()) return {};
+  return vote_weights(e, result.validation_histogram, result.batch_histogram, e.P);
+}
+
+VoteRound vote_on_contributors(Experiment& e, VoteKernel& kernel, const std::vector<double>& base,
+                               const std::vector<double>& layers, std::uint64_t round_key,
+                               const std::vector<std::int64_t>& weights,
+                               const std::vector<std::int64_t>& corrupted) {
+  const LiaConfig& config = e.config;
+  const int P = e.P;
+  LocalData& local = e.local;
+  const int owned = local.last - local.first;
+  VoteRound round;
+  round.differences.assign(static_cast<std::size_t>(owned) * P, 0.0);
+  const auto member = membership_matrix(P, 0, config, local.first, local.last, e.seed);
+  std::vector<std::uint8_t> row_subset, pair_subset;
+  validation_subsets(config, local.first, local.last, P, 0, e.seed, member, local.subset_votes,
+                     row_subset, pair_subset);
+  // Validators (Algorithm 1 lines 8-12): loss differences as GEMMs, then votes.
+  kernel.loss_differences(
+      local.validation_x.data(), local.validation_y.data(), local.validation_begin, base.data(),
+      layers.data(), P, round.differences.data(), row_subset.empty() ? nullptr : row_subset.data(),
+      pair_subset.empty() ? nullptr : pair_subset.data());
+  round.baselines =
+      vote_baselines(round.differences, member, pair_subset, P, config, local.first, local.last);
+  const VoteTally tally =
+      tally_votes(round.differences, member, pair_subset, round.baselines, P, 0, round_key, config,
+                  local.first, local.last, e.seed, local.subset_votes, weights);
+  // Center (line 14): the threshold on the vote sums and the filtration metrics (§IV-B).
+  round.vote_sum = tally.decided(tally.noisy);
+  round.true_vote_sum = tally.decided(tally.truthful);
+  round.votes_cast = tally.cast;
+  round.threshold = config.threshold == "kmeans"    ? kmeans_threshold(round.vote_sum)
+                    : config.threshold == "mixture" ? mixture_threshold(round.vote_sum)
+                                                    : 0.0;
+  round.accepted.assign(P, 0);
+  for (int a = 0; a < P; ++a) round.accepted[a] = round.vote_sum[a] >= round.threshold ? 1 : 0;
+  const Filtration metrics = filtration_metrics(round.accepted, corrupted);
+  round.recall = metrics.recall;
+  round.precision = metrics.precision;
+  round.accuracy = metrics.accuracy;
+  return round;
+}
+
+std::vector<double> gathered_subset_votes(const Experiment& e) {
+  const LocalData& local = e.local;
+  const std::vector<double> counts(local.subset_votes.begin(), local.subset_votes.end());
+  return ordered_allgather(counts, local.last - local.first, e.config.validation_subsets);
+}
+
+void filter_contributors(Experiment& e, LiaResult& result) {
+  const LiaConfig& config = e.config;
+  const int P = e.P, D = e.D;
   // Contributors (Algorithm 1 lines 4-6): k epochs of DP-SGD on the last layer from M0.
   Stopwatch training_clock;
   const double q = dp_sgd_rate(config.train_size, e.dp);
   const long steps = dp_sgd_steps(config.train_size, e.dp);
-  DpSgdWorkspace dp_work;
-  auto train_contributor = [&](const double* x, const std::int32_t* y, std::size_t rows,
-                               Stream& stream,
-                               double* out) { train_layer(e, x, y, rows, stream, out, dp_work); };
-  std::vector<double> layers_local(static_cast<std::size_t>(owned) * p);
-  for (int i = local.first; i < local.last; ++i) {
-    Stream stream(seed, Purpose::lia_dp_sgd, static_cast<std::uint64_t>(i));
-    const Client& participant = e.participant(i);
-    train_contributor(participant.features(), participant.labels().data(), participant.size(),
-                      stream, &layers_local[static_cast<std::size_t>(i - local.first) * p]);
-  }
-  // Every validator needs every contributor's layer: one all-gather, P x p doubles per rank.
-  const auto layers = ordered_allgather(layers_local, owned, static_cast<int>(p));
+  const auto layers = contributor_layers(e, e.theta0, 0);
   result.time_training = training_clock.seconds();
   if (e.progress)
     log::info(
@@ -392,55 +473,37 @@ void filter_contributors(Experiment& e, LiaResult& result) {
             : std::string(),
         format_duration(result.time_training));
 
-  // Validators (lines 8-12): loss differences as GEMMs, then votes.
   Stopwatch vote_clock;
   VoteKernel kernel(D, e.C,
                     config.vote_loss == "zero_one" ? VoteLoss::zero_one : VoteLoss::cross_entropy);
-  std::vector<double> differences(static_cast<std::size_t>(owned) * P);
-  std::vector<std::uint8_t> row_subset, pair_subset;
-  if (config.validation_subsets > 1)
-    validation_subsets(config, local.first, local.last, P, 0, seed, row_subset, pair_subset);
-  kernel.loss_differences(local.validation_x.data(), local.validation_y.data(),
-                          local.validation_begin, e.theta0.data(), layers.data(), P,
-                          differences.data(), row_subset.empty() ? nullptr : row_subset.data(),
-                          pair_subset.empty() ? nullptr : pair_subset.data());
+  if (config.relevance_weighted()) relevance_histograms(e, result);
+  const auto weights = relevance_vote_weights(e, result);
+  const VoteRound round =
+      vote_on_contributors(e, kernel, e.theta0, layers, 0, weights, result.corrupted);
   const double gemm_seconds = kernel.last_gemm_seconds();
   result.vote_gflops = gemm_seconds > 0 ? kernel.last_gemm_flops() / gemm_seconds / 1e9 : 0.0;
-  const auto member = membership_matrix(P, 0, config, local.first, local.last, seed);
-  const auto baseline = vote_baselines(differences, member, P, config, local.first, local.last);
-  std::vector<std::int64_t> weights;
-  if (config.relevance_weighted()) {
-    relevance_histograms(e, result);
-    weights = vote_weights(e, result.validation_histogram, result.batch_histogram, P);
-  }
-  const VoteTally tally = tally_votes(differences, member, baseline, P, 0, config, local.first,
-                                      local.last, seed, weights);
   result.time_votes = vote_clock.seconds();
-
-  // Center (line 14).
-  result.vote_sum = tally.decided(tally.noisy);
-  result.true_vote_sum = tally.decided(tally.truthful);
-  result.votes_cast = tally.cast;
-  result.threshold = config.threshold == "kmeans"    ? kmeans_threshold(result.vote_sum)
-                     : config.threshold == "mixture" ? mixture_threshold(result.vote_sum)
-                                                     : 0.0;
-  result.accepted.assign(P, 0);
-  for (int a = 0; a < P; ++a) result.accepted[a] = result.vote_sum[a] >= result.threshold ? 1 : 0;
-  const Filtration metrics = filtration_metrics(result.accepted, result.corrupted);
-  result.recall = metrics.recall;
-  result.precision = metrics.precision;
-  result.accuracy = metrics.accuracy;
+  result.vote_sum = round.vote_sum;
+  result.true_vote_sum = round.true_vote_sum;
+  result.votes_cast = round.votes_cast;
+  result.threshold = round.threshold;
+  result.accepted = round.accepted;
+  result.recall = round.recall;
+  result.precision = round.precision;
+  result.accuracy = round.accuracy;
   if (e.progress)
     log::info(
         "lia: {} votes in {} (vote GEMMs {:.1f} GFLOP/s per rank); threshold {:.4g}: {} of "
         "{} accepted; recall {:.4f}, precision {:.4f}, accuracy {:.4f}",
-        std::accumulate(tally.cast.begin(), tally.cast.end(), std::int64_t{0}),
+        std::accumulate(round.votes_cast.begin(), round.votes_cast.end(), std::int64_t{0}),
         format_duration(result.time_votes), result.vote_gflops, result.threshold,
         std::accumulate(result.accepted.begin(), result.accepted.end(), std::int64_t{0}), P,
         result.recall, result.precision, result.accuracy);
 
-  if (config.sign_check > 0) check_signs(e, differences, kernel, result);
-  if (!config.minority_fractions.empty()) judge_minority_newcomers(e, kernel, baseline, result);
+  if (config.sign_check > 0) check_signs(e, round.differences, kernel, result);
+  if (!config.minority_fractions.empty())
+    judge_minority_newcomers(e, kernel, round.baselines, result);
+  result.subset_votes = gathered_subset_votes(e);
 }
 
 }  // namespace fluence::lia

@@ -2,9 +2,13 @@
 // FL comparison method by method, each stage a resumable unit (docs/operations.md).
 #include "fluence/lia/lia.hpp"
 
+#include <cmath>
+
 #include "experiment.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/resume.hpp"
+#include "fluence/lia/accounting.hpp"
+#include "fluence/lia/votes.hpp"
 
 namespace fluence::lia {
 
@@ -27,6 +31,15 @@ void save_lia_state(const LiaResult& r, StateArrays& arrays) {
   arrays["lia/relevance/validation_histogram"] = r.validation_histogram;
   arrays["lia/minority/acceptance"] = r.minority.acceptance;
   arrays["lia/minority/vote_sum"] = r.minority.vote_sum;
+  arrays["lia/subset_votes"] = r.subset_votes;
+  if (!r.rounds.recall.empty()) {
+    arrays["lia/round/recall"] = r.rounds.recall;
+    arrays["lia/round/precision"] = r.rounds.precision;
+    arrays["lia/round/accuracy"] = r.rounds.accuracy;
+    arrays["lia/round/threshold"] = r.rounds.threshold;
+    arrays["lia/round/test_accuracy"] = r.rounds.test_accuracy;
+    arrays["lia/round/accepted"] = as_double(r.rounds.accepted);
+  }
   for (const auto& method : r.fl) {
     std::vector<double> stored{static_cast<double>(method.clients)};
     stored.insert(stored.end(), method.test_accuracy.begin(), method.test_accuracy.end());
@@ -61,7 +74,43 @@ void restore_filtering(const StateArrays& arrays, int participants, const LiaCon
   r.validation_histogram = state_array(arrays, "lia/relevance/validation_histogram");
   r.minority.acceptance = state_array(arrays, "lia/minority/acceptance");
   r.minority.vote_sum = state_array(arrays, "lia/minority/vote_sum");
+  r.subset_votes = state_array(arrays, "lia/subset_votes", P * config.validation_subsets);
   if (!config.minority_fractions.empty()) r.minority.fractions = config.minority_fractions;
+}
+
+void restore_rounds(const StateArrays& arrays, int participants, int rounds, LiaResult& r) {
+  const auto T = static_cast<std::size_t>(rounds);
+  r.rounds.recall = state_array(arrays, "lia/round/recall", T);
+  r.rounds.precision = state_array(arrays, "lia/round/precision", T);
+  r.rounds.accuracy = state_array(arrays, "lia/round/accuracy", T);
+  r.rounds.threshold = state_array(arrays, "lia/round/threshold", T);
+  r.rounds.test_accuracy = state_array(arrays, "lia/round/test_accuracy", T);
+  const auto& accepted =
+      state_array(arrays, "lia/round/accepted", T * static_cast<std::size_t>(participants));
+  r.rounds.accepted.assign(accepted.begin(), accepted.end());
+}
+
+// The restored vote counts back on the ranks that host their validators.
+void restore_subset_votes(const LiaResult& r, Experiment& e) {
+  const std::size_t s = static_cast<std::size_t>(e.config.validation_subsets);
+  const auto first = r.subset_votes.begin() + static_cast<std::ptrdiff_t>(e.local.first * s);
+  const auto last = r.subset_votes.begin() + static_cast<std::ptrdiff_t>(e.local.last * s);
+  e.local.subset_votes.assign(first, last);
+}
+
+// Every validator's total eps (docs/math.md §9, "Vote privacy per validator"), in the accounting
+// of lia.vote_accounting as /lia/epsilon_vote: its votes' randomized responses composed over the
+// subsets they read, plus its relevance histogram when released.
+std::vector<double> validator_epsilons(const LiaConfig& config, const LiaResult& r) {
+  const double per_vote =
+      vote_epsilon(config.vote_flip_probability(), config.vote_accounting == "seed");
+  const double histogram = config.relevance_weighted() ? config.relevance_epsilon : 0.0;
+  const std::size_t s = static_cast<std::size_t>(config.validation_subsets);
+  std::vector<double> epsilon(r.subset_votes.size() / s);
+  for (std::size_t b = 0; b < epsilon.size(); ++b)
+    epsilon[b] = validator_epsilon(std::span(r.subset_votes).subspan(b * s, s),
+                                   config.votes_coupled(), per_vote, histogram);
+  return epsilon;
 }
 
 }  // namespace
@@ -76,6 +125,7 @@ LiaResult run_lia(const Deck& deck, bool progress, SweepCheckpoint* checkpoint) 
   const bool filtered = restored.count("lia/vote_sum") > 0;
   if (filtered) {
     restore_filtering(restored, e.P, config, result);
+    restore_subset_votes(result, e);
   } else {
     filter_contributors(e, result);
     if (checkpoint &&
@@ -108,7 +158,21 @@ LiaResult run_lia(const Deck& deck, bool progress, SweepCheckpoint* checkpoint) 
       return result;
     }
   }
+  if (config.per_round()) {
+    if (restored.count("lia/round/recall")) {
+      restore_rounds(restored, e.P, config.rounds, result);
+    } else {
+      run_per_round(e, result);
+      if (checkpoint &&
+          checkpoint->units_done(static_cast<long>(config.methods.size()) + 2,
+                                 [&](StateArrays& arrays) { save_lia_state(result, arrays); })) {
+        result.stopped = true;
+        return result;
+      }
+    }
+  }
   result.time_fl = fl_clock.seconds();
+  result.epsilon_validator = validator_epsilons(config, result);
   return result;
 }
 

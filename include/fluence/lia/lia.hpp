@@ -42,7 +42,11 @@ struct LiaConfig {
   double relevance_power = 2.0;        // weight = histogram overlap ^ power
   int validators_per_contributor = 0;  // 0 = all other participants
   int validation_subsets = 1;
-  std::string body = "identity";  // or "mlp", "network"
+  // "shared": a vote reads one subset drawn per pair (all rows when validation_subsets = 1);
+  // "disjoint": a validator deals its votes to its subsets in turn (seed 002 §III-B3's remedy).
+  std::string validation_split = "shared";
+  std::string mode = "single_shot";  // or "per_round": seed 003 Algorithm 1
+  std::string body = "identity";     // or "mlp", "network"
   int hidden = 64;
   int body_epochs = 30;
   double body_learning_rate = 0.01;
@@ -64,6 +68,11 @@ struct LiaConfig {
   /// The randomized-response flip probability p of Eq. 2 for the vote's budget (0 for eps = inf).
   double vote_flip_probability() const;
   bool relevance_weighted() const { return relevance != "none"; }
+  bool disjoint_split() const { return validation_split == "disjoint"; }
+  bool per_round() const { return mode == "per_round"; }
+  /// Does each vote read rows of every validation subset? (a median or quantile baseline over all
+  /// of a validator's differences, with the shared split: the votes are then one release).
+  bool votes_coupled() const { return vote_baseline != "model" && !disjoint_split(); }
   /// What the relevance histogram leaves of a budget: eps - relevance_epsilon when weighted.
   double after_relevance(double epsilon) const;
 };
@@ -73,6 +82,13 @@ struct FlMethodResult {
   std::string method;
   std::vector<double> test_accuracy;  // rounds + 1 values: M0 first
   int clients = 0;                    // participants the method aggregates
+};
+
+/// lia.mode = "per_round" (seed 003 Algorithm 1): each round's filtering and the FL round after it.
+struct RoundsResult {
+  std::vector<double> recall, precision, accuracy, threshold;  // per round
+  std::vector<double> test_accuracy;                           // per round, after its aggregation
+  std::vector<std::int64_t> accepted;                          // rounds x P
 };
 
 struct MinorityResult {
@@ -100,6 +116,10 @@ struct LiaResult {
   bool overlapping_data = false;
   std::vector<FlMethodResult> fl;
   MinorityResult minority;
+  RoundsResult rounds;
+  // Votes each validator cast per validation subset over the whole run (P x validation_subsets,
+  // exact integers), and each validator's total epsilon from them (docs/math.md §9).
+  std::vector<double> subset_votes, epsilon_validator;
   double time_setup = 0.0, time_training = 0.0, time_votes = 0.0, time_fl = 0.0;
   double vote_gflops = 0.0;  // GEMM rate of the vote pass, per rank
 };
