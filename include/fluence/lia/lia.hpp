@@ -4,7 +4,8 @@
 // epochs of DP-SGD on the last layer with its training batch and sends the noisy layer; every
 // validator votes sign(sum_val L(theta_t) - L(theta_A)) (Eq. 1), obfuscated by randomized
 // response (Eq. 2); the center sums the votes and rejects contributors below a k-means threshold.
-// Then T rounds of FL from M0 compare filters and robust aggregators. docs/math.md §9.
+// Then T rounds of FL from M0 compare filters and robust aggregators; lia.mode = "per_round" adds
+// T rounds that filter every round's contributors (seed 003 Algorithm 1). docs/math.md §9.
 #include <cstdint>
 #include <limits>
 #include <string>
