@@ -103,6 +103,9 @@ void write_lia_output(ResultsFile& file, const lia::LiaConfig& config,
   file.dataset("/lia/epsilon_validator", result.epsilon_validator,
                {participant, "1",
                 "validator's total epsilon (delta = 0) over its votes and relevance histogram"});
+  file.dataset("/lia/epsilon_validator_rdp", result.epsilon_validator_rdp,
+               {participant, "1",
+                "validator's total epsilon at lia.delta by Renyi DP (each vote's exact epsilon)"});
   file.scalar("/lia/noise_multiplier", result.noise_multiplier, "1", "DP-SGD noise multiplier");
   file.scalar("/lia/vote_flip_probability", config.vote_flip_probability(), "1",
               "randomized response flip probability of a vote");

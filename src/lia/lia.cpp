@@ -98,19 +98,26 @@ void restore_subset_votes(const LiaResult& r, Experiment& e) {
   e.local.subset_votes.assign(first, last);
 }
 
-// Every validator's total eps (docs/math.md §9, "Vote privacy per validator"), in the accounting
-// of lia.vote_accounting as /lia/epsilon_vote: its votes' randomized responses composed over the
-// subsets they read, plus its relevance histogram when released.
-std::vector<double> validator_epsilons(const LiaConfig& config, const LiaResult& r) {
-  const double per_vote =
-      vote_epsilon(config.vote_flip_probability(), config.vote_accounting == "seed");
+// Every validator's total eps (docs/math.md §9, "Vote privacy per validator"): its votes'
+// randomized responses composed over the subsets they read, plus its relevance histogram when
+// released. `epsilon_validator` is pure (delta = 0) in the accounting of lia.vote_accounting, as
+// /lia/epsilon_vote; `epsilon_validator_rdp` is at lia.delta by Renyi DP, with each vote's exact
+// eps (the randomized response actually run, whatever lia.vote_accounting states).
+void account_validators(const LiaConfig& config, LiaResult& r) {
+  const double p = config.vote_flip_probability();
+  const double stated = vote_epsilon(p, config.vote_accounting == "seed"),
+               exact = vote_epsilon(p, false);
   const double histogram = config.relevance_weighted() ? config.relevance_epsilon : 0.0;
   const std::size_t s = static_cast<std::size_t>(config.validation_subsets);
-  std::vector<double> epsilon(r.subset_votes.size() / s);
-  for (std::size_t b = 0; b < epsilon.size(); ++b)
-    epsilon[b] = validator_epsilon(std::span(r.subset_votes).subspan(b * s, s),
-                                   config.votes_coupled(), per_vote, histogram);
-  return epsilon;
+  const std::size_t P = r.subset_votes.size() / s;
+  r.epsilon_validator.resize(P);
+  r.epsilon_validator_rdp.resize(P);
+  for (std::size_t b = 0; b < P; ++b) {
+    const auto votes = std::span(r.subset_votes).subspan(b * s, s);
+    r.epsilon_validator[b] = validator_epsilon(votes, config.votes_coupled(), stated, histogram);
+    r.epsilon_validator_rdp[b] =
+        validator_epsilon_rdp(votes, config.votes_coupled(), exact, histogram, config.delta);
+  }
 }
 
 }  // namespace
@@ -172,7 +179,7 @@ LiaResult run_lia(const Deck& deck, bool progress, SweepCheckpoint* checkpoint) 
     }
   }
   result.time_fl = fl_clock.seconds();
-  result.epsilon_validator = validator_epsilons(config, result);
+  account_validators(config, result);
   return result;
 }
 

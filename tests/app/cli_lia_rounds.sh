@@ -39,6 +39,18 @@ P = 60
 f, votes, eps, e = load("va")
 assert votes.shape == (P, 1) and np.all(votes == P - 1), votes
 assert np.allclose(eps, (P - 1) * e, rtol=1e-12), eps
+# At delta = lia.delta by RDP: between the exact composition of 59 randomized responses (the
+# binomial privacy-loss distribution's hockey-stick divergence, by bisection) and the pure one.
+from scipy.stats import binom
+k, delta = P - 1, 1e-5  # lia.delta's default
+j = np.arange(k + 1)
+mass, loss = binom.pmf(j, k, 1 / (1 + math.exp(e))), (k - 2 * j) * e
+lo, hi = 0.0, k * e
+for _ in range(100):
+    mid = (lo + hi) / 2
+    lo, hi = (mid, hi) if np.sum(mass * np.clip(1 - np.exp(mid - loss), 0, None)) > delta else (lo, mid)
+rdp = f["/lia/epsilon_validator_rdp"][...]
+assert np.all(rdp >= hi - 1e-9) and np.all(rdp < eps), (rdp[0], hi, eps[0])  # 1e-9: the bisection
 # Three subsets drawn per pair, model baseline: parallel composition, the largest subset's count.
 f, votes, eps, e = load("vs")
 assert votes.shape == (P, 3) and np.all(votes.sum(axis=1) == P - 1)

@@ -18,4 +18,18 @@ namespace fluence::lia {
 double validator_epsilon(std::span<const double> votes_per_subset, bool coupled,
                          double epsilon_vote, double epsilon_histogram);
 
+/// Renyi DP of order `order` > 1 of one binary randomized response that keeps its bit with
+/// probability e^eps / (1 + e^eps): log(q^a (1-q)^(1-a) + (1-q)^a q^(1-a)) / (a - 1).
+double randomized_response_rdp(double epsilon, double order);
+/// Renyi DP of order `order` > 1 of the Laplace mechanism of scale 1/eps on a count of L1
+/// sensitivity 1 (Mironov 2017, Prop. 6): log(a/(2a-1) e^((a-1) eps) + (a-1)/(2a-1) e^(-a eps)) /
+/// (a - 1).
+double laplace_rdp(double epsilon, double order);
+
+/// The same composition as validator_epsilon at delta > 0: the votes' and the histogram's RDP
+/// added at each of the accountant's orders and converted to (eps, delta) by epsilon_from_rdp
+/// (privacy/rdp_accountant.hpp); the smaller of that and the pure eps (which holds at any delta).
+double validator_epsilon_rdp(std::span<const double> votes_per_subset, bool coupled,
+                             double epsilon_vote, double epsilon_histogram, double delta);
+
 }  // namespace fluence::lia

@@ -119,8 +119,9 @@ struct LiaResult {
   MinorityResult minority;
   RoundsResult rounds;
   // Votes each validator cast per validation subset over the whole run (P x validation_subsets,
-  // exact integers), and each validator's total epsilon from them (docs/math.md §9).
-  std::vector<double> subset_votes, epsilon_validator;
+  // exact integers), and each validator's total epsilon from them (docs/math.md §9): pure, and
+  // at lia.delta by Renyi DP.
+  std::vector<double> subset_votes, epsilon_validator, epsilon_validator_rdp;
   double time_setup = 0.0, time_training = 0.0, time_votes = 0.0, time_fl = 0.0;
   double vote_gflops = 0.0;  // GEMM rate of the vote pass, per rank
 };
