@@ -171,6 +171,37 @@ class Collect(unittest.TestCase):
             self.assertIn(f"{accuracy:.2f}", line.split(), (line, accuracy))
             self.assertFalse(math.isnan(accuracy))
 
+    def test_feo2_seeds_means_the_gains(self):
+        # Two "seeds": the tiny tree and a copy whose feo2_r0.5 run is replaced by the r = 0.9
+        # run's file, so the second seed's accuracy and gain differ; the means and the
+        # last-2-round gain are recomputed here from the files (h5py) against feo2_seeds.py's row.
+        second = os.path.join(self.runs.work, "second_seed")
+        shutil.rmtree(second, ignore_errors=True)
+        shutil.copytree(self.root, second)
+        shutil.copyfile(self.files["noniid/feo2_r0.9"],
+                        os.path.join(second, "noniid", "feo2_r0.5", "results.h5"))
+        accuracy, delta_g = {}, {}
+        for run in ("noniid/dpfedavg", "noniid/feo2_r0.5", "noniid/feo2_r0.9"):
+            with h5py.File(self.files[run], "r") as f:
+                accuracy[run] = 100 * f["/metrics/test_accuracy"][...]
+                delta_g[run] = 100 * f["/feo2/delta_g"][-1] if "feo2" in run else 0.0
+        dp, seeds = accuracy["noniid/dpfedavg"], ("noniid/feo2_r0.5", "noniid/feo2_r0.9")
+        expected = [f"{np.mean([accuracy[r][-1] for r in seeds]):.2f}",
+                    f"{np.mean([accuracy[r][-1] - dp[-1] for r in seeds]):+.2f}",
+                    f"{np.mean([accuracy[r][-2:].mean() - dp[-2:].mean() for r in seeds]):+.2f}",
+                    f"{np.mean([delta_g[r] for r in seeds]):+.2f}"]
+        expected = ["-" if text.endswith("nan") else text for text in expected]  # '-': no value
+        done = subprocess.run([PYTHON, os.path.join(SOURCE, "analysis", "feo2_seeds.py"),
+                               self.root, second, "--last", "2"], capture_output=True, text=True)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        row = next(l for l in done.stdout.splitlines() if l.split()[:2] == ["noniid", "feo2_r0.5"])
+        for text in expected:
+            self.assertIn(text, row.split(), (row, expected))
+        missing = subprocess.run([PYTHON, os.path.join(SOURCE, "analysis", "feo2_seeds.py"),
+                                  self.root, os.path.join(self.runs.work, "nothing")],
+                                 capture_output=True, text=True)
+        self.assertEqual(missing.returncode, 2)
+        self.assertIn("no readable DP-FedAvg run", missing.stderr)
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
