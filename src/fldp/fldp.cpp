@@ -236,9 +236,9 @@ class FldpRunner {
     return state;
   }
 
-  // The client's gradient difference b with d theta = -(1/n) H^{-1} b: Eq. 14's
-  // sum [grad E l(z_eps') - grad l(z~)] for a change, -sum grad l~(z~) for a removal (Eq. 27).
-  // `batch` >= 0 uses one Monte-Carlo batch of the expectation.
+  // The client's gradient difference b with d theta = -(1/n) H^{-1} b:
+  // seed 000 Eq. 14's sum [grad E l(z_eps') - grad l(z~)] for a change, -sum grad l~(z~) for a
+  // removal (seed 000 Eq. 27). `batch` >= 0 uses one Monte-Carlo batch of the expectation.
   void change_gradient(const FldpChange& change, ExpectedChange* expected, int batch,
                        std::vector<double>& out) {
     out.resize(p_);
@@ -285,7 +285,7 @@ class FldpRunner {
     result.ihvp_residual = std::max(result.ihvp_residual, report.relative_residual);
   }
 
-  // theta^ + (1/n) sum_i I_i (Eq. 19-20), the changes in client order.
+  // theta^ + (1/n) sum_i I_i (seed 000 Eq. 19-20), the changes in client order.
   std::vector<double> estimate(const FldpCase& c, const CaseState& state, int batch,
                                FldpCaseResult& result) {
     std::vector<double> theta = theta_, influence;

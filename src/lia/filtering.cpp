@@ -1,7 +1,7 @@
 // fluence lia, the filtering stage (seed 002 Algorithm 1): the contributors' DP-SGD layers, the
-// validators' votes (Eq. 1-2) from GEMMs over the stacked layers, the center's threshold and the
-// filtration metrics (§IV-B), the exact-influence sign check (Fig. 9) and the minority experiment
-// (§IV-E).
+// validators' votes (seed 002 Eq. 1-2) from GEMMs over the stacked layers, the center's threshold
+// and the filtration metrics (§IV-B), the exact-influence sign check (Fig. 9) and the minority
+// experiment (§IV-E).
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -73,13 +73,13 @@ std::vector<std::uint8_t> membership_matrix(int contributors, int id0, const Lia
   return member;
 }
 
-// What a validator compares each loss difference with. "model": 0, Eq. 1 as written (vote +1 when
-// A's layer lowers the validation loss below the current model's). "median": the validator's
-// median difference over the contributors it evaluates, so its vote says whether A helps more than
-// its typical contributor; this removes the shift every noisy layer shares (DP noise raises every
-// loss by about tau^2 tr(H)/2) and the shift a non-IID validator sees from every foreign batch.
-// "quantile": the q-quantile instead, so a validator votes -1 only on the share q of its
-// contributors that help it least. The rationale: a corrupted batch is among the worst for the
+// What a validator compares each loss difference with. "model": 0, seed 002 Eq. 1 as
+// written (vote +1 when A's layer lowers the validation loss below the current model's). "median":
+// the validator's median difference over the contributors it evaluates, so its vote says whether A
+// helps more than its typical contributor; this removes the shift every noisy layer shares (DP
+// noise raises every loss by about tau^2 tr(H)/2) and the shift a non-IID validator sees from every
+// foreign batch. "quantile": the q-quantile instead, so a validator votes -1 only on the share q of
+// its contributors that help it least. The rationale: a corrupted batch is among the worst for the
 // validators holding its classes, an honest non-IID batch rarely is. docs/results/lia.md measures
 // that a small q trades recall for precision rather than separating the two groups better.
 std::vector<double> vote_baselines(const std::vector<double>& differences,
@@ -100,9 +100,9 @@ std::vector<double> vote_baselines(const std::vector<double>& differences,
 }
 
 // The votes of the local validators on `contributors` contributors with ids id0, id0 + 1, ...
-// (Eq. 1 against `baseline`, then Eq. 2), summed over all validators (exact integer all-reduce).
-// With `weights` (quantized, one per validator and contributor as in `member`), each vote counts
-// its weight and the tally carries the weights' sums.
+// (seed 002 Eq. 1 against `baseline`, then Eq. 2), summed over all validators (exact
+// integer all-reduce). With `weights` (quantized, one per validator and contributor as in
+// `member`), each vote counts its weight and the tally carries the weights' sums.
 VoteTally tally_votes(const std::vector<double>& differences,
                       const std::vector<std::uint8_t>& member, const std::vector<double>& baseline,
                       int contributors, int id0, const LiaConfig& config, int first, int last,
@@ -225,9 +225,9 @@ Filtration filtration_metrics(const std::vector<std::int64_t>& accepted,
           static_cast<double>(tp + tn) / static_cast<double>(accepted.size())};
 }
 
-// Exact influence check (seed Fig. 9, Eq. 4): retrain M0's objective with each sampled
-// contributor's batch added and compare sign(L_B(M0) - L_B(M0 + A)) with the lazy vote (Eq. 1's
-// sign, before randomized response), per (contributor, validator) pair.
+// Exact influence check (seed 002 Fig. 9 and Eq. 4): retrain M0's objective with each sampled
+// contributor's batch added and compare sign(L_B(M0) - L_B(M0 + A)) with the lazy vote
+// (seed 002 Eq. 1's sign, before randomized response), per (contributor, validator) pair.
 void check_signs(Experiment& e, const std::vector<double>& differences, VoteKernel& kernel,
                  LiaResult& result) {
   const LiaConfig& config = e.config;
