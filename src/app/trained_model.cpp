@@ -4,6 +4,7 @@
 
 #include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
+#include "fluence/core/log_stage.hpp"
 #include "fluence/io/model_input.hpp"
 #include "train_checkpoint.hpp"
 
@@ -92,7 +93,9 @@ TrainedModel obtain_trained_model(const CommandLine& command_line, const Deck& d
       log::warn("--model {} is not read: the checkpoint continues the training it started",
                 command_line.model);
     Stopwatch clock;
-    model.result = train_model(command_line, federation, config, checkpoints);
+    model.result = in_stage(Stage::training, [&] {
+      return train_model(command_line, federation, config, checkpoints);
+    });
     if (model.result.stopped) return model;
     model.seconds = clock.seconds();
   } else {

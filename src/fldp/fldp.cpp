@@ -8,6 +8,7 @@
 
 #include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
+#include "fluence/core/log_stage.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/rng.hpp"
 #include "fluence/influence/estimators.hpp"
@@ -162,6 +163,7 @@ class FldpRunner {
     FldpResult result;
     std::tie(result.base_test_loss, result.base_test_accuracy) = federation_.evaluate_test(theta_);
     Stopwatch setup;
+    LogStage ihvp_stage(Stage::ihvp);  // the retrains of each case push theirs on top
     result.damping = influence_.damping;
     hessian_ = make_federated_hessian(federation_, theta_);
     hessian_->set_damping(result.damping);
@@ -430,6 +432,7 @@ class FldpRunner {
         federation_.evaluate_test(result.theta_estimate);
     if (state.monte_carlo) result.mc_standard_error = monte_carlo_error(c, state);
 
+    LogStage retraining(Stage::retraining);
     if (config_.retrain || config_.newton_steps > 0) {
       install(c, state);
       if (config_.retrain) {

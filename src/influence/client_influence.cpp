@@ -5,6 +5,7 @@
 
 #include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
+#include "fluence/core/log_stage.hpp"
 #include "fluence/core/mpi.hpp"
 
 namespace fluence {
@@ -346,6 +347,8 @@ ClientInfluence client_removal_influence(Federation& federation, const std::vect
   result.local_vectors.assign(
       config.vectors || config.scope == HessianScope::client ? problem.clients.size() * p : 0, 0.0);
 
+  // The retrains push their stage on top of this one: PETSc charges each its own time.
+  LogStage ihvp_stage(Stage::ihvp);
   auto hessian = make_federated_hessian(federation, theta);
   hessian->set_damping(result.damping);
   if (config.spectrum) check_hessian_spectrum(*hessian, config, result.spectrum, result.damping);
@@ -362,8 +365,10 @@ ClientInfluence client_removal_influence(Federation& federation, const std::vect
                         : client_scope(federation, theta, config, test_gradient, gradients,
                                        progress, sweep, result);
   if (done && config.retrain)
-    result.stopped =
-        !retrain_without_each_client(federation, theta, config, training, progress, sweep, result);
+    result.stopped = !in_stage(Stage::retraining, [&] {
+      return retrain_without_each_client(federation, theta, config, training, progress, sweep,
+                                         result);
+    });
   else
     result.stopped = !done;
   if (!config.vectors) result.local_vectors.clear();

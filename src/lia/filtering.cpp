@@ -11,6 +11,7 @@
 #include "exact_fit.hpp"
 #include "experiment.hpp"
 #include "fluence/core/log.hpp"
+#include "fluence/core/log_stage.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/rng.hpp"
 #include "fluence/lia/relevance.hpp"
@@ -365,6 +366,8 @@ void filter_contributors(Experiment& e, LiaResult& result) {
   const LocalData& local = e.local;
   const int owned = local.last - local.first;
   // Contributors (Algorithm 1 lines 4-6): k epochs of DP-SGD on the last layer from M0.
+  // Each later phase pushes its stage on top of the one before: PETSc charges each its own time.
+  LogStage training_stage(Stage::training);
   Stopwatch training_clock;
   const double q = dp_sgd_rate(config.train_size, e.dp);
   const long steps = dp_sgd_steps(config.train_size, e.dp);
@@ -393,6 +396,7 @@ void filter_contributors(Experiment& e, LiaResult& result) {
         format_duration(result.time_training));
 
   // Validators (lines 8-12): loss differences as GEMMs, then votes.
+  LogStage votes_stage(Stage::votes);
   Stopwatch vote_clock;
   VoteKernel kernel(D, e.C,
                     config.vote_loss == "zero_one" ? VoteLoss::zero_one : VoteLoss::cross_entropy);
@@ -439,7 +443,8 @@ void filter_contributors(Experiment& e, LiaResult& result) {
         std::accumulate(result.accepted.begin(), result.accepted.end(), std::int64_t{0}), P,
         result.recall, result.precision, result.accuracy);
 
-  if (config.sign_check > 0) check_signs(e, differences, kernel, result);
+  if (config.sign_check > 0)
+    in_stage(Stage::retraining, [&] { check_signs(e, differences, kernel, result); });
   if (!config.minority_fractions.empty()) judge_minority_newcomers(e, kernel, baseline, result);
 }
 

@@ -4,6 +4,7 @@
 
 #include "experiment.hpp"
 #include "fluence/core/log.hpp"
+#include "fluence/core/log_stage.hpp"
 #include "fluence/core/resume.hpp"
 
 namespace fluence::lia {
@@ -68,7 +69,7 @@ void restore_filtering(const StateArrays& arrays, int participants, const LiaCon
 
 LiaResult run_lia(const Deck& deck, bool progress, SweepCheckpoint* checkpoint) {
   LiaResult result;
-  Experiment e = set_up_experiment(deck, progress, result);
+  Experiment e = in_stage(Stage::setup, [&] { return set_up_experiment(deck, progress, result); });
   const LiaConfig& config = e.config;
   // A restart after the filtering stage takes its outcome from the checkpoint.
   const StateArrays none;
@@ -84,6 +85,7 @@ LiaResult run_lia(const Deck& deck, bool progress, SweepCheckpoint* checkpoint) 
       return result;
     }
   }
+  LogStage training_stage(Stage::training);
   Stopwatch fl_clock;
   for (std::size_t m = 0; m < config.methods.size() && config.rounds > 0; ++m) {
     const std::string& method = config.methods[m];

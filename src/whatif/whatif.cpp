@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "fluence/core/log.hpp"
+#include "fluence/core/log_stage.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/rng.hpp"
 #include "fluence/influence/estimators.hpp"
@@ -59,6 +60,7 @@ class WhatifRunner {
     WhatifResult result;
     result.test_rows = test_.rows();
     std::tie(result.base_test_loss, result.base_test_accuracy) = test_.evaluate(theta_);
+    LogStage ihvp_stage(Stage::ihvp);  // the retrains push theirs on top
     solve_s_test(result);
     Stopwatch cells;
     selection_ = whatif_detail::select_group(problem_, config_);
@@ -68,7 +70,8 @@ class WhatifRunner {
     result.time_cells = cells.seconds();
     prepare_units(result);
     if (config_.second_order && !second_order_cells(result)) return stopped(result);
-    if (config_.retrain && !retrain_cells(result)) return stopped(result);
+    if (config_.retrain && !in_stage(Stage::retraining, [&] { return retrain_cells(result); }))
+      return stopped(result);
     for (auto& variant : result.variants) {
       if (!config_.retrain) break;
       variant.first = metrics(variant, variant.estimated, config_.repeats);

@@ -107,6 +107,7 @@ if "$mpirun" -n 2 "$fluence" train "$source_dir/inputs/quickstart.toml" --out "$
 else
   fail "PETSc options pass-through"
 fi
+check_log_stages train "$work/logview.txt" "Set-up,Training,Output"
 
 # --- command-line details -----------------------------------------------------------------------
 # The bad-input cases (refusals, exit codes, one-line messages, nothing left behind) are the table
