@@ -38,6 +38,20 @@ WhatifAttribute label_attribute(const FederatedProblem& problem) {
   return label;
 }
 
+// The retrain counters in a checkpoint, stored as the array `whatif/retrain_totals` in this order.
+const ScalarFields<WhatifResult> kRetrainTotals = {
+    {"retrain_count", &WhatifResult::retrain_count},
+    {"retrain_iterations", &WhatifResult::retrain_iterations},
+    {"retrain_hessian_products", &WhatifResult::retrain_hessian_products},
+    {"worst_gradient_norm", &WhatifResult::worst_gradient_norm}};
+
+// The time spent in the checkpointed phases (the running one's included), as `whatif/seconds`.
+struct PhaseSeconds {
+  double second_order = 0.0, retrain = 0.0;
+};
+const ScalarFields<PhaseSeconds> kPhaseSeconds = {{"second_order", &PhaseSeconds::second_order},
+                                                  {"retrain", &PhaseSeconds::retrain}};
+
 class WhatifRunner {
  public:
   WhatifRunner(Federation& federation, const std::vector<double>& theta,
@@ -110,12 +124,11 @@ class WhatifRunner {
     state["whatif/second_order"] = joined(&WhatifVariantResult::second_order);
     state["whatif/actual"] = joined(&WhatifVariantResult::actual);
     state["whatif/expected_retrain"] = joined(&WhatifVariantResult::expected_retrain);
-    state["whatif/retrain_totals"] = {
-        static_cast<double>(result.retrain_count), static_cast<double>(result.retrain_iterations),
-        static_cast<double>(result.retrain_hessian_products), result.worst_gradient_norm};
+    state["whatif/retrain_totals"] = kRetrainTotals.pack(result);
     const double running = phase_clock_.seconds();
-    state["whatif/seconds"] = {result.time_second_order + (phase_ == Phase::second ? running : 0.0),
+    const PhaseSeconds seconds{result.time_second_order + (phase_ == Phase::second ? running : 0.0),
                                result.time_retrain + (phase_ == Phase::retrain ? running : 0.0)};
+    state["whatif/seconds"] = kPhaseSeconds.pack(seconds);
     state["whatif/solver"] = solver_->history();
     if (retrain_solver_) state["whatif/retrain_solver"] = retrain_solver_->history();
   }
@@ -146,14 +159,11 @@ class WhatifRunner {
     split("whatif/second_order", &WhatifVariantResult::second_order);
     split("whatif/actual", &WhatifVariantResult::actual);
     split("whatif/expected_retrain", &WhatifVariantResult::expected_retrain);
-    const auto& totals = state_array(state, "whatif/retrain_totals", 4);
-    result.retrain_count = static_cast<long>(totals[0]);
-    result.retrain_iterations = static_cast<long>(totals[1]);
-    result.retrain_hessian_products = static_cast<long>(totals[2]);
-    result.worst_gradient_norm = totals[3];
-    const auto& seconds = state_array(state, "whatif/seconds", 2);
-    result.time_second_order = seconds[0];
-    result.time_retrain = seconds[1];
+    kRetrainTotals.read(state, "whatif/retrain_totals", result);
+    PhaseSeconds seconds;
+    kPhaseSeconds.read(state, "whatif/seconds", seconds);
+    result.time_second_order = seconds.second_order;
+    result.time_retrain = seconds.retrain;
     solver_->restore_history(state_array(state, "whatif/solver"));
   }
 
