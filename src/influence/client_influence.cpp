@@ -47,14 +47,14 @@ std::vector<double> local_removal_gradients(Federation& federation,
   return gradients;
 }
 
-// The sweep's resumable state (docs/operations.md). Units: one client's solve (its
-// parameter-change vector with the federated Hessian, or its local solve with its own), then one
-// client's leave-one-out retrain. Per local client, `numbers` holds [solved, estimate (client
-// scope), iterations, relative residual]; `retrained`, `actual` and `gradient_norm` are global.
 // A client's solve in a checkpoint: one row of `influence/solves` (clients x kSolveColumns), its
 // columns in this order. kSolved is 0 until the client's system is solved.
 enum SolveColumn : std::size_t { kSolved, kEstimate, kIterations, kResidual, kSolveColumns };
 
+// The sweep's resumable state (docs/operations.md). Units: one client's solve (its
+// parameter-change vector with the federated Hessian, or its local solve with its own), then one
+// client's leave-one-out retrain. Per local client, `numbers` holds a SolveColumn row;
+// `retrained`, `actual` and `gradient_norm` are global.
 class InfluenceSweep {
  public:
   InfluenceSweep(SweepCheckpoint* checkpoint, const FederatedProblem& problem, std::size_t p,
@@ -109,7 +109,7 @@ class InfluenceSweep {
     units_ += count;
     return checkpoint_ && checkpoint_->units_done(units_, [&](StateArrays& state) { save(state); });
   }
-  /// [solved, estimate, iterations, residual] of every client, in id order, on every rank.
+  /// The SolveColumn rows of every client, in id order, on every rank.
   std::vector<double> all_numbers() const {
     return ordered_allgather(numbers_, static_cast<int>(local_), static_cast<int>(kSolveColumns));
   }
