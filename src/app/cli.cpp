@@ -50,21 +50,146 @@ Exit codes: 0 success, 1 usage error, 2 bad input (deck, data, output directory,
 Deck keys: inputs/README.md. Output datasets: docs/outputs.md. The papers (FLDP-FL, LIA, FeO2, ...):
 docs/references.md.)";
 
-// --out, and --force to replace a finished run's results (docs/operations.md "The output
-// directory").
-void add_output_options(CLI::App* command, CommandLine& result) {
-  command->add_option("--out", result.out, "output directory (overrides output.dir)");
-  command->add_flag("--force", result.force,
-                    "overwrite a finished results.h5 in the output directory (refused without)");
+// The options a command shares with others: which it takes, and the help texts that differ.
+struct CommonOptions {
+  std::string deck = "input deck (TOML)";  // the positional deck argument's help
+  bool output = true;                      // --out and --force
+  std::string quiet;                       // --quiet's help (what it silences); empty: no --quiet
+  bool model = false;                      // --model results.h5
+  std::string restart;  // --restart's help (what is not redone); empty: no --restart
+};
+
+// The deck, --set, and the options `options` names: --out and --force to replace a finished run's
+// results (docs/operations.md "The output directory"), --quiet, --model, --restart and the hidden
+// testing aid --test-stop-at (docs/operations.md).
+void add_common_options(CLI::App* command, CommandLine& result, const CommonOptions& options) {
+  command->add_option("deck", result.deck, options.deck)->required();
+  if (options.output) {
+    command->add_option("--out", result.out, "output directory (overrides output.dir)");
+    command->add_flag("--force", result.force,
+                      "overwrite a finished results.h5 in the output directory (refused without)");
+  }
+  command->add_option("--set", result.sets, "override a deck key: section.key=value (repeatable)");
+  if (options.model)
+    command->add_option("--model", result.model,
+                        "results.h5 of an earlier `fluence train` with the same deck: use its "
+                        "/model/theta instead of training");
+  if (!options.quiet.empty()) command->add_flag("--quiet", result.quiet, options.quiet);
+  if (!options.restart.empty()) {
+    command->add_option("--restart", result.restart, options.restart);
+    command
+        ->add_option("--test-stop-at", result.test_stop_at,
+                     "testing aid: raise SIGUSR1 on the last rank at checkpoint number N")
+        ->group("");
+  }
 }
 
-// --restart, and the hidden testing aid --test-stop-at (docs/operations.md).
-void add_restart_options(CLI::App* command, CommandLine& result, const std::string& help) {
-  command->add_option("--restart", result.restart, help);
-  command
-      ->add_option("--test-stop-at", result.test_stop_at,
-                   "testing aid: raise SIGUSR1 on the last rank at checkpoint number N")
-      ->group("");
+// A command that reads a deck: its name, what it does (--help), and the common options it takes.
+struct DeckCommand {
+  std::string name, description;
+  CommonOptions options;
+};
+
+// In --help's order (`privacy`, which reads no deck, follows them).
+const std::vector<DeckCommand>& deck_commands() {
+  static const std::vector<DeckCommand> commands = {
+      {"validate",
+       "check a deck (and its data) without running it; echo the resolved settings",
+       {.output = false}},
+      {"train",
+       "train a federation (FedAvg with randomized-response LDP) and write <out>/results.h5",
+       {.quiet = "no per-round progress lines",
+        .restart = "continue from a checkpoint: a chk_*.h5 file, or \"latest\" (the newest valid "
+                   "one in the output directory); the finished rounds are not redone"}},
+      {"influence",
+       "train (or load --model) and score every client by the estimated change of the global "
+       "test loss if it were removed (influence functions: PETSc IHVP, SLEPc spectrum), "
+       "optionally against exact retraining; write <out>/results.h5",
+       {.quiet = "no per-round or per-client progress lines",
+        .model = true,
+        .restart = "continue from a checkpoint (a chk_*.h5 file, or \"latest\" in the output "
+                   "directory): the model and the finished per-client solves and retrains are "
+                   "not redone"}},
+      {"fldp",
+       "train (or load --model), then estimate the global model after clients change their "
+       "privacy level eps -> eps' or leave (FLDP-FL, influence functions), against the exact "
+       "expected retrain and re-randomized retrains; write <out>/results.h5",
+       {.deck = "input deck (TOML) with [fldp] cases",
+        .quiet = "no per-round or per-case progress lines",
+        .model = true,
+        .restart = "continue from a checkpoint (a chk_*.h5 file, or \"latest\" in the output "
+                   "directory): the model and the finished cases are not redone"}},
+      {"whatif",
+       "train (or load --model), then estimate how the test loss would change if a fraction of "
+       "a group's records were randomized with eps-LDP (Carey et al. 2023), for a grid of "
+       "fractions and eps from one IHVP; optionally against randomized retrains; write "
+       "<out>/results.h5",
+       {.deck = "input deck (TOML) with a [whatif] section",
+        .quiet = "no per-round or retrain progress lines",
+        .model = true,
+        .restart = "continue from a checkpoint (a chk_*.h5 file, or \"latest\" in the output "
+                   "directory): the model, the finished second-order rows and retrain chains "
+                   "are not redone"}},
+      {"lia",
+       "lazy-influence data filtering (LIA): contributors' DP-SGD last layers, every "
+       "validator's randomized votes, the center's k-means threshold, filtration metrics, and "
+       "FL after filtering against robust aggregators; write <out>/results.h5",
+       {.deck = "input deck (TOML) with [data] and [lia]",
+        .quiet = "no per-stage progress lines",
+        .restart = "continue from a checkpoint (a chk_*.h5 of this deck, or \"latest\" in the "
+                   "output directory): the filtering outcome and finished FL methods are kept"}},
+      {"feo2-theory",
+       "simulate FeO2's federated point estimation: the server's variance for each FeO2 ratio "
+       "r against Lemma 1's sigma_s^2(r) and r*; write <out>/results.h5",
+       {.deck = "input deck (TOML) with [feo2_theory]"}},
+  };
+  return commands;
+}
+
+void add_deck_command(CLI::App& app, CommandLine& result, const DeckCommand& command) {
+  add_common_options(app.add_subcommand(command.name, command.description), result,
+                     command.options);
+}
+
+// validate's own options, beyond the deck and --set.
+void add_validate_options(CLI::App* validate, CommandLine& result) {
+  validate->add_flag("--no-data", result.skip_data, "check the deck only, do not load the data");
+  std::vector<std::string> commands;
+  for (const DeckCommand& command : deck_commands())
+    if (command.name != "validate") commands.push_back(command.name);
+  validate
+      ->add_option("--command", result.for_command,
+                   "check the deck for this command only: its sections and checks, and a warning "
+                   "for the sections it does not read")
+      ->check(CLI::IsMember(commands));
+}
+
+// fluence privacy: the accountant's inputs, no deck.
+void add_privacy_command(CLI::App& app, CommandLine& result) {
+  auto* privacy = app.add_subcommand(
+      "privacy",
+      "the (eps, delta) of DP-SGD / DP-FedAvg from the RDP accountant of the Poisson-subsampled "
+      "Gaussian mechanism (--noise), or the noise multiplier for a target eps (--epsilon)");
+  auto& accounting = result.privacy;
+  auto* noise = privacy->add_option("--noise", accounting.noise,
+                                    "noise multiplier z (noise std / clipping norm)");
+  auto* target = privacy->add_option("--epsilon", accounting.epsilon,
+                                     "target eps: print the smallest noise multiplier reaching it");
+  noise->excludes(target);
+  privacy
+      ->add_option("--sampling-rate", accounting.sampling_rate,
+                   "Poisson sampling rate q per step (batch / N, or clients sampled / N)")
+      ->required()
+      ->check(CLI::Range(0.0, 1.0));
+  privacy->add_option("--steps", accounting.steps, "number of steps (rounds) composed")
+      ->required()
+      ->check(CLI::NonNegativeNumber);
+  privacy->add_option("--delta", accounting.delta, "delta of the (eps, delta) guarantee")
+      ->required()
+      ->check(CLI::Range(0.0, 1.0));
+  privacy->add_flag("--json", accounting.json,
+                    "print exactly {\"epsilon\": ..., \"delta\": ..., \"order\": ...} (with "
+                    "--epsilon also \"noise_multiplier\")");
 }
 
 }  // namespace
@@ -90,126 +215,9 @@ CommandLine parse_command_line(int argc, char** argv) {
                        std::string("fluence ") + version() + " (" + git_revision() + ")");
   app.require_subcommand(1);
 
-  auto* validate = app.add_subcommand("validate",
-                                      "check a deck (and its data) without running it; "
-                                      "echo the resolved settings");
-  validate->add_option("deck", result.deck, "input deck (TOML)")->required();
-  validate->add_option("--set", result.sets, "override a deck key: section.key=value (repeatable)");
-  validate->add_flag("--no-data", result.skip_data, "check the deck only, do not load the data");
-  validate
-      ->add_option("--command", result.for_command,
-                   "check the deck for this command only: its sections and checks, and a warning "
-                   "for the sections it does not read")
-      ->check(CLI::IsMember({"train", "influence", "fldp", "whatif", "lia", "feo2-theory"}));
-
-  auto* train = app.add_subcommand("train",
-                                   "train a federation (FedAvg with randomized-response "
-                                   "LDP) and write <out>/results.h5");
-  train->add_option("deck", result.deck, "input deck (TOML)")->required();
-  add_output_options(train, result);
-  train->add_option("--set", result.sets, "override a deck key: section.key=value (repeatable)");
-  train->add_flag("--quiet", result.quiet, "no per-round progress lines");
-  add_restart_options(train, result,
-                      "continue from a checkpoint: a chk_*.h5 file, or \"latest\" (the newest "
-                      "valid one in the output directory); the finished rounds are not redone");
-
-  auto* influence = app.add_subcommand(
-      "influence",
-      "train (or load --model) and score every client by the estimated change of the global "
-      "test loss if it were removed (influence functions: PETSc IHVP, SLEPc spectrum), "
-      "optionally against exact retraining; write <out>/results.h5");
-  influence->add_option("deck", result.deck, "input deck (TOML)")->required();
-  add_output_options(influence, result);
-  influence->add_option("--set", result.sets,
-                        "override a deck key: section.key=value (repeatable)");
-  influence->add_option("--model", result.model,
-                        "results.h5 of an earlier `fluence train` with the same deck: use its "
-                        "/model/theta instead of training");
-  influence->add_flag("--quiet", result.quiet, "no per-round or per-client progress lines");
-  add_restart_options(influence, result,
-                      "continue from a checkpoint (a chk_*.h5 file, or \"latest\" in the output "
-                      "directory): the model and the finished per-client solves and retrains are "
-                      "not redone");
-
-  auto* fldp = app.add_subcommand(
-      "fldp",
-      "train (or load --model), then estimate the global model after clients change their "
-      "privacy level eps -> eps' or leave (FLDP-FL, influence functions), against the exact "
-      "expected retrain and re-randomized retrains; write <out>/results.h5");
-  fldp->add_option("deck", result.deck, "input deck (TOML) with [fldp] cases")->required();
-  add_output_options(fldp, result);
-  fldp->add_option("--set", result.sets, "override a deck key: section.key=value (repeatable)");
-  fldp->add_option("--model", result.model,
-                   "results.h5 of an earlier `fluence train` with the same deck: use its "
-                   "/model/theta instead of training");
-  fldp->add_flag("--quiet", result.quiet, "no per-round or per-case progress lines");
-  add_restart_options(fldp, result,
-                      "continue from a checkpoint (a chk_*.h5 file, or \"latest\" in the output "
-                      "directory): the model and the finished cases are not redone");
-
-  auto* whatif = app.add_subcommand(
-      "whatif",
-      "train (or load --model), then estimate how the test loss would change if a fraction of a "
-      "group's records were randomized with eps-LDP (Carey et al. 2023), for a grid of fractions "
-      "and eps from one IHVP; optionally against randomized retrains; write <out>/results.h5");
-  whatif->add_option("deck", result.deck, "input deck (TOML) with a [whatif] section")->required();
-  add_output_options(whatif, result);
-  whatif->add_option("--set", result.sets, "override a deck key: section.key=value (repeatable)");
-  whatif->add_option("--model", result.model,
-                     "results.h5 of an earlier `fluence train` with the same deck: use its "
-                     "/model/theta instead of training");
-  whatif->add_flag("--quiet", result.quiet, "no per-round or retrain progress lines");
-  add_restart_options(whatif, result,
-                      "continue from a checkpoint (a chk_*.h5 file, or \"latest\" in the output "
-                      "directory): the model, the finished second-order rows and retrain chains "
-                      "are not redone");
-
-  auto* lia = app.add_subcommand(
-      "lia",
-      "lazy-influence data filtering (LIA): contributors' DP-SGD last layers, every "
-      "validator's randomized votes, the center's k-means threshold, filtration metrics, and FL "
-      "after filtering against robust aggregators; write <out>/results.h5");
-  lia->add_option("deck", result.deck, "input deck (TOML) with [data] and [lia]")->required();
-  add_output_options(lia, result);
-  lia->add_option("--set", result.sets, "override a deck key: section.key=value (repeatable)");
-  lia->add_flag("--quiet", result.quiet, "no per-stage progress lines");
-  add_restart_options(lia, result,
-                      "continue from a checkpoint (a chk_*.h5 of this deck, or \"latest\" in the "
-                      "output directory): the filtering outcome and finished FL methods are kept");
-
-  auto* privacy = app.add_subcommand(
-      "privacy",
-      "the (eps, delta) of DP-SGD / DP-FedAvg from the RDP accountant of the Poisson-subsampled "
-      "Gaussian mechanism (--noise), or the noise multiplier for a target eps (--epsilon)");
-  auto& accounting = result.privacy;
-  auto* noise = privacy->add_option("--noise", accounting.noise,
-                                    "noise multiplier z (noise std / clipping norm)");
-  auto* target = privacy->add_option("--epsilon", accounting.epsilon,
-                                     "target eps: print the smallest noise multiplier reaching it");
-  noise->excludes(target);
-  privacy
-      ->add_option("--sampling-rate", accounting.sampling_rate,
-                   "Poisson sampling rate q per step (batch / N, or clients sampled / N)")
-      ->required()
-      ->check(CLI::Range(0.0, 1.0));
-  privacy->add_option("--steps", accounting.steps, "number of steps (rounds) composed")
-      ->required()
-      ->check(CLI::NonNegativeNumber);
-  privacy->add_option("--delta", accounting.delta, "delta of the (eps, delta) guarantee")
-      ->required()
-      ->check(CLI::Range(0.0, 1.0));
-  privacy->add_flag("--json", accounting.json,
-                    "print exactly {\"epsilon\": ..., \"delta\": ..., \"order\": ...} (with "
-                    "--epsilon also \"noise_multiplier\")");
-
-  auto* feo2_theory = app.add_subcommand(
-      "feo2-theory",
-      "simulate FeO2's federated point estimation: the server's variance for each FeO2 "
-      "ratio r against Lemma 1's sigma_s^2(r) and r*; write <out>/results.h5");
-  feo2_theory->add_option("deck", result.deck, "input deck (TOML) with [feo2_theory]")->required();
-  add_output_options(feo2_theory, result);
-  feo2_theory->add_option("--set", result.sets,
-                          "override a deck key: section.key=value (repeatable)");
+  for (const DeckCommand& command : deck_commands()) add_deck_command(app, result, command);
+  add_validate_options(app.get_subcommand("validate"), result);
+  add_privacy_command(app, result);
 
   std::vector<const char*> args;
   args.push_back(argv[0]);
@@ -248,14 +256,8 @@ CommandLine parse_command_line(int argc, char** argv) {
     }
     return result;
   }
-  result.command = validate->parsed()      ? "validate"
-                   : influence->parsed()   ? "influence"
-                   : fldp->parsed()        ? "fldp"
-                   : whatif->parsed()      ? "whatif"
-                   : lia->parsed()         ? "lia"
-                   : privacy->parsed()     ? "privacy"
-                   : feo2_theory->parsed() ? "feo2-theory"
-                                           : "train";
+  for (const auto* command : app.get_subcommands({}))
+    if (command->parsed()) result.command = command->get_name();
   return result;
 }
 

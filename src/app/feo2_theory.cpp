@@ -6,8 +6,8 @@
 #include "fluence/app/cli.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/mpi.hpp"
-#include "fluence/fl/point_estimation.hpp"
 #include "fluence/io/results.hpp"
+#include "fluence/privacy/point_estimation.hpp"
 
 namespace fluence::app {
 

@@ -6,6 +6,7 @@
 #include "fluence/app/cli.hpp"
 #include "fluence/core/config.hpp"
 #include "fluence/core/log.hpp"
+#include "fluence/core/log_stage.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/signals.hpp"
 #include "fluence/io/fldp_output.hpp"
@@ -25,7 +26,7 @@ int run_fldp(const CommandLine& command_line) {
   CommandCheckpoints checkpoints(command_line, deck, "fldp");
 
   Stopwatch setup_clock;
-  FederatedProblem problem = build_problem(deck);
+  FederatedProblem problem = in_stage(Stage::setup, [&] { return build_problem(deck); });
   const double setup_seconds = setup_clock.seconds();
   const FldpConfig config = FldpConfig::from_deck(deck, problem.ldp);
   log::info(
@@ -46,6 +47,7 @@ int run_fldp(const CommandLine& command_line) {
   if (result.stopped) return kExitStopped;
   log::info("fldp: {} case(s) in {}", result.cases.size(), format_duration(clock.seconds()));
 
+  LogStage output(Stage::output);
   ResultsFile file(out_dir);
   write_run_attributes(file, command_line.invocation, deck.integer("seed"), deck.resolved_toml());
   write_run_resources(file, setup_seconds);

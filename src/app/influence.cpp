@@ -5,6 +5,7 @@
 #include "fluence/app/cli.hpp"
 #include "fluence/core/config.hpp"
 #include "fluence/core/log.hpp"
+#include "fluence/core/log_stage.hpp"
 #include "fluence/core/memory.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/signals.hpp"
@@ -43,7 +44,7 @@ int run_influence(const CommandLine& command_line) {
   CommandCheckpoints checkpoints(command_line, deck, "influence");
 
   Stopwatch setup_clock;
-  FederatedProblem problem = build_problem(deck);
+  FederatedProblem problem = in_stage(Stage::setup, [&] { return build_problem(deck); });
   const double setup_seconds = setup_clock.seconds();
   log::info(
       "fluence influence: {} clients on {} rank(s), {} training rows, {} parameters ({:.2f}s "
@@ -65,6 +66,7 @@ int run_influence(const CommandLine& command_line) {
   log::info("influence: {} clients scored in {}", influence.estimate.size(),
             format_duration(clock.seconds()));
 
+  LogStage output(Stage::output);
   ResultsFile file(out_dir);
   write_run_attributes(file, command_line.invocation, deck.integer("seed"), deck.resolved_toml());
   write_run_resources(file, setup_seconds);

@@ -5,6 +5,7 @@
 #include "checkpoints.hpp"
 #include "fluence/app/cli.hpp"
 #include "fluence/core/log.hpp"
+#include "fluence/core/log_stage.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/data/source.hpp"
 #include "fluence/io/lia_output.hpp"
@@ -23,6 +24,7 @@ int run_lia(const CommandLine& command_line) {
   if (result.stopped) return kExitStopped;
   // The config again for the writer (cheap; the class count is known from the result's run).
   const lia::LiaConfig config = lia::LiaConfig::from_deck(deck, static_cast<int>(result.classes));
+  LogStage output(Stage::output);
   ResultsFile file(out_dir);
   write_run_attributes(file, command_line.invocation, deck.integer("seed"), deck.resolved_toml());
   write_run_resources(file, result.time_setup);

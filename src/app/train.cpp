@@ -10,6 +10,7 @@
 #include "fluence/app/cli.hpp"
 #include "fluence/core/config.hpp"
 #include "fluence/core/log.hpp"
+#include "fluence/core/log_stage.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/signals.hpp"
 #include "fluence/fl/federation.hpp"
@@ -29,7 +30,7 @@ int run_train(const CommandLine& command_line) {
   CommandCheckpoints checkpoints(command_line, deck, "train");
 
   Stopwatch setup_clock;
-  FederatedProblem problem = build_problem(deck);
+  FederatedProblem problem = in_stage(Stage::setup, [&] { return build_problem(deck); });
   const double setup_seconds = setup_clock.seconds();
   const FederationConfig config = FederationConfig::from_deck(deck);
   log::info(
@@ -83,22 +84,26 @@ int run_train(const CommandLine& command_line) {
         },
         fmt::format("round {}", round));
   };
-  const auto result = federation.train(
-      config,
-      [&](const RoundMetrics& m) {
-        if (command_line.quiet) return;
-        log::info(
-            "round {:>5d}/{}  train loss {:.5f}  test loss {:.5f}  test acc {:6.2f}%  elapsed {}  "
-            "ETA {}",
-            m.round, config.rounds, m.train_loss, m.test_loss, 100.0 * m.test_accuracy,
-            format_duration(m.wall_time), format_eta(m.wall_time, m.round, config.rounds));
-      },
-      round_step, checkpoint, resume ? &*resume : nullptr);
+  const auto result = in_stage(Stage::training, [&] {
+    return federation.train(
+        config,
+        [&](const RoundMetrics& m) {
+          if (command_line.quiet) return;
+          log::info(
+              "round {:>5d}/{}  train loss {:.5f}  test loss {:.5f}  test acc {:6.2f}%  elapsed {} "
+              " "
+              "ETA {}",
+              m.round, config.rounds, m.train_loss, m.test_loss, 100.0 * m.test_accuracy,
+              format_duration(m.wall_time), format_eta(m.wall_time, m.round, config.rounds));
+        },
+        round_step, checkpoint, resume ? &*resume : nullptr);
+  });
   if (result.stopped) return kExitStopped;
   log::info("final: test loss {:.6f}  test accuracy {:.2f}%  |grad h| {:.3e}",
             result.final_metrics.test_loss, 100.0 * result.final_metrics.test_accuracy,
             result.gradient_norm);
 
+  LogStage output(Stage::output);
   ResultsFile file(out_dir);
   write_run_attributes(file, command_line.invocation, deck.integer("seed"), deck.resolved_toml());
   write_run_resources(file, setup_seconds);

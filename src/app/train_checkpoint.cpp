@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <type_traits>
+#include <variant>
+
 #include "fluence/core/error.hpp"
 
 namespace fluence::app {
@@ -12,6 +15,17 @@ const std::vector<double>& array(const CheckpointState& state, const std::string
   return state_array(state.arrays, name);
 }
 
+// The per-round metrics, each stored as the array `history/<name>` with a value per round.
+struct HistoryColumn {
+  const char* name;
+  std::variant<int RoundMetrics::*, double RoundMetrics::*> member;
+};
+const HistoryColumn kHistoryColumns[] = {{"history/round", &RoundMetrics::round},
+                                         {"history/train_loss", &RoundMetrics::train_loss},
+                                         {"history/test_loss", &RoundMetrics::test_loss},
+                                         {"history/test_accuracy", &RoundMetrics::test_accuracy},
+                                         {"history/wall_time", &RoundMetrics::wall_time}};
+
 }  // namespace
 
 CheckpointState training_state(int round, const std::vector<double>& theta,
@@ -20,17 +34,11 @@ CheckpointState training_state(int round, const std::vector<double>& theta,
   CheckpointState state;
   state.round = round;
   state.arrays["theta"] = theta;
-  auto& rounds = state.arrays["history/round"];
-  auto& train_loss = state.arrays["history/train_loss"];
-  auto& test_loss = state.arrays["history/test_loss"];
-  auto& test_accuracy = state.arrays["history/test_accuracy"];
-  auto& wall_time = state.arrays["history/wall_time"];
-  for (const auto& m : history) {
-    rounds.push_back(m.round);
-    train_loss.push_back(m.train_loss);
-    test_loss.push_back(m.test_loss);
-    test_accuracy.push_back(m.test_accuracy);
-    wall_time.push_back(m.wall_time);
+  for (const HistoryColumn& column : kHistoryColumns) {
+    auto& values = state.arrays[column.name];
+    for (const RoundMetrics& m : history)
+      values.push_back(
+          std::visit([&](auto member) { return static_cast<double>(m.*member); }, column.member));
   }
   if (private_training) private_training->save_state(state.arrays);
   return state;
@@ -47,15 +55,16 @@ TrainingResume resume_training(const CheckpointState& state, std::size_t paramet
   if (state.round > rounds)
     throw InputError(fmt::format("checkpoint: it is after round {}, but federation.rounds = {}",
                                  state.round, rounds));
-  const auto& round = array(state, "history/round");
-  for (std::size_t t = 0; t < round.size(); ++t) {
-    RoundMetrics m;
-    m.round = static_cast<int>(round[t]);
-    m.train_loss = array(state, "history/train_loss").at(t);
-    m.test_loss = array(state, "history/test_loss").at(t);
-    m.test_accuracy = array(state, "history/test_accuracy").at(t);
-    m.wall_time = array(state, "history/wall_time").at(t);
-    resume.history.push_back(m);
+  resume.history.resize(array(state, "history/round").size());
+  for (const HistoryColumn& column : kHistoryColumns) {
+    const auto& values = array(state, column.name);
+    for (std::size_t t = 0; t < resume.history.size(); ++t)
+      std::visit(
+          [&](auto member) {
+            using Value = std::remove_reference_t<decltype(resume.history[t].*member)>;
+            resume.history[t].*member = static_cast<Value>(values.at(t));
+          },
+          column.member);
   }
   if (private_training) private_training->restore_state(state.arrays);
   return resume;

@@ -4,12 +4,25 @@
 
 #include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
+#include "fluence/core/log_stage.hpp"
 #include "fluence/io/model_input.hpp"
 #include "train_checkpoint.hpp"
 
 namespace fluence::app {
 
 namespace {
+
+// The finished model's scalars, stored as the array `model/final` in this order.
+struct FinalNumbers {
+  double train_loss = 0.0, test_loss = 0.0, test_accuracy = 0.0;
+  int polish_steps = 0;
+  double seconds = 0.0;  // TrainedModel::seconds
+};
+const ScalarFields<FinalNumbers> kFinalNumbers = {{"train_loss", &FinalNumbers::train_loss},
+                                                  {"test_loss", &FinalNumbers::test_loss},
+                                                  {"test_accuracy", &FinalNumbers::test_accuracy},
+                                                  {"polish_steps", &FinalNumbers::polish_steps},
+                                                  {"seconds", &FinalNumbers::seconds}};
 
 // The finished model as a sweep checkpoint stores it: what write_training_output needs.
 StateArrays model_state(const TrainedModel& model) {
@@ -19,9 +32,9 @@ StateArrays model_state(const TrainedModel& model) {
           .arrays;
   StateArrays state;
   for (auto& [name, values] : arrays) state["model/" + name] = std::move(values);
-  state["model/final"] = {result.final_metrics.train_loss, result.final_metrics.test_loss,
-                          result.final_metrics.test_accuracy,
-                          static_cast<double>(result.polish_steps), model.seconds};
+  state["model/final"] =
+      kFinalNumbers.pack({result.final_metrics.train_loss, result.final_metrics.test_loss,
+                          result.final_metrics.test_accuracy, result.polish_steps, model.seconds});
   return state;
 }
 
@@ -36,13 +49,14 @@ TrainedModel restore_model(const StateArrays& state, std::size_t parameters) {
   const TrainingResume resume = resume_training(training, parameters, training.round, nullptr);
   model.result.theta = resume.theta;
   model.result.history = resume.history;
-  const auto& final = state_array(state, "model/final", 5);
+  FinalNumbers final;
+  kFinalNumbers.read(state, "model/final", final);
   model.result.final_metrics.round = training.round;
-  model.result.final_metrics.train_loss = final[0];
-  model.result.final_metrics.test_loss = final[1];
-  model.result.final_metrics.test_accuracy = final[2];
-  model.result.polish_steps = static_cast<int>(final[3]);
-  model.seconds = final[4];
+  model.result.final_metrics.train_loss = final.train_loss;
+  model.result.final_metrics.test_loss = final.test_loss;
+  model.result.final_metrics.test_accuracy = final.test_accuracy;
+  model.result.polish_steps = final.polish_steps;
+  model.seconds = final.seconds;
   return model;
 }
 
@@ -92,7 +106,9 @@ TrainedModel obtain_trained_model(const CommandLine& command_line, const Deck& d
       log::warn("--model {} is not read: the checkpoint continues the training it started",
                 command_line.model);
     Stopwatch clock;
-    model.result = train_model(command_line, federation, config, checkpoints);
+    model.result = in_stage(Stage::training, [&] {
+      return train_model(command_line, federation, config, checkpoints);
+    });
     if (model.result.stopped) return model;
     model.seconds = clock.seconds();
   } else {

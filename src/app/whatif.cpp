@@ -6,6 +6,7 @@
 #include "fluence/app/cli.hpp"
 #include "fluence/core/config.hpp"
 #include "fluence/core/log.hpp"
+#include "fluence/core/log_stage.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/signals.hpp"
 #include "fluence/io/results.hpp"
@@ -51,7 +52,7 @@ int run_whatif(const CommandLine& command_line) {
   CommandCheckpoints checkpoints(command_line, deck, "whatif");
 
   Stopwatch setup_clock;
-  FederatedProblem problem = build_problem(deck);
+  FederatedProblem problem = in_stage(Stage::setup, [&] { return build_problem(deck); });
   const double setup_seconds = setup_clock.seconds();
   const WhatifConfig config = WhatifConfig::from_deck(deck, problem);
   log::info(
@@ -86,6 +87,7 @@ int run_whatif(const CommandLine& command_line) {
               result.retrain_count, format_duration(result.time_retrain), result.retrain_iterations,
               result.retrain_hessian_products);
 
+  LogStage output(Stage::output);
   ResultsFile file(out_dir);
   write_run_attributes(file, command_line.invocation, deck.integer("seed"), deck.resolved_toml());
   write_run_resources(file, setup_seconds);

@@ -3,11 +3,13 @@
 
 #include "fluence/fl/newton.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 
 #include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
+#include "fluence/core/log_stage.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/rng.hpp"
 #include "fluence/influence/estimators.hpp"
@@ -71,69 +73,60 @@ double distance(const std::vector<double>& a, const std::vector<double>& b) {
   return std::sqrt(s);
 }
 
-// A finished case in a checkpoint (docs/operations.md): its vectors and numbers under
-// `fldp/case_<c>/`.
-const std::vector<std::vector<double> FldpCaseResult::*> kCaseVectors = {
-    &FldpCaseResult::theta_estimate,
-    &FldpCaseResult::theta_expected,
-    &FldpCaseResult::theta_newton,
-    &FldpCaseResult::newton_ed_expected,
-    &FldpCaseResult::test_loss_retrain,
-    &FldpCaseResult::test_accuracy_retrain,
-    &FldpCaseResult::ald,
-    &FldpCaseResult::aad,
-    &FldpCaseResult::ed};
-const char* const kCaseVectorNames[] = {"theta_estimate",
-                                        "theta_expected",
-                                        "theta_newton",
-                                        "newton_ed_expected",
-                                        "test_loss_retrain",
-                                        "test_accuracy_retrain",
-                                        "ald",
-                                        "aad",
-                                        "ed"};
+// A finished case in a checkpoint (docs/operations.md): its vectors under `fldp/case_<c>/`, its
+// scalars as the array `fldp/case_<c>/numbers` in this order.
+const VectorFields<FldpCaseResult> kCaseVectors = {
+    {"theta_estimate", &FldpCaseResult::theta_estimate},
+    {"theta_expected", &FldpCaseResult::theta_expected},
+    {"theta_newton", &FldpCaseResult::theta_newton},
+    {"newton_ed_expected", &FldpCaseResult::newton_ed_expected},
+    {"test_loss_retrain", &FldpCaseResult::test_loss_retrain},
+    {"test_accuracy_retrain", &FldpCaseResult::test_accuracy_retrain},
+    {"ald", &FldpCaseResult::ald},
+    {"aad", &FldpCaseResult::aad},
+    {"ed", &FldpCaseResult::ed}};
+const ScalarFields<FldpCaseResult> kCaseNumbers = {
+    {"test_loss_estimate", &FldpCaseResult::test_loss_estimate},
+    {"test_accuracy_estimate", &FldpCaseResult::test_accuracy_estimate},
+    {"test_loss_expected", &FldpCaseResult::test_loss_expected},
+    {"test_accuracy_expected", &FldpCaseResult::test_accuracy_expected},
+    {"ald_expected", &FldpCaseResult::ald_expected},
+    {"aad_expected", &FldpCaseResult::aad_expected},
+    {"ed_expected", &FldpCaseResult::ed_expected},
+    {"time_estimate", &FldpCaseResult::time_estimate},
+    {"time_retrain", &FldpCaseResult::time_retrain},
+    {"mc_standard_error", &FldpCaseResult::mc_standard_error},
+    {"ihvp_iterations", &FldpCaseResult::ihvp_iterations},
+    {"ihvp_residual", &FldpCaseResult::ihvp_residual}};
 
 std::string case_prefix(std::size_t c) {
   return fmt::format("fldp/case_{:06d}/", c);
 }
 
-void save_case(const FldpCaseResult& r, std::size_t c, StateArrays& state) {
-  const std::string prefix = case_prefix(c);
-  for (std::size_t i = 0; i < kCaseVectors.size(); ++i)
-    state[prefix + kCaseVectorNames[i]] = r.*kCaseVectors[i];
-  state[prefix + "numbers"] = {r.test_loss_estimate,
-                               r.test_accuracy_estimate,
-                               r.test_loss_expected,
-                               r.test_accuracy_expected,
-                               r.ald_expected,
-                               r.aad_expected,
-                               r.ed_expected,
-                               r.time_estimate,
-                               r.time_retrain,
-                               r.mc_standard_error,
-                               static_cast<double>(r.ihvp_iterations),
-                               r.ihvp_residual};
+// The sweep's resumable state: which cases are done, each done case, the solver's history.
+void save_cases(const std::vector<FldpCaseResult>& cases, const std::vector<char>& done,
+                const IhvpSolver* solver, StateArrays& state) {
+  state["fldp/case_done"] = flags_array(done);
+  for (std::size_t c = 0; c < cases.size(); ++c) {
+    if (!done[c]) continue;
+    kCaseVectors.write(cases[c], case_prefix(c), state);
+    state[case_prefix(c) + "numbers"] = kCaseNumbers.pack(cases[c]);
+  }
+  if (solver) state["fldp/solver"] = solver->history();
 }
 
-FldpCaseResult load_case(const StateArrays& state, std::size_t c) {
-  const std::string prefix = case_prefix(c);
-  FldpCaseResult r;
-  for (std::size_t i = 0; i < kCaseVectors.size(); ++i)
-    r.*kCaseVectors[i] = state_array(state, prefix + kCaseVectorNames[i]);
-  const auto& n = state_array(state, prefix + "numbers", 12);
-  r.test_loss_estimate = n[0];
-  r.test_accuracy_estimate = n[1];
-  r.test_loss_expected = n[2];
-  r.test_accuracy_expected = n[3];
-  r.ald_expected = n[4];
-  r.aad_expected = n[5];
-  r.ed_expected = n[6];
-  r.time_estimate = n[7];
-  r.time_retrain = n[8];
-  r.mc_standard_error = n[9];
-  r.ihvp_iterations = static_cast<std::int64_t>(n[10]);
-  r.ihvp_residual = n[11];
-  return r;
+// The inverse of save_cases: the done flags (all false on a fresh start), the done cases into
+// `cases`, the solver's history (CG warm starts) into `solver`.
+std::vector<char> restore_cases(const StateArrays& state, std::vector<FldpCaseResult>& cases,
+                                IhvpSolver* solver) {
+  std::vector<char> done = state_flags(state, "fldp/case_done", cases.size());
+  for (std::size_t c = 0; c < cases.size(); ++c) {
+    if (!done[c]) continue;
+    kCaseVectors.read(state, case_prefix(c), cases[c]);
+    kCaseNumbers.read(state, case_prefix(c) + "numbers", cases[c]);
+  }
+  if (solver && state.count("fldp/solver")) solver->restore_history(state.at("fldp/solver"));
+  return done;
 }
 
 // One case on this rank: the changes' expected losses (their owners only) and removals.
@@ -162,6 +155,7 @@ class FldpRunner {
     FldpResult result;
     std::tie(result.base_test_loss, result.base_test_accuracy) = federation_.evaluate_test(theta_);
     Stopwatch setup;
+    LogStage ihvp_stage(Stage::ihvp);  // the retrains of each case push theirs on top
     result.damping = influence_.damping;
     hessian_ = make_federated_hessian(federation_, theta_);
     hessian_->set_damping(result.damping);
@@ -177,17 +171,10 @@ class FldpRunner {
     // Resuming: the finished cases and the solver's history (CG warm starts) are restored.
     const std::size_t cases = config_.cases.size();
     const StateArrays none;
-    const StateArrays& restored = checkpoint_ ? checkpoint_->restored() : none;
-    std::vector<char> done = state_flags(restored, "fldp/case_done", cases);
     result.cases.resize(cases);
-    long finished = 0;
-    for (std::size_t c = 0; c < cases; ++c)
-      if (done[c]) {
-        result.cases[c] = load_case(restored, c);
-        ++finished;
-      }
-    if (solver_ && restored.count("fldp/solver"))
-      solver_->restore_history(restored.at("fldp/solver"));
+    std::vector<char> done =
+        restore_cases(checkpoint_ ? checkpoint_->restored() : none, result.cases, solver_.get());
+    long finished = std::count(done.begin(), done.end(), 1);
     ProgressLine bar("cases", static_cast<long>(cases), progress_);
     for (std::size_t c = 0; c < cases; ++c) {
       if (done[c]) continue;
@@ -196,10 +183,7 @@ class FldpRunner {
       bar.done(++finished);
       done[c] = 1;
       const auto save = [&](StateArrays& state) {
-        state["fldp/case_done"] = flags_array(done);
-        for (std::size_t k = 0; k < cases; ++k)
-          if (done[k]) save_case(result.cases[k], k, state);
-        if (solver_) state["fldp/solver"] = solver_->history();
+        save_cases(result.cases, done, solver_.get(), state);
       };
       if (checkpoint_ && checkpoint_->units_done(finished, save)) {
         result.stopped = true;
@@ -236,9 +220,9 @@ class FldpRunner {
     return state;
   }
 
-  // The client's gradient difference b with d theta = -(1/n) H^{-1} b: Eq. 14's
-  // sum [grad E l(z_eps') - grad l(z~)] for a change, -sum grad l~(z~) for a removal (Eq. 27).
-  // `batch` >= 0 uses one Monte-Carlo batch of the expectation.
+  // The client's gradient difference b with d theta = -(1/n) H^{-1} b:
+  // seed 000 Eq. 14's sum [grad E l(z_eps') - grad l(z~)] for a change, -sum grad l~(z~) for a
+  // removal (seed 000 Eq. 27). `batch` >= 0 uses one Monte-Carlo batch of the expectation.
   void change_gradient(const FldpChange& change, ExpectedChange* expected, int batch,
                        std::vector<double>& out) {
     out.resize(p_);
@@ -285,7 +269,7 @@ class FldpRunner {
     result.ihvp_residual = std::max(result.ihvp_residual, report.relative_residual);
   }
 
-  // theta^ + (1/n) sum_i I_i (Eq. 19-20), the changes in client order.
+  // theta^ + (1/n) sum_i I_i (seed 000 Eq. 19-20), the changes in client order.
   std::vector<double> estimate(const FldpCase& c, const CaseState& state, int batch,
                                FldpCaseResult& result) {
     std::vector<double> theta = theta_, influence;
@@ -430,6 +414,7 @@ class FldpRunner {
         federation_.evaluate_test(result.theta_estimate);
     if (state.monte_carlo) result.mc_standard_error = monte_carlo_error(c, state);
 
+    LogStage retraining(Stage::retraining);
     if (config_.retrain || config_.newton_steps > 0) {
       install(c, state);
       if (config_.retrain) {

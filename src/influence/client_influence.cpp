@@ -5,6 +5,7 @@
 
 #include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
+#include "fluence/core/log_stage.hpp"
 #include "fluence/core/mpi.hpp"
 
 namespace fluence {
@@ -46,10 +47,14 @@ std::vector<double> local_removal_gradients(Federation& federation,
   return gradients;
 }
 
+// A client's solve in a checkpoint: one row of `influence/solves` (clients x kSolveColumns), its
+// columns in this order. kSolved is 0 until the client's system is solved.
+enum SolveColumn : std::size_t { kSolved, kEstimate, kIterations, kResidual, kSolveColumns };
+
 // The sweep's resumable state (docs/operations.md). Units: one client's solve (its
 // parameter-change vector with the federated Hessian, or its local solve with its own), then one
-// client's leave-one-out retrain. Per local client, `numbers` holds [solved, estimate (client
-// scope), iterations, relative residual]; `retrained`, `actual` and `gradient_norm` are global.
+// client's leave-one-out retrain. Per local client, `numbers` holds a SolveColumn row;
+// `retrained`, `actual` and `gradient_norm` are global.
 class InfluenceSweep {
  public:
   InfluenceSweep(SweepCheckpoint* checkpoint, const FederatedProblem& problem, std::size_t p,
@@ -60,16 +65,16 @@ class InfluenceSweep {
         p_(p),
         keep_vectors_(keep_vectors),
         result_(result),
-        numbers_(local_ * 4, 0.0),
+        numbers_(local_ * kSolveColumns, 0.0),
         retrained_(clients_, 0) {
     result.actual.assign(clients_, 0.0);
     result.retrain_gradient_norm.assign(clients_, 0.0);
     if (!checkpoint || checkpoint->restored().empty()) return;
     const StateArrays& state = checkpoint->restored();
-    const auto& numbers = state_array(state, "influence/solves", clients_ * 4);
+    const auto& numbers = state_array(state, "influence/solves", clients_ * kSolveColumns);
     const auto first = static_cast<std::size_t>(result.first_local_client);
-    std::copy_n(numbers.begin() + static_cast<std::ptrdiff_t>(first * 4), local_ * 4,
-                numbers_.begin());
+    std::copy_n(numbers.begin() + static_cast<std::ptrdiff_t>(first * kSolveColumns),
+                local_ * kSolveColumns, numbers_.begin());
     if (keep_vectors_) {
       const auto& vectors = state_array(state, "influence/vectors", clients_ * p);
       std::copy_n(vectors.begin() + static_cast<std::ptrdiff_t>(first * p), local_ * p,
@@ -78,7 +83,8 @@ class InfluenceSweep {
     retrained_ = state_flags(state, "influence/retrained", clients_);
     result.actual = state_array(state, "influence/actual", clients_);
     result.retrain_gradient_norm = state_array(state, "influence/retrain_gradient_norm", clients_);
-    for (std::size_t id = 0; id < clients_; ++id) units_ += numbers[id * 4] != 0.0 ? 1 : 0;
+    for (std::size_t id = 0; id < clients_; ++id)
+      units_ += numbers[id * kSolveColumns + kSolved] != 0.0 ? 1 : 0;
     units_ += std::count(retrained_.begin(), retrained_.end(), 1);
     if (state.count("influence/solver")) solver_history_ = state.at("influence/solver");
   }
@@ -93,8 +99,8 @@ class InfluenceSweep {
     solver_history_ = solver.history();
     solver_ = nullptr;
   }
-  double* numbers(std::size_t local) { return numbers_.data() + local * 4; }
-  bool solved(std::size_t local) const { return numbers_[local * 4] != 0.0; }
+  double* numbers(std::size_t local) { return numbers_.data() + local * kSolveColumns; }
+  bool solved(std::size_t local) const { return numbers_[local * kSolveColumns + kSolved] != 0.0; }
   bool retrained(int id) const { return retrained_[static_cast<std::size_t>(id)] != 0; }
   void mark_retrained(int id) { retrained_[static_cast<std::size_t>(id)] = 1; }
 
@@ -103,9 +109,9 @@ class InfluenceSweep {
     units_ += count;
     return checkpoint_ && checkpoint_->units_done(units_, [&](StateArrays& state) { save(state); });
   }
-  /// [solved, estimate, iterations, residual] of every client, in id order, on every rank.
+  /// The SolveColumn rows of every client, in id order, on every rank.
   std::vector<double> all_numbers() const {
-    return ordered_allgather(numbers_, static_cast<int>(local_), 4);
+    return ordered_allgather(numbers_, static_cast<int>(local_), static_cast<int>(kSolveColumns));
   }
 
  private:
@@ -166,7 +172,7 @@ bool federated_scope(Federation& federation, const InfluenceConfig& config,
   std::vector<double> rhs(p), delta;
   std::vector<double> numbers = sweep.all_numbers();  // which clients are solved
   for (int id = 0; id < clients; ++id) {
-    if (numbers[static_cast<std::size_t>(id) * 4] != 0.0) continue;
+    if (numbers[static_cast<std::size_t>(id) * kSolveColumns + kSolved] != 0.0) continue;
     const int owner = problem.layout->owner(id);
     const auto local = static_cast<std::size_t>(id - result.first_local_client);
     if (owner == world_rank())
@@ -177,9 +183,9 @@ bool federated_scope(Federation& federation, const InfluenceConfig& config,
       std::copy(delta.begin(), delta.end(),
                 result.local_vectors.begin() + static_cast<std::ptrdiff_t>(local * p));
       double* row = sweep.numbers(local);
-      row[0] = 1.0;
-      row[2] = solve.iterations;
-      row[3] = solve.relative_residual;
+      row[kSolved] = 1.0;
+      row[kIterations] = solve.iterations;
+      row[kResidual] = solve.relative_residual;
     }
     bar.done(id + 1);
     if (sweep.finished(1)) return false;
@@ -187,9 +193,9 @@ bool federated_scope(Federation& federation, const InfluenceConfig& config,
   sweep.detach(*solver);
   numbers = sweep.all_numbers();
   for (int id = 0; id < clients; ++id) {
-    result.iterations.push_back(
-        static_cast<std::int64_t>(numbers[static_cast<std::size_t>(id) * 4 + 2]));
-    result.relative_residual.push_back(numbers[static_cast<std::size_t>(id) * 4 + 3]);
+    const double* row = numbers.data() + static_cast<std::size_t>(id) * kSolveColumns;
+    result.iterations.push_back(static_cast<std::int64_t>(row[kIterations]));
+    result.relative_residual.push_back(row[kResidual]);
   }
   return true;
 }
@@ -223,10 +229,10 @@ bool client_scope(Federation& federation, const std::vector<double>& theta,
                                   gradients.begin() + static_cast<std::ptrdiff_t>((k + 1) * p));
       const SolveReport report = removal_parameter_change(*solver, g, n, delta);
       double* row = sweep.numbers(k);
-      row[0] = 1.0;
-      row[1] = loss_change(test_gradient, delta);
-      row[2] = report.iterations;
-      row[3] = report.relative_residual;
+      row[kSolved] = 1.0;
+      row[kEstimate] = loss_change(test_gradient, delta);
+      row[kIterations] = report.iterations;
+      row[kResidual] = report.relative_residual;
       std::copy(delta.begin(), delta.end(),
                 result.local_vectors.begin() + static_cast<std::ptrdiff_t>(k * p));
       solved = 1;
@@ -236,10 +242,11 @@ bool client_scope(Federation& federation, const std::vector<double>& theta,
     if (sweep.finished(solved)) return false;
   }
   const auto numbers = sweep.all_numbers();
-  for (std::size_t id = 0; id < numbers.size() / 4; ++id) {
-    result.estimate.push_back(numbers[id * 4 + 1]);
-    result.iterations.push_back(static_cast<std::int64_t>(numbers[id * 4 + 2]));
-    result.relative_residual.push_back(numbers[id * 4 + 3]);
+  for (std::size_t id = 0; id < numbers.size() / kSolveColumns; ++id) {
+    const double* row = numbers.data() + id * kSolveColumns;
+    result.estimate.push_back(row[kEstimate]);
+    result.iterations.push_back(static_cast<std::int64_t>(row[kIterations]));
+    result.relative_residual.push_back(row[kResidual]);
   }
   return true;
 }
@@ -346,6 +353,8 @@ ClientInfluence client_removal_influence(Federation& federation, const std::vect
   result.local_vectors.assign(
       config.vectors || config.scope == HessianScope::client ? problem.clients.size() * p : 0, 0.0);
 
+  // The retrains push their stage on top of this one: PETSc charges each its own time.
+  LogStage ihvp_stage(Stage::ihvp);
   auto hessian = make_federated_hessian(federation, theta);
   hessian->set_damping(result.damping);
   if (config.spectrum) check_hessian_spectrum(*hessian, config, result.spectrum, result.damping);
@@ -362,8 +371,10 @@ ClientInfluence client_removal_influence(Federation& federation, const std::vect
                         : client_scope(federation, theta, config, test_gradient, gradients,
                                        progress, sweep, result);
   if (done && config.retrain)
-    result.stopped =
-        !retrain_without_each_client(federation, theta, config, training, progress, sweep, result);
+    result.stopped = !in_stage(Stage::retraining, [&] {
+      return retrain_without_each_client(federation, theta, config, training, progress, sweep,
+                                         result);
+    });
   else
     result.stopped = !done;
   if (!config.vectors) result.local_vectors.clear();

@@ -8,24 +8,80 @@ namespace fluence {
 
 namespace {
 
-// One value per case, taken from each case result.
-template <class Field>
-std::vector<double> per_case(const FldpResult& result, Field field) {
+// One value per case: the member of each case result.
+template <class Value>
+std::vector<double> per_case(const FldpResult& result, Value FldpCaseResult::*member) {
   std::vector<double> values;
-  for (const auto& c : result.cases) values.push_back(field(c));
+  for (const auto& c : result.cases) values.push_back(static_cast<double>(c.*member));
   return values;
 }
 
-// Cases x width, each case's row from `field` (NaN-padded when shorter).
-template <class Field>
-std::vector<double> case_rows(const FldpResult& result, std::size_t width, Field field) {
+// Cases x width, each case's row the member of its result (NaN-padded when shorter).
+std::vector<double> case_rows(const FldpResult& result, std::size_t width,
+                              std::vector<double> FldpCaseResult::*member) {
   std::vector<double> values;
   for (const auto& c : result.cases) {
-    const std::vector<double>& row = field(c);
+    const std::vector<double>& row = c.*member;
     for (std::size_t j = 0; j < width; ++j)
       values.push_back(j < row.size() ? row[j] : std::nan(""));
   }
   return values;
+}
+
+// A dataset of /fldp with a value per case (or a row per case): path, the case result's member,
+// units, long name (docs/outputs.md).
+template <class Member>
+struct CaseDataset {
+  const char* path;
+  Member FldpCaseResult::*member;
+  const char* units;
+  const char* long_name;
+};
+using CaseValue = CaseDataset<double>;
+using CaseRow = CaseDataset<std::vector<double>>;
+
+const CaseValue kEstimateValues[] = {
+    {"/fldp/test_loss_estimate", &FldpCaseResult::test_loss_estimate, "nat",
+     "test loss of the estimate"},
+    {"/fldp/test_accuracy_estimate", &FldpCaseResult::test_accuracy_estimate, "1",
+     "test accuracy of the estimate"},
+    {"/fldp/time_estimate_s", &FldpCaseResult::time_estimate, "s", "wall time of the estimate"},
+    {"/fldp/mc_standard_error", &FldpCaseResult::mc_standard_error, "1",
+     "norm of the Monte-Carlo standard error of the estimate"},
+    {"/fldp/ihvp_relative_residual", &FldpCaseResult::ihvp_residual, "1",
+     "largest relative residual of the case's solves"}};
+const CaseValue kExpectedValues[] = {
+    {"/fldp/test_loss_expected", &FldpCaseResult::test_loss_expected, "nat",
+     "test loss of the expected retrain"},
+    {"/fldp/test_accuracy_expected", &FldpCaseResult::test_accuracy_expected, "1",
+     "test accuracy of the expected retrain"},
+    {"/fldp/ald_expected", &FldpCaseResult::ald_expected, "nat",
+     "ALD of the estimate against the expected retrain"},
+    {"/fldp/aad_expected", &FldpCaseResult::aad_expected, "1",
+     "AAD of the estimate against the expected retrain"},
+    {"/fldp/ed_expected", &FldpCaseResult::ed_expected, "1",
+     "ED of the estimate against the expected retrain"}};
+const CaseRow kDrawRows[] = {
+    {"/fldp/ald", &FldpCaseResult::ald, "nat", "ALD of the estimate against the retrain"},
+    {"/fldp/aad", &FldpCaseResult::aad, "1", "AAD of the estimate against the retrain"},
+    {"/fldp/ed", &FldpCaseResult::ed, "1", "ED of the estimate against the retrain"},
+    {"/fldp/test_loss_retrain", &FldpCaseResult::test_loss_retrain, "nat",
+     "test loss of the re-randomized retrain"},
+    {"/fldp/test_accuracy_retrain", &FldpCaseResult::test_accuracy_retrain, "1",
+     "test accuracy of the re-randomized retrain"}};
+
+template <std::size_t N>
+void write_case_values(ResultsFile& file, const FldpResult& result,
+                       const CaseValue (&datasets)[N]) {
+  for (const CaseValue& d : datasets)
+    file.dataset(d.path, per_case(result, d.member), {{"case"}, d.units, d.long_name});
+}
+
+// A row per case along `dimension` (parameter, newton_step or draw) of `width` values.
+void write_case_row(ResultsFile& file, const FldpResult& result, const CaseRow& d,
+                    const std::string& dimension, std::size_t width) {
+  file.dataset(d.path, case_rows(result, width, d.member),
+               {{"case", dimension}, d.units, d.long_name});
 }
 
 }  // namespace
@@ -70,94 +126,39 @@ void write_fldp_output(ResultsFile& file, const FederatedProblem& problem,
   file.scalar("/fldp/time_setup_s", result.time_setup, "s", "wall time of the shared set-up");
   write_hessian_spectrum(file, result.spectrum);
 
-  file.dataset("/fldp/theta_estimate",
-               case_rows(result, p,
-                         [](const FldpCaseResult& c) -> const std::vector<double>& {
-                           return c.theta_estimate;
-                         }),
-               {{"case", "parameter"}, "1", "influence estimate of the changed model"});
-  file.dataset("/fldp/test_loss_estimate",
-               per_case(result, [](const FldpCaseResult& c) { return c.test_loss_estimate; }),
-               {{"case"}, "nat", "test loss of the estimate"});
-  file.dataset("/fldp/test_accuracy_estimate",
-               per_case(result, [](const FldpCaseResult& c) { return c.test_accuracy_estimate; }),
-               {{"case"}, "1", "test accuracy of the estimate"});
-  file.dataset("/fldp/time_estimate_s",
-               per_case(result, [](const FldpCaseResult& c) { return c.time_estimate; }),
-               {{"case"}, "s", "wall time of the estimate"});
-  file.dataset("/fldp/mc_standard_error",
-               per_case(result, [](const FldpCaseResult& c) { return c.mc_standard_error; }),
-               {{"case"}, "1", "norm of the Monte-Carlo standard error of the estimate"});
-  file.dataset(
-      "/fldp/ihvp_iterations",
-      per_case(result,
-               [](const FldpCaseResult& c) { return static_cast<double>(c.ihvp_iterations); }),
-      {{"case"}, "count", "iterations of the case's solves"});
-  file.dataset("/fldp/ihvp_relative_residual",
-               per_case(result, [](const FldpCaseResult& c) { return c.ihvp_residual; }),
-               {{"case"}, "1", "largest relative residual of the case's solves"});
+  write_case_row(file, result,
+                 {"/fldp/theta_estimate", &FldpCaseResult::theta_estimate, "1",
+                  "influence estimate of the changed model"},
+                 "parameter", p);
+  write_case_values(file, result, kEstimateValues);
+  file.dataset("/fldp/ihvp_iterations", per_case(result, &FldpCaseResult::ihvp_iterations),
+               {{"case"}, "count", "iterations of the case's solves"});
 
   if (config.newton_steps > 0) {
     const auto steps = static_cast<std::size_t>(config.newton_steps);
-    file.dataset("/fldp/theta_newton",
-                 case_rows(result, p,
-                           [](const FldpCaseResult& c) -> const std::vector<double>& {
-                             return c.theta_newton;
-                           }),
-                 {{"case", "parameter"}, "1", "estimate after the Newton steps"});
+    write_case_row(file, result,
+                   {"/fldp/theta_newton", &FldpCaseResult::theta_newton, "1",
+                    "estimate after the Newton steps"},
+                   "parameter", p);
     if (config.retrain) {
       file.dimension("/fldp/newton_step", steps);
-      file.dataset(
-          "/fldp/newton_ed_expected",
-          case_rows(result, steps,
-                    [](const FldpCaseResult& c) -> const std::vector<double>& {
-                      return c.newton_ed_expected;
-                    }),
-          {{"case", "newton_step"}, "1", "distance to the expected retrain after the step"});
+      write_case_row(file, result,
+                     {"/fldp/newton_ed_expected", &FldpCaseResult::newton_ed_expected, "1",
+                      "distance to the expected retrain after the step"},
+                     "newton_step", steps);
     }
   }
   if (!config.retrain) return;
-  file.dataset("/fldp/theta_expected",
-               case_rows(result, p,
-                         [](const FldpCaseResult& c) -> const std::vector<double>& {
-                           return c.theta_expected;
-                         }),
-               {{"case", "parameter"}, "1", "minimizer of the expected changed objective"});
-  file.dataset("/fldp/test_loss_expected",
-               per_case(result, [](const FldpCaseResult& c) { return c.test_loss_expected; }),
-               {{"case"}, "nat", "test loss of the expected retrain"});
-  file.dataset("/fldp/test_accuracy_expected",
-               per_case(result, [](const FldpCaseResult& c) { return c.test_accuracy_expected; }),
-               {{"case"}, "1", "test accuracy of the expected retrain"});
-  file.dataset("/fldp/ald_expected",
-               per_case(result, [](const FldpCaseResult& c) { return c.ald_expected; }),
-               {{"case"}, "nat", "ALD of the estimate against the expected retrain"});
-  file.dataset("/fldp/aad_expected",
-               per_case(result, [](const FldpCaseResult& c) { return c.aad_expected; }),
-               {{"case"}, "1", "AAD of the estimate against the expected retrain"});
-  file.dataset("/fldp/ed_expected",
-               per_case(result, [](const FldpCaseResult& c) { return c.ed_expected; }),
-               {{"case"}, "1", "ED of the estimate against the expected retrain"});
+  write_case_row(file, result,
+                 {"/fldp/theta_expected", &FldpCaseResult::theta_expected, "1",
+                  "minimizer of the expected changed objective"},
+                 "parameter", p);
+  write_case_values(file, result, kExpectedValues);
   if (config.retrain_seeds == 0) return;
   const auto draws = static_cast<std::size_t>(config.retrain_seeds);
   file.dimension("/fldp/draw", draws);
-  const auto per_draw = [&](const char* path, auto member, const char* units,
-                            const char* long_name) {
-    file.dataset(
-        path,
-        case_rows(result, draws,
-                  [&](const FldpCaseResult& c) -> const std::vector<double>& { return c.*member; }),
-        {{"case", "draw"}, units, long_name});
-  };
-  per_draw("/fldp/ald", &FldpCaseResult::ald, "nat", "ALD of the estimate against the retrain");
-  per_draw("/fldp/aad", &FldpCaseResult::aad, "1", "AAD of the estimate against the retrain");
-  per_draw("/fldp/ed", &FldpCaseResult::ed, "1", "ED of the estimate against the retrain");
-  per_draw("/fldp/test_loss_retrain", &FldpCaseResult::test_loss_retrain, "nat",
-           "test loss of the re-randomized retrain");
-  per_draw("/fldp/test_accuracy_retrain", &FldpCaseResult::test_accuracy_retrain, "1",
-           "test accuracy of the re-randomized retrain");
-  file.dataset("/fldp/time_retrain_s",
-               per_case(result, [](const FldpCaseResult& c) { return c.time_retrain; }),
+  for (const CaseRow& d : kDrawRows) write_case_row(file, result, d, "draw", draws);
+  file.dataset("/fldp/time_retrain_s", per_case(result, &FldpCaseResult::time_retrain),
                {{"case"}, "s", "mean wall time of one retrain"});
 }
 

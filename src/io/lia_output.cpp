@@ -1,10 +1,75 @@
 #include "fluence/io/lia_output.hpp"
 
 #include <cmath>
+#include <variant>
 
 namespace fluence {
 
 namespace {
+
+// A per-participant dataset of /lia: its path, the result's member, its second dimension (none or
+// the class), units and long name (docs/outputs.md).
+struct ParticipantDataset {
+  const char* path;
+  std::variant<std::vector<double> lia::LiaResult::*, std::vector<std::int64_t> lia::LiaResult::*>
+      member;
+  bool by_class;
+  const char* units;
+  const char* long_name;
+};
+const ParticipantDataset kParticipantDatasets[] = {
+    {"/lia/vote_sum", &lia::LiaResult::vote_sum, false, "1",
+     "contributor's vote sum after randomized response"},
+    {"/lia/true_vote_sum", &lia::LiaResult::true_vote_sum, false, "1",
+     "contributor's vote sum before randomized response"},
+    {"/lia/votes_cast", &lia::LiaResult::votes_cast, false, "count",
+     "validators that voted on the contributor"},
+    {"/lia/accepted", &lia::LiaResult::accepted, false, "1", "1 when the contributor is accepted"},
+    {"/lia/corrupted", &lia::LiaResult::corrupted, false, "1",
+     "1 when the participant's batch was corrupted"},
+    {"/lia/batch_labels", &lia::LiaResult::batch_labels, true, "count",
+     "true-label histogram of the participant's batch"},
+    {"/lia/validation_labels", &lia::LiaResult::validation_labels, true, "count",
+     "true-label histogram of the participant's validation set"},
+    {"/lia/epsilon_validator", &lia::LiaResult::epsilon_validator, false, "1",
+     "validator's total epsilon (delta = 0) over its votes and relevance histogram"},
+    {"/lia/epsilon_validator_rdp", &lia::LiaResult::epsilon_validator_rdp, false, "1",
+     "validator's total epsilon at lia.delta by Renyi DP (each vote's exact epsilon)"}};
+const ParticipantDataset kRelevanceDatasets[] = {
+    {"/lia/relevance/batch_histogram", &lia::LiaResult::batch_histogram, true, "count",
+     "released histogram of predicted classes over the batch"},
+    {"/lia/relevance/validation_histogram", &lia::LiaResult::validation_histogram, true, "count",
+     "released histogram of predicted classes over the validation set"}};
+
+// A scalar of /lia: path, the result's member, units and long name.
+struct LiaScalar {
+  const char* path;
+  double lia::LiaResult::*member;
+  const char* units;
+  const char* long_name;
+};
+const LiaScalar kLiaScalars[] = {
+    {"/lia/threshold", &lia::LiaResult::threshold, "1", "vote-sum threshold of acceptance"},
+    {"/lia/recall", &lia::LiaResult::recall, "1", "rejected corrupted over corrupted"},
+    {"/lia/precision", &lia::LiaResult::precision, "1", "rejected corrupted over rejected"},
+    {"/lia/accuracy", &lia::LiaResult::accuracy, "1", "share of correct decisions"},
+    {"/lia/epsilon_train", &lia::LiaResult::epsilon_train, "1", "DP-SGD epsilon of the training"},
+    {"/lia/epsilon_vote", &lia::LiaResult::epsilon_vote, "1", "epsilon of one vote"},
+    {"/lia/noise_multiplier", &lia::LiaResult::noise_multiplier, "1", "DP-SGD noise multiplier"}};
+
+template <std::size_t N>
+void write_participant_datasets(ResultsFile& file, const lia::LiaResult& result,
+                                const ParticipantDataset (&datasets)[N]) {
+  const std::vector<std::string> participant{"participant"}, by_class{"participant", "class"};
+  for (const ParticipantDataset& d : datasets)
+    std::visit(
+        [&](auto member) {
+          file.dataset(d.path, result.*member,
+                       {d.by_class ? by_class : participant, d.units, d.long_name});
+        },
+        d.member);
+}
+
 void write_minority(ResultsFile& file, const lia::LiaConfig& config,
                     const lia::MinorityResult& minority) {
   file.coordinate("/lia/minority/fractions", minority.fractions, "1",
@@ -64,49 +129,20 @@ void write_lia_output(ResultsFile& file, const lia::LiaConfig& config,
                       const lia::LiaResult& result) {
   file.dimension("/lia/participant", result.corrupted.size());
   file.dimension("/lia/class", static_cast<std::size_t>(result.classes));
-  const std::vector<std::string> participant{"participant"}, by_class{"participant", "class"};
-  file.dataset("/lia/vote_sum", result.vote_sum,
-               {participant, "1", "contributor's vote sum after randomized response"});
-  file.dataset("/lia/true_vote_sum", result.true_vote_sum,
-               {participant, "1", "contributor's vote sum before randomized response"});
-  file.dataset("/lia/votes_cast", result.votes_cast,
-               {participant, "count", "validators that voted on the contributor"});
-  file.dataset("/lia/accepted", result.accepted,
-               {participant, "1", "1 when the contributor is accepted"});
-  file.dataset("/lia/corrupted", result.corrupted,
-               {participant, "1", "1 when the participant's batch was corrupted"});
-  file.dataset("/lia/batch_labels", result.batch_labels,
-               {by_class, "count", "true-label histogram of the participant's batch"});
-  file.dataset("/lia/validation_labels", result.validation_labels,
-               {by_class, "count", "true-label histogram of the participant's validation set"});
+  write_participant_datasets(file, result, kParticipantDatasets);
   if (config.relevance_weighted()) {
-    file.dataset("/lia/relevance/batch_histogram", result.batch_histogram,
-                 {by_class, "count", "released histogram of predicted classes over the batch"});
-    file.dataset(
-        "/lia/relevance/validation_histogram", result.validation_histogram,
-        {by_class, "count", "released histogram of predicted classes over the validation set"});
+    write_participant_datasets(file, result, kRelevanceDatasets);
     file.scalar("/lia/relevance/epsilon", config.relevance_epsilon, "1",
                 "epsilon of each released histogram");
   }
-  file.scalar("/lia/threshold", result.threshold, "1", "vote-sum threshold of acceptance");
-  file.scalar("/lia/recall", result.recall, "1", "rejected corrupted over corrupted");
-  file.scalar("/lia/precision", result.precision, "1", "rejected corrupted over rejected");
-  file.scalar("/lia/accuracy", result.accuracy, "1", "share of correct decisions");
-  file.scalar("/lia/epsilon_train", result.epsilon_train, "1", "DP-SGD epsilon of the training");
-  file.scalar("/lia/epsilon_vote", result.epsilon_vote, "1", "epsilon of one vote");
+  for (const LiaScalar& s : kLiaScalars)
+    file.scalar(s.path, result.*s.member, s.units, s.long_name);
   file.dimension("/lia/subset", static_cast<std::size_t>(config.validation_subsets));
   file.dataset("/lia/subset_votes",
                std::vector<std::int64_t>(result.subset_votes.begin(), result.subset_votes.end()),
                {{"participant", "subset"},
                 "count",
                 "votes the validator cast that read the validation subset"});
-  file.dataset("/lia/epsilon_validator", result.epsilon_validator,
-               {participant, "1",
-                "validator's total epsilon (delta = 0) over its votes and relevance histogram"});
-  file.dataset("/lia/epsilon_validator_rdp", result.epsilon_validator_rdp,
-               {participant, "1",
-                "validator's total epsilon at lia.delta by Renyi DP (each vote's exact epsilon)"});
-  file.scalar("/lia/noise_multiplier", result.noise_multiplier, "1", "DP-SGD noise multiplier");
   file.scalar("/lia/vote_flip_probability", config.vote_flip_probability(), "1",
               "randomized response flip probability of a vote");
   file.scalar("/lia/m0_test_accuracy", result.m0_test_accuracy, "1",

@@ -1,7 +1,7 @@
 // fluence lia, the filtering stage (seed 002 Algorithm 1): the contributors' DP-SGD layers, the
-// validators' votes (Eq. 1-2) from GEMMs over the stacked layers, the center's threshold and the
-// filtration metrics (§IV-B), the exact-influence sign check (Fig. 9) and the minority experiment
-// (§IV-E).
+// validators' votes (seed 002 Eq. 1-2) from GEMMs over the stacked layers, the center's threshold
+// and the filtration metrics (§IV-B), the exact-influence sign check (Fig. 9) and the minority
+// experiment (§IV-E).
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 #include "exact_fit.hpp"
 #include "experiment.hpp"
 #include "fluence/core/log.hpp"
+#include "fluence/core/log_stage.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/rng.hpp"
 #include "fluence/lia/relevance.hpp"
@@ -73,13 +74,13 @@ std::vector<std::uint8_t> membership_matrix(int contributors, int id0, const Lia
   return member;
 }
 
-// What a validator compares each loss difference with. "model": 0, Eq. 1 as written (vote +1 when
-// A's layer lowers the validation loss below the current model's). "median": the validator's
-// median difference over the contributors it evaluates, so its vote says whether A helps more than
-// its typical contributor; this removes the shift every noisy layer shares (DP noise raises every
-// loss by about tau^2 tr(H)/2) and the shift a non-IID validator sees from every foreign batch.
-// "quantile": the q-quantile instead, so a validator votes -1 only on the share q of its
-// contributors that help it least. The rationale: a corrupted batch is among the worst for the
+// What a validator compares each loss difference with. "model": 0, seed 002 Eq. 1 as
+// written (vote +1 when A's layer lowers the validation loss below the current model's). "median":
+// the validator's median difference over the contributors it evaluates, so its vote says whether A
+// helps more than its typical contributor; this removes the shift every noisy layer shares (DP
+// noise raises every loss by about tau^2 tr(H)/2) and the shift a non-IID validator sees from every
+// foreign batch. "quantile": the q-quantile instead, so a validator votes -1 only on the share q of
+// its contributors that help it least. The rationale: a corrupted batch is among the worst for the
 // validators holding its classes, an honest non-IID batch rarely is. docs/results/lia.md measures
 // that a small q trades recall for precision rather than separating the two groups better.
 // With lia.validation_split = "disjoint" the quantile is taken per subset, over the differences
@@ -109,11 +110,12 @@ Baselines vote_baselines(const std::vector<double>& differences,
 }
 
 // The votes of the local validators on `contributors` contributors with ids id0, id0 + 1, ...
-// (Eq. 1 against the baselines, then Eq. 2 from a stream keyed by the pair and `round_key`), summed
-// over all validators (exact integer all-reduce). With `weights` (quantized, one per validator and
-// contributor as in `member`), each vote counts its weight and the tally carries the weights' sums.
-// Every vote cast is counted in `subset_votes` (local validators x lia.validation_subsets) under
-// the subset it read (pair_subset; subset 0 when empty), for the validators' accounting.
+// (seed 002 Eq. 1 against the baselines, then seed 002 Eq. 2 from a stream keyed by the pair and
+// `round_key`), summed over all validators (exact integer all-reduce). With `weights` (quantized,
+// one per validator and contributor as in `member`), each vote counts its weight and the tally
+// carries the weights' sums. Every vote cast is counted in `subset_votes` (local validators x
+// lia.validation_subsets) under the subset it read (pair_subset; subset 0 when empty), for the
+// validators' accounting.
 VoteTally tally_votes(const std::vector<double>& differences,
                       const std::vector<std::uint8_t>& member,
                       const std::vector<std::uint8_t>& pair_subset, const Baselines& baselines,
@@ -255,9 +257,9 @@ Filtration filtration_metrics(const std::vector<std::int64_t>& accepted,
           static_cast<double>(tp + tn) / static_cast<double>(accepted.size())};
 }
 
-// Exact influence check (seed Fig. 9, Eq. 4): retrain M0's objective with each sampled
-// contributor's batch added and compare sign(L_B(M0) - L_B(M0 + A)) with the lazy vote (Eq. 1's
-// sign, before randomized response), per (contributor, validator) pair.
+// Exact influence check (seed 002 Fig. 9 and Eq. 4): retrain M0's objective with each sampled
+// contributor's batch added and compare sign(L_B(M0) - L_B(M0 + A)) with the lazy vote
+// (seed 002 Eq. 1's sign, before randomized response), per (contributor, validator) pair.
 void check_signs(Experiment& e, const std::vector<double>& differences, VoteKernel& kernel,
                  LiaResult& result) {
   const LiaConfig& config = e.config;
@@ -458,6 +460,8 @@ void filter_contributors(Experiment& e, LiaResult& result) {
   const LiaConfig& config = e.config;
   const int P = e.P, D = e.D;
   // Contributors (Algorithm 1 lines 4-6): k epochs of DP-SGD on the last layer from M0.
+  // Each later phase pushes its stage on top of the one before: PETSc charges each its own time.
+  LogStage training_stage(Stage::training);
   Stopwatch training_clock;
   const double q = dp_sgd_rate(config.train_size, e.dp);
   const long steps = dp_sgd_steps(config.train_size, e.dp);
@@ -473,6 +477,8 @@ void filter_contributors(Experiment& e, LiaResult& result) {
             : std::string(),
         format_duration(result.time_training));
 
+  // Validators (lines 8-12): loss differences as GEMMs, then votes.
+  LogStage votes_stage(Stage::votes);
   Stopwatch vote_clock;
   VoteKernel kernel(D, e.C,
                     config.vote_loss == "zero_one" ? VoteLoss::zero_one : VoteLoss::cross_entropy);
@@ -500,7 +506,8 @@ void filter_contributors(Experiment& e, LiaResult& result) {
         std::accumulate(result.accepted.begin(), result.accepted.end(), std::int64_t{0}), P,
         result.recall, result.precision, result.accuracy);
 
-  if (config.sign_check > 0) check_signs(e, round.differences, kernel, result);
+  if (config.sign_check > 0)
+    in_stage(Stage::retraining, [&] { check_signs(e, round.differences, kernel, result); });
   if (!config.minority_fractions.empty())
     judge_minority_newcomers(e, kernel, round.baselines, result);
   result.subset_votes = gathered_subset_votes(e);

@@ -6,6 +6,7 @@
 
 #include "experiment.hpp"
 #include "fluence/core/log.hpp"
+#include "fluence/core/log_stage.hpp"
 #include "fluence/core/resume.hpp"
 #include "fluence/lia/accounting.hpp"
 #include "fluence/lia/votes.hpp"
@@ -13,6 +14,24 @@
 namespace fluence::lia {
 
 namespace {
+
+// The filtering outcome's scalars, stored as the array `lia/scalars` in this order.
+const ScalarFields<LiaResult> kScalars = {{"threshold", &LiaResult::threshold},
+                                          {"recall", &LiaResult::recall},
+                                          {"precision", &LiaResult::precision},
+                                          {"accuracy", &LiaResult::accuracy},
+                                          {"epsilon_train", &LiaResult::epsilon_train},
+                                          {"epsilon_vote", &LiaResult::epsilon_vote},
+                                          {"noise_multiplier", &LiaResult::noise_multiplier},
+                                          {"sign_agreement", &LiaResult::sign_agreement},
+                                          {"vote_gflops", &LiaResult::vote_gflops},
+                                          {"time_training", &LiaResult::time_training},
+                                          {"time_votes", &LiaResult::time_votes}};
+
+// A finished FL method as the array `lia/fl/<method>`: its client count, then its accuracy curve.
+std::string fl_method_name(const std::string& method) {
+  return "lia/fl/" + method;
+}
 
 // The resumable state (docs/operations.md): the filtering outcome, then each finished FL method.
 void save_lia_state(const LiaResult& r, StateArrays& arrays) {
@@ -23,9 +42,7 @@ void save_lia_state(const LiaResult& r, StateArrays& arrays) {
   arrays["lia/true_vote_sum"] = r.true_vote_sum;
   arrays["lia/votes_cast"] = as_double(r.votes_cast);
   arrays["lia/accepted"] = as_double(r.accepted);
-  arrays["lia/scalars"] = {r.threshold,     r.recall,        r.precision,        r.accuracy,
-                           r.epsilon_train, r.epsilon_vote,  r.noise_multiplier, r.sign_agreement,
-                           r.vote_gflops,   r.time_training, r.time_votes};
+  arrays["lia/scalars"] = kScalars.pack(r);
   arrays["lia/sign_checked"] = as_double(r.sign_checked);
   arrays["lia/relevance/batch_histogram"] = r.batch_histogram;
   arrays["lia/relevance/validation_histogram"] = r.validation_histogram;
@@ -43,8 +60,19 @@ void save_lia_state(const LiaResult& r, StateArrays& arrays) {
   for (const auto& method : r.fl) {
     std::vector<double> stored{static_cast<double>(method.clients)};
     stored.insert(stored.end(), method.test_accuracy.begin(), method.test_accuracy.end());
-    arrays["lia/fl/" + method.method] = stored;
+    arrays[fl_method_name(method.method)] = stored;
   }
+}
+
+// A finished FL method of the interrupted run into `method` (its name set); false when the
+// checkpoint has none of that name.
+bool restore_fl_method(const StateArrays& arrays, int rounds, FlMethodResult& method) {
+  if (!arrays.count(fl_method_name(method.method))) return false;
+  const auto& stored =
+      state_array(arrays, fl_method_name(method.method), static_cast<std::size_t>(rounds) + 2);
+  method.clients = static_cast<int>(stored[0]);
+  method.test_accuracy.assign(stored.begin() + 1, stored.end());
+  return true;
 }
 
 void restore_filtering(const StateArrays& arrays, int participants, const LiaConfig& config,
@@ -57,18 +85,7 @@ void restore_filtering(const StateArrays& arrays, int participants, const LiaCon
   r.true_vote_sum = state_array(arrays, "lia/true_vote_sum", P);
   r.votes_cast = as_int(state_array(arrays, "lia/votes_cast", P));
   r.accepted = as_int(state_array(arrays, "lia/accepted", P));
-  const auto& scalars = state_array(arrays, "lia/scalars", 11);
-  r.threshold = scalars[0];
-  r.recall = scalars[1];
-  r.precision = scalars[2];
-  r.accuracy = scalars[3];
-  r.epsilon_train = scalars[4];
-  r.epsilon_vote = scalars[5];
-  r.noise_multiplier = scalars[6];
-  r.sign_agreement = scalars[7];
-  r.vote_gflops = scalars[8];
-  r.time_training = scalars[9];
-  r.time_votes = scalars[10];
+  kScalars.read(arrays, "lia/scalars", r);
   r.sign_checked = as_int(state_array(arrays, "lia/sign_checked"));
   r.batch_histogram = state_array(arrays, "lia/relevance/batch_histogram");
   r.validation_histogram = state_array(arrays, "lia/relevance/validation_histogram");
@@ -124,7 +141,7 @@ void account_validators(const LiaConfig& config, LiaResult& r) {
 
 LiaResult run_lia(const Deck& deck, bool progress, SweepCheckpoint* checkpoint) {
   LiaResult result;
-  Experiment e = set_up_experiment(deck, progress, result);
+  Experiment e = in_stage(Stage::setup, [&] { return set_up_experiment(deck, progress, result); });
   const LiaConfig& config = e.config;
   // A restart after the filtering stage takes its outcome from the checkpoint.
   const StateArrays none;
@@ -141,17 +158,13 @@ LiaResult run_lia(const Deck& deck, bool progress, SweepCheckpoint* checkpoint) 
       return result;
     }
   }
+  LogStage training_stage(Stage::training);
   Stopwatch fl_clock;
   for (std::size_t m = 0; m < config.methods.size() && config.rounds > 0; ++m) {
     const std::string& method = config.methods[m];
-    if (restored.count("lia/fl/" + method)) {
-      FlMethodResult fl;
-      fl.method = method;
-      const auto& stored =
-          state_array(restored, "lia/fl/" + method, static_cast<std::size_t>(config.rounds) + 2);
-      fl.clients = static_cast<int>(stored[0]);
-      fl.test_accuracy.assign(stored.begin() + 1, stored.end());
-      result.fl.push_back(std::move(fl));
+    FlMethodResult finished{.method = method};
+    if (restore_fl_method(restored, config.rounds, finished)) {
+      result.fl.push_back(std::move(finished));
       continue;
     }
     result.fl.push_back(run_fl_method(e, method, result));

@@ -1,8 +1,8 @@
 // fluence lia, lia.mode = "per_round" (seed 003 Algorithm 1): in every FL round t the center
 // broadcasts theta_t, each participant trains its DP-SGD layer from theta_t (lines 4-7), the
-// others vote on it with theta_t as Eq. 1's current model (lines 9-14), and the round aggregates
-// only the accepted participants (line 16). The aggregation is the FL comparison's (each accepted
-// participant's local SGD from theta_t, the mean of their updates: the "lia" method of
+// others vote on it with theta_t as seed 002 Eq. 1's current model (lines 9-14), and the round
+// aggregates only the accepted participants (line 16). The aggregation is the FL comparison's (each
+// accepted participant's local SGD from theta_t, the mean of their updates: the "lia" method of
 // fl_comparison.cpp, with its acceptance renewed every round), so round 1, whose vote is the
 // filtering stage's, equals that method's first round.
 #include <numeric>

@@ -38,7 +38,8 @@ double log_erfc(double x) {
          std::log1p(-0.5 * r + 0.75 * r * r - 1.875 * r * r * r);
 }
 
-// log A_alpha for integer alpha: the exact binomial sum (Mironov et al. 2019, Eq. 3 / §3.3)
+// log A_alpha for integer alpha: the exact binomial sum of Mironov et al. 2019
+// (that paper's Eq. 3 and §3.3)
 //   A = sum_i C(alpha, i) (1-q)^{alpha-i} q^i exp((i^2 - i) / (2 sigma^2)).
 double log_a_integer(double q, double sigma, long alpha) {
   double log_a = -kInf;

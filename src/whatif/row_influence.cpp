@@ -158,7 +158,7 @@ double RowInfluence::rr(double epsilon, EstimateForm form) const {
     return label_krr.other * total + (label_krr.keep - label_krr.other) * uf[y_];
   };
   if (form == EstimateForm::paper) {
-    // Eq. 13: (1 - prod keep) sum over every (feature combination, label) other than the
+    // seed 001 Eq. 13: (1 - prod keep) sum over every (feature combination, label) other than the
     // original of [s^T grad l(f, c) - s^T grad l(z)], unweighted.
     // 1 - prod keep as -expm1(sum log keep), log keep = -log1p((d - 1) e^-eps): no cancellation
     // against 1 at large eps.

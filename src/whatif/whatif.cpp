@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "fluence/core/log.hpp"
+#include "fluence/core/log_stage.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/rng.hpp"
 #include "fluence/influence/estimators.hpp"
@@ -37,6 +38,20 @@ WhatifAttribute label_attribute(const FederatedProblem& problem) {
   return label;
 }
 
+// The retrain counters in a checkpoint, stored as the array `whatif/retrain_totals` in this order.
+const ScalarFields<WhatifResult> kRetrainTotals = {
+    {"retrain_count", &WhatifResult::retrain_count},
+    {"retrain_iterations", &WhatifResult::retrain_iterations},
+    {"retrain_hessian_products", &WhatifResult::retrain_hessian_products},
+    {"worst_gradient_norm", &WhatifResult::worst_gradient_norm}};
+
+// The time spent in the checkpointed phases (the running one's included), as `whatif/seconds`.
+struct PhaseSeconds {
+  double second_order = 0.0, retrain = 0.0;
+};
+const ScalarFields<PhaseSeconds> kPhaseSeconds = {{"second_order", &PhaseSeconds::second_order},
+                                                  {"retrain", &PhaseSeconds::retrain}};
+
 class WhatifRunner {
  public:
   WhatifRunner(Federation& federation, const std::vector<double>& theta,
@@ -59,6 +74,7 @@ class WhatifRunner {
     WhatifResult result;
     result.test_rows = test_.rows();
     std::tie(result.base_test_loss, result.base_test_accuracy) = test_.evaluate(theta_);
+    LogStage ihvp_stage(Stage::ihvp);  // the retrains push theirs on top
     solve_s_test(result);
     Stopwatch cells;
     selection_ = whatif_detail::select_group(problem_, config_);
@@ -68,7 +84,8 @@ class WhatifRunner {
     result.time_cells = cells.seconds();
     prepare_units(result);
     if (config_.second_order && !second_order_cells(result)) return stopped(result);
-    if (config_.retrain && !retrain_cells(result)) return stopped(result);
+    if (config_.retrain && !in_stage(Stage::retraining, [&] { return retrain_cells(result); }))
+      return stopped(result);
     for (auto& variant : result.variants) {
       if (!config_.retrain) break;
       variant.first = metrics(variant, variant.estimated, config_.repeats);
@@ -107,12 +124,11 @@ class WhatifRunner {
     state["whatif/second_order"] = joined(&WhatifVariantResult::second_order);
     state["whatif/actual"] = joined(&WhatifVariantResult::actual);
     state["whatif/expected_retrain"] = joined(&WhatifVariantResult::expected_retrain);
-    state["whatif/retrain_totals"] = {
-        static_cast<double>(result.retrain_count), static_cast<double>(result.retrain_iterations),
-        static_cast<double>(result.retrain_hessian_products), result.worst_gradient_norm};
+    state["whatif/retrain_totals"] = kRetrainTotals.pack(result);
     const double running = phase_clock_.seconds();
-    state["whatif/seconds"] = {result.time_second_order + (phase_ == Phase::second ? running : 0.0),
+    const PhaseSeconds seconds{result.time_second_order + (phase_ == Phase::second ? running : 0.0),
                                result.time_retrain + (phase_ == Phase::retrain ? running : 0.0)};
+    state["whatif/seconds"] = kPhaseSeconds.pack(seconds);
     state["whatif/solver"] = solver_->history();
     if (retrain_solver_) state["whatif/retrain_solver"] = retrain_solver_->history();
   }
@@ -143,14 +159,11 @@ class WhatifRunner {
     split("whatif/second_order", &WhatifVariantResult::second_order);
     split("whatif/actual", &WhatifVariantResult::actual);
     split("whatif/expected_retrain", &WhatifVariantResult::expected_retrain);
-    const auto& totals = state_array(state, "whatif/retrain_totals", 4);
-    result.retrain_count = static_cast<long>(totals[0]);
-    result.retrain_iterations = static_cast<long>(totals[1]);
-    result.retrain_hessian_products = static_cast<long>(totals[2]);
-    result.worst_gradient_norm = totals[3];
-    const auto& seconds = state_array(state, "whatif/seconds", 2);
-    result.time_second_order = seconds[0];
-    result.time_retrain = seconds[1];
+    kRetrainTotals.read(state, "whatif/retrain_totals", result);
+    PhaseSeconds seconds;
+    kPhaseSeconds.read(state, "whatif/seconds", seconds);
+    result.time_second_order = seconds.second_order;
+    result.time_retrain = seconds.retrain;
     solver_->restore_history(state_array(state, "whatif/solver"));
   }
 

@@ -13,7 +13,7 @@ import tempfile
 
 QUICKSTART_ROUNDS = 3
 
-# FeO2 with opt-out clients on a small synthetic federation (tests/app/cli_tests.sh's deck): the
+# FeO2 with opt-out clients on a small synthetic federation (tests/app/cli_train_private.sh's deck): the
 # /privacy and /feo2 groups.
 PRIVATE_DECK = """seed = 4
 [data.synthetic]

@@ -1,8 +1,8 @@
 # Shared by the CLI test scripts (tests/app/cli_*.sh, called as SCRIPT FLUENCE_BINARY SOURCE_DIR,
 # which they source this with): the paths (fluence, source_dir, mpirun, python), a work folder
 # removed on exit, counters, the bad-input check, deck writing, runs at several rank counts, the
-# bitwise comparison of two results files and the stop/resume check. Each script ends with
-# cli_summary.
+# bitwise comparison of two results files, the -log_view stage check and the stop/resume check.
+# Each script ends with cli_summary.
 
 fluence=$1
 source_dir=$2
@@ -69,6 +69,28 @@ for name in names[a]:
     x, y = a[name][()], b[name][()]
     assert np.array_equal(x, y, equal_nan=np.issubdtype(np.asarray(x).dtype, np.floating)), name
 PY
+}
+
+# check_log_stages NAME LOG USED: the -log_view report in LOG ("Summary of Stages", which lists
+# the stages a run pushed) shows time in exactly the comma-separated USED ones of fluence's six
+# phases (core/log_stage.hpp), so each phase is a stage and runs where its work is.
+check_log_stages() {
+  local name=$1 log=$2 used=$3
+  if "$python" - "$log" "$used" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+# " 1:          Set-up: 1.2345e-02  12.3%  ..." in the "Summary of Stages" table
+times = {m.group(1): float(m.group(2))
+         for m in re.finditer(r"^\s*\d+:\s+([A-Za-z -]+?):\s+([0-9.eE+-]+)\s+[0-9.]+%", text, re.M)}
+stages = {"Set-up", "Training", "IHVP", "Retraining", "Votes", "Output"}
+used = {stage for stage in stages if times.get(stage, 0.0) > 0}
+assert used == set(sys.argv[2].split(",")), f"stages in the report: {times}"
+PY
+  then
+    pass "$name: -log_view reports the phases as stages, time in $used"
+  else
+    fail "$name: -log_view stages"
+  fi
 }
 
 # --- checkpoints of the sweeps (issue 6: whatif, fldp, influence) ----------------------------------

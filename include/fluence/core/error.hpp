@@ -1,6 +1,6 @@
 #pragma once
-// Error boundary (DESIGN.md): pure C++ throws; code calling PETSc uses PetscCall and converts at
-// the seam with petsc_check(); main() prints the message on rank 0 and ends every rank.
+// Error boundary (docs/architecture.md): pure C++ throws; code calling PETSc uses PetscCall and
+// converts at the seam with petsc_check(); main() prints the message on rank 0 and ends every rank.
 #include <cstddef>
 #include <functional>
 #include <stdexcept>

@@ -1,5 +1,5 @@
 #pragma once
-// All console output goes through the rank-0 stream (DESIGN.md).
+// All console output goes through the rank-0 stream (docs/architecture.md).
 #include <fmt/core.h>
 
 #include <chrono>

@@ -8,8 +8,8 @@
 
 namespace fluence {
 
-/// One RAII guard initializes and finalizes MPI, PETSc and SLEPc (DESIGN.md). argc/argv are handed
-/// to PETSc so that its options (-log_view, -newton_ksp_monitor, ...) pass through.
+/// One RAII guard initializes and finalizes MPI, PETSc and SLEPc (docs/architecture.md). argc/argv
+/// are handed to PETSc so that its options (-log_view, -newton_ksp_monitor, ...) pass through.
 class Environment {
  public:
   Environment(int* argc, char*** argv);

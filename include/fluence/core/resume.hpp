@@ -5,9 +5,13 @@
 // on a signal and restarts without redoing finished units. The computation itself knows nothing
 // of files or signals: the command hands it a SweepCheckpoint.
 #include <cstddef>
+#include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <string>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
 namespace fluence {
@@ -37,5 +41,67 @@ const std::vector<double>& state_array(const StateArrays& state, const std::stri
 /// Finished-unit flags as stored (1 = done); all false when `name` is absent.
 std::vector<char> state_flags(const StateArrays& state, const std::string& name, std::size_t size);
 std::vector<double> flags_array(const std::vector<char>& flags);
+
+/// A record's scalars as a checkpoint stores them: one array, a value per named field in the
+/// table's order (the order is the file format: a new field goes at the end, and a checkpoint
+/// written before it is refused by the size check of `read`). Integers travel as doubles, exact
+/// below 2^53.
+template <class Record>
+class ScalarFields {
+ public:
+  // std::int64_t is long or long long: both are here.
+  using Member = std::variant<double Record::*, int Record::*, long Record::*, long long Record::*>;
+  struct Field {
+    const char* name;
+    Member member;
+  };
+  ScalarFields(std::initializer_list<Field> fields) : fields_(fields) {}
+
+  std::vector<double> pack(const Record& record) const {
+    std::vector<double> values;
+    values.reserve(fields_.size());
+    for (const Field& field : fields_)
+      values.push_back(std::visit([&](auto member) { return static_cast<double>(record.*member); },
+                                  field.member));
+    return values;
+  }
+  /// Sets `record`'s fields from the array `name` of `state` (InputError when it is missing or
+  /// has another size).
+  void read(const StateArrays& state, const std::string& name, Record& record) const {
+    const std::vector<double>& values = state_array(state, name, fields_.size());
+    for (std::size_t k = 0; k < fields_.size(); ++k)
+      std::visit(
+          [&](auto member) {
+            using Value = std::remove_reference_t<decltype(record.*member)>;
+            record.*member = static_cast<Value>(values[k]);
+          },
+          fields_[k].member);
+  }
+
+ private:
+  std::vector<Field> fields_;
+};
+
+/// A record's vectors as a checkpoint stores them: each as the array `<prefix><name>`.
+template <class Record>
+class VectorFields {
+ public:
+  struct Field {
+    const char* name;
+    std::vector<double> Record::*member;
+  };
+  VectorFields(std::initializer_list<Field> fields) : fields_(fields) {}
+
+  void write(const Record& record, const std::string& prefix, StateArrays& state) const {
+    for (const Field& field : fields_) state[prefix + field.name] = record.*field.member;
+  }
+  void read(const StateArrays& state, const std::string& prefix, Record& record) const {
+    for (const Field& field : fields_)
+      record.*field.member = state_array(state, prefix + field.name);
+  }
+
+ private:
+  std::vector<Field> fields_;
+};
 
 }  // namespace fluence

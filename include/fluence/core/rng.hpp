@@ -1,7 +1,7 @@
 #pragma once
-// Counter-based random streams (DESIGN.md "Determinism"): every draw is a pure function of
-// (run seed, purpose, up to three identifiers, draw index), computed with Random123's Philox4x64.
-// A client's randomization therefore does not depend on which rank hosts it.
+// Counter-based random streams (docs/architecture.md, "Determinism"): every draw is a pure function
+// of (run seed, purpose, up to three identifiers, draw index), computed with Random123's
+// Philox4x64. A client's randomization therefore does not depend on which rank hosts it.
 #include <cstdint>
 #include <span>
 #include <vector>

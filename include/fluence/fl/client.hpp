@@ -1,6 +1,7 @@
 #pragma once
-// A client owns its raw and randomized data (privacy boundary, DESIGN.md): nothing outside the
-// client reads `original_*`; the server only ever receives the messages the protocol sends.
+// A client owns its raw and randomized data (docs/architecture.md, "Privacy boundary"): nothing
+// outside the client reads `original_*`; the server only ever receives the messages the protocol
+// sends.
 #include <cstdint>
 #include <memory>
 #include <vector>

@@ -6,7 +6,7 @@
 // k-RR probabilities from the ORIGINAL values (keep e^eps'/(d-1+e^eps'), else 1/(d-1+e^eps')), and
 // z_{f_x} equals the client's randomized point z~ except in the changed attributes.
 //
-// Two exact reductions keep this cheap (docs/math.md §4):
+// Two exact reductions keep this cheap (docs/math.md §5.2):
 //  - the label enters the cross-entropy linearly, so its expectation is a soft target q (the k-RR
 //    distribution of the original label): E_y l(x, y) = lse(theta x) - q . theta x. Only the
 //    changed *features* are enumerated;

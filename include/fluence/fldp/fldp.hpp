@@ -3,12 +3,12 @@
 // and the new global model is estimated from the trained one with influence functions instead of
 // retraining:
 //   client i: I_i = -H^{-1} grad sum_{z in D_i} [E_{eps'} l(z_eps', theta^) - l(z~, theta^)]
-//             (Theorem 1, Eq. 14-18; the expectation from the ORIGINAL values, ExpectedLoss),
-//   removal:  I_i = +H^{-1} sum_{z~ in D_i} grad l~(z~, theta^)            (Eq. 27, sign fixed),
-//   server:   theta_I = theta^ + (1/n) sum_i I_i                            (Eq. 19-20).
+//             (seed 000 Theorem 1, Eq. 14-18; expectation from the ORIGINAL values, ExpectedLoss),
+//   removal:  I_i = +H^{-1} sum_{z~ in D_i} grad l~(z~, theta^)   (seed 000 Eq. 27, sign fixed),
+//   server:   theta_I = theta^ + (1/n) sum_i I_i                   (seed 000 Eq. 19-20).
 // Ground truths: the exact expected objective solved to its optimum (what the estimator targets)
-// and retrains on independent re-randomizations; metrics ALD, AAD, ED (Eq. 28-30).
-// docs/math.md §4 has the derivation and where the seed's code differs.
+// and retrains on independent re-randomizations; metrics ALD, AAD, ED (seed 000 Eq. 28-30).
+// docs/math.md §5 has the derivation and where the seed's code differs.
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -2,10 +2,11 @@
 // `fluence lia`: lazy-influence data filtering (seed 002, Rokvic et al.; seed 003 its workshop
 // version). A center trains M0 on warm-up data; each participant, as a contributor, runs k local
 // epochs of DP-SGD on the last layer with its training batch and sends the noisy layer; every
-// validator votes sign(sum_val L(theta_t) - L(theta_A)) (Eq. 1), obfuscated by randomized
-// response (Eq. 2); the center sums the votes and rejects contributors below a k-means threshold.
-// Then T rounds of FL from M0 compare filters and robust aggregators; lia.mode = "per_round" adds
-// T rounds that filter every round's contributors (seed 003 Algorithm 1). docs/math.md §9.
+// validator votes sign(sum_val L(theta_t) - L(theta_A)) (seed 002 Eq. 1), obfuscated by randomized
+// response (seed 002 Eq. 2); the center sums the votes and rejects contributors below a k-means
+// threshold. Then T rounds of FL from M0 compare filters and robust aggregators; lia.mode =
+// "per_round" adds T rounds that filter every round's contributors (seed 003 Algorithm 1).
+// docs/math.md §9.
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -36,7 +37,7 @@ struct LiaConfig {
   std::string vote_accounting = "exact";    // "exact": eps = ln((1-p/2)/(p/2)); "seed": 2 ln(...)
   std::string vote_baseline = "model";      // or "median" / "quantile" of a validator's differences
   double vote_quantile = 0.5;               // the quantile of vote_baseline = "quantile"
-  std::string vote_loss = "cross_entropy";  // or "zero_one": the loss L of Eq. 1
+  std::string vote_loss = "cross_entropy";  // or "zero_one": the loss L of seed 002 Eq. 1
   std::string relevance =
       "none";  // or "predicted_classes": relevance-weighted votes (relevance.hpp)
   double relevance_epsilon = 0.2;      // each participant's noisy histogram, taken from its budgets
@@ -66,7 +67,8 @@ struct LiaConfig {
   /// Validates the [lia] section against the data's class count (messages name the key).
   static LiaConfig from_deck(const Deck& deck, int classes);
 
-  /// The randomized-response flip probability p of Eq. 2 for the vote's budget (0 for eps = inf).
+  /// The randomized-response flip probability p of seed 002 Eq. 2 for the vote's budget
+  /// (0 for eps = inf).
   double vote_flip_probability() const;
   bool relevance_weighted() const { return relevance != "none"; }
   bool disjoint_split() const { return validation_split == "disjoint"; }

@@ -10,15 +10,15 @@
 
 namespace fluence::lia {
 
-/// Eq. 2's p for a vote privacy level eps. The vote is one +-1 symbol, kept with probability
-/// 1 - p/2 and flipped with p/2, so the exact guarantee is eps = ln((1 - p/2)/(p/2)) and
-/// p = 2/(1 + e^eps). The seed's Eq. 3 writes eps = 2 ln(...) (RAPPOR's bound for a value that
+/// seed 002 Eq. 2's p for a vote privacy level eps. The vote is one +-1 symbol, kept with
+/// probability 1 - p/2 and flipped with p/2, so the exact guarantee is eps = ln((1 - p/2)/(p/2))
+/// and p = 2/(1 + e^eps). Seed 002 Eq. 3 writes eps = 2 ln(...) (RAPPOR's bound for a value that
 /// changes two Bloom-filter bits), which states twice the true loss; `seed_accounting` keeps it:
 /// p = 2/(1 + e^(eps/2)). eps = +inf gives p = 0.
 double vote_flip_probability(double epsilon, bool seed_accounting);
 /// The inverse: eps of a flip probability p in (0, 1].
 double vote_epsilon(double flip_probability, bool seed_accounting);
-/// Eq. 2: with probability p report a fair coin (+1 or -1), otherwise the vote.
+/// seed 002 Eq. 2: with probability p report a fair coin (+1 or -1), otherwise the vote.
 int obfuscate_vote(int vote, double flip_probability, Stream& stream);
 
 /// A validator's vote baseline (docs/math.md §9): the element of rank floor(n q) (0-based) of its
@@ -47,10 +47,10 @@ double mixture_threshold(std::vector<double> values);
 /// softmax losses spend most of their time here.
 void exp_nonpositive(const double* x, double* out, std::size_t n);
 
-/// The loss L of Eq. 1 a validator evaluates: the softmax layer's cross-entropy, or the 0-1 loss
-/// (1 when the row's first maximal logit is not its label, else 0), so that L(z, theta_base) -
-/// L(z, theta_a) summed over a validator's rows is how many more of them theta_a classifies
-/// correctly than theta_base.
+/// The loss L of seed 002 Eq. 1 a validator evaluates: the softmax layer's cross-entropy, or the
+/// 0-1 loss (1 when the row's first maximal logit is not its label, else 0), so that L(z,
+/// theta_base) - L(z, theta_a) summed over a validator's rows is how many more of them theta_a
+/// classifies correctly than theta_base.
 enum class VoteLoss { cross_entropy, zero_one };
 
 /// Sums over each validator's rows of L(z, theta_base) - L(z, theta_a) for every contributor a,

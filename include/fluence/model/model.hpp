@@ -1,7 +1,7 @@
 #pragma once
-// The model every command trains and differentiates (DESIGN.md, model/): a classifier with C
-// logits, one softmax cross-entropy head (softmax_head.hpp), and parameters theta, p doubles in the
-// layout parameter_blocks() names. Two kinds implement it: multinomial logistic regression
+// The model every command trains and differentiates (docs/architecture.md, model/): a classifier
+// with C logits, one softmax cross-entropy head (softmax_head.hpp), and parameters theta, p doubles
+// in the layout parameter_blocks() names. Two kinds implement it: multinomial logistic regression
 // (softmax_regression.hpp, with the fast paths the influence commands use) and networks built from
 // layers (network.hpp). Callers name Model; a fast path of one kind is reached through a
 // capability (linear()), never by naming the kind.

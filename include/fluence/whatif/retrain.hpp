@@ -5,10 +5,10 @@
 // where the original record enters with w = -1 (cross-entropy at its label) and its perturbed
 // version(s) with their probabilities: one randomized record (w = 1) for a draw, every value
 // combination (w = P(f), soft label q) for the exact expectation. A pseudo-record's loss is the
-// cross-entropy or the forward-corrected loss l_FLC(x, t) = -sum_c t_c log (P^T p)_c (seed 001
-// Eq. 18). Only the perturbed records are stored; the clean rows are the clients' own. Any model:
-// the linear model's products use its cached probabilities and per-row blocks, a network's its
-// R-operator through PseudoRowLoss.
+// cross-entropy or the forward-corrected loss l_FLC(x, t) = -sum_c t_c log (P^T p)_c
+// (seed 001 Eq. 18). Only the perturbed records are stored; the clean rows are the clients' own.
+// Any model: the linear model's products use its cached probabilities and per-row blocks, a
+// network's its R-operator through PseudoRowLoss.
 #include <cstdint>
 #include <vector>
 

@@ -33,12 +33,13 @@ class RowInfluence {
   void set_row(const double* x, std::int32_t label, const std::int32_t* categorical);
 
   /// rr: k-RR at eps over every attribute; `expected` = sum over value combinations f != alpha of
-  /// P(f) (T_f - T_alpha) plus the label term, `paper` = Eq. 13's (1 - prod keep) times the
-  /// unweighted sum over f != alpha.
+  /// P(f) (T_f - T_alpha) plus the label term, `paper` = seed 001 Eq. 13's (1 - prod keep) times
+  /// the unweighted sum over f != alpha.
   double rr(double epsilon, EstimateForm form) const;
-  /// rr_l: (C u_y - sum_c u_c) / (C - 1 + e^eps) (Eq. 14 with the minus sign restored).
+  /// rr_l: (C u_y - sum_c u_c) / (C - 1 + e^eps) (seed 001 Eq. 14 with the minus sign restored).
   double rr_l(double epsilon) const;
-  /// rr_flc: sum_c P_yc s^T grad l_FLC(x, c) - s^T grad l(x, y) (expected), or Eq. 22's
+  /// rr_flc: sum_c P_yc s^T grad l_FLC(x, c) - s^T grad l(x, y) (expected), or
+  /// seed 001 Eq. 22's
   /// other * sum_{c != y} [...] (paper).
   double rr_flc(double epsilon, EstimateForm form) const;
 

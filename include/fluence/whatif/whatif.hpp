@@ -19,15 +19,15 @@
 namespace fluence {
 
 enum class WhatifVariant {
-  rr,     // k-RR over `attributes` (features and/or label), the expected-loss form of Eq. 13
-  rr_l,   // k-RR over the label only (Eq. 14, its missing minus sign restored)
-  rr_flc  // label k-RR with forward loss correction on the perturbed records (Eq. 18, 22)
+  rr,  // k-RR over `attributes` (features and/or label), the expected-loss form of seed 001 Eq. 13
+  rr_l,   // k-RR over the label only (seed 001 Eq. 14, its missing minus sign restored)
+  rr_flc  // label k-RR with forward loss correction on the perturbed records (seed 001 Eq. 18, 22)
 };
 std::string to_string(WhatifVariant variant);
 WhatifVariant parse_whatif_variant(const std::string& name);
 
 /// `expected`: the exact E[l~] - l with k-RR probabilities from the original value (what the seed
-/// intends); `paper`: the seed's literal Eq. 13 / Eq. 22 scaling, for comparison (docs/math.md §6).
+/// intends); `paper`: seed 001's literal Eq. 13 / Eq. 22 scaling, for comparison (docs/math.md §6).
 enum class EstimateForm { expected, paper };
 
 /// An attribute the `rr` variant randomizes: a categorical feature or the label.

@@ -1,5 +1,5 @@
 // Federated point estimation (seed 004 §4, Lemma 1; docs/math.md §8.1).
-#include "fluence/fl/point_estimation.hpp"
+#include "fluence/privacy/point_estimation.hpp"
 
 #include <fmt/format.h>
 

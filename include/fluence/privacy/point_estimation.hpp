@@ -7,6 +7,8 @@
 // whose variance is (docs/math.md §8.1)
 //   sigma_s^2(r) = [N_np sigma_c^2 + r^2 N_p (sigma_c^2 + N_p gamma^2)] / (N_np + r N_p)^2,
 // minimized at r* = sigma_c^2 / (sigma_c^2 + N_p gamma^2) (Lemma 1).
+// It lives in privacy/ (it needs core only): the theory of FeO2's private/opt-out weighting, used
+// by `fluence feo2-theory`, not by the federation's training.
 #include <cstdint>
 #include <vector>
 

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "fluence/fl/point_estimation.hpp"
+#include "fluence/privacy/point_estimation.hpp"
 
 namespace fluence {
 namespace {

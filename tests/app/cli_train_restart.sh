@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# `fluence train` checkpoints, restarts and stop signals (issue 6): restarts from several rounds and
+# rank counts are bitwise identical, a stop signal to one rank, a corrupted newest checkpoint, and
+# jobs/quickstart.sbatch stopped by USR1 and resumed.
+# Usage: cli_train_restart.sh FLUENCE_BINARY SOURCE_DIR (one CTest entry per script: tests/CMakeLists.txt)
+set -u
+# shellcheck source=tests/app/cli_common.sh
+source "$(dirname "$0")/cli_common.sh"
+
+# --- checkpoints, restart, stop signals (issue 6, train) -------------------------------------------
+write_deck ck <<'EOF'
+seed = 6
+[data.synthetic]
+rows = 1500
+numeric = 3
+categorical = [3]
+[partition]
+clients = 6
+[federation]
+rounds = 12
+batch_size = 16
+polish = "newton"
+EOF
+"$mpirun" -n 2 "$fluence" train "$work/ck.toml" --out "$work/ckA" --quiet >/dev/null 2>&1
+"$mpirun" -n 2 "$fluence" train "$work/ck.toml" --out "$work/ckB" --quiet --set output.checkpoint_every=4 --set output.keep=3 >/dev/null 2>&1
+ok=1
+for ranks in 1 3; do
+  for chk in 4 8; do
+    rm -rf "$work/ckR" && mkdir -p "$work/ckR" && cp "$work/ckB/chk_$(printf %06d $chk).h5" "$work/ckR/"
+    "$mpirun" -n "$ranks" "$fluence" train "$work/ck.toml" --out "$work/ckR" --quiet --restart latest >"$work/ckR.log" 2>&1 &&
+      compare_runs "$work/ckA/results.h5" "$work/ckR/results.h5" || { ok=0; echo "    restart from round $chk on $ranks ranks differs"; }
+  done
+done
+if [ "$ok" -eq 1 ] && [ "$(ls "$work/ckB"/chk_*.h5 | wc -l)" -eq 3 ]; then
+  pass "train checkpoints (keep 3 of 4, 8, 12); restart from rounds 4 and 8 on 1 and 3 ranks is bitwise identical"
+else fail "train checkpoint/restart"; fi
+# Checkpoints written on 1 and on 3 ranks resume on 2 and on 1 (issue 6: 1->2, 2->3, 3->1).
+ok=1
+for pair in "1 2" "3 1"; do
+  read -r from to <<<"$pair"
+  rm -rf "$work/ckP" "$work/ckQ" && mkdir -p "$work/ckQ"
+  "$mpirun" -n "$from" "$fluence" train "$work/ck.toml" --out "$work/ckP" --quiet --set output.checkpoint_every=6 >/dev/null 2>&1
+  cp "$work/ckP/chk_000006.h5" "$work/ckQ/" 2>/dev/null
+  "$mpirun" -n "$to" "$fluence" train "$work/ck.toml" --out "$work/ckQ" --quiet --restart latest >"$work/ckQ.log" 2>&1 &&
+    compare_runs "$work/ckA/results.h5" "$work/ckQ/results.h5" || { ok=0; echo "    $from -> $to ranks differs"; }
+done
+if [ "$ok" -eq 1 ]; then pass "train checkpoints from 1 and 3 ranks resume on 2 and 1 ranks bitwise identically"
+else fail "train restart across rank counts"; fi
+
+# A stop signal to one rank only (what a node-local signal or `kill` of one rank does): that rank's
+# handler raises the stop flag, every rank agrees at the end of the round, a checkpoint is written
+# and the run exits 4; `--restart latest` on another rank count ends exactly as the uninterrupted
+# run. The case must not pass or fail by timing, so:
+#  - the signal goes to a rank process found as a child of mpirun (the wrapper execs mpirun, so $!
+#    is mpirun) whose environment says OMPI_COMM_WORLD_RANK=1, never to mpirun itself (which would
+#    forward it to every rank) or to a process that merely has a matching command line;
+#  - it is sent only once the run is in its rounds (its first checkpoint, at round 100, exists: the
+#    handlers are installed before set-up), waiting for that up to 120 s of wall time, not a count
+#    of polls that a loaded machine stretches; 20,000 rounds (about 6 s) leave the signal long
+#    before the last round;
+#  - the exit code must be 4 exactly: 0 would mean the signal was lost or came after the last round
+#    (the log's last lines and the rank signalled are printed then).
+"$mpirun" -n 2 "$fluence" train "$work/ck.toml" --out "$work/ckS0" --quiet --set federation.rounds=20000 >/dev/null 2>&1
+"$mpirun" -n 2 "$fluence" train "$work/ck.toml" --out "$work/ckS" --quiet --set federation.rounds=20000 \
+  --set output.checkpoint_every=100 --set output.keep=1 >"$work/ckS.log" 2>&1 &
+launcher=$!
+deadline=$((SECONDS + 120))
+until ls "$work/ckS"/chk_*.h5 >/dev/null 2>&1 || [ "$SECONDS" -ge "$deadline" ]; do sleep 0.05; done
+rank_pid=""
+for child in $(pgrep -P "$launcher"); do
+  if tr '\0' '\n' <"/proc/$child/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then
+    rank_pid=$child
+  fi
+done
+signalled=no
+if ls "$work/ckS"/chk_*.h5 >/dev/null 2>&1 && [ -n "$rank_pid" ] && kill -USR1 "$rank_pid"; then
+  signalled="rank 1 (pid $rank_pid)"
+fi
+wait "$launcher"
+code=$?
+if [ "$signalled" != no ] && [ "$code" -eq 4 ] && grep -q "stop signal received: checkpoint" "$work/ckS.log" &&
+  ls "$work/ckS"/chk_*.h5 >/dev/null 2>&1 && [ ! -e "$work/ckS/results.h5" ] &&
+  "$mpirun" -n 3 "$fluence" train "$work/ck.toml" --out "$work/ckS" --quiet --set federation.rounds=20000 --restart latest >/dev/null 2>&1 &&
+  compare_runs "$work/ckS0/results.h5" "$work/ckS/results.h5"; then
+  pass "SIGUSR1 to rank 1 only: checkpoint, exit 4, restart latest on 3 ranks is bitwise identical"
+else
+  fail "stop signal to one rank (signalled: $signalled; exit $code, expected 4)"
+  tail -3 "$work/ckS.log" | sed 's/^/    /'
+fi
+
+# A corrupted newest checkpoint: latest falls back to the previous valid one (the refused
+# checkpoints are cases of cli_bad_inputs.sh).
+rm -rf "$work/ckL" && mkdir -p "$work/ckL" && cp "$work/ckB"/chk_*.h5 "$work/ckL/" && truncate -s 1000 "$work/ckL/chk_000012.h5"
+if "$mpirun" -n 2 "$fluence" train "$work/ck.toml" --out "$work/ckL" --quiet --restart latest >"$work/ckL.log" 2>&1 &&
+  grep -q "skipping .*chk_000012.h5" "$work/ckL.log" && grep -q "restart: .*chk_000008.h5" "$work/ckL.log" &&
+  compare_runs "$work/ckA/results.h5" "$work/ckL/results.h5"; then
+  pass "restart latest skips a corrupted newest checkpoint and says so"
+else fail "restart latest fallback"; tail -3 "$work/ckL.log" | sed 's/^/    /'; fi
+
+# jobs/quickstart.sbatch outside SLURM: USR1 to the batch shell reaches the ranks through mpirun,
+# they checkpoint and exit 4; running the script again resumes and ends as the uninterrupted run.
+"$mpirun" -n 2 "$fluence" train "$source_dir/inputs/quickstart.toml" --out "$work/jobA" --quiet \
+  --set federation.rounds=6000 >/dev/null 2>&1
+(cd "$source_dir" && FLUENCE_LAUNCHER=mpirun MPIRUN="$mpirun" FLUENCE="$fluence" FLUENCE_OUT="$work/jobB" \
+  FLUENCE_ARGS="--quiet --set federation.rounds=6000" bash jobs/quickstart.sbatch >"$work/job1.log" 2>&1) &
+job=$!
+for _ in $(seq 500); do ls "$work/jobB"/chk_*.h5 >/dev/null 2>&1 && break; sleep 0.02; done
+shell=$(pgrep -f "bash jobs/quickstart.sbatch" | head -1)
+[ -n "$shell" ] && kill -USR1 "$shell"
+wait "$job"
+first=$?
+(cd "$source_dir" && FLUENCE_LAUNCHER=mpirun MPIRUN="$mpirun" FLUENCE="$fluence" FLUENCE_OUT="$work/jobB" \
+  FLUENCE_ARGS="--quiet --set federation.rounds=6000" bash jobs/quickstart.sbatch >"$work/job2.log" 2>&1)
+second=$?
+if [ "$first" -eq 4 ] && [ "$second" -eq 0 ] && grep -q "restart: " "$work/job2.log" &&
+  compare_runs "$work/jobA/results.h5" "$work/jobB/results.h5"; then
+  pass "jobs/quickstart.sbatch: USR1 -> checkpoint and exit 4; rerun resumes to the uninterrupted result"
+else fail "quickstart job stop/resume (exits $first, $second)"; tail -3 "$work/job1.log" "$work/job2.log" | sed 's/^/    /'; fi
+# An unknown launcher stops a job script before it starts anything: exit 2, one line naming the
+# variable, its value and the launchers there are, no output directory.
+(cd "$source_dir" && FLUENCE_LAUNCHER=mpiexec FLUENCE="$fluence" FLUENCE_OUT="$work/jobL" \
+  bash jobs/quickstart.sbatch >"$work/jobL.out" 2>"$work/jobL.err")
+code=$?
+if [ "$code" -eq 2 ] && [ "$(wc -l <"$work/jobL.err")" -eq 1 ] &&
+  grep -q "FLUENCE_LAUNCHER='mpiexec' is not a launcher: use srun or mpirun" "$work/jobL.err" &&
+  [ ! -e "$work/jobL" ]; then
+  pass "jobs/quickstart.sbatch with FLUENCE_LAUNCHER=mpiexec: exit 2, one line naming it"
+else fail "unknown FLUENCE_LAUNCHER (exit $code)"; sed 's/^/    /' "$work/jobL.err"; fi
+
+cli_summary
