@@ -140,8 +140,12 @@ void write_fldp_output(ResultsFile& file, const FederatedProblem& problem,
                    {"/fldp/theta_newton", &FldpCaseResult::theta_newton, "1",
                     "estimate after the Newton steps"},
                    "parameter", p);
+    file.dimension("/fldp/newton_step", steps);
+    write_case_row(file, result,
+                   {"/fldp/newton_time_s", &FldpCaseResult::newton_time, "s",
+                    "wall time of the estimate refined up to the step"},
+                   "newton_step", steps);
     if (config.retrain) {
-      file.dimension("/fldp/newton_step", steps);
       write_case_row(file, result,
                      {"/fldp/newton_ed_expected", &FldpCaseResult::newton_ed_expected, "1",
                       "distance to the expected retrain after the step"},

@@ -57,7 +57,8 @@ struct FldpCaseResult {
   double test_loss_estimate = 0.0, test_accuracy_estimate = 0.0;
   double test_loss_expected = 0.0, test_accuracy_expected = 0.0;
   double ald_expected = 0.0, aad_expected = 0.0, ed_expected = 0.0;
-  std::vector<double> newton_ed_expected;                        // per refinement step
+  std::vector<double> newton_ed_expected;  // per refinement step
+  std::vector<double> newton_time;  // per step: seconds of the estimate refined up to that step
   std::vector<double> test_loss_retrain, test_accuracy_retrain;  // per re-randomized retrain
   std::vector<double> ald, aad, ed;                              // per re-randomized retrain
   double time_estimate = 0.0, time_retrain = 0.0;                // seconds (retrain: mean per draw)
