@@ -114,6 +114,8 @@ class Case:
     newton_steps: int
     time_estimate: float
     time_retrain: float
+    newton_ed: np.ndarray        # [steps] ED_exp after each Newton step (empty: none)
+    newton_time: np.ndarray      # [steps] the refined estimate's seconds (NaN: not recorded)
 
 
 @dataclass
@@ -193,6 +195,11 @@ def parse_run(h5, path):
         newton = None
     time_estimate = per_case(dataset(h5, "/fldp/time_estimate_s", path), n,
                              "/fldp/time_estimate_s", path)
+    newton_time = optional(h5, "/fldp/newton_time_s")  # absent before it was written
+    if newton is not None and newton_time is not None and newton_time.size:
+        newton_time = per_draw(newton_time, n, "/fldp/newton_time_s", path)
+    elif newton is not None:
+        newton_time = np.full(newton.shape, math.nan)
     retrain_times = optional(h5, "/fldp/time_retrain_s")
     time_retrain = (per_case(retrain_times, n, "/fldp/time_retrain_s", path)
                     if retrain_times is not None else np.full(n, math.nan))
@@ -211,7 +218,9 @@ def parse_run(h5, path):
             ed_newton=float(newton[i, -1]) if newton is not None else math.nan,
             newton_steps=newton.shape[1] if newton is not None else 0,
             time_estimate=float(time_estimate[i]),
-            time_retrain=float(time_retrain[i])))
+            time_retrain=float(time_retrain[i]),
+            newton_ed=newton[i] if newton is not None else np.empty(0),
+            newton_time=newton_time[i] if newton is not None else np.empty(0)))
 
     deck = deck_settings(h5)
     federation = deck.get("federation", {})
@@ -567,6 +576,56 @@ def table_q4(datasets):
                  "retrain / (estimate + setup).")
 
 
+def table_estimators(datasets):
+    """One table where each estimator carries both its error and its time
+    (issue 26): over the one-client cases of Q1, the first-order estimate
+    and the estimate after each Newton step, their distance to the exact
+    expected retrain and their wall time, against Q4's full retraining."""
+    rows = []
+    for ds in datasets:
+        cases = [case for _, case in q1_cases(ds)]
+        if not cases:
+            continue
+        q1_run = next(iter(ds.q1.values()))
+        setup = q1_run.time_setup if math.isfinite(q1_run.time_setup) else 0.0
+        retrain = math.nan
+        if ds.q4 is not None and ds.q4.cases:
+            retrain = mean_std([c.time_retrain for c in ds.q4.cases])[0]
+        estimators = [("first order", [c.ed_expected for c in cases],
+                       [c.time_estimate for c in cases])]
+        steps = min(c.newton_steps for c in cases)
+        for k in range(steps):
+            estimators.append((f"+ {k + 1} Newton step{'s' if k else ''}",
+                               [c.newton_ed[k] for c in cases],
+                               [c.newton_time[k] for c in cases]))
+        for name, errors, times in estimators:
+            time = float(np.median(times))
+            ratio = retrain / time if math.isfinite(time) and time > 0 else math.nan
+            ratio_setup = (retrain / (time + setup)
+                           if math.isfinite(time) and time + setup > 0 else math.nan)
+            rows.append([ds.title, name, str(len(cases)),
+                         fmt_num(float(np.median(errors))),
+                         fmt_num(float(np.max(errors))), fmt_num(time),
+                         fmt_num(retrain), fmt_num(ratio), fmt_num(ratio_setup)])
+    if not rows:
+        return None
+    return Table(
+        title="Estimators: error and time of the same estimate (Q1's "
+              "one-client cases)",
+        keys=["dataset", "estimator", "cases"],
+        groups=[("", ["median ED_exp", "max ED_exp", "median time (s)",
+                      "full retrain (s)", "ratio", "ratio incl. setup"])],
+        rows=rows,
+        footnote="ED_exp: distance to the exact expected retrain "
+                 "(/fldp/ed_expected, then /fldp/newton_ed_expected per "
+                 "step); time: /fldp/time_estimate_s, then "
+                 "/fldp/newton_time_s (the first-order estimate, installing "
+                 "the changed client's expected data and the steps so far); "
+                 "full retrain: Q4's mean /fldp/time_retrain_s; ratio = full "
+                 "retrain / time; ratio incl. setup adds Q1's one-off "
+                 "/fldp/time_setup_s to the estimate's time.")
+
+
 def summary_table(datasets):
     """One line per dataset: training set-up of its runs."""
     rows = []
@@ -749,7 +808,8 @@ def main(argv=None):
 
     render = render_markdown if args.markdown else render_plain
     tables = [summary_table(datasets), table_q1(datasets),
-              table_q2(datasets), table_q3(datasets), table_q4(datasets)]
+              table_q2(datasets), table_q3(datasets), table_q4(datasets),
+              table_estimators(datasets)]
     if args.markdown:
         print("## [FLDP-FL](../references.md#fldp-fl): influence estimate vs "
               "retraining")

@@ -18,6 +18,7 @@ import shutil
 import sys
 import unittest
 
+import h5py
 import tiny_runs
 
 FLUENCE, SOURCE = tiny_runs.arguments()
@@ -103,6 +104,7 @@ class Plots(unittest.TestCase):
         cls.influence = r.influence()
         cls.whatif = r.whatif()
         fldp = r.fldp()
+        cls.fldp_path = fldp
         cls.fldp_root = os.path.join(w, "fldp_tree")
         for part in ("q1/eps_3", "q2", "q3/x_0.2", "q3/x_0.4"):
             os.makedirs(os.path.join(cls.fldp_root, "fldp_synthetic", part))
@@ -209,6 +211,25 @@ class Plots(unittest.TestCase):
             figure = self.caught.named(name)[0]
             self.assertEqual(figure["errorbars"], 0, name)
             self.assertGreater(figure["collections"], 0, name)  # the fill_between bands
+
+    def test_fldp_estimators_carry_error_and_time(self):
+        # The estimator table against the file read here: over the one-client cases with a new
+        # eps (not removals), the median first-order ED_exp and time, and after each Newton step
+        # the median ED_exp and refined time (issue 26: one estimator, its error and its time).
+        with h5py.File(os.path.join(self.fldp_root, "fldp_synthetic", "q1", "eps_3",
+                                    os.path.basename(self.fldp_path)), "r") as f:
+            one = (f["/fldp/case_clients"][...].reshape(len(f["/fldp/case_eps_to"]), -1)
+                   .sum(axis=1) == 1) & ~f["/fldp/case_remove"][...].astype(bool)
+            one &= np.isfinite(f["/fldp/case_eps_to"][...])
+            errors = [f["/fldp/ed_expected"][one]] + list(f["/fldp/newton_ed_expected"][one].T)
+            times = [f["/fldp/time_estimate_s"][one]] + list(f["/fldp/newton_time_s"][one].T)
+        table = fldp_report.table_estimators(fldp_report.load_root(self.fldp_root))
+        self.assertEqual(len(table.rows), len(errors))  # first order + each Newton step
+        for row, error, time in zip(table.rows, errors, times):
+            self.assertEqual(row[2], str(int(one.sum())))
+            self.assertEqual(row[3], fldp_report.fmt_num(float(np.median(error))))
+            self.assertEqual(row[5], fldp_report.fmt_num(float(np.median(time))))
+        self.assertEqual([row[1] for row in table.rows][:2], ["first order", "+ 1 Newton step"])
 
     def test_lia_names_the_data_set_from_the_deck(self):
         texts = " ".join(t for f in self.caught.figures
