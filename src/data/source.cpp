@@ -12,6 +12,7 @@
 
 #include "fluence/core/error.hpp"
 #include "fluence/core/memory.hpp"
+#include "fluence/core/mpi.hpp"
 #include "fluence/core/rng.hpp"
 #include "fluence/data/loaders.hpp"
 
@@ -241,6 +242,14 @@ Table generate_synthetic_rows(const SyntheticConfig& config, std::uint64_t seed,
   const auto nn = static_cast<std::size_t>(config.numeric), nc = config.categorical.size();
   table.partial = true;
   table.held = rows;
+  if (every_label) {
+    // The index pass: the values this rank will hold at least (its share of the rows) are
+    // reserved, untouched, so that a deck far beyond memory fails here with std::bad_alloc
+    // (FLUENCE_MEMORY_LIMIT=none) instead of after generating every row's label.
+    const std::size_t share = table.rows / static_cast<std::size_t>(world_size());
+    table.numeric.reserve(share * nn);
+    table.categorical.reserve(share * nc);
+  }
   table.numeric.resize(rows.size() * nn);
   table.categorical.resize(rows.size() * nc);
   table.label.assign(table.rows, 0);
@@ -384,9 +393,12 @@ std::vector<MemoryTerm> synthetic_memory(const SyntheticConfig& config, bool val
                                       "(data.synthetic.numeric = {} numbers + {} categorical "
                                       "codes and the label)",
                                       config.rows, config.numeric, config.categorical.size())}
-             : MemoryTerm{rows * 4.0, fmt::format("the labels of every row, held by every rank: "
-                                                  "data.synthetic.rows = {} x 4 bytes",
-                                                  config.rows)},
+             : MemoryTerm{rows * (8.0 * numeric + 4.0 * categorical) / world_size() + 4.0 * rows,
+                          fmt::format("the data, spread over the ranks: data.synthetic.rows = {} "
+                                      "x (data.synthetic.numeric = {} numbers + {} categorical "
+                                      "codes) / {} ranks, and every row's label on every rank",
+                                      config.rows, config.numeric, config.categorical.size(),
+                                      world_size())},
       {(numeric + categorical) * sizeof(Attribute) + (categories + classes) * sizeof(std::string),
        fmt::format("the names of {} attributes, {} categories (data.synthetic.categorical) and "
                    "data.synthetic.classes = {} classes",
