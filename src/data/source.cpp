@@ -594,19 +594,29 @@ std::vector<std::int64_t> source_rows_of(const Table& table,
   return sources;
 }
 
-// Gives the partial table `table` the values of `rows` from `raw` (the source rows as read).
-void fill_values(Table& table, const std::vector<std::int64_t>& rows, const Table& raw) {
+// Gives the partial table `table` the values of `rows` from `raw` (the source rows as read). When
+// `raw` holds exactly those rows (no test rows split off the same file), its values are taken
+// over rather than copied: a rank's rows then exist once, not twice, at the peak of the load.
+void fill_values(Table& table, const std::vector<std::int64_t>& rows, Table& raw) {
   const auto nn = static_cast<std::size_t>(table.numeric_count()),
              nc = static_cast<std::size_t>(table.categorical_count());
   if (static_cast<std::size_t>(raw.numeric_count()) != nn ||
       static_cast<std::size_t>(raw.categorical_count()) != nc)
     throw std::logic_error("hold_rows: the rows read do not have the index pass's columns");
-  table.numeric.resize(rows.size() * nn);
-  table.categorical.resize(rows.size() * nc);
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const std::int64_t source = table.source_row[static_cast<std::size_t>(rows[i])];
-    std::copy_n(raw.numeric_row(source), nn, table.numeric.begin() + i * nn);
-    std::copy_n(raw.categorical_row(source), nc, table.categorical.begin() + i * nc);
+  bool same_rows = raw.held.size() == rows.size();
+  for (std::size_t i = 0; same_rows && i < rows.size(); ++i)
+    same_rows = raw.held[i] == table.source_row[static_cast<std::size_t>(rows[i])];
+  if (same_rows) {
+    table.numeric = std::move(raw.numeric);
+    table.categorical = std::move(raw.categorical);
+  } else {
+    table.numeric.resize(rows.size() * nn);
+    table.categorical.resize(rows.size() * nc);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const std::int64_t source = table.source_row[static_cast<std::size_t>(rows[i])];
+      std::copy_n(raw.numeric_row(source), nn, table.numeric.begin() + i * nn);
+      std::copy_n(raw.categorical_row(source), nc, table.categorical.begin() + i * nc);
+    }
   }
   table.held = rows;
   table.partial = true;
@@ -653,8 +663,13 @@ void hold_rows(TrainTest& data, const DataConfig& config, std::uint64_t seed,
   }
   TrainTest raw = read_source(config, seed, "", &request);
   select_attributes(raw, config.features, config.drop);
-  fill_values(data.train, train_rows, raw.train);
-  fill_values(data.test, test_rows, test_file ? raw.test : raw.train);
+  if (test_file) {
+    fill_values(data.train, train_rows, raw.train);
+    fill_values(data.test, test_rows, raw.test);
+  } else {  // both from raw.train: the test rows first, so the training rows can take it over
+    fill_values(data.test, test_rows, raw.train);
+    fill_values(data.train, train_rows, raw.train);
+  }
 }
 
 }  // namespace fluence
