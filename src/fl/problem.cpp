@@ -2,11 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <mpi.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <numeric>
 
 #include "fluence/core/error.hpp"
+#include "fluence/core/log.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/rng.hpp"
 #include "fluence/data/partition.hpp"
@@ -258,10 +262,19 @@ FederatedProblem build_problem(const Deck& deck) {
   // Second pass: each rank reads the values of its clients' rows and of its test rows only.
   const bool network = deck.string("model.type") != "logistic";
   const int rank = world_rank();
+  const auto read_start = std::chrono::steady_clock::now();
   collective_check([&] {
     hold_rows(problem.data, data_config, problem.seed, hosted_train_rows(problem, rank),
               needed_test_rows(problem.data.test.rows, network, rank));
   });
+  double read_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - read_start).count();
+  MPI_Allreduce(MPI_IN_PLACE, &read_seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  log::info(
+      "data: each rank holds its clients' rows and its test rows, at most {} of {}; read "
+      "in {:.2f} s",
+      largest_held_rows(problem, network), problem.data.train.rows + problem.data.test.rows,
+      read_seconds);
   problem.encoding =
       Encoding(problem.data.train, data_config.standardize, model_encodes_bias(deck));
   if (auto coding = problem.encoding.byte_coding(problem.data.train))
