@@ -32,6 +32,8 @@ void Features::append(const Features& more) {
                                  more.origin, fmt::join(more.row_shape, ", "), origin,
                                  fmt::join(row_shape, ", ")));
   values.insert(values.end(), more.values.begin(), more.values.end());
+  for (const std::int64_t row : more.held) held.push_back(static_cast<std::int64_t>(rows) + row);
+  partial = partial || more.partial;
   rows += more.rows;
   pixels = pixels && more.pixels;
 }
@@ -109,6 +111,8 @@ Table table_of(Split& split, const Table& layout, std::vector<std::int32_t> labe
   Table table = layout;
   table.rows = split.features.rows;
   table.numeric = std::move(split.features.values);
+  table.partial = split.features.partial;
+  table.held = std::move(split.features.held);
   table.label = std::move(labels);
   table.client = std::move(split.client);
   return table;

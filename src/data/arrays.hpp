@@ -17,6 +17,9 @@ struct Features {
   std::size_t rows = 0;
   std::vector<double> values;  // rows x width(), row-major
   bool pixels = false;         // read from uint8: every value is k / 255
+  /// Only some rows' values read (RowRequest): `values` holds the rows in `held` (ascending).
+  bool partial = false;
+  std::vector<std::int64_t> held;
 
   std::size_t width() const;
   /// Appends `more`'s rows (a TFF client's or a LEAF user's), which must have the same row shape.

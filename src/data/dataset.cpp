@@ -1,8 +1,14 @@
 #include "fluence/data/dataset.hpp"
 
+#include <mpi.h>
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <stdexcept>
+#include <string>
+
+#include "fluence/core/quantized_sum.hpp"
 
 namespace fluence {
 
@@ -33,21 +39,58 @@ Table Table::empty_like() const {
   return out;
 }
 
+bool Table::holds(std::int64_t row) const {
+  if (!partial) return row >= 0 && static_cast<std::size_t>(row) < rows;
+  return std::binary_search(held.begin(), held.end(), row);
+}
+
+std::size_t Table::position(std::int64_t row) const {
+  if (!partial) return static_cast<std::size_t>(row);
+  const auto found = std::lower_bound(held.begin(), held.end(), row);
+  if (found == held.end() || *found != row)
+    throw std::logic_error("Table: row " + std::to_string(row) +
+                           " is not held by this rank (distributed ownership)");
+  return static_cast<std::size_t>(found - held.begin());
+}
+
+void Table::retain(const std::vector<std::int64_t>& keep) {
+  const auto nn = static_cast<std::size_t>(numeric_count()),
+             nc = static_cast<std::size_t>(categorical_count());
+  std::vector<double> kept_numeric(keep.size() * nn);
+  std::vector<std::int32_t> kept_categorical(keep.size() * nc);
+  for (std::size_t i = 0; i < keep.size(); ++i) {
+    std::copy_n(numeric_row(keep[i]), nn, kept_numeric.begin() + i * nn);
+    std::copy_n(categorical_row(keep[i]), nc, kept_categorical.begin() + i * nc);
+  }
+  numeric = std::move(kept_numeric);
+  categorical = std::move(kept_categorical);
+  held = keep;
+  partial = true;
+}
+
 Table Table::select_rows(const std::vector<std::int64_t>& rows) const {
   Table out = empty_like();
-  const int nn = numeric_count(), nc = categorical_count();
+  const auto nn = static_cast<std::size_t>(numeric_count()),
+             nc = static_cast<std::size_t>(categorical_count());
   out.rows = rows.size();
-  out.numeric.resize(rows.size() * nn);
-  out.categorical.resize(rows.size() * nc);
+  out.partial = partial;
   out.label.resize(rows.size());
+  if (!partial) {
+    out.numeric.reserve(rows.size() * nn);
+    out.categorical.reserve(rows.size() * nc);
+  }
   for (std::size_t i = 0; i < rows.size(); ++i) {
-    const auto r = static_cast<std::size_t>(rows[i]);
-    std::copy_n(numeric.begin() + r * nn, nn, out.numeric.begin() + i * nn);
-    std::copy_n(categorical.begin() + r * nc, nc, out.categorical.begin() + i * nc);
-    out.label[i] = label[r];
+    out.label[i] = label[static_cast<std::size_t>(rows[i])];
+    if (partial && !holds(rows[i])) continue;
+    if (partial) out.held.push_back(static_cast<std::int64_t>(i));
+    out.numeric.insert(out.numeric.end(), numeric_row(rows[i]), numeric_row(rows[i]) + nn);
+    out.categorical.insert(out.categorical.end(), categorical_row(rows[i]),
+                           categorical_row(rows[i]) + nc);
   }
   if (!client.empty())
     for (const auto r : rows) out.client.push_back(client[static_cast<std::size_t>(r)]);
+  if (!source_row.empty())
+    for (const auto r : rows) out.source_row.push_back(source_row[static_cast<std::size_t>(r)]);
   return out;
 }
 
@@ -61,23 +104,55 @@ void Table::append_row(const double* numeric_values, const std::int32_t* categor
   ++rows;
 }
 
+namespace {
+// Per numeric column, the exact sum over the held rows of (x - centre) (or its square), over
+// every rank's rows for a partial table: two-limb quantized sums (core/quantized_sum.hpp) are
+// order-independent, so the rank count cannot change a bit, and their rounding (2^-100 of the
+// largest term or less for up to 2^20 rows) is far below the row-order sum's own error.
+std::vector<double> exact_column_sums(const Table& train, const std::vector<double>& centre,
+                                      bool squared) {
+  const auto nn = static_cast<std::size_t>(train.numeric_count());
+  const std::size_t held = train.held_rows();
+  std::vector<double> terms(nn), sums(nn, 0.0);
+  const auto terms_of = [&](std::size_t i) {
+    const double* x = train.numeric.data() + i * nn;
+    for (std::size_t j = 0; j < nn; ++j) {
+      const double d = x[j] - centre[j];
+      terms[j] = squared ? d * d : d;
+    }
+  };
+  double bound = 0.0;
+  for (std::size_t i = 0; i < held; ++i) {
+    terms_of(i);
+    for (const double t : terms) bound = std::max(bound, std::abs(t));
+  }
+  if (train.partial) MPI_Allreduce(MPI_IN_PLACE, &bound, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  QuantizedSum sum;
+  sum.reset(nn, 0, bound, static_cast<std::int64_t>(train.rows), 2);
+  for (std::size_t i = 0; i < held; ++i) {
+    terms_of(i);
+    sum.add(0, terms.data(), 1.0, nn);
+  }
+  if (train.partial)
+    sum.allreduce(sums);
+  else
+    sum.local_total(sums);
+  return sums;
+}
+}  // namespace
+
 Encoding::Encoding(const Table& train, bool standardize, bool bias) {
   const int nn = train.numeric_count();
   mean_.assign(nn, 0.0);
   scale_.assign(nn, 1.0);
   if (standardize && train.rows > 0) {
-    // Two passes in row order: deterministic and numerically stable.
-    for (std::size_t r = 0; r < train.rows; ++r)
-      for (int j = 0; j < nn; ++j) mean_[j] += train.numeric[r * nn + j];
-    for (auto& m : mean_) m /= static_cast<double>(train.rows);
-    std::vector<double> variance(nn, 0.0);
-    for (std::size_t r = 0; r < train.rows; ++r)
-      for (int j = 0; j < nn; ++j) {
-        const double d = train.numeric[r * nn + j] - mean_[j];
-        variance[j] += d * d;
-      }
+    // Two passes (mean, then squared deviations): numerically stable.
+    const auto n = static_cast<double>(train.rows);
+    mean_ = exact_column_sums(train, mean_, false);
+    for (auto& m : mean_) m /= n;
+    const std::vector<double> variance = exact_column_sums(train, mean_, true);
     for (int j = 0; j < nn; ++j) {
-      const double sd = std::sqrt(variance[j] / static_cast<double>(train.rows));
+      const double sd = std::sqrt(variance[j] / n);
       scale_[j] = sd > 1e-12 ? 1.0 / sd : 1.0;  // constant columns (blank pixels) stay centred
     }
   }
@@ -114,13 +189,12 @@ void Encoding::encode(const Table& table, const std::vector<std::int64_t>& rows,
                       const std::int32_t* categorical, double* out) const {
   const int nn = table.numeric_count(), nc = table.categorical_count();
   for (std::size_t i = 0; i < rows.size(); ++i) {
-    const auto r = static_cast<std::size_t>(rows[i]);
+    const double* numeric = table.numeric_row(rows[i]);
     double* row = out + i * width_;
     std::fill(row, row + width_, 0.0);
-    for (int j = 0; j < nn; ++j)
-      row[numeric_offset_[j]] = (table.numeric[r * nn + j] - mean_[j]) * scale_[j];
+    for (int j = 0; j < nn; ++j) row[numeric_offset_[j]] = (numeric[j] - mean_[j]) * scale_[j];
     const std::int32_t* values =
-        categorical ? categorical + i * nc : table.categorical.data() + r * nc;
+        categorical ? categorical + i * nc : table.categorical_row(rows[i]);
     for (int j = 0; j < nc; ++j) row[categorical_offset_[j] + values[j]] = 1.0;
     if (bias_column_ >= 0) row[bias_column_] = 1.0;
   }
@@ -146,18 +220,18 @@ bool Encoding::encode_bytes(const Table& table, const std::vector<std::int64_t>&
   if (!(d > 0.0)) return false;
   const int nn = table.numeric_count(), nc = table.categorical_count();
   for (std::size_t i = 0; i < rows.size(); ++i) {
-    const auto r = static_cast<std::size_t>(rows[i]);
+    const double* numeric = table.numeric_row(rows[i]);
     std::uint8_t* row = out + i * width_;
     std::fill(row, row + width_, 0);
     for (int j = 0; j < nn; ++j) {
-      const double value = table.numeric[r * nn + j];
+      const double value = numeric[j];
       const double k = std::nearbyint(value * d);
       // The claim is checked, not trusted: the codes must reproduce the value exactly.
       if (!(k >= 0.0 && k <= 255.0 && k / d == value)) return false;
       row[numeric_offset_[j]] = static_cast<std::uint8_t>(k);
     }
     const std::int32_t* values =
-        categorical ? categorical + i * nc : table.categorical.data() + r * nc;
+        categorical ? categorical + i * nc : table.categorical_row(rows[i]);
     for (int j = 0; j < nc; ++j) row[categorical_offset_[j] + values[j]] = 1;
     if (bias_column_ >= 0) row[bias_column_] = 1;
   }

@@ -101,7 +101,10 @@ class Hdf5File {
     return object.valid() ? H5Iget_type(object.get()) : H5I_BADID;
   }
 
-  Features read_features(const std::string& name) const {
+  // With `wanted` (ascending row indices counted from `offset`, this dataset's first row), only
+  // the wanted rows in [offset, offset + rows) are read and kept (Features::held, from 0).
+  Features read_features(const std::string& name, const std::vector<std::int64_t>* wanted = nullptr,
+                         std::int64_t offset = 0) const {
     Handle set = open_dataset(name, "features");
     Handle type(H5Dget_type(set.get()), H5Tclose);
     const Extent extent = extent_of(set, name);
@@ -120,15 +123,24 @@ class Hdf5File {
     if (type_class != H5T_FLOAT && !bytes)
       throw InputError(fmt::format("{} holds {}: expected float32, float64 or uint8 features",
                                    features.origin, type_name(type.get())));
+    if (wanted) {
+      features.partial = true;
+      const auto end = offset + static_cast<std::int64_t>(features.rows);
+      for (auto row = std::lower_bound(wanted->begin(), wanted->end(), offset);
+           row != wanted->end() && *row < end; ++row)
+        features.held.push_back(*row - offset);
+    }
+    features.pixels = bytes;
     if (bytes) {
-      std::vector<unsigned char> raw(extent.elements);
-      read(set, H5T_NATIVE_UCHAR, raw.data(), name);
+      const auto raw =
+          wanted ? read_rows<unsigned char>(set, H5T_NATIVE_UCHAR, extent, features.held, name)
+                 : read_all<unsigned char>(set, H5T_NATIVE_UCHAR, extent, name);
       features.values.reserve(raw.size());
       for (const unsigned char k : raw) features.values.push_back(k / 255.0);
-      features.pixels = true;
     } else {
-      features.values.resize(extent.elements);
-      read(set, H5T_NATIVE_DOUBLE, features.values.data(), name);
+      features.values = wanted
+                            ? read_rows<double>(set, H5T_NATIVE_DOUBLE, extent, features.held, name)
+                            : read_all<double>(set, H5T_NATIVE_DOUBLE, extent, name);
       check_finite(features, name);
     }
     return features;
@@ -257,6 +269,55 @@ class Hdf5File {
     return extent;
   }
 
+  template <class T>
+  std::vector<T> read_all(const Handle& set, hid_t memory_type, const Extent& extent,
+                          const std::string& name) const {
+    std::vector<T> values(extent.elements);
+    read(set, memory_type, values.data(), name);
+    return values;
+  }
+
+  // The rows `rows` (ascending) of a dataset. Wanted rows less than a 16th of a block apart are
+  // read as one hyperslab of at most kReadBytes, and only the wanted rows kept: a rank whose
+  // clients' rows are contiguous reads about its share of the file, one whose rows are scattered
+  // (an iid partition) streams the file through a bounded buffer, and neither holds other rows.
+  template <class T>
+  std::vector<T> read_rows(const Handle& set, hid_t memory_type, const Extent& extent,
+                           const std::vector<std::int64_t>& rows, const std::string& name) const {
+    constexpr std::size_t kReadBytes = std::size_t{16} << 20;
+    const std::size_t width = extent.dims[0] > 0 ? extent.elements / extent.dims[0] : 0;
+    std::vector<T> out(rows.size() * width), buffer;
+    if (rows.empty() || width == 0) return out;
+    const auto block =
+        static_cast<std::int64_t>(std::max<std::size_t>(1, kReadBytes / (width * sizeof(T))));
+    const std::int64_t gap = std::max<std::int64_t>(1, block / 16);
+    Handle file_space(H5Dget_space(set.get()), H5Sclose);
+    std::vector<hsize_t> start(extent.dims.size(), 0),
+        count(extent.dims.begin(), extent.dims.end());
+    for (std::size_t i = 0; i < rows.size();) {
+      std::size_t j = i + 1;
+      while (j < rows.size() && rows[j] - rows[j - 1] <= gap && rows[j] - rows[i] < block) ++j;
+      const std::int64_t first = rows[i], span = rows[j - 1] - first + 1;
+      start[0] = static_cast<hsize_t>(first);
+      count[0] = static_cast<hsize_t>(span);
+      Handle memory(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr),
+                    H5Sclose);
+      buffer.resize(static_cast<std::size_t>(span) * width);
+      if (H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(),
+                              nullptr) < 0 ||
+          H5Dread(set.get(), memory_type, memory.get(), file_space.get(), H5P_DEFAULT,
+                  buffer.data()) < 0)
+        throw InputError(
+            fmt::format("{}: rows {} to {} cannot be read (a truncated or damaged file?)",
+                        where(name), first, first + span - 1));
+      for (std::size_t k = i; k < j; ++k)
+        std::copy_n(buffer.data() + static_cast<std::size_t>(rows[k] - first) * width, width,
+                    out.data() + k * width);
+      i = j;
+    }
+    return out;
+  }
+
   void read(const Handle& set, hid_t memory_type, void* buffer, const std::string& name) const {
     if (H5Dread(set.get(), memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buffer) < 0)
       throw InputError(
@@ -268,9 +329,10 @@ class Hdf5File {
                                   [](double v) { return !std::isfinite(v); });
     if (bad != features.values.end()) {
       const auto index = static_cast<std::size_t>(bad - features.values.begin());
+      const std::size_t row = index / features.width();
       throw InputError(fmt::format("{}: row {} column {} is {}: expected finite numbers",
-                                   where(name), index / features.width(), index % features.width(),
-                                   *bad));
+                                   where(name), features.partial ? features.held[row] : row,
+                                   index % features.width(), *bad));
     }
   }
 
@@ -326,9 +388,10 @@ class Hdf5File {
 };
 
 Split read_split(const Hdf5File& file, const std::string& features, const std::string& labels,
-                 const std::string& clients, std::vector<std::string>* client_names) {
+                 const std::string& clients, std::vector<std::string>* client_names,
+                 const std::vector<std::int64_t>* wanted = nullptr, std::int64_t offset = 0) {
   Split split;
-  split.features = file.read_features(features);
+  split.features = file.read_features(features, wanted, offset);
   split.labels = file.read_ids(labels, "labels");
   if (!clients.empty()) {
     const Ids ids = file.read_ids(clients, "client ids");
@@ -344,7 +407,8 @@ Split read_split(const Hdf5File& file, const std::string& features, const std::s
 
 // One TFF file: every client group's fields, the clients in name order.
 Split read_tff_split(const Hdf5File& file, const ArrayNames& names,
-                     std::vector<std::string>* client_names) {
+                     std::vector<std::string>* client_names,
+                     const std::vector<std::int64_t>* wanted = nullptr) {
   const H5I_type_t examples = file.kind("/examples");
   if (examples != H5I_GROUP)
     throw InputError(
@@ -364,7 +428,8 @@ Split read_tff_split(const Hdf5File& file, const ArrayNames& names,
                       "examples/<client id>/<field>",
                       file.path(), message_excerpt(clients[c])));
     Split one = read_split(file, fmt::format("{}/{}", group, names.features),
-                           fmt::format("{}/{}", group, names.labels), "", nullptr);
+                           fmt::format("{}/{}", group, names.labels), "", nullptr, wanted,
+                           static_cast<std::int64_t>(split.features.rows));
     if (one.labels.size() != one.features.rows)
       throw InputError(fmt::format(
           "{} holds {} rows but {} holds {} labels: expected one label "
@@ -401,39 +466,43 @@ std::vector<std::string> column_names(const Hdf5File& file, const ArrayNames& na
 
 }  // namespace
 
-TrainTest read_hdf5(const std::string& path, const std::string& test_path,
-                    const ArrayNames& names) {
+TrainTest read_hdf5(const std::string& path, const std::string& test_path, const ArrayNames& names,
+                    const RowRequest* rows) {
   std::vector<std::string> client_names, names_of_columns;
   std::string names_origin;
   Split train, test;
+  const std::vector<std::int64_t>* train_rows = rows ? &rows->train : nullptr;
+  const std::vector<std::int64_t>* test_rows = rows ? &rows->test : nullptr;
   {
     const Hdf5File file(path);
-    train = read_split(file, names.features, names.labels, names.clients, &client_names);
+    train =
+        read_split(file, names.features, names.labels, names.clients, &client_names, train_rows);
     names_of_columns = column_names(file, names, names_origin);
     if (!names.test_features.empty() && test_path.empty())
-      test = read_split(file, names.test_features, names.test_labels, "", nullptr);
+      test = read_split(file, names.test_features, names.test_labels, "", nullptr, test_rows);
   }
   if (!test_path.empty()) {
     const Hdf5File file(test_path);
     const bool own = !names.test_features.empty();
     test = read_split(file, own ? names.test_features : names.features,
-                      own ? names.test_labels : names.labels, "", nullptr);
+                      own ? names.test_labels : names.labels, "", nullptr, test_rows);
   }
   const arrays::Naming naming{arrays::base_name(names.labels), arrays::base_name(names.features),
                               std::move(names_of_columns), std::move(names_origin)};
   return arrays::make_tables(train, test, naming, std::move(client_names));
 }
 
-TrainTest read_tff(const std::string& path, const std::string& test_path, const ArrayNames& names) {
+TrainTest read_tff(const std::string& path, const std::string& test_path, const ArrayNames& names,
+                   const RowRequest* rows) {
   std::vector<std::string> client_names;
   Split train, test;
   {
     const Hdf5File file(path);
-    train = read_tff_split(file, names, &client_names);
+    train = read_tff_split(file, names, &client_names, rows ? &rows->train : nullptr);
   }
   if (!test_path.empty()) {
     const Hdf5File file(test_path);
-    test = read_tff_split(file, names, nullptr);
+    test = read_tff_split(file, names, nullptr, rows ? &rows->test : nullptr);
     test.client.clear();
   }
   return arrays::make_tables(train, test, {names.labels, names.features, {}, ""},

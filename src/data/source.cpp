@@ -6,10 +6,13 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <iterator>
 #include <numeric>
+#include <stdexcept>
 
 #include "fluence/core/error.hpp"
 #include "fluence/core/memory.hpp"
+#include "fluence/core/mpi.hpp"
 #include "fluence/core/rng.hpp"
 #include "fluence/data/loaders.hpp"
 
@@ -142,53 +145,59 @@ DataConfig DataConfig::from_deck(const Deck& deck) {
   return config;
 }
 
-Table generate_synthetic(const SyntheticConfig& config, std::uint64_t seed) {
-  Table table;
-  for (int j = 0; j < config.numeric; ++j)
-    table.attributes.push_back({fmt::format("num{}", j), AttributeKind::numeric, {}, j});
-  for (std::size_t j = 0; j < config.categorical.size(); ++j) {
-    Attribute attribute{
-        fmt::format("cat{}", j), AttributeKind::categorical, {}, static_cast<int>(j)};
-    for (int v = 0; v < config.categorical[j]; ++v)
-      attribute.categories.push_back(fmt::format("v{}", v));
-    table.attributes.push_back(attribute);
+namespace {
+// The planted model and the schema; row(r) makes row r from (seed, r) alone.
+class SyntheticGenerator {
+ public:
+  SyntheticGenerator(const SyntheticConfig& config, std::uint64_t seed)
+      : config_(config), seed_(seed) {
+    for (int j = 0; j < config.numeric; ++j)
+      schema_.attributes.push_back({fmt::format("num{}", j), AttributeKind::numeric, {}, j});
+    for (std::size_t j = 0; j < config.categorical.size(); ++j) {
+      Attribute attribute{
+          fmt::format("cat{}", j), AttributeKind::categorical, {}, static_cast<int>(j)};
+      for (int v = 0; v < config.categorical[j]; ++v)
+        attribute.categories.push_back(fmt::format("v{}", v));
+      schema_.attributes.push_back(attribute);
+    }
+    for (int c = 0; c < config.classes; ++c) schema_.class_names.push_back(std::to_string(c));
+    schema_.rows = static_cast<std::size_t>(config.rows);
+    // Planted model: one weight per (class, numeric attribute), per (class, category), and a
+    // bias, scaled so the logits' spread is about `signal` whatever the attribute count.
+    const int nc = static_cast<int>(config.categorical.size());
+    inputs_ = config.numeric +
+              std::accumulate(config.categorical.begin(), config.categorical.end(), 0) + 1;
+    const double scale = config.signal / std::sqrt(static_cast<double>(config.numeric + nc + 1));
+    weights_.resize(static_cast<std::size_t>(config.classes) * inputs_);
+    Stream model_stream(seed, Purpose::synthetic_model);
+    for (auto& w : weights_) w = scale * model_stream.normal();
+    if (nc > 0)  // cat0's weights follow the numeric ones in each class's row
+      for (int c = 0; c < config.classes; ++c)
+        for (int v = 0; v < config.categorical[0]; ++v)
+          weights_[static_cast<std::size_t>(c) * inputs_ + config.numeric + v] *=
+              config.cat0_signal;
   }
-  for (int c = 0; c < config.classes; ++c) table.class_names.push_back(std::to_string(c));
 
-  // Planted model: one weight per (class, numeric attribute), per (class, category), and a bias,
-  // scaled so the logits' spread is about `signal` whatever the attribute count.
-  const int nc = static_cast<int>(config.categorical.size());
-  const int inputs =
-      config.numeric + std::accumulate(config.categorical.begin(), config.categorical.end(), 0) + 1;
-  const double scale = config.signal / std::sqrt(static_cast<double>(config.numeric + nc + 1));
-  std::vector<double> weights(static_cast<std::size_t>(config.classes) * inputs);
-  Stream model_stream(seed, Purpose::synthetic_model);
-  for (auto& w : weights) w = scale * model_stream.normal();
-  if (nc > 0)  // cat0's weights follow the numeric ones in each class's row
-    for (int c = 0; c < config.classes; ++c)
-      for (int v = 0; v < config.categorical[0]; ++v)
-        weights[static_cast<std::size_t>(c) * inputs + config.numeric + v] *= config.cat0_signal;
+  // An empty table with every row's count (no values, no labels yet).
+  const Table& schema() const { return schema_; }
 
-  table.rows = static_cast<std::size_t>(config.rows);
-  table.numeric.resize(table.rows * config.numeric);
-  table.categorical.resize(table.rows * nc);
-  table.label.resize(table.rows);
-  std::vector<double> logits(config.classes);
-  for (std::size_t r = 0; r < table.rows; ++r) {
-    Stream row_stream(seed, Purpose::synthetic_rows, r);
-    double* numeric = table.numeric.data() + r * config.numeric;
-    std::int32_t* categorical = table.categorical.data() + r * nc;
-    for (int j = 0; j < config.numeric; ++j) numeric[j] = row_stream.normal();
+  // Row r's values into `numeric` and `categorical`; returns its label.
+  std::int32_t row(std::size_t r, double* numeric, std::int32_t* categorical) const {
+    const int nc = static_cast<int>(config_.categorical.size());
+    Stream row_stream(seed_, Purpose::synthetic_rows, r);
+    for (int j = 0; j < config_.numeric; ++j) numeric[j] = row_stream.normal();
     for (int j = 0; j < nc; ++j)
-      categorical[j] = static_cast<std::int32_t>(row_stream.below(config.categorical[j]));
-    for (int c = 0; c < config.classes; ++c) {
-      const double* w = weights.data() + static_cast<std::size_t>(c) * inputs;
-      double z = w[inputs - 1] + (c == 0 ? config.label_offset : 0.0);
-      for (int j = 0; j < config.numeric; ++j) z += w[j] * numeric[j];
-      int offset = config.numeric;
+      categorical[j] = static_cast<std::int32_t>(row_stream.below(config_.categorical[j]));
+    std::vector<double>& logits = logits_;
+    logits.assign(static_cast<std::size_t>(config_.classes), 0.0);
+    for (int c = 0; c < config_.classes; ++c) {
+      const double* w = weights_.data() + static_cast<std::size_t>(c) * inputs_;
+      double z = w[inputs_ - 1] + (c == 0 ? config_.label_offset : 0.0);
+      for (int j = 0; j < config_.numeric; ++j) z += w[j] * numeric[j];
+      int offset = config_.numeric;
       for (int j = 0; j < nc; ++j) {
         z += w[offset + categorical[j]];
-        offset += config.categorical[j];
+        offset += config_.categorical[j];
       }
       logits[c] = z;
     }
@@ -196,15 +205,65 @@ Table generate_synthetic(const SyntheticConfig& config, std::uint64_t seed) {
     double total = 0.0;
     for (auto& z : logits) total += (z = std::exp(z - top));
     double u = row_stream.uniform() * total;
-    int label = config.classes - 1;
-    for (int c = 0; c < config.classes; ++c) {
-      if (u < logits[c]) {
-        label = c;
-        break;
-      }
+    for (int c = 0; c < config_.classes; ++c) {
+      if (u < logits[c]) return c;
       u -= logits[c];
     }
-    table.label[r] = label;
+    return config_.classes - 1;
+  }
+
+ private:
+  SyntheticConfig config_;
+  std::uint64_t seed_;
+  Table schema_;
+  int inputs_ = 0;
+  std::vector<double> weights_;
+  mutable std::vector<double> logits_;  // scratch of row()
+};
+}  // namespace
+
+Table generate_synthetic(const SyntheticConfig& config, std::uint64_t seed) {
+  const SyntheticGenerator generator(config, seed);
+  Table table = generator.schema();
+  const auto nn = static_cast<std::size_t>(config.numeric), nc = config.categorical.size();
+  table.numeric.resize(table.rows * nn);
+  table.categorical.resize(table.rows * nc);
+  table.label.resize(table.rows);
+  for (std::size_t r = 0; r < table.rows; ++r)
+    table.label[r] =
+        generator.row(r, table.numeric.data() + r * nn, table.categorical.data() + r * nc);
+  return table;
+}
+
+Table generate_synthetic_rows(const SyntheticConfig& config, std::uint64_t seed,
+                              const std::vector<std::int64_t>& rows, bool every_label) {
+  const SyntheticGenerator generator(config, seed);
+  Table table = generator.schema();
+  const auto nn = static_cast<std::size_t>(config.numeric), nc = config.categorical.size();
+  table.partial = true;
+  table.held = rows;
+  if (every_label) {
+    // The index pass: the values this rank will hold at least (its share of the rows) are
+    // reserved, untouched, so that a deck far beyond memory fails here with std::bad_alloc
+    // (FLUENCE_MEMORY_LIMIT=none) instead of after generating every row's label.
+    const std::size_t share = table.rows / static_cast<std::size_t>(world_size());
+    table.numeric.reserve(share * nn);
+    table.categorical.reserve(share * nc);
+  }
+  table.numeric.resize(rows.size() * nn);
+  table.categorical.resize(rows.size() * nc);
+  table.label.assign(table.rows, 0);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const auto r = static_cast<std::size_t>(rows[i]);
+    table.label[r] =
+        generator.row(r, table.numeric.data() + i * nn, table.categorical.data() + i * nc);
+  }
+  if (every_label) {
+    std::vector<double> numeric(nn);
+    std::vector<std::int32_t> categorical(nc);
+    for (std::size_t r = 0; r < table.rows; ++r)
+      if (!std::binary_search(rows.begin(), rows.end(), static_cast<std::int64_t>(r)))
+        table.label[r] = generator.row(r, numeric.data(), categorical.data());
   }
   return table;
 }
@@ -322,18 +381,24 @@ bool has_test_file(const DataConfig& config) {
 // What generating the synthetic data surely allocates on every rank, from the deck alone
 // (core/memory.hpp): the values, the names of the attributes, categories and classes, and the
 // planted model. data.synthetic.numeric = 1e9 grew memory name by name until the OOM killer came.
-std::vector<MemoryTerm> synthetic_memory(const SyntheticConfig& config) {
+std::vector<MemoryTerm> synthetic_memory(const SyntheticConfig& config, bool values) {
   const double rows = static_cast<double>(config.rows), numeric = config.numeric,
                categorical = static_cast<double>(config.categorical.size()),
                classes = config.classes;
   double categories = 0.0;
   for (const int domain : config.categorical) categories += domain;
   return {
-      {rows * (8.0 * numeric + 4.0 * categorical + 4.0),
-       fmt::format(
-           "the data, held by every rank: data.synthetic.rows = {} x (data.synthetic.numeric "
-           "= {} numbers + {} categorical codes and the label)",
-           config.rows, config.numeric, config.categorical.size())},
+      values ? MemoryTerm{rows * (8.0 * numeric + 4.0 * categorical + 4.0),
+                          fmt::format("the data, held whole: data.synthetic.rows = {} x "
+                                      "(data.synthetic.numeric = {} numbers + {} categorical "
+                                      "codes and the label)",
+                                      config.rows, config.numeric, config.categorical.size())}
+             : MemoryTerm{rows * (8.0 * numeric + 4.0 * categorical) / world_size() + 4.0 * rows,
+                          fmt::format("the data, spread over the ranks: data.synthetic.rows = {} "
+                                      "x (data.synthetic.numeric = {} numbers + {} categorical "
+                                      "codes) / {} ranks, and every row's label on every rank",
+                                      config.rows, config.numeric, config.categorical.size(),
+                                      world_size())},
       {(numeric + categorical) * sizeof(Attribute) + (categories + classes) * sizeof(std::string),
        fmt::format("the names of {} attributes, {} categories (data.synthetic.categorical) and "
                    "data.synthetic.classes = {} classes",
@@ -345,19 +410,28 @@ std::vector<MemoryTerm> synthetic_memory(const SyntheticConfig& config) {
 }
 
 // The rows as read or generated; without a test file the test table is empty (with the schema)
-// until split_train_test forms it.
+// until split_train_test forms it. With `rows`, the tables are partial (Table::held) with the
+// values of the requested source rows only (hdf5, tff, synthetic: index_only_sources).
 TrainTest read_source(const DataConfig& config, std::uint64_t seed,
-                      const std::string& client_column) {
+                      const std::string& client_column, const RowRequest* rows = nullptr) {
   const std::string& source = config.source;
   if (source == "synthetic") {
-    check_memory(synthetic_memory(config.synthetic));
-    Table all = generate_synthetic(config.synthetic, seed);
-    Table test = all.empty_like();
-    return {std::move(all), std::move(test)};
+    if (!rows) {
+      check_memory(synthetic_memory(config.synthetic, true));
+      Table all = generate_synthetic(config.synthetic, seed);
+      Table test = all.empty_like();
+      return {std::move(all), std::move(test)};
+    }
+    // Without requested rows this is the index pass: every row's label is needed.
+    if (rows->train.empty()) check_memory(synthetic_memory(config.synthetic, false));
+    Table some = generate_synthetic_rows(config.synthetic, seed, rows->train, rows->train.empty());
+    Table test = some.empty_like();
+    test.partial = true;
+    return {std::move(some), std::move(test)};
   }
   if (source == "idx") return read_idx(config.path);
-  if (source == "hdf5") return read_hdf5(config.path, config.test_path, config.arrays);
-  if (source == "tff") return read_tff(config.path, config.test_path, config.arrays);
+  if (source == "hdf5") return read_hdf5(config.path, config.test_path, config.arrays, rows);
+  if (source == "tff") return read_tff(config.path, config.test_path, config.arrays, rows);
   if (source == "npy") return read_npy(config.path, config.test_path, config.arrays);
   if (source == "leaf") return read_leaf(config.path, config.test_path);
   const ColumnSelection columns{config.label, config.categorical};
@@ -385,9 +459,9 @@ void keep_attributes(Table& table, const std::vector<bool>& keep) {
   }
   std::vector<double> numeric;
   std::vector<std::int32_t> categorical;
-  numeric.reserve(table.rows * numeric_kept.size());
-  categorical.reserve(table.rows * categorical_kept.size());
-  for (std::size_t r = 0; r < table.rows; ++r) {
+  numeric.reserve(table.held_rows() * numeric_kept.size());
+  categorical.reserve(table.held_rows() * categorical_kept.size());
+  for (std::size_t r = 0; r < table.held_rows(); ++r) {
     for (const int j : numeric_kept) numeric.push_back(table.numeric[r * nn + j]);
     for (const int j : categorical_kept) categorical.push_back(table.categorical[r * nc + j]);
   }
@@ -472,9 +546,11 @@ void check_classes(const Table& train) {
 }
 }  // namespace
 
-TrainTest load_data(const DataConfig& config, std::uint64_t seed,
-                    const std::string& client_column) {
-  TrainTest data = read_source(config, seed, client_column);
+namespace {
+// Everything load_data does after the rows are read; on partial tables (the index pass) only
+// index-level operations happen here, which need labels and client ids alone.
+TrainTest prepare(TrainTest data, const DataConfig& config, std::uint64_t seed,
+                  const std::string& client_column) {
   if (!client_column.empty()) move_column_to_clients(data, client_column);
   if (config.source != "csv") select_attributes(data, config.features, config.drop);
   // Before the split and the row limits, so that test_fraction, max_train_rows and max_test_rows
@@ -500,6 +576,100 @@ TrainTest load_data(const DataConfig& config, std::uint64_t seed,
   // actually trained on.
   if (config.ink_levels > 0) add_ink_attribute(data, config.ink_levels);
   return data;
+}
+
+// Sources whose rows a rank can read selectively: the index pass then reads no values.
+bool index_only(const DataConfig& config, const std::string& client_column) {
+  return client_column.empty() && config.ink_levels == 0 &&
+         (config.source == "synthetic" || config.source == "hdf5" || config.source == "tff");
+}
+
+std::vector<std::int64_t> source_rows_of(const Table& table,
+                                         const std::vector<std::int64_t>& rows) {
+  std::vector<std::int64_t> sources;
+  sources.reserve(rows.size());
+  for (const auto row : rows) sources.push_back(table.source_row[static_cast<std::size_t>(row)]);
+  if (!std::is_sorted(sources.begin(), sources.end()))
+    throw std::logic_error("hold_rows: the source rows are not in order");
+  return sources;
+}
+
+// Gives the partial table `table` the values of `rows` from `raw` (the source rows as read). When
+// `raw` holds exactly those rows (no test rows split off the same file), its values are taken
+// over rather than copied: a rank's rows then exist once, not twice, at the peak of the load.
+void fill_values(Table& table, const std::vector<std::int64_t>& rows, Table& raw) {
+  const auto nn = static_cast<std::size_t>(table.numeric_count()),
+             nc = static_cast<std::size_t>(table.categorical_count());
+  if (static_cast<std::size_t>(raw.numeric_count()) != nn ||
+      static_cast<std::size_t>(raw.categorical_count()) != nc)
+    throw std::logic_error("hold_rows: the rows read do not have the index pass's columns");
+  bool same_rows = raw.held.size() == rows.size();
+  for (std::size_t i = 0; same_rows && i < rows.size(); ++i)
+    same_rows = raw.held[i] == table.source_row[static_cast<std::size_t>(rows[i])];
+  if (same_rows) {
+    table.numeric = std::move(raw.numeric);
+    table.categorical = std::move(raw.categorical);
+  } else {
+    table.numeric.resize(rows.size() * nn);
+    table.categorical.resize(rows.size() * nc);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const std::int64_t source = table.source_row[static_cast<std::size_t>(rows[i])];
+      std::copy_n(raw.numeric_row(source), nn, table.numeric.begin() + i * nn);
+      std::copy_n(raw.categorical_row(source), nc, table.categorical.begin() + i * nc);
+    }
+  }
+  table.held = rows;
+  table.partial = true;
+  table.source_row = {};
+}
+}  // namespace
+
+TrainTest load_data(const DataConfig& config, std::uint64_t seed,
+                    const std::string& client_column) {
+  return prepare(read_source(config, seed, client_column), config, seed, client_column);
+}
+
+TrainTest load_data_index(const DataConfig& config, std::uint64_t seed,
+                          const std::string& client_column) {
+  if (!index_only(config, client_column)) return load_data(config, seed, client_column);
+  const RowRequest none;
+  TrainTest data = read_source(config, seed, client_column, &none);
+  for (Table* table : {&data.train, &data.test}) {
+    table->source_row.resize(table->rows);
+    std::iota(table->source_row.begin(), table->source_row.end(), 0);
+  }
+  return prepare(std::move(data), config, seed, client_column);
+}
+
+void hold_rows(TrainTest& data, const DataConfig& config, std::uint64_t seed,
+               const std::vector<std::int64_t>& train_rows,
+               const std::vector<std::int64_t>& test_rows) {
+  if (!data.train.partial) {  // read whole: the rows not held are dropped now
+    data.train.retain(train_rows);
+    data.test.retain(test_rows);
+    return;
+  }
+  RowRequest request;
+  request.train = source_rows_of(data.train, train_rows);
+  std::vector<std::int64_t> test_sources = source_rows_of(data.test, test_rows);
+  const bool test_file = has_test_file(config);
+  if (test_file) {
+    request.test = std::move(test_sources);
+  } else {  // the test rows were split off the training source
+    std::vector<std::int64_t> both;
+    std::set_union(request.train.begin(), request.train.end(), test_sources.begin(),
+                   test_sources.end(), std::back_inserter(both));
+    request.train = std::move(both);
+  }
+  TrainTest raw = read_source(config, seed, "", &request);
+  select_attributes(raw, config.features, config.drop);
+  if (test_file) {
+    fill_values(data.train, train_rows, raw.train);
+    fill_values(data.test, test_rows, raw.test);
+  } else {  // both from raw.train: the test rows first, so the training rows can take it over
+    fill_values(data.test, test_rows, raw.train);
+    fill_values(data.train, train_rows, raw.train);
+  }
 }
 
 }  // namespace fluence

@@ -2,11 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <mpi.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <numeric>
 
 #include "fluence/core/error.hpp"
+#include "fluence/core/log.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/rng.hpp"
 #include "fluence/data/partition.hpp"
@@ -76,8 +80,7 @@ Client make_client(const FederatedProblem& problem, int id) {
   const int nc = train.categorical_count();
   std::vector<std::int32_t> original_categorical(rows.size() * nc), original_labels(rows.size());
   for (std::size_t i = 0; i < rows.size(); ++i) {
-    std::copy_n(train.categorical.begin() + rows[i] * nc, nc,
-                original_categorical.begin() + i * nc);
+    std::copy_n(train.categorical_row(rows[i]), nc, original_categorical.begin() + i * nc);
     original_labels[i] = train.label[rows[i]];
   }
   std::vector<double> features(rows.size() * problem.encoding.width());
@@ -107,17 +110,22 @@ void split_local_test_rows(FederatedProblem& problem, double fraction) {
   }
 }
 
-TestShard make_test_shard(const Table& test, const Encoding& encoding,
-                          const std::shared_ptr<const ByteCoding>& coding) {
+// Rank `rank`'s chunks of a test set of `rows` rows: first chunk, chunk count, first row, rows.
+TestShard shard_extent(std::size_t rows, int rank, int ranks) {
   TestShard shard;
   const auto chunk_rows = TestShard::kTestChunkRows;
-  const int total_chunks = static_cast<int>((test.rows + chunk_rows - 1) / chunk_rows);
-  const int rank = world_rank(), ranks = world_size();
+  const int total_chunks = static_cast<int>((rows + chunk_rows - 1) / chunk_rows);
   shard.first_chunk = static_cast<int>(static_cast<long>(total_chunks) * rank / ranks);
   const int end_chunk = static_cast<int>(static_cast<long>(total_chunks) * (rank + 1) / ranks);
   shard.chunks = end_chunk - shard.first_chunk;
   shard.first_row = shard.first_chunk * chunk_rows;
-  shard.rows = std::min(test.rows, end_chunk * chunk_rows) - std::min(test.rows, shard.first_row);
+  shard.rows = std::min(rows, end_chunk * chunk_rows) - std::min(rows, shard.first_row);
+  return shard;
+}
+
+TestShard make_test_shard(const Table& test, const Encoding& encoding,
+                          const std::shared_ptr<const ByteCoding>& coding) {
+  TestShard shard = shard_extent(test.rows, world_rank(), world_size());
   std::vector<std::int64_t> rows(shard.rows);
   for (std::size_t i = 0; i < shard.rows; ++i)
     rows[i] = static_cast<std::int64_t>(shard.first_row + i);
@@ -158,15 +166,53 @@ TestShard make_network_test_set(const Table& test, const Encoding& encoding,
   return shard;
 }
 
+// The training rows rank `rank`'s clients hold (their rows and their local test rows) and the
+// test rows it encodes: its chunks of the test set for the logistic model (make_test_shard),
+// every test row for a network (make_network_test_set). Ascending.
+std::vector<std::int64_t> hosted_train_rows(const FederatedProblem& problem, int rank) {
+  std::vector<std::int64_t> rows;
+  for (int id = problem.layout->first_client(rank); id < problem.layout->end_client(rank); ++id) {
+    rows.insert(rows.end(), problem.client_rows[id].begin(), problem.client_rows[id].end());
+    rows.insert(rows.end(), problem.client_test_rows[id].begin(),
+                problem.client_test_rows[id].end());
+  }
+  std::sort(rows.begin(), rows.end());
+  return rows;
+}
+
+std::vector<std::int64_t> needed_test_rows(std::size_t test_rows, bool network, int rank) {
+  const TestShard shard = network ? TestShard{} : shard_extent(test_rows, rank, world_size());
+  const std::size_t first = network ? 0 : shard.first_row, count = network ? test_rows : shard.rows;
+  std::vector<std::int64_t> rows(count);
+  std::iota(rows.begin(), rows.end(), static_cast<std::int64_t>(first));
+  return rows;
+}
+
+// The most rows any rank holds (the same number on every rank: check_memory's terms must be).
+double largest_held_rows(const FederatedProblem& problem, bool network) {
+  std::size_t largest = 0;
+  for (int rank = 0; rank < world_size(); ++rank) {
+    std::size_t rows = network ? problem.data.test.rows
+                               : shard_extent(problem.data.test.rows, rank, world_size()).rows;
+    for (int id = problem.layout->first_client(rank); id < problem.layout->end_client(rank); ++id)
+      rows += problem.client_rows[id].size() + problem.client_test_rows[id].size();
+    largest = std::max(largest, rows);
+  }
+  return static_cast<double>(largest);
+}
+
 // The model's parameter-sized vectors every command holds at least: the model, its gradient, a
 // client's local copy and the round's sum.
 constexpr double kModelVectors = 4.0;
 
 // What the problem surely holds on each rank once the data are read and the model is built
-// (core/memory.hpp), each part with the keys that size it.
-std::vector<MemoryTerm> problem_memory(const Deck& deck, const FederatedProblem& problem) {
+// (core/memory.hpp), each part with the keys that size it: a rank holds its clients' rows and the
+// test rows it evaluates (distributed ownership), every rank the labels and client ids.
+std::vector<MemoryTerm> problem_memory(const Deck& deck, const FederatedProblem& problem,
+                                       bool network) {
   const Table& train = problem.data.train;
-  const double rows = static_cast<double>(train.rows + problem.data.test.rows);
+  const double all_rows = static_cast<double>(train.rows + problem.data.test.rows);
+  const double rows = largest_held_rows(problem, network);
   const double width = problem.encoding.width();
   const double parameters = static_cast<double>(problem.model->parameters());
   const std::string data_keys = deck.string("data.source") == "synthetic"
@@ -177,12 +223,15 @@ std::vector<MemoryTerm> problem_memory(const Deck& deck, const FederatedProblem&
                                  : type == "mlp"    ? "model.hidden"
                                                     : "model.conv_filters, model.hidden";
   return {
-      {rows * (8.0 * train.numeric_count() + 4.0 * train.categorical_count() + 4.0),
-       fmt::format("the data, held by every rank: {} rows of {} attributes ({})", rows,
-                   train.attributes.size(), data_keys)},
-      {8.0 * rows * width / world_size(),
-       fmt::format("the encoded rows, spread over the ranks: {} rows x {} encoded columns ({}, "
-                   "categories one-hot)",
+      {rows * (8.0 * train.numeric_count() + 4.0 * train.categorical_count()),
+       fmt::format("the data, each rank its clients' rows and its test rows: at most {} rows of "
+                   "{} attributes ({}; partition.clients and the rank count spread them)",
+                   rows, train.attributes.size(), data_keys)},
+      {all_rows * 8.0,
+       fmt::format("the labels and client ids of all {} rows, held by every rank", all_rows)},
+      {8.0 * rows * width,
+       fmt::format("the encoded rows: at most {} rows x {} encoded columns ({}, categories "
+                   "one-hot)",
                    rows, width, data_keys)},
       {8.0 * kModelVectors * parameters,
        fmt::format("{} model parameters ({}) x {} vectors", parameters, model_keys, kModelVectors)},
@@ -196,9 +245,11 @@ FederatedProblem build_problem(const Deck& deck) {
   problem.seed = static_cast<std::uint64_t>(deck.integer("seed"));
   const DataConfig data_config = DataConfig::from_deck(deck);
   const PartitionConfig partition_config = PartitionConfig::from_deck(deck);
+  // First pass, the same on every rank: labels and client ids, the partition and the layout.
   collective_check([&] {
-    problem.data = load_data(data_config, problem.seed,
-                             partition_config.scheme == "column" ? partition_config.column : "");
+    problem.data =
+        load_data_index(data_config, problem.seed,
+                        partition_config.scheme == "column" ? partition_config.column : "");
     problem.client_rows = partition_rows(problem.data.train, partition_config, problem.seed);
     problem.ldp =
         LdpPlan::from_deck(deck, problem.data.train, static_cast<int>(problem.client_rows.size()));
@@ -207,6 +258,23 @@ FederatedProblem build_problem(const Deck& deck) {
   split_local_test_rows(problem, deck.real("partition.local_test_fraction"));
   for (const auto& rows : problem.client_test_rows)
     problem.total_train_rows -= static_cast<std::int64_t>(rows.size());
+  problem.layout = std::make_unique<ClientLayout>(problem.client_sizes(), world_size());
+  // Second pass: each rank reads the values of its clients' rows and of its test rows only.
+  const bool network = deck.string("model.type") != "logistic";
+  const int rank = world_rank();
+  const auto read_start = std::chrono::steady_clock::now();
+  collective_check([&] {
+    hold_rows(problem.data, data_config, problem.seed, hosted_train_rows(problem, rank),
+              needed_test_rows(problem.data.test.rows, network, rank));
+  });
+  double read_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - read_start).count();
+  MPI_Allreduce(MPI_IN_PLACE, &read_seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  log::info(
+      "data: each rank holds its clients' rows and its test rows, at most {} of {}; read "
+      "in {:.2f} s",
+      largest_held_rows(problem, network), problem.data.train.rows + problem.data.test.rows,
+      read_seconds);
   problem.encoding =
       Encoding(problem.data.train, data_config.standardize, model_encodes_bias(deck));
   if (auto coding = problem.encoding.byte_coding(problem.data.train))
@@ -219,10 +287,8 @@ FederatedProblem build_problem(const Deck& deck) {
         "federation.local_precision = \"single\" runs the logistic model's local SGD on 8-bit "
         "codes of the features, which these data do not have (only image data such as "
         "data.source = \"idx\" do); use \"double\" (networks train in float on any data)");
-  problem.memory = problem_memory(deck, problem);
+  problem.memory = problem_memory(deck, problem, network);
   check_memory(problem.memory);
-  problem.layout = std::make_unique<ClientLayout>(problem.client_sizes(), world_size());
-  const int rank = world_rank();
   for (int id = problem.layout->first_client(rank); id < problem.layout->end_client(rank); ++id) {
     problem.clients.push_back(make_client(problem, id));
     const auto& test_rows = problem.client_test_rows[id];
@@ -233,9 +299,9 @@ FederatedProblem build_problem(const Deck& deck) {
     for (auto row : test_rows) labels.push_back(problem.data.train.label[row]);
     problem.clients.back().set_local_test(std::move(features), std::move(labels));
   }
-  if (const auto* network = dynamic_cast<const Network*>(problem.model.get()))
+  if (const auto* network_model = dynamic_cast<const Network*>(problem.model.get()))
     problem.test = make_network_test_set(problem.data.test, problem.encoding, problem.coding,
-                                         network->evaluation_rows());
+                                         network_model->evaluation_rows());
   else
     problem.test = make_test_shard(problem.data.test, problem.encoding, problem.coding);
   return problem;

@@ -107,9 +107,8 @@ void randomize_client_rows(const LdpPlan& plan, int client, const Table& train,
   categorical.resize(rows.size() * nc);
   labels.resize(rows.size());
   for (std::size_t i = 0; i < rows.size(); ++i) {
-    const auto r = static_cast<std::size_t>(rows[i]);
-    std::copy_n(train.categorical.begin() + r * nc, nc, categorical.begin() + i * nc);
-    labels[i] = train.label[r];
+    std::copy_n(train.categorical_row(rows[i]), nc, categorical.begin() + i * nc);
+    labels[i] = train.label[static_cast<std::size_t>(rows[i])];
   }
   for (std::size_t a = 0; a < plan.attributes.size(); ++a) {
     const double epsilon = plan.epsilon_of(client, static_cast<int>(a));

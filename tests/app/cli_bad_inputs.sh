@@ -117,6 +117,32 @@ for part in ("train", "t10k"):
     with open(f"{sys.argv[1]}/{part}-labels-idx1-ubyte", "wb") as f:
         f.write(struct.pack(">II", 0x801, 1) + b"\0")
 PY
+# Issue 25's per-source refusals: wrong-typed, misshaped, truncated and non-finite HDF5 arrays
+# (the NaN is in the last row, which only the rank hosting it reads), a TFF file without its
+# examples group, a ragged LEAF user.
+"$python" - "$work" <<'PY'
+import json, os, sys
+import h5py, numpy as np
+work = sys.argv[1]
+x = np.arange(1600, dtype=np.float64).reshape(400, 4) / 64
+y = np.arange(400) % 2
+with h5py.File(f"{work}/h5_int.h5", "w") as f:
+    f["x"], f["y"] = x.astype(np.int32), y
+with h5py.File(f"{work}/h5_shape.h5", "w") as f:
+    f["x"], f["y"] = x, y[:390]
+x[399, 2] = np.nan
+with h5py.File(f"{work}/h5_nan.h5", "w") as f:
+    f["y"], f["x"] = y, x
+with h5py.File(f"{work}/h5_truncated.h5", "w") as f:
+    f["y"], f["x"] = y, np.zeros((400, 64))
+os.truncate(f"{work}/h5_truncated.h5", os.path.getsize(f"{work}/h5_truncated.h5") // 2)
+with h5py.File(f"{work}/tff_nogroup.h5", "w") as f:
+    f["clients/a/x"], f["clients/a/y"] = x[:10], y[:10]
+with open(f"{work}/leaf_ragged.json", "w") as f:
+    json.dump({"users": ["u1", "u2"], "num_samples": [3, 3],
+               "user_data": {"u1": {"x": [[1.0], [2.0], [3.0]], "y": [0, 1, 0]},
+                             "u2": {"x": [[1.0], [2.0], [3.0]], "y": [0, 1]}}}, f)
+PY
 echo "not HDF5" >"$work/not_hdf5.h5"
 touch "$work/plainfile"
 

@@ -9,6 +9,7 @@
 #include "fluence/core/mpi.hpp"
 #include "fluence/fl/federation.hpp"
 #include "support/dense_reference.hpp"
+#include "support/whole_data.hpp"
 
 namespace fluence {
 namespace {
@@ -42,7 +43,7 @@ TEST(Federation, PolishedFedAvgEqualsCentralMinimizerOnPooledData) {
   const auto result = federation.train(config);
   EXPECT_LE(result.gradient_norm, 1e-11);
 
-  const Table& train = problem.data.train;
+  const Table train = testing::whole_training_table(Deck::from_string(kDeck, "test"));
   std::vector<double> x(train.rows * problem.encoding.width());
   problem.encoding.encode_all(train, x.data());
   const auto central =
@@ -61,7 +62,7 @@ TEST(Federation, ObjectiveAndGradientMatchPooledComputation) {
     theta[k] = 0.01 * static_cast<double>(k % 7) - 0.02;
   std::vector<double> gradient;
   federation.gradient(theta, gradient);
-  const Table& train = problem.data.train;
+  const Table train = testing::whole_training_table(Deck::from_string(kDeck, "test"));
   std::vector<double> x(train.rows * problem.encoding.width()), expected(theta.size());
   problem.encoding.encode_all(train, x.data());
   Workspace work;

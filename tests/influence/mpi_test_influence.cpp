@@ -9,6 +9,7 @@
 #include "fluence/influence/client_influence.hpp"
 #include "fluence/influence/hessian_operator.hpp"
 #include "support/dense_reference.hpp"
+#include "support/whole_data.hpp"
 
 namespace fluence {
 namespace {
@@ -35,7 +36,7 @@ tolerance = 1e-11
 // Pooled encoded rows of the given clients (all when `clients` is empty), in client order.
 void pooled_rows(const FederatedProblem& problem, const std::vector<int>& clients,
                  std::vector<double>& x, std::vector<std::int32_t>& y) {
-  const Table& train = problem.data.train;
+  const Table train = testing::whole_training_table(Deck::from_string(kDeck, "test"));
   std::vector<double> all(train.rows * problem.encoding.width());
   problem.encoding.encode_all(train, all.data());
   const auto width = static_cast<std::size_t>(problem.encoding.width());

@@ -3,7 +3,9 @@
 // Features are numeric attributes; labels become classes (their distinct values, in increasing
 // order); client ids, where the data have them, become Table::client. Every problem is an
 // InputError naming the file, the dataset (or array, or JSON user) and what was expected.
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "fluence/data/dataset.hpp"
 
@@ -22,18 +24,28 @@ struct ArrayNames {
   std::string test_labels;
 };
 
-/// An HDF5 file (parallel HDF5's C API; every rank reads the whole file): 2-D (or image-shaped
-/// N x h x w [x c]) float32/float64 or uint8 features (uint8 values k are read as k / 255, pixels
-/// as for IDX), 1-D integer or string labels. The test split comes from `names.test_features` and
-/// `names.test_labels` (in `test_path` when given, else in `path`), or, without them, from the
-/// same dataset paths in `test_path`; with neither the test table is empty.
-TrainTest read_hdf5(const std::string& path, const std::string& test_path, const ArrayNames& names);
+/// Which source rows' feature values a reader keeps (distributed ownership, fl/problem.cpp):
+/// ascending row indices into the training arrays and into the test arrays (for TFF, rows count
+/// through the client groups in name order). The tables read with it are partial (Table::held):
+/// labels and client ids of every row, the values of the requested rows only.
+struct RowRequest {
+  std::vector<std::int64_t> train, test;
+};
+
+/// An HDF5 file (parallel HDF5's C API; each rank reads what `rows` asks for, all by default): 2-D
+/// (or image-shaped N x h x w [x c]) float32/float64 or uint8 features (uint8 values k are read as
+/// k / 255, pixels as for IDX), 1-D integer or string labels. The test split comes from
+/// `names.test_features` and `names.test_labels` (in `test_path` when given, else in `path`), or,
+/// without them, from the same dataset paths in `test_path`; with neither the test table is empty.
+TrainTest read_hdf5(const std::string& path, const std::string& test_path, const ArrayNames& names,
+                    const RowRequest* rows = nullptr);
 
 /// TensorFlow Federated's HDF5 layout: examples/<client id>/<field>, the client groups in name
 /// order becoming the natural clients (Table::client); `names.features` and `names.labels` are
 /// the field names. The test file (optional) has the same layout; its rows form the server's test
 /// set whatever their client.
-TrainTest read_tff(const std::string& path, const std::string& test_path, const ArrayNames& names);
+TrainTest read_tff(const std::string& path, const std::string& test_path, const ArrayNames& names,
+                   const RowRequest* rows = nullptr);
 
 /// NumPy arrays: `path` is a .npz file (stored or deflated members) or a directory of .npy files.
 /// Version 1-3 headers, C order, little-endian float32/float64/uint8/int32/int64 (labels and

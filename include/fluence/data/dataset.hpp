@@ -38,6 +38,14 @@ struct Table {
   /// is never a feature of the model.
   std::vector<std::int32_t> client;
   std::vector<std::string> client_names;
+  /// Distributed ownership (docs/architecture.md): a partial table holds the values (numeric,
+  /// categorical) of the rows listed in `held` only (ascending global row ids, in that order),
+  /// while `rows`, label and client still describe every row, so that row ids stay global.
+  bool partial = false;
+  std::vector<std::int64_t> held;
+  /// The row of the source (file or generator) that each row came from, while load_data's
+  /// index pass tracks it (empty otherwise).
+  std::vector<std::int64_t> source_row;
 
   int numeric_count() const;
   int categorical_count() const;
@@ -45,7 +53,21 @@ struct Table {
   bool has_clients() const { return !client_names.empty(); }
   /// Index into `attributes` of the attribute called `name`, or -1.
   int find_attribute(const std::string& name) const;
-  /// Keeps the listed rows, in the listed order.
+  /// How many rows' values the table holds.
+  std::size_t held_rows() const { return partial ? held.size() : rows; }
+  bool holds(std::int64_t row) const;
+  /// Where row `row`'s values are in numeric/categorical (in rows): a std::logic_error when the
+  /// table does not hold them (a rank reaching for another rank's rows is a bug).
+  std::size_t position(std::int64_t row) const;
+  const double* numeric_row(std::int64_t row) const {
+    return numeric.data() + position(row) * static_cast<std::size_t>(numeric_count());
+  }
+  const std::int32_t* categorical_row(std::int64_t row) const {
+    return categorical.data() + position(row) * static_cast<std::size_t>(categorical_count());
+  }
+  /// Keeps the values of `keep` (ascending row ids) only: the table becomes partial.
+  void retain(const std::vector<std::int64_t>& keep);
+  /// Keeps the listed rows, in the listed order (of a partial table, the values of those held).
   Table select_rows(const std::vector<std::int64_t>& rows) const;
   /// Appends a row's values (sizes must match the schema; `client_value` only when the table
   /// has clients).
@@ -85,7 +107,10 @@ struct ByteCoding {
 };
 
 /// Dense model inputs from a Table: standardized numeric columns, one-hot categorical columns, and
-/// a constant 1 column for the bias. Fitted on training data only.
+/// a constant 1 column for the bias. Fitted on training data only: on a whole table from its rows,
+/// on a partial one (collective) from the rows every rank holds, each row held by one rank; the
+/// sums are exact (core/quantized_sum.hpp), so the same rows give the same bits for any rank
+/// count.
 class Encoding {
  public:
   Encoding() = default;

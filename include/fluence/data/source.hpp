@@ -44,6 +44,12 @@ struct DataConfig {
 /// row.
 Table generate_synthetic(const SyntheticConfig& config, std::uint64_t seed);
 
+/// Rows `rows` (ascending) of generate_synthetic's table, as a partial table (Table::held) of
+/// config.rows rows: the labels of those rows, or of every row with `every_label` (each row is
+/// then generated, its values not kept).
+Table generate_synthetic_rows(const SyntheticConfig& config, std::uint64_t seed,
+                              const std::vector<std::int64_t>& rows, bool every_label);
+
 /// The most classes a label may have: more is taken for a column that is not a class label.
 constexpr int kMaxClasses = 1000;
 
@@ -55,6 +61,21 @@ constexpr int kMaxClasses = 1000;
 /// every rank.
 TrainTest load_data(const DataConfig& config, std::uint64_t seed,
                     const std::string& client_column = "");
+
+/// Distributed ownership, first pass (identical on every rank): load_data's tables, except that for
+/// the sources a rank can read selectively (hdf5, tff, synthetic; not with partition.scheme =
+/// "column" or data.ink_levels) they are partial tables holding no values yet, only the schema,
+/// labels and client ids, with Table::source_row. The other sources are read whole here.
+TrainTest load_data_index(const DataConfig& config, std::uint64_t seed,
+                          const std::string& client_column = "");
+
+/// Distributed ownership, second pass (per rank): makes `data` (from load_data_index, same
+/// config and seed) hold the values of `train_rows` and `test_rows` (ascending row ids of the
+/// final tables) only: hdf5 and tff read those rows (hyperslabs of runs of rows), synthetic data
+/// generate them, the sources read whole drop the other rows' values.
+void hold_rows(TrainTest& data, const DataConfig& config, std::uint64_t seed,
+               const std::vector<std::int64_t>& train_rows,
+               const std::vector<std::int64_t>& test_rows);
 
 /// Appends to train and test a categorical attribute "ink" with `levels` categories "q0", "q1",
 /// ...: the equal-frequency bucket of a row's mean numeric value (for IDX, its mean pixel
