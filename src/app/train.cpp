@@ -90,9 +90,8 @@ int run_train(const CommandLine& command_line) {
         [&](const RoundMetrics& m) {
           if (command_line.quiet) return;
           log::info(
-              "round {:>5d}/{}  train loss {:.5f}  test loss {:.5f}  test acc {:6.2f}%  elapsed {} "
-              " "
-              "ETA {}",
+              "round {:>5d}/{}  train loss {:.5f}  test loss {:.5f}  test acc {:6.2f}%  "
+              "elapsed {}  ETA {}",
               m.round, config.rounds, m.train_loss, m.test_loss, 100.0 * m.test_accuracy,
               format_duration(m.wall_time), format_eta(m.wall_time, m.round, config.rounds));
         },
