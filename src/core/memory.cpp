@@ -71,9 +71,8 @@ int ranks_on_this_node() {
   return ranks;
 }
 
-// The node's free memory, shared equally by the ranks on it (collective: counts them).
-MemoryBudget node_share() {
-  const int ranks = ranks_on_this_node();
+// The node's free memory, shared equally by its `ranks`.
+MemoryBudget node_share(int ranks) {
   const auto available = available_memory();
   const auto room = cgroup_room();
   MemoryBudget share;
@@ -137,9 +136,16 @@ std::optional<MemoryBudget> parse_memory_limit(const std::string& text) {
 }
 
 void measure_memory_budget() {
+  // Collectives first, on every rank whatever its environment; a malformed FLUENCE_MEMORY_LIMIT
+  // on any rank is then refused on all (collective_check), so that no rank waits in agree().
+  const int ranks = ranks_on_this_node();
   MemoryBudget local;
-  if (const char* value = std::getenv(kMemoryLimitVariable)) {
-    // The launcher gives every rank the same environment: a malformed value is refused alike.
+  collective_check([&] {
+    const char* value = std::getenv(kMemoryLimitVariable);
+    if (value == nullptr) {
+      local = node_share(ranks);
+      return;
+    }
     const auto given = parse_memory_limit(value);
     if (!given)
       throw InputError(fmt::format(
@@ -147,10 +153,7 @@ void measure_memory_budget() {
           "(bytes), or none to turn the check off",
           kMemoryLimitVariable, message_excerpt(value)));
     local = *given;
-    ranks_on_this_node();  // the same collectives on every rank, whatever its environment
-  } else {
-    local = node_share();
-  }
+  });
   measured = agree(local);
 }
 

@@ -263,6 +263,17 @@ while IFS= read -r line; do
     run_case "$(trim "$name")" "$command" "$(trim "$ranks")" "$(trim "$code")" "$fragment" "${arguments[@]}"
   done
 done <"$table"
+# A malformed FLUENCE_MEMORY_LIMIT on one rank only (an MPMD launch gives the ranks different
+# environments): every rank refuses it (exit 2) instead of the others waiting in a collective,
+# which hung before the check became collective. The timeout turns a hang into a failure.
+timeout 60 "$mpirun" -n 1 env FLUENCE_MEMORY_LIMIT=lots "$fluence" validate "$source_dir/inputs/quickstart.toml" \
+  : -n 1 "$fluence" validate "$source_dir/inputs/quickstart.toml" >"$work/one_rank_limit.log" 2>&1
+code=$?
+if [ "$code" -eq 2 ] && grep -q 'FLUENCE_MEMORY_LIMIT = "lots" is not allowed' "$work/one_rank_limit.log"; then
+  pass "a malformed FLUENCE_MEMORY_LIMIT on one rank of two: exit 2 on all, no hang"
+else
+  fail "a malformed FLUENCE_MEMORY_LIMIT on one rank of two: exit $code (124: hung)"
+fi
 echo "$cases cases ($runs runs) in $table"
 [ "$cases" -ge 60 ] || fail "the table has $cases cases, fewer than issue 24's 60"
 
