@@ -64,8 +64,15 @@ else fail "train restart across rank counts"; fi
 "$mpirun" -n 2 "$fluence" train "$work/ck.toml" --out "$work/ckS" --quiet --set federation.rounds=20000 \
   --set output.checkpoint_every=100 --set output.keep=1 >"$work/ckS.log" 2>&1 &
 launcher=$!
+# A checkpoint file (or its .partial while being written) is looked for once per poll and what was
+# seen is remembered: with output.keep = 1 a checkpoint every ~30 ms replaces the previous one, so a
+# second look a moment later can find none (it failed 3 runs in 4 that way on a loaded machine).
 deadline=$((SECONDS + 120))
-until ls "$work/ckS"/chk_*.h5 >/dev/null 2>&1 || [ "$SECONDS" -ge "$deadline" ]; do sleep 0.05; done
+in_rounds=no
+until [ "$SECONDS" -ge "$deadline" ]; do
+  if compgen -G "$work/ckS/chk_*.h5*" >/dev/null; then in_rounds=yes && break; fi
+  sleep 0.05
+done
 rank_pid=""
 for child in $(pgrep -P "$launcher"); do
   if tr '\0' '\n' <"/proc/$child/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then
@@ -73,7 +80,7 @@ for child in $(pgrep -P "$launcher"); do
   fi
 done
 signalled=no
-if ls "$work/ckS"/chk_*.h5 >/dev/null 2>&1 && [ -n "$rank_pid" ] && kill -USR1 "$rank_pid"; then
+if [ "$in_rounds" = yes ] && [ -n "$rank_pid" ] && kill -USR1 "$rank_pid"; then
   signalled="rank 1 (pid $rank_pid)"
 fi
 wait "$launcher"
