@@ -412,6 +412,10 @@ std::vector<KeySpec> build_schema() {
              "a validation set's labels: the participant's Dirichlet mix, or the population's"),
       key("lia.warmup_fraction", T::real, "0.01",
           "share of the training rows the center keeps as warm-up data for M0", 0.0, 1.0, true),
+      key("lia.public_fraction", T::real, "0",
+          "share of the training rows held by no participant on which the body is trained "
+          "(0: the body trains on the warm-up rows)",
+          0.0, 1.0),
       key("lia.alpha", T::epsilon, "0.1",
           "Dirichlet concentration of each participant's label mix; \"inf\" = IID"),
       key("lia.corrupted_fraction", T::real, "0.3", "share of participants with corrupted batches",
@@ -475,6 +479,9 @@ std::vector<KeySpec> build_schema() {
           "mlp and network bodies: Adam epochs on the warm-up data", 1),
       key("lia.body_learning_rate", T::real, "0.01", "mlp and network bodies: Adam step size", 0.0,
           kInf, true),
+      key("lia.body_center", T::boolean, "false",
+          "mlp and network bodies: center the features on the mean over the rows the body was "
+          "trained on"),
       choice("lia.threshold", "\"kmeans\"", {"kmeans", "mixture", "zero"},
              "acceptance threshold on the vote sums: 2-means midpoint (seed 002), the equal-"
              "posterior point of a 2-Gaussian mixture, or 0 (seed 003)"),

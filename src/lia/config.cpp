@@ -29,6 +29,7 @@ LiaConfig LiaConfig::from_deck(const Deck& deck, int classes) {
   c.validation_size = static_cast<int>(deck.integer("lia.validation_size"));
   c.validation_mix = deck.string("lia.validation_mix");
   c.warmup_fraction = deck.real("lia.warmup_fraction");
+  c.public_fraction = deck.real("lia.public_fraction");
   c.alpha = single_level(deck, "lia.alpha");
   c.corrupted_fraction = deck.real("lia.corrupted_fraction");
   c.corruption = deck.string("lia.corruption");
@@ -55,6 +56,7 @@ LiaConfig LiaConfig::from_deck(const Deck& deck, int classes) {
   c.hidden = static_cast<int>(deck.integer("lia.hidden"));
   c.body_epochs = static_cast<int>(deck.integer("lia.body_epochs"));
   c.body_learning_rate = deck.real("lia.body_learning_rate");
+  c.body_center = deck.boolean("lia.body_center");
   c.threshold = deck.string("lia.threshold");
   c.rounds = static_cast<int>(deck.integer("lia.rounds"));
   c.methods = deck.strings("lia.methods");
@@ -81,6 +83,16 @@ LiaConfig LiaConfig::from_deck(const Deck& deck, int classes) {
         "lia.body = \"network\" with model.type = \"mlp\" or \"cnn\", and lia.body = "
         "\"identity\" or \"mlp\" with model.type = \"logistic\"",
         deck.where("lia.body"), c.body, model));
+  if (c.public_fraction > 0.0 && c.body == "identity")
+    throw InputError(fmt::format(
+        "{}: lia.public_fraction = {} with lia.body = \"identity\": the public split trains a "
+        "body, so it needs lia.body = \"mlp\" or \"network\" (or lia.public_fraction = 0)",
+        deck.where("lia.public_fraction"), c.public_fraction));
+  if (!(c.public_fraction + c.warmup_fraction < 1.0))
+    throw InputError(fmt::format(
+        "{}: lia.public_fraction + lia.warmup_fraction = {} leaves no rows for the participants: "
+        "their sum must be below 1",
+        deck.where("lia.public_fraction"), c.public_fraction + c.warmup_fraction));
   if (std::isfinite(c.epsilon_train) && c.clip <= 0.0)
     throw InputError(fmt::format(
         "{}: lia.clip = 0 (no clipping) leaves DP-SGD without a sensitivity bound; set lia.clip > "

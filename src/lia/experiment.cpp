@@ -43,7 +43,22 @@ std::vector<double> Body::features(const Table& source,
   network->head_inputs(encoded.data(), rows.size(), theta.data(), inputs.data(), work);
   for (std::size_t r = 0; r < rows.size(); ++r)
     std::copy_n(inputs.begin() + r * head, head, out.begin() + r * W);  // the bias column stays 1
+  if (!center.empty())
+    for (std::size_t r = 0; r < rows.size(); ++r)
+      for (std::size_t j = 0; j < head; ++j) out[r * W + j] -= center[j];
   return out;
+}
+
+void Body::center_on(const Table& source, const std::vector<std::int64_t>& rows) {
+  center.clear();
+  const auto x = features(source, rows);
+  const std::size_t head = static_cast<std::size_t>(network->head_width()),
+                    W = static_cast<std::size_t>(width());
+  std::vector<double> mean(head, 0.0);
+  for (std::size_t r = 0; r < rows.size(); ++r)
+    for (std::size_t j = 0; j < head; ++j) mean[j] += x[r * W + j];
+  for (auto& m : mean) m /= static_cast<double>(rows.size());
+  center = std::move(mean);
 }
 
 namespace {
@@ -133,12 +148,16 @@ Experiment set_up_experiment(const Deck& deck, bool progress, LiaResult& result)
   }
   if (assignment.overlapping && progress)
     log::info(
-        "lia: {} participants x {} rows exceed the {} training rows left after the warm-up: each "
+        "lia: {} participants x {} rows exceed the {} training rows left after the warm-up "
+        "(and the public split): each "
         "participant draws its sets independently (disjoint within a participant, overlapping "
         "across participants); the test set stays disjoint",
-        P, config.train_size + config.validation_size, train.rows - assignment.warmup.size());
+        P, config.train_size + config.validation_size,
+        train.rows - assignment.warmup.size() - assignment.public_rows.size());
 
-  // The body and M0 on the warm-up data (every rank computes the same bits).
+  // The body on the public split when there is one (no participant holds it, as the seed's
+  // ImageNet pretraining; seed 002 Sec. VIII), else on the warm-up; M0 on the warm-up data. Every
+  // rank computes the same bits.
   Body& body = e.body;
   // A network body holds its own biases; the identity body's last layer takes a bias column.
   const bool network_body = config.body != "identity";
@@ -146,8 +165,15 @@ Experiment set_up_experiment(const Deck& deck, bool progress, LiaResult& result)
       Encoding(train, data_config.standardize, !network_body && deck.boolean("model.bias"));
   e.warmup_y = labels_of(train, assignment.warmup);
   const auto& warmup_y = e.warmup_y;
-  if (network_body)
-    train_network_body(deck, config, train, assignment.warmup, warmup_y, seed, body);
+  if (network_body) {
+    const auto& body_rows =
+        assignment.public_rows.empty() ? assignment.warmup : assignment.public_rows;
+    train_network_body(deck, config, train, body_rows, labels_of(train, body_rows), seed, body);
+    // ReLU outputs share a large positive component, so an update toward one class's features
+    // moves every class's logit alike and a vote (seed 002 Eq. 1) hears the batch's labels more
+    // than its features; centering on the body rows' mean (no participant's data) removes it.
+    if (config.body_center) body.center_on(train, body_rows);
+  }
   const int D = e.D = body.width();
   const std::size_t p = e.p = static_cast<std::size_t>(C) * D;
   e.federated.seed = seed;
@@ -174,9 +200,13 @@ Experiment set_up_experiment(const Deck& deck, bool progress, LiaResult& result)
   result.m0_test_accuracy = test.accuracy(model, theta0, work);
   if (progress)
     log::info(
-        "lia: M0 on {} warm-up rows ({} body, {} parameters): {} Newton steps, test accuracy "
+        "lia: M0 on {} warm-up rows ({} body{}, {} parameters): {} Newton steps, test accuracy "
         "{:.4f}",
-        assignment.warmup.size(), config.body, p, fit.newton_steps, result.m0_test_accuracy);
+        assignment.warmup.size(), config.body,
+        assignment.public_rows.empty()
+            ? std::string()
+            : fmt::format(" trained on {} public rows", assignment.public_rows.size()),
+        p, fit.newton_steps, result.m0_test_accuracy);
 
   LocalData& local = e.local;
   std::tie(local.first, local.last) = owned_range(P, rank, ranks);

@@ -28,12 +28,16 @@ namespace fluence::lia {
 struct Body {
   Encoding encoding;
   std::unique_ptr<Network> network;
-  std::vector<double> theta;  // the network's trained parameters
-  bool bias_column = false;   // a network body's output gains a constant-1 column
+  std::vector<double> theta;   // the network's trained parameters
+  bool bias_column = false;    // a network body's output gains a constant-1 column
+  std::vector<double> center;  // subtracted from the network's outputs (empty: none)
   int width() const {
     return network ? network->head_width() + (bias_column ? 1 : 0) : encoding.width();
   }
   std::vector<double> features(const Table& source, const std::vector<std::int64_t>& rows) const;
+  // Sets `center` to the mean network output over `rows` (in row order: the same bits on every
+  // rank), so that features() of those rows average to 0 in every column but the bias column.
+  void center_on(const Table& source, const std::vector<std::int64_t>& rows);
 };
 
 // Test accuracy of theta on the test rows, each rank holding a slice; exact integer reduction.

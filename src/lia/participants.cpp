@@ -109,13 +109,22 @@ ParticipantData assign_participants(const Table& train, const LiaConfig& config,
   const auto n = static_cast<std::int64_t>(train.rows);
   Stream split(seed, Purpose::lia_split);
   const auto order = random_permutation(split, n);
+  // The public split comes first in the order, so without one (public_fraction = 0) the warm-up
+  // and the participants' rows are those of a deck that predates the key.
+  const auto held = std::llround(config.public_fraction * static_cast<double>(n));
+  data.public_rows.assign(order.begin(), order.begin() + held);
+  std::sort(data.public_rows.begin(), data.public_rows.end());
   const auto warmup =
       std::max<std::int64_t>(1, std::llround(config.warmup_fraction * static_cast<double>(n)));
-  data.warmup.assign(order.begin(), order.begin() + warmup);
+  if (held + warmup >= n)
+    throw InputError("lia: lia.public_fraction + lia.warmup_fraction = " +
+                     std::to_string(config.public_fraction + config.warmup_fraction) +
+                     " leaves no training rows for the participants: their sum must be below 1");
+  data.warmup.assign(order.begin() + held, order.begin() + held + warmup);
   std::sort(data.warmup.begin(), data.warmup.end());
   std::vector<Rows> pools(train.classes());
   std::int64_t available = 0;
-  for (auto k = warmup; k < n; ++k) {
+  for (auto k = held + warmup; k < n; ++k) {
     const auto row = order[k];
     if (train.label[row] == excluded_class) continue;
     pools[train.label[row]].push_back(row);
@@ -181,6 +190,7 @@ std::vector<std::int64_t> minority_batch(const Table& train, const ParticipantDa
                                          std::uint64_t seed, std::uint64_t run) {
   std::vector<bool> warm(train.rows, false);
   for (auto row : data.warmup) warm[row] = true;
+  for (auto row : data.public_rows) warm[row] = true;
   std::vector<Rows> pools(train.classes());
   for (std::size_t r = 0; r < train.rows; ++r)
     if (!warm[r]) pools[train.label[r]].push_back(static_cast<std::int64_t>(r));

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "fluence/core/config.hpp"
+#include "fluence/core/error.hpp"
 #include "fluence/data/source.hpp"
 #include "fluence/lia/lia.hpp"
 #include "fluence/lia/participants.hpp"
@@ -68,6 +69,33 @@ TEST(LiaParticipants, OverlapOnlyAcrossParticipantsWhenTheDataRunOut) {
         EXPECT_FALSE(warm.count(row)) << "warm-up row " << row << " given to participant " << i;
       }
   }
+}
+
+// The public split (lia.public_fraction) trains the body: no participant may hold one of its rows,
+// nor may the warm-up; without it, the warm-up and the participants' rows are those of a deck
+// without the key (the split comes first in the permutation).
+TEST(LiaParticipants, PublicSplitIsHeldByNoParticipantNorTheWarmup) {
+  const Table table = synthetic_table(2000, 4);
+  LiaConfig config = small_config(80);  // 80 x 30 = 2400 rows wanted: they overlap
+  const ParticipantData without = assign_participants(table, config, 5);
+  EXPECT_TRUE(without.public_rows.empty());
+  config.public_fraction = 0.2;
+  const ParticipantData data = assign_participants(table, config, 5);
+  ASSERT_EQ(data.public_rows.size(), 400u);
+  EXPECT_EQ(data.warmup.size(), 100u);
+  const std::set<std::int64_t> held(data.public_rows.begin(), data.public_rows.end());
+  EXPECT_EQ(held.size(), 400u);
+  for (auto row : data.warmup) EXPECT_FALSE(held.count(row)) << "public row " << row << " warm";
+  for (int i = 0; i < config.participants; ++i)
+    for (const auto* rows : {&data.train[i], &data.validation[i]})
+      for (auto row : *rows)
+        EXPECT_FALSE(held.count(row)) << "public row " << row << " given to participant " << i;
+  // The order is one permutation: the split takes its head, the warm-up the rows after it.
+  std::size_t shared = 0;
+  for (auto row : without.warmup) shared += held.count(row);
+  EXPECT_EQ(shared, without.warmup.size()) << "the old warm-up is the head of the permutation";
+  config.public_fraction = 0.96;
+  EXPECT_THROW(assign_participants(table, config, 5), InputError);
 }
 
 TEST(LiaParticipants, LabelShiftIsADerangementOnTheCorruptedShare) {

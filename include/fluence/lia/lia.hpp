@@ -23,7 +23,8 @@ struct LiaConfig {
   int validation_size = 50;
   std::string validation_mix = "participant";  // or "iid": validation sets from the population
   double warmup_fraction = 0.01;
-  double alpha = 0.1;  // Dirichlet concentration over labels; +inf = IID
+  double public_fraction = 0.0;  // the body's own split (0: the body trains on the warm-up)
+  double alpha = 0.1;            // Dirichlet concentration over labels; +inf = IID
   double corrupted_fraction = 0.3;
   std::string corruption = "label_shift";  // or "random_label"
   double corruption_rate = 1.0;
@@ -52,6 +53,7 @@ struct LiaConfig {
   int hidden = 64;
   int body_epochs = 30;
   double body_learning_rate = 0.01;
+  bool body_center = false;          // subtract the body rows' mean output from every feature
   std::string threshold = "kmeans";  // or "zero"
   int rounds = 25;
   std::vector<std::string> methods;

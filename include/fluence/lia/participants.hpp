@@ -12,7 +12,11 @@ namespace fluence::lia {
 struct LiaConfig;
 
 struct ParticipantData {
-  std::vector<std::int64_t> warmup;                    // rows of the training table
+  std::vector<std::int64_t> warmup;  // rows of the training table
+  // The public split the body is trained on (lia.public_fraction; empty when 0): held by no
+  // participant and disjoint from the warm-up, as the seed's ImageNet pretraining is disjoint
+  // from CIFAR-10 (seed 002 Sec. VIII).
+  std::vector<std::int64_t> public_rows;
   std::vector<std::vector<std::int64_t>> train;        // per participant: its batch's rows
   std::vector<std::vector<std::int32_t>> train_label;  // per participant: labels after corruption
   std::vector<std::vector<std::int64_t>> validation;   // per participant: its validation rows
