@@ -1,4 +1,5 @@
 #include "fluence/app/cli.hpp"
+#include "fluence/app/deck_schema.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -67,6 +68,13 @@ void add_restart_options(CLI::App* command, CommandLine& result, const std::stri
       ->group("");
 }
 
+// The commands `validate --command` takes: those that read a deck.
+std::vector<std::string> command_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, sections] : deck_commands()) names.push_back(name);
+  return names;
+}
+
 }  // namespace
 
 CommandLine parse_command_line(int argc, char** argv) {
@@ -100,7 +108,7 @@ CommandLine parse_command_line(int argc, char** argv) {
       ->add_option("--command", result.for_command,
                    "check the deck for this command only: its sections and checks, and a warning "
                    "for the sections it does not read")
-      ->check(CLI::IsMember({"train", "influence", "fldp", "whatif", "lia", "feo2-theory"}));
+      ->check(CLI::IsMember(command_names()));
 
   auto* train = app.add_subcommand("train",
                                    "train a federation (FedAvg with randomized-response "
@@ -211,6 +219,11 @@ CommandLine parse_command_line(int argc, char** argv) {
   feo2_theory->add_option("--set", result.sets,
                           "override a deck key: section.key=value (repeatable)");
 
+  auto* keys = app.add_subcommand(
+      "keys", "list every deck key: its type, default, allowed values and meaning");
+  keys->add_flag("--markdown", result.markdown,
+                 "print inputs/README.md's key tables (Markdown), one per deck section");
+
   std::vector<const char*> args;
   args.push_back(argv[0]);
   for (const auto& arg : own_args) args.push_back(arg.c_str());
@@ -255,30 +268,12 @@ CommandLine parse_command_line(int argc, char** argv) {
                    : lia->parsed()         ? "lia"
                    : privacy->parsed()     ? "privacy"
                    : feo2_theory->parsed() ? "feo2-theory"
+                   : keys->parsed()        ? "keys"
                                            : "train";
   return result;
 }
 
 namespace {
-
-// The deck sections each command reads (beyond the top-level `seed`). A deck is often shared by
-// several commands, so a section another command needs is worth a warning, not a refusal: the
-// user learns that, e.g., [privacy] does not make `fluence influence` train privately.
-const std::vector<std::string>& sections_read_by(const std::string& command) {
-  static const std::map<std::string, std::vector<std::string>> read = {
-      {"train",
-       {"data", "partition", "model", "ldp", "federation", "privacy", "personalization", "output"}},
-      {"influence", {"data", "partition", "model", "ldp", "federation", "influence", "output"}},
-      {"fldp", {"data", "partition", "model", "ldp", "federation", "influence", "fldp", "output"}},
-      {"whatif",
-       {"data", "partition", "model", "ldp", "federation", "influence", "whatif", "output"}},
-      {"lia", {"data", "model", "lia", "output"}},
-      {"feo2-theory", {"feo2_theory", "output"}},
-  };
-  static const std::vector<std::string> none;
-  const auto found = read.find(command);
-  return found == read.end() ? none : found->second;
-}
 
 // `text` as a TOML basic string: a path with a quote or a backslash (`--out 'o"ut'`) must not
 // end the string early or escape what follows.
@@ -299,6 +294,26 @@ std::string toml_string(const std::string& text) {
 
 }  // namespace
 
+const std::map<std::string, std::vector<std::string>>& deck_commands() {
+  static const std::map<std::string, std::vector<std::string>> read = {
+      {"train",
+       {"data", "partition", "model", "ldp", "federation", "privacy", "personalization", "output"}},
+      {"influence", {"data", "partition", "model", "ldp", "federation", "influence", "output"}},
+      {"fldp", {"data", "partition", "model", "ldp", "federation", "influence", "fldp", "output"}},
+      {"whatif",
+       {"data", "partition", "model", "ldp", "federation", "influence", "whatif", "output"}},
+      {"lia", {"data", "model", "lia", "output"}},
+      {"feo2-theory", {"feo2_theory", "output"}},
+  };
+  return read;
+}
+
+const std::vector<std::string>& sections_read_by(const std::string& command) {
+  static const std::vector<std::string> none;
+  const auto found = deck_commands().find(command);
+  return found == deck_commands().end() ? none : found->second;
+}
+
 void warn_ignored_sections(const Deck& deck, const std::string& command) {
   const auto& read = sections_read_by(command);
   if (read.empty()) return;
@@ -314,7 +329,7 @@ void warn_ignored_sections(const Deck& deck, const std::string& command) {
 Deck read_command_deck(const CommandLine& command_line) {
   std::vector<std::string> sets = command_line.sets;
   if (!command_line.out.empty()) sets.push_back("output.dir=" + toml_string(command_line.out));
-  Deck deck = Deck::from_file(command_line.deck, sets);
+  Deck deck = Deck::from_file(command_line.deck, deck_schema(), sets);
   warn_ignored_sections(deck, command_line.command);
   return deck;
 }
@@ -323,7 +338,8 @@ int run_command(const CommandLine& command_line) {
   try {
     // Before any deck is read: what each rank may allocate (check_memory), and the solvers'
     // PETSc options, refused now rather than when a solver is first made.
-    if (command_line.command != "privacy") measure_memory_budget();
+    if (command_line.command != "privacy" && command_line.command != "keys")
+      measure_memory_budget();
     check_solver_options({command_line.petsc_args.begin() + 1, command_line.petsc_args.end()});
     if (command_line.command == "validate") return run_validate(command_line);
     if (command_line.command == "influence") return run_influence(command_line);
@@ -332,6 +348,7 @@ int run_command(const CommandLine& command_line) {
     if (command_line.command == "lia") return run_lia(command_line);
     if (command_line.command == "privacy") return run_privacy(command_line);
     if (command_line.command == "feo2-theory") return run_feo2_theory(command_line);
+    if (command_line.command == "keys") return run_keys(command_line);
     return run_train(command_line);
   } catch (const InputError& error) {
     // Input errors are raised identically (or agreed) on every rank: all ranks exit cleanly.

@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "fluence/app/cli.hpp"
+#include "fluence/app/deck_schema.hpp"
 #include "fluence/core/config.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/mpi.hpp"
@@ -23,7 +24,7 @@
 namespace fluence::app {
 
 int run_validate(const CommandLine& command_line) {
-  Deck deck = Deck::from_file(command_line.deck, command_line.sets);
+  Deck deck = Deck::from_file(command_line.deck, deck_schema(), command_line.sets);
   // --command NAME: that command's sections and checks only (and the warning about the sections
   // it does not read); without it, every check any command would make.
   const std::string& only = command_line.for_command;

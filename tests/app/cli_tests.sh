@@ -35,6 +35,19 @@ else
   fail "validate: exit $code on a bad deck"
 fi
 
+# inputs/README.md's key tables are what `fluence keys --markdown` prints, the prose between them
+# aside (scripts/update_key_tables.py writes them; tests/app/test_deck_schema.cpp checks the same
+# in-process).
+if "$fluence" keys --markdown >"$work/keys.md" &&
+  diff <(grep -E '^(### |\|)' "$work/keys.md") \
+    <(awk '/^## Keys$/ { on = 1; next } /^## / { on = 0 } on' "$source_dir/inputs/README.md" |
+      grep -E '^(### |\|)') >"$work/keys.diff"; then
+  pass "keys --markdown prints inputs/README.md's key tables"
+else
+  fail "keys --markdown differs from inputs/README.md's key tables"
+  head -5 "$work/keys.diff"
+fi
+
 # --- quick start on 1, 2, 3, 4 ranks: identical theta ----------------------------------------------
 for ranks in 1 2 3 4; do
   "$mpirun" -n "$ranks" "$fluence" train "$source_dir/inputs/quickstart.toml" --out "$work/qs$ranks" \

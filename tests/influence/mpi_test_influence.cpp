@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "fluence/app/deck_schema.hpp"
 #include "fluence/core/config.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/influence/client_influence.hpp"
@@ -64,7 +65,9 @@ std::vector<double> multiply(const std::vector<double>& a, const std::vector<dou
 
 class InfluenceMpi : public ::testing::Test {
  protected:
-  InfluenceMpi() : problem(build_problem(Deck::from_string(kDeck, "test"))), federation(problem) {
+  InfluenceMpi()
+      : problem(build_problem(Deck::from_string(kDeck, "test", deck_schema()))),
+        federation(problem) {
     theta = test_point(federation.parameters(), 0.3);
   }
   FederatedProblem problem;
@@ -212,7 +215,7 @@ retrain = true
 )";
 
 TEST(ClientInfluence, RemovalEstimatesRankLikeExactRetrainingOnTwentyClients) {
-  const Deck deck = Deck::from_string(kTwentyClients, "test");
+  const Deck deck = Deck::from_string(kTwentyClients, "test", deck_schema());
   FederatedProblem problem = build_problem(deck);
   Federation federation(problem);
   const FederationConfig training = FederationConfig::from_deck(deck);
