@@ -10,6 +10,7 @@
 #include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/rng.hpp"
+#include "fluence/data/purposes.hpp"
 
 namespace fluence {
 
@@ -216,7 +217,7 @@ std::vector<std::vector<std::int64_t>> partition_rows(const Table& train,
   if (static_cast<std::size_t>(config.clients) > train.rows)
     throw InputError(fmt::format("partition.clients = {} exceeds the {} training rows",
                                  config.clients, train.rows));
-  Stream stream(seed, Purpose::partition);
+  Stream stream(seed, purpose::partition);
   Assignment clients;
   if (config.scheme == "iid") {
     clients = partition_iid(static_cast<std::int64_t>(train.rows), config, stream);

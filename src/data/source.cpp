@@ -1,5 +1,6 @@
 #include "fluence/data/source.hpp"
 #include "fluence/core/deck_keys.hpp"
+#include "fluence/data/purposes.hpp"
 
 #include <fmt/core.h>
 #include <fmt/ranges.h>
@@ -247,7 +248,7 @@ Table generate_synthetic(const SyntheticConfig& config, std::uint64_t seed) {
       config.numeric + std::accumulate(config.categorical.begin(), config.categorical.end(), 0) + 1;
   const double scale = config.signal / std::sqrt(static_cast<double>(config.numeric + nc + 1));
   std::vector<double> weights(static_cast<std::size_t>(config.classes) * inputs);
-  Stream model_stream(seed, Purpose::synthetic_model);
+  Stream model_stream(seed, purpose::synthetic_model);
   for (auto& w : weights) w = scale * model_stream.normal();
   if (nc > 0)  // cat0's weights follow the numeric ones in each class's row
     for (int c = 0; c < config.classes; ++c)
@@ -260,7 +261,7 @@ Table generate_synthetic(const SyntheticConfig& config, std::uint64_t seed) {
   table.label.resize(table.rows);
   std::vector<double> logits(config.classes);
   for (std::size_t r = 0; r < table.rows; ++r) {
-    Stream row_stream(seed, Purpose::synthetic_rows, r);
+    Stream row_stream(seed, purpose::synthetic_rows, r);
     double* numeric = table.numeric.data() + r * config.numeric;
     std::int32_t* categorical = table.categorical.data() + r * nc;
     for (int j = 0; j < config.numeric; ++j) numeric[j] = row_stream.normal();
@@ -332,7 +333,7 @@ TrainTest split_train_test(const Table& all, double test_fraction, std::uint64_t
   const auto n = static_cast<std::int64_t>(all.rows);
   const auto test_rows =
       static_cast<std::int64_t>(std::llround(test_fraction * static_cast<double>(n)));
-  Stream stream(seed, Purpose::test_split);
+  Stream stream(seed, purpose::test_split);
   auto order = random_permutation(stream, n);
   std::vector<std::int64_t> test(order.begin(), order.begin() + test_rows);
   std::vector<std::int64_t> train(order.begin() + test_rows, order.end());

@@ -10,6 +10,7 @@
 #include "fluence/core/error.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/rng.hpp"
+#include "fluence/fl/purposes.hpp"
 
 namespace fluence {
 
@@ -95,7 +96,7 @@ PointEstimationResult simulate_point_estimation(const PointEstimationConfig& con
   for (long c = first; c < last; ++c) {
     double* sums = local.data() + (c - first) * R;
     for (long t = c * kChunk; t < std::min(config.trials, (c + 1) * kChunk); ++t) {
-      Stream stream(config.seed, Purpose::point_estimation, static_cast<std::uint64_t>(t));
+      Stream stream(config.seed, purpose::point_estimation, static_cast<std::uint64_t>(t));
       double opt_out_sum = 0.0, private_sum = 0.0;  // phi = 0: theta is the estimation error
       for (int j = 0; j < config.clients; ++j) {
         const double local_point = tau * stream.normal();  // phi_j = phi + p_j

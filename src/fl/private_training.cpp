@@ -13,6 +13,7 @@
 #include "fluence/core/log.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/rng.hpp"
+#include "fluence/fl/purposes.hpp"
 
 namespace fluence {
 
@@ -163,7 +164,7 @@ std::vector<int> choose_opt_out_clients(const FederatedProblem& problem, double 
         "privacy.opt_out_fraction = {} asks for {} opt-out clients, but only {} clients hold "
         "label {} (privacy.opt_out_label)",
         fraction, wanted, candidates.size(), label));
-  Stream stream(problem.seed, Purpose::opt_out);
+  Stream stream(problem.seed, purpose::opt_out);
   stream.shuffle(std::span<int>(candidates));
   candidates.resize(wanted);
   std::sort(candidates.begin(), candidates.end());
@@ -209,7 +210,7 @@ PrivateTraining::PrivateTraining(Federation& federation, const PrivacyConfig& co
 
 bool PrivateTraining::sampled(int round, int id) const {
   if (config_.sampling_rate >= 1.0) return true;
-  Stream stream(federation_.problem().seed, Purpose::client_sampling,
+  Stream stream(federation_.problem().seed, purpose::client_sampling,
                 static_cast<std::uint64_t>(round), static_cast<std::uint64_t>(id));
   return stream.uniform() < config_.sampling_rate;
 }
@@ -315,7 +316,7 @@ void PrivateTraining::round(int round, std::vector<double>& theta, const LocalTr
     for (std::size_t i = 0; i < p; ++i)
       delta_private[i] = sums_[i] / d_private + sigma * std::bit_cast<double>(normals[i]);
   }
-  Stream server(problem.seed, Purpose::server_noise, static_cast<std::uint64_t>(round));
+  Stream server(problem.seed, purpose::server_noise, static_cast<std::uint64_t>(round));
   server.skip(d_private > 0.0 ? 2 * p : 0);
   if (config_.mode == PrivacyMode::dp_fedavg) {
     for (std::size_t i = 0; i < p; ++i) theta[i] += delta_private[i];
@@ -351,7 +352,7 @@ void PrivateTraining::draw_server_normals(int round, std::span<std::int64_t> out
   normal_queue_.begin(out.size(), kNormalBlock);
   std::size_t first = 0, last = 0;
   while (normal_queue_.next(first, last)) {
-    Stream server(federation_.problem().seed, Purpose::server_noise,
+    Stream server(federation_.problem().seed, purpose::server_noise,
                   static_cast<std::uint64_t>(round));
     server.skip(2 * first);  // normal() takes two outputs
     for (std::size_t i = first; i < last; ++i)

@@ -12,6 +12,7 @@
 #include "fluence/core/rng.hpp"
 #include "fluence/data/partition.hpp"
 #include "fluence/data/source.hpp"
+#include "fluence/fl/purposes.hpp"
 #include "fluence/model/build.hpp"
 #include "fluence/model/network.hpp"
 #include "fluence/model/row_kernels.hpp"
@@ -147,7 +148,7 @@ void split_local_test_rows(FederatedProblem& problem, double fraction) {
     auto& rows = problem.client_rows[id];
     const auto held = static_cast<std::size_t>(std::llround(fraction * rows.size()));
     if (held == 0 || held >= rows.size()) continue;
-    Stream stream(problem.seed, Purpose::local_test_split, id);
+    Stream stream(problem.seed, purpose::local_test_split, id);
     stream.shuffle(std::span<std::int64_t>(rows));
     std::vector<std::int64_t> test(rows.end() - static_cast<std::ptrdiff_t>(held), rows.end());
     rows.resize(rows.size() - held);

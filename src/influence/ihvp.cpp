@@ -11,6 +11,7 @@
 #include "fluence/core/log.hpp"
 #include "fluence/core/rng.hpp"
 #include "fluence/core/solver_options.hpp"
+#include "fluence/influence/purposes.hpp"
 #include "fluence/influence/spectrum.hpp"
 
 extern "C" {
@@ -310,7 +311,7 @@ class CholeskySolver final : public IhvpSolver {
 double largest_eigenvalue_estimate(HessianOperator& hessian, int iterations) {
   const std::size_t p = hessian.parameters();
   std::vector<double> v(p), hv(p);
-  Stream stream(0, Purpose::spectrum_start, p);
+  Stream stream(0, purpose::spectrum_start, p);
   for (auto& value : v) value = stream.normal();
   double estimate = 0.0;
   for (int it = 0; it < iterations; ++it) {

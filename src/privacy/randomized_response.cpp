@@ -1,5 +1,6 @@
 #include "fluence/privacy/randomized_response.hpp"
 #include "fluence/core/deck_keys.hpp"
+#include "fluence/privacy/purposes.hpp"
 
 #include <fmt/core.h>
 
@@ -135,7 +136,7 @@ void randomize_client_rows(const LdpPlan& plan, int client, const Table& train,
     const int column = plan.categorical_column[a];
     // Stream id1 = column + 1 (0 for the label) keeps attribute streams distinct.
     for (std::size_t i = 0; i < rows.size(); ++i) {
-      Stream stream(seed, Purpose::randomized_response, static_cast<std::uint64_t>(rows[i]),
+      Stream stream(seed, purpose::randomized_response, static_cast<std::uint64_t>(rows[i]),
                     static_cast<std::uint64_t>(column + 1), draw);
       std::int32_t& value = column < 0 ? labels[i] : categorical[i * nc + column];
       value = randomize_value(value, plan.domain[a], epsilon, stream);

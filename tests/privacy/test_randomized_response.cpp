@@ -6,6 +6,7 @@
 #include "fluence/core/config.hpp"
 #include "fluence/core/error.hpp"
 #include "fluence/data/source.hpp"
+#include "fluence/privacy/purposes.hpp"
 #include "fluence/privacy/randomized_response.hpp"
 
 namespace fluence {
@@ -37,7 +38,7 @@ TEST(RandomizedResponse, EmpiricalReportsFollowTheDistortionMatrix) {
   const long draws = 400000;
   std::vector<long> counts(k);
   for (long i = 0; i < draws; ++i) {
-    Stream stream(9, Purpose::randomized_response, static_cast<std::uint64_t>(i));
+    Stream stream(9, purpose::randomized_response, static_cast<std::uint64_t>(i));
     ++counts[randomize_value(truth, k, eps, stream)];
   }
   const auto p = distortion_matrix(eps, k);
