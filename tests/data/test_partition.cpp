@@ -129,6 +129,7 @@ TEST(Partition, ColumnSplitUsesOneValuePerClientAndTakesTheColumnOutOfTheFeature
   EXPECT_EQ(data.train.client_names, original.attributes[2].categories);
   PartitionConfig config = PartitionConfig::from_deck(default_deck());
   config.clients = 3;
+  config.clients_given = true;  // as a deck that gives partition.clients
   config.scheme = "column";
   config.column = "cat0";
   const auto clients = partition_rows(data.train, config, 4);
