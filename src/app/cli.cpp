@@ -219,10 +219,11 @@ CommandLine parse_command_line(int argc, char** argv) {
   feo2_theory->add_option("--set", result.sets,
                           "override a deck key: section.key=value (repeatable)");
 
-  auto* keys = app.add_subcommand(
-      "keys", "list every deck key: its type, default, allowed values and meaning");
+  auto* keys =
+      app.add_subcommand("keys", "list every deck key with its type, default and allowed values");
   keys->add_flag("--markdown", result.markdown,
-                 "print inputs/README.md's key tables (Markdown), one per deck section");
+                 "print inputs/README.md's key tables (Markdown, meanings included), one per "
+                 "deck section");
 
   std::vector<const char*> args;
   args.push_back(argv[0]);

@@ -51,17 +51,6 @@ std::string parent_section(const std::string& path) {
   return parent;
 }
 
-// The allowed values as the tables state them: the bound every integer key has (a 32-bit int, or
-// 64 bits for the seed) is stated once in inputs/README.md's prose, not in every row; a note on
-// what from_deck checks besides follows.
-std::string documented_allowed(KeySpec spec) {
-  const bool integral = spec.type == KeyType::integer || spec.type == KeyType::integer_array;
-  if (integral && spec.maximum >= static_cast<double>(std::numeric_limits<int>::max()))
-    spec.maximum = std::numeric_limits<double>::infinity();
-  const std::string allowed = allowed_text(spec);
-  return spec.allowed_note.empty() ? allowed : allowed + "; " + spec.allowed_note;
-}
-
 std::string table_rows(const DeckSchema& schema, const std::string& section) {
   std::string rows;
   for (const auto& spec : schema) {
@@ -83,6 +72,16 @@ std::string table(const std::string& heading, const std::string& rows) {
 
 }  // namespace
 
+// The bound every integer key has (a 32-bit int, or 64 bits for the seed) is stated once in
+// inputs/README.md's prose, not in every row; the note on what from_deck checks besides follows.
+std::string documented_allowed(KeySpec spec) {
+  const bool integral = spec.type == KeyType::integer || spec.type == KeyType::integer_array;
+  if (integral && spec.maximum >= static_cast<double>(std::numeric_limits<int>::max()))
+    spec.maximum = std::numeric_limits<double>::infinity();
+  const std::string allowed = allowed_text(spec);
+  return spec.allowed_note.empty() ? allowed : allowed + "; " + spec.allowed_note;
+}
+
 const DeckSchema& deck_schema() {
   static const DeckSchema schema = assemble_schema();
   return schema;
@@ -94,8 +93,8 @@ std::string key_tables_markdown(const DeckSchema& schema) {
     if (spec.type != KeyType::section && spec.type != KeyType::section_array) continue;
     const std::string name = spec.type == KeyType::section ? fmt::format("[{}]", spec.path)
                                                            : fmt::format("[[{}]]", spec.path);
-    text += "\n" +
-            table(fmt::format("`{}` — {}", name, spec.description), table_rows(schema, spec.path));
+    text += '\n';
+    text += table(fmt::format("`{}` — {}", name, spec.description), table_rows(schema, spec.path));
   }
   return text;
 }

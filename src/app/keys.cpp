@@ -19,7 +19,7 @@ int run_keys(const CommandLine& command_line) {
     if (spec.type == KeyType::section || spec.type == KeyType::section_array) continue;
     log::info("{} = {}  ({}; {})", spec.path,
               spec.default_value.empty() ? "(no default)" : spec.default_value,
-              key_type_name(spec.type), allowed_text(spec));
+              key_type_name(spec.type), documented_allowed(spec));
   }
   return 0;
 }

@@ -11,6 +11,10 @@ namespace fluence {
 /// The schema every command reads its deck with (built once).
 const DeckSchema& deck_schema();
 
+/// What a key allows, as the key tables state it: allowed_text without the bound every integer
+/// key has, and the key's note.
+std::string documented_allowed(KeySpec spec);
+
 /// inputs/README.md's key tables: per section, a heading with the section's description and a
 /// table of its keys (key, default, allowed, meaning).
 std::string key_tables_markdown(const DeckSchema& schema);
