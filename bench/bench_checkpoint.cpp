@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "fluence/app/deck_schema.hpp"
 #include "fluence/core/blas_tuning.hpp"
 #include "fluence/core/config.hpp"
 #include "fluence/core/error.hpp"
@@ -148,7 +149,7 @@ void checkpoint_timed(const std::string& directory, const Deck& deck, int round,
 void run_case(const std::string& name, bool heavy, int rounds, const std::string& root) {
   const std::string directory = (fs::path(root) / name).string();
   if (world_rank() == 0) fs::create_directories(directory);
-  const Deck deck = Deck::from_string(deck_text(rounds, heavy), "bench_checkpoint");
+  const Deck deck = Deck::from_string(deck_text(rounds, heavy), "bench_checkpoint", deck_schema());
   FederatedProblem problem = build_problem(deck);
   const FederationConfig config = FederationConfig::from_deck(deck);
   Federation federation(problem);

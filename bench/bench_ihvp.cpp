@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "fluence/app/deck_schema.hpp"
 #include "fluence/core/blas_tuning.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/mpi.hpp"
@@ -70,10 +71,10 @@ Timing best_of_three(Work&& work) {
 }
 
 void run_case(const Case& c, bool explicit_too) {
-  FederatedProblem problem = build_problem(Deck::from_string(deck_for(c), "bench"));
+  FederatedProblem problem = build_problem(Deck::from_string(deck_for(c), "bench", deck_schema()));
   Federation federation(problem);
-  const auto trained =
-      federation.train(FederationConfig::from_deck(Deck::from_string(deck_for(c), "bench")));
+  const auto trained = federation.train(
+      FederationConfig::from_deck(Deck::from_string(deck_for(c), "bench", deck_schema())));
   std::vector<double> rhs;
   federation.test_gradient(trained.theta, rhs);
   const std::size_t p = federation.parameters();

@@ -8,10 +8,12 @@
 
 #include "fluence/core/blas_tuning.hpp"
 #include "fluence/core/rng.hpp"
+#include "fluence/data/purposes.hpp"
 #include "fluence/data/source.hpp"
 #include "fluence/fldp/expected_loss.hpp"
 #include "fluence/model/row_kernels.hpp"
 #include "fluence/model/softmax_regression.hpp"
+#include "fluence/privacy/purposes.hpp"
 #include "fluence/privacy/randomized_response.hpp"
 
 namespace {
@@ -24,7 +26,7 @@ struct Data {
 
 Data make_data(int rows, int features, int classes) {
   Data d;
-  fluence::Stream stream(1, fluence::Purpose::synthetic_rows);
+  fluence::Stream stream(1, fluence::purpose::synthetic_rows);
   d.x.resize(static_cast<std::size_t>(rows) * features);
   for (auto& v : d.x) v = stream.normal();
   d.theta.assign(static_cast<std::size_t>(classes) * features, 0.0);
@@ -111,7 +113,7 @@ struct ByteData {
 
 ByteData make_byte_data(int rows, int features, int classes) {
   ByteData d;
-  fluence::Stream stream(2, fluence::Purpose::synthetic_rows);
+  fluence::Stream stream(2, fluence::purpose::synthetic_rows);
   d.codes.resize(static_cast<std::size_t>(rows) * features);
   for (int r = 0; r < rows; ++r)
     for (int j = 0; j < features; ++j)
@@ -212,7 +214,7 @@ void BM_ExpectedChangeGradient(benchmark::State& state) {
   auto labels = table.label;
   const std::size_t nc = config.categorical.size();
   for (std::size_t r = 0; r < table.rows; ++r) {
-    fluence::Stream stream(7, fluence::Purpose::randomized_response, r);
+    fluence::Stream stream(7, fluence::purpose::randomized_response, r);
     categorical[r * nc] = fluence::randomize_value(table.categorical[r * nc], 9, 3.0, stream);
     categorical[r * nc + 1] =
         fluence::randomize_value(table.categorical[r * nc + 1], 2, 3.0, stream);
@@ -228,7 +230,7 @@ void BM_ExpectedChangeGradient(benchmark::State& state) {
                                                        {-1, 2, 0, 1.0}};
   fluence::ExpectedLoss expected(model, client, changed, {}, 2, 0);
   std::vector<double> theta(model.parameters()), gradient(model.parameters());
-  fluence::Stream stream(9, fluence::Purpose::synthetic_model);
+  fluence::Stream stream(9, fluence::purpose::synthetic_model);
   for (auto& value : theta) value = 0.5 * stream.normal();
   for (auto _ : state) {
     expected.change_gradient_sum(theta.data(), -1, gradient.data());

@@ -4,11 +4,29 @@
 
 #include <csignal>
 
+#include "fluence/core/deck_keys.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/signals.hpp"
 
 namespace fluence::app {
+
+void register_output_keys(DeckSchema& schema) {
+  using namespace deck_keys;
+  using T = KeyType;
+  schema.add({
+      section("output", "where results go"),
+      key("output.dir", T::string, "\"out\"", "output directory (results.h5 is written there)"),
+      key("output.checkpoint_every", T::integer, "0",
+          "write `<dir>/chk_<n>.h5` every this many training rounds (`train`, and the "
+          "training of `influence`, `fldp`, `whatif`), and every this many finished units "
+          "of the sweeps of `influence` (a client's solve or retrain), `fldp` (a case) and "
+          "`whatif` (a second-order row or a retrain chain); 0 = only on a stop signal; "
+          "docs/operations.md",
+          0),
+      key("output.keep", T::integer, "2", "the newest checkpoints kept", 1),
+  });
+}
 
 CommandCheckpoints::CommandCheckpoints(const CommandLine& command_line, const Deck& deck,
                                        std::string command)

@@ -39,6 +39,10 @@ class CommandCheckpoints {
   std::optional<CheckpointState> restored_;
 };
 
+/// Declares the [output] keys the commands and their checkpoints read: type, default, range and
+/// meaning of each (inputs/README.md's tables).
+void register_output_keys(DeckSchema& schema);
+
 /// The checkpoints of a sweep after training: every one holds the trained model too (a restart
 /// neither retrains nor reads --model) and is numbered rounds trained + 1 + finished units.
 class SweepCheckpoints final : public SweepCheckpoint {

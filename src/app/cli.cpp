@@ -1,4 +1,5 @@
 #include "fluence/app/cli.hpp"
+#include "fluence/app/deck_schema.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -91,7 +92,7 @@ struct DeckCommand {
 };
 
 // In --help's order (`privacy`, which reads no deck, follows them).
-const std::vector<DeckCommand>& deck_commands() {
+const std::vector<DeckCommand>& deck_command_table() {
   static const std::vector<DeckCommand> commands = {
       {"validate",
        "check a deck (and its data) without running it; echo the resolved settings",
@@ -155,7 +156,7 @@ void add_deck_command(CLI::App& app, CommandLine& result, const DeckCommand& com
 void add_validate_options(CLI::App* validate, CommandLine& result) {
   validate->add_flag("--no-data", result.skip_data, "check the deck only, do not load the data");
   std::vector<std::string> commands;
-  for (const DeckCommand& command : deck_commands())
+  for (const DeckCommand& command : deck_command_table())
     if (command.name != "validate") commands.push_back(command.name);
   validate
       ->add_option("--command", result.for_command,
@@ -215,9 +216,15 @@ CommandLine parse_command_line(int argc, char** argv) {
                        std::string("fluence ") + version() + " (" + git_revision() + ")");
   app.require_subcommand(1);
 
-  for (const DeckCommand& command : deck_commands()) add_deck_command(app, result, command);
+  for (const DeckCommand& command : deck_command_table()) add_deck_command(app, result, command);
   add_validate_options(app.get_subcommand("validate"), result);
   add_privacy_command(app, result);
+
+  auto* keys =
+      app.add_subcommand("keys", "list every deck key with its type, default and allowed values");
+  keys->add_flag("--markdown", result.markdown,
+                 "print inputs/README.md's key tables (Markdown, meanings included), one per "
+                 "deck section");
 
   std::vector<const char*> args;
   args.push_back(argv[0]);
@@ -263,25 +270,6 @@ CommandLine parse_command_line(int argc, char** argv) {
 
 namespace {
 
-// The deck sections each command reads (beyond the top-level `seed`). A deck is often shared by
-// several commands, so a section another command needs is worth a warning, not a refusal: the
-// user learns that, e.g., [privacy] does not make `fluence influence` train privately.
-const std::vector<std::string>& sections_read_by(const std::string& command) {
-  static const std::map<std::string, std::vector<std::string>> read = {
-      {"train",
-       {"data", "partition", "model", "ldp", "federation", "privacy", "personalization", "output"}},
-      {"influence", {"data", "partition", "model", "ldp", "federation", "influence", "output"}},
-      {"fldp", {"data", "partition", "model", "ldp", "federation", "influence", "fldp", "output"}},
-      {"whatif",
-       {"data", "partition", "model", "ldp", "federation", "influence", "whatif", "output"}},
-      {"lia", {"data", "model", "lia", "output"}},
-      {"feo2-theory", {"feo2_theory", "output"}},
-  };
-  static const std::vector<std::string> none;
-  const auto found = read.find(command);
-  return found == read.end() ? none : found->second;
-}
-
 // `text` as a TOML basic string: a path with a quote or a backslash (`--out 'o"ut'`) must not
 // end the string early or escape what follows.
 std::string toml_string(const std::string& text) {
@@ -301,6 +289,26 @@ std::string toml_string(const std::string& text) {
 
 }  // namespace
 
+const std::map<std::string, std::vector<std::string>>& deck_commands() {
+  static const std::map<std::string, std::vector<std::string>> read = {
+      {"train",
+       {"data", "partition", "model", "ldp", "federation", "privacy", "personalization", "output"}},
+      {"influence", {"data", "partition", "model", "ldp", "federation", "influence", "output"}},
+      {"fldp", {"data", "partition", "model", "ldp", "federation", "influence", "fldp", "output"}},
+      {"whatif",
+       {"data", "partition", "model", "ldp", "federation", "influence", "whatif", "output"}},
+      {"lia", {"data", "model", "lia", "output"}},
+      {"feo2-theory", {"feo2_theory", "output"}},
+  };
+  return read;
+}
+
+const std::vector<std::string>& sections_read_by(const std::string& command) {
+  static const std::vector<std::string> none;
+  const auto found = deck_commands().find(command);
+  return found == deck_commands().end() ? none : found->second;
+}
+
 void warn_ignored_sections(const Deck& deck, const std::string& command) {
   const auto& read = sections_read_by(command);
   if (read.empty()) return;
@@ -316,7 +324,7 @@ void warn_ignored_sections(const Deck& deck, const std::string& command) {
 Deck read_command_deck(const CommandLine& command_line) {
   std::vector<std::string> sets = command_line.sets;
   if (!command_line.out.empty()) sets.push_back("output.dir=" + toml_string(command_line.out));
-  Deck deck = Deck::from_file(command_line.deck, sets);
+  Deck deck = Deck::from_file(command_line.deck, deck_schema(), sets);
   warn_ignored_sections(deck, command_line.command);
   return deck;
 }
@@ -325,7 +333,8 @@ int run_command(const CommandLine& command_line) {
   try {
     // Before any deck is read: what each rank may allocate (check_memory), and the solvers'
     // PETSc options, refused now rather than when a solver is first made.
-    if (command_line.command != "privacy") measure_memory_budget();
+    if (command_line.command != "privacy" && command_line.command != "keys")
+      measure_memory_budget();
     check_solver_options({command_line.petsc_args.begin() + 1, command_line.petsc_args.end()});
     if (command_line.command == "validate") return run_validate(command_line);
     if (command_line.command == "influence") return run_influence(command_line);
@@ -334,6 +343,7 @@ int run_command(const CommandLine& command_line) {
     if (command_line.command == "lia") return run_lia(command_line);
     if (command_line.command == "privacy") return run_privacy(command_line);
     if (command_line.command == "feo2-theory") return run_feo2_theory(command_line);
+    if (command_line.command == "keys") return run_keys(command_line);
     return run_train(command_line);
   } catch (const InputError& error) {
     // Input errors are raised identically (or agreed) on every rank: all ranks exit cleanly.

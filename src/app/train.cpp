@@ -60,7 +60,7 @@ int run_train(const CommandLine& command_line) {
     // Plain FedAvg reads no [privacy] key: one given there would otherwise do nothing in silence
     // (privacy.sampling_rate was the case reported: plain FedAvg samples by federation.*).
     std::string unused;
-    for (const auto& key : deck_schema())
+    for (const auto& key : deck.schema())
       if (key.path.rfind("privacy.", 0) == 0 && key.path != "privacy.mode" && deck.given(key.path))
         unused += (unused.empty() ? "" : ", ") + key.path;
     if (!unused.empty())

@@ -1,13 +1,17 @@
 // fluence validate DECK: check a deck (and, unless --no-data, its data, partition, LDP plan, FLDP
-// cases, what-if grid and private-training set-up), then echo the resolved settings on rank 0; run
-// nothing. Every check runs before the deck is called valid. With --command NAME, only what that
-// command reads is checked, and the sections it ignores are named in a warning.
+// cases, what-if grid, private-training set-up and lia's participants), then echo the resolved
+// settings on rank 0; run nothing. Every check runs before the deck is called valid. With
+// --command NAME, only what that command reads is checked (its sections, from deck_commands()),
+// and the sections it ignores are named in a warning; without it, what `train` and `influence`
+// read and what every command whose own section the deck gives reads.
 #include <algorithm>
 #include <optional>
+#include <set>
 
 #include <fmt/ranges.h>
 
 #include "fluence/app/cli.hpp"
+#include "fluence/app/deck_schema.hpp"
 #include "fluence/core/config.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/mpi.hpp"
@@ -18,38 +22,75 @@
 #include "fluence/fldp/fldp.hpp"
 #include "fluence/influence/client_influence.hpp"
 #include "fluence/lia/lia.hpp"
+#include "fluence/privacy/point_estimation.hpp"
 #include "fluence/whatif/whatif.hpp"
 
 namespace fluence::app {
 
+namespace {
+
+// A command's own sections: those it reads and no other command does ([fldp] for fldp, [privacy]
+// for train); a command without one (influence) reads only what others read too.
+std::vector<std::string> own_sections(const std::string& command) {
+  std::vector<std::string> own;
+  for (const auto& section : sections_read_by(command)) {
+    bool shared = false;
+    for (const auto& [other, sections] : deck_commands())
+      shared = shared || (other != command &&
+                          std::find(sections.begin(), sections.end(), section) != sections.end());
+    if (!shared) own.push_back(section);
+  }
+  return own;
+}
+
+// The sections a deck is checked for: those `only` reads, or, without --command, those of `train`
+// and `influence` and of every command whose own section the deck gives.
+std::set<std::string> sections_checked(const Deck& deck, const std::string& only) {
+  std::vector<std::string> commands;
+  if (!only.empty()) {
+    commands = {only};
+  } else {
+    const auto given = deck.given_sections();
+    for (const auto& [command, sections] : deck_commands()) {
+      const auto own = own_sections(command);
+      const bool gives_own = std::any_of(own.begin(), own.end(), [&](const std::string& s) {
+        return std::find(given.begin(), given.end(), s) != given.end();
+      });
+      if (command == "train" || command == "influence" || gives_own) commands.push_back(command);
+    }
+  }
+  std::set<std::string> checked;
+  for (const auto& command : commands)
+    for (const auto& section : sections_read_by(command)) checked.insert(section);
+  return checked;
+}
+
+}  // namespace
+
 int run_validate(const CommandLine& command_line) {
-  Deck deck = Deck::from_file(command_line.deck, command_line.sets);
-  // --command NAME: that command's sections and checks only (and the warning about the sections
-  // it does not read); without it, every check any command would make.
+  Deck deck = Deck::from_file(command_line.deck, deck_schema(), command_line.sets);
   const std::string& only = command_line.for_command;
-  auto checks = [&](const char* command) { return only.empty() || only == command; };
   if (!only.empty()) warn_ignored_sections(deck, only);
-  const bool federated = only != "lia" && only != "feo2-theory";
+  const std::set<std::string> checked = sections_checked(deck, only);
+  auto checks = [&](const char* section) { return checked.count(section) > 0; };
+  // A federation is built for the commands that partition the data (not lia, not feo2-theory).
+  const bool federated = checks("partition");
   // The sections' own cross-key checks (no data needed).
-  if (only != "feo2-theory") DataConfig::from_deck(deck);
+  if (checks("data")) DataConfig::from_deck(deck);
   if (federated) {
     PartitionConfig::from_deck(deck);
     FederationConfig::from_deck(deck);
   }
-  if (checks("influence") || checks("fldp") || checks("whatif")) InfluenceConfig::from_deck(deck);
-  const bool has_fldp = checks("fldp") && (deck.array_size("fldp.change") > 0 ||
-                                           !deck.reals("fldp.sweep.epsilon").empty() ||
-                                           deck.boolean("fldp.sweep.remove"));
-  // `fluence whatif` needs its group: WhatifConfig's own check says so when it is missing.
-  const bool has_whatif = only == "whatif" || (only.empty() && deck.has("whatif.group.attribute"));
+  if (checks("influence")) InfluenceConfig::from_deck(deck);
+  if (checks("feo2_theory")) PointEstimationConfig::from_deck(deck);
   std::optional<FederatedProblem> problem;
   std::size_t fldp_cases = 0;
   std::optional<WhatifConfig> whatif;
   if (!command_line.skip_data && federated) {
     problem = build_problem(deck);
-    if (has_fldp) fldp_cases = FldpConfig::from_deck(deck, problem->ldp).cases.size();
-    if (has_whatif) whatif = WhatifConfig::from_deck(deck, *problem);
-    if (checks("train")) {
+    if (checks("fldp")) fldp_cases = FldpConfig::from_deck(deck, problem->ldp).cases.size();
+    if (checks("whatif")) whatif = WhatifConfig::from_deck(deck, *problem);
+    if (checks("privacy")) {
       const FederationConfig federation = FederationConfig::from_deck(deck);
       const PrivacyConfig privacy = PrivacyConfig::from_deck(
           deck, static_cast<int>(problem->client_rows.size()), federation.rounds);
@@ -57,7 +98,7 @@ int run_validate(const CommandLine& command_line) {
         choose_opt_out_clients(*problem, privacy.opt_out_fraction, privacy.opt_out_label);
     }
   }
-  if (!command_line.skip_data && only == "lia") {
+  if (!command_line.skip_data && checks("lia")) {
     const TrainTest data =
         load_data(DataConfig::from_deck(deck), static_cast<std::uint64_t>(deck.integer("seed")));
     const auto config = lia::LiaConfig::from_deck(deck, data.train.classes());
@@ -76,7 +117,7 @@ int run_validate(const CommandLine& command_line) {
             *largest, world_size());
   log::info("# model: {} ({} parameters)", problem->model->describe(),
             problem->model->parameters());
-  if (has_fldp) log::info("# fldp: {} case(s)", fldp_cases);
+  if (checks("fldp")) log::info("# fldp: {} case(s)", fldp_cases);
   if (whatif)
     log::info("# whatif: group {} in {{{}}}, {} fractions x {} eps x {} variant(s)",
               whatif->group_attribute,

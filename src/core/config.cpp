@@ -9,6 +9,7 @@
 #include <fstream>
 #include <functional>
 #include <sstream>
+#include <stdexcept>
 
 #include "fluence/core/error.hpp"
 
@@ -33,13 +34,6 @@ std::string strip_indices(const std::string& path) {
     }
   }
   return out;
-}
-
-const KeySpec* find_spec(const std::string& path) {
-  const std::string normalized = strip_indices(path);
-  for (const auto& spec : deck_schema())
-    if (spec.path == normalized) return &spec;
-  return nullptr;
 }
 
 std::vector<std::string> split_path(const std::string& path) {
@@ -98,14 +92,14 @@ std::string value_text(const toml::node& node) {
   return out.str();
 }
 
-std::string nearest_key(const std::string& path) {
+std::string nearest_key(const DeckSchema& schema, const std::string& path) {
   std::string best;
   std::size_t best_distance = std::string::npos;
   const std::string normalized = strip_indices(path);
   // No key is this long: a quoted megabyte of a key gets no suggestion (nor a quadratic search).
   constexpr std::size_t kLongestSuggested = 200;
   if (normalized.size() > kLongestSuggested) return "";
-  for (const auto& spec : deck_schema()) {
+  for (const auto& spec : schema) {
     const std::size_t d = edit_distance(normalized, spec.path);
     if (d < best_distance) {
       best_distance = d;
@@ -160,13 +154,14 @@ std::optional<double> epsilon_value(const toml::node& node) {
 
 class Validator {
  public:
-  explicit Validator(std::string origin) : origin_(std::move(origin)) {}
+  Validator(const DeckSchema& schema, std::string origin)
+      : schema_(schema), origin_(std::move(origin)) {}
 
   void table(const toml::table& table, const std::string& prefix) {
     for (const auto& [key, node] : table) {
       const std::string path =
           prefix.empty() ? std::string(key.str()) : prefix + "." + std::string(key.str());
-      const KeySpec* spec = find_spec(path);
+      const KeySpec* spec = schema_.find(path);
       if (!spec) unknown(path, node);
       check(*spec, path, node);
     }
@@ -174,7 +169,7 @@ class Validator {
 
  private:
   [[noreturn]] void unknown(const std::string& path, const toml::node& node) {
-    const std::string suggestion = nearest_key(path);
+    const std::string suggestion = nearest_key(schema_, path);
     throw InputError(fmt::format("{}: unknown key '{}'{}", source_of(node, origin_),
                                  message_excerpt(path),
                                  suggestion.empty() ? "" : "; did you mean '" + suggestion + "'?"));
@@ -252,6 +247,7 @@ class Validator {
     }
   }
 
+  const DeckSchema& schema_;
   std::string origin_;
 };
 
@@ -289,8 +285,8 @@ void apply_override(toml::table& root, const std::string& assignment) {
   table->insert_or_assign(parts.back(), std::move(*parsed.get("value")));
 }
 
-void fill_defaults(toml::table& root) {
-  for (const auto& spec : deck_schema()) {
+void fill_defaults(const DeckSchema& schema, toml::table& root) {
+  for (const auto& spec : schema) {
     if (spec.default_value.empty() || spec.path.find("[]") != std::string::npos) continue;
     if (spec.type == KeyType::section || spec.type == KeyType::section_array) continue;
     const auto parts = split_path(spec.path);
@@ -307,6 +303,20 @@ void fill_defaults(toml::table& root) {
 }
 
 }  // namespace
+
+void DeckSchema::add(std::vector<KeySpec> specs) {
+  for (auto& spec : specs) {
+    if (find(spec.path)) throw std::logic_error("deck key declared twice: " + spec.path);
+    keys_.push_back(std::move(spec));
+  }
+}
+
+const KeySpec* DeckSchema::find(const std::string& path) const {
+  const std::string normalized = strip_indices(path);
+  for (const auto& spec : keys_)
+    if (spec.path == normalized) return &spec;
+  return nullptr;
+}
 
 std::size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<std::size_t> row(b.size() + 1);
@@ -329,19 +339,22 @@ double EpsilonSpec::for_attribute(const std::string& name) const {
 }
 
 Deck::Deck() : impl_(new Impl) {}
-Deck::Deck(Deck&& other) noexcept : impl_(other.impl_), origin_(std::move(other.origin_)) {
+Deck::Deck(Deck&& other) noexcept
+    : impl_(other.impl_), origin_(std::move(other.origin_)), schema_(other.schema_) {
   other.impl_ = nullptr;
 }
 Deck& Deck::operator=(Deck&& other) noexcept {
   std::swap(impl_, other.impl_);
   std::swap(origin_, other.origin_);
+  std::swap(schema_, other.schema_);
   return *this;
 }
 Deck::~Deck() {
   delete impl_;
 }
 
-Deck Deck::from_file(const std::string& path, const std::vector<std::string>& overrides) {
+Deck Deck::from_file(const std::string& path, const DeckSchema& schema,
+                     const std::vector<std::string>& overrides) {
   std::error_code error;
   std::ifstream file;
   if (std::filesystem::is_regular_file(path, error)) file.open(path);
@@ -350,14 +363,15 @@ Deck Deck::from_file(const std::string& path, const std::vector<std::string>& ov
                                  message_excerpt(path, kPathExcerptBytes)));
   std::stringstream text;
   text << file.rdbuf();
-  Deck deck = from_string(text.str(), path, overrides);
+  Deck deck = from_string(text.str(), path, schema, overrides);
   deck.impl_->directory = std::filesystem::path(path).parent_path();
   return deck;
 }
 
-Deck Deck::from_string(const std::string& text, const std::string& origin,
+Deck Deck::from_string(const std::string& text, const std::string& origin, const DeckSchema& schema,
                        const std::vector<std::string>& overrides) {
   Deck deck;
+  deck.schema_ = &schema;
   deck.origin_ = message_excerpt(origin, kPathExcerptBytes);  // what messages call the deck
   try {
     deck.impl_->root = toml::parse(text, origin);
@@ -367,7 +381,7 @@ Deck Deck::from_string(const std::string& text, const std::string& origin,
                                  message_excerpt(error.description(), 2 * kPathExcerptBytes)));
   }
   for (const auto& assignment : overrides) apply_override(deck.impl_->root, assignment);
-  Validator(deck.origin_).table(deck.impl_->root, "");
+  Validator(schema, deck.origin_).table(deck.impl_->root, "");
   // The values given, before the defaults join them (what a "has no effect" warning may name).
   std::function<void(const toml::table&, const std::string&)> collect =
       [&](const toml::table& table, const std::string& prefix) {
@@ -380,7 +394,7 @@ Deck Deck::from_string(const std::string& text, const std::string& origin,
         }
       };
   collect(deck.impl_->root, "");
-  fill_defaults(deck.impl_->root);
+  fill_defaults(schema, deck.impl_->root);
   return deck;
 }
 

@@ -9,7 +9,7 @@ namespace fluence {
 
 Stream::Stream(std::uint64_t seed, Purpose purpose, std::uint64_t id0, std::uint64_t id1,
                std::uint64_t id2)
-    : key_{seed, static_cast<std::uint64_t>(purpose)}, counter_{id0, id1, id2, 0} {}
+    : key_{seed, purpose.number}, counter_{id0, id1, id2, 0} {}
 
 void Stream::refill() {
   r123::Philox4x64 generator;

@@ -6,11 +6,41 @@
 #include <cmath>
 #include <numeric>
 
+#include "fluence/core/deck_keys.hpp"
 #include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/rng.hpp"
+#include "fluence/data/purposes.hpp"
 
 namespace fluence {
+
+void register_partition_keys(DeckSchema& schema) {
+  using namespace deck_keys;
+  using T = KeyType;
+  schema.add({
+      section("partition", "how training rows are divided among clients"),
+      key("partition.clients", T::integer, "5",
+          "number of clients N (natural, column: the data's count unless given)", 1),
+      choice("partition.scheme", "\"iid\"",
+             {"iid", "dirichlet", "label_shards", "column", "natural"}, "partition scheme"),
+      key("partition.alpha", T::real, "0.5", "Dirichlet concentration over labels", 0.0, kInf,
+          true),
+      key("partition.shards_per_client", T::integer, "2",
+          "label_shards: shards per client ([FLDP-FL](../docs/references.md#fldp-fl) §5.1 "
+          "/ McMahan et al.)",
+          1),
+      key("partition.column", T::string, "", "column: the categorical attribute to split on"),
+      key("partition.local_test_fraction", T::real, "0.0",
+          "fraction of every client's rows held out as its own test data "
+          "([FeO2](../docs/references.md#feo2)'s Acc_g,p, Acc_l,p metrics; a seeded "
+          "shuffle per client)",
+          0.0, 1.0),
+      key("partition.sizes", T::real_array, "[]",
+          "optional size skew: fraction of training rows per client (iid, dirichlet, "
+          "label_shards)",
+          0.0, kInf, true),
+  });
+}
 
 PartitionConfig PartitionConfig::from_deck(const Deck& deck) {
   PartitionConfig config;
@@ -187,7 +217,7 @@ std::vector<std::vector<std::int64_t>> partition_rows(const Table& train,
   if (static_cast<std::size_t>(config.clients) > train.rows)
     throw InputError(fmt::format("partition.clients = {} exceeds the {} training rows",
                                  config.clients, train.rows));
-  Stream stream(seed, Purpose::partition);
+  Stream stream(seed, purpose::partition);
   Assignment clients;
   if (config.scheme == "iid") {
     clients = partition_iid(static_cast<std::int64_t>(train.rows), config, stream);

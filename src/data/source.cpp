@@ -1,4 +1,6 @@
 #include "fluence/data/source.hpp"
+#include "fluence/core/deck_keys.hpp"
+#include "fluence/data/purposes.hpp"
 
 #include <fmt/core.h>
 #include <fmt/ranges.h>
@@ -92,6 +94,90 @@ ArrayNames read_array_names(const Deck& deck, const std::string& source) {
 }
 }  // namespace
 
+void register_data_keys(DeckSchema& schema) {
+  using namespace deck_keys;
+  using T = KeyType;
+  schema.add({
+      section("data", "where the data come from and how they are encoded"),
+      choice("data.source", "\"synthetic\"",
+             {"synthetic", "csv", "arff", "idx", "hdf5", "tff", "leaf", "npy"}, "data source"),
+      key("data.path", T::string, "",
+          "training file (csv, arff, hdf5, tff), directory with the four IDX files (idx), "
+          "LEAF train directory or .json file (leaf), .npz file or directory of .npy files "
+          "(npy); a relative path is taken from the deck file's directory"),
+      key("data.test_path", T::string, "",
+          "separate test file or directory, laid out as data.path (every source but "
+          "synthetic and idx); else test_fraction"),
+      key("data.test_fraction", T::real, "0.2",
+          "fraction of rows held out as the server's test set when there is no test file", 0.0, 1.0,
+          true),
+      key("data.label", T::string_or_integer, "",
+          "label column (name or 0-based index) for csv/arff; default: the last column"),
+      key("data.categorical", T::string_array, "[]",
+          "csv: columns treated as categorical (the others must be numeric)"),
+      key("data.features", T::string_array, "[]",
+          "the attributes (columns) the model sees, by name ([] = every one but the "
+          "label); csv reads no other column"),
+      key("data.drop", T::string_array, "[]",
+          "attributes (columns) left out, by name (instead of data.features); csv does not "
+          "read them"),
+      with_note(key("data.delimiter", T::string, "\",\"", "csv: the one character between fields"),
+                "one character, not `\"` or a line break"),
+      choice("data.missing", "\"refuse\"", {"refuse", "drop"},
+             "csv: a row with a missing value in a column that is read is refused (naming the "
+             "line and column) or dropped"),
+      key("data.missing_values", T::string_array,
+          "[\"\", \"NA\", \"N/A\", \"NaN\", \"nan\", \"null\", \"?\"]",
+          "csv: the field texts that count as a missing value"),
+      choice("data.numeric_scaling", "\"standardize\"", {"standardize", "none"},
+             "numeric features: standardized with training mean/std, or left as they are"),
+      key("data.max_train_rows", T::integer, "0", "use only the first N training rows (0 = all)",
+          0),
+      key("data.max_test_rows", T::integer, "0", "use only the first N test rows (0 = all)", 0),
+      key("data.ink_levels", T::integer, "0",
+          "idx: add a categorical attribute \"ink\" with this many equal-frequency levels "
+          "(q0, q1, ...) of an image's mean pixel intensity (0 = none)",
+          0),
+      key("data.classes", T::integer_array, "[]",
+          "keep only training and test rows whose label is one of these 0-based class "
+          "indices, relabelled 0, 1, ... in the listed order (at least 2 distinct; [] = "
+          "every class)",
+          0),
+      section("data.arrays", "hdf5, npy, tff: which arrays hold the features, labels and clients"),
+      key("data.arrays.features", T::string, "\"x\"",
+          "the features: a dataset path (hdf5), an array name (npy) or a field name (tff)"),
+      key("data.arrays.labels", T::string, "\"y\"",
+          "the integer (or string) labels, one per row: named as data.arrays.features"),
+      key("data.arrays.clients", T::string, "",
+          "hdf5, npy: one client id (integer or string) per row, for partition.scheme = "
+          "\"natural\""),
+      key("data.arrays.names", T::string, "",
+          "hdf5, npy: a 1-D array of strings naming the feature columns (default: the "
+          "features' name and the column index, x0, x1, ...)"),
+      key("data.arrays.names_attribute", T::string, "",
+          "hdf5: a string-array attribute of the features dataset naming its columns"),
+      key("data.arrays.test_features", T::string, "",
+          "hdf5, npy: the test split's features (in data.test_path when given, else in "
+          "data.path; with data.arrays.test_labels)"),
+      key("data.arrays.test_labels", T::string, "", "hdf5, npy: the test split's labels"),
+      section("data.synthetic", "synthetic generator with a planted multinomial logistic model"),
+      key("data.synthetic.rows", T::integer, "10000", "rows generated (train + test)", 2),
+      key("data.synthetic.numeric", T::integer, "4", "numeric attributes (standard normal)", 0),
+      key("data.synthetic.categorical", T::integer_array, "[3, 4]",
+          "domain size of each categorical attribute", 2),
+      key("data.synthetic.classes", T::integer, "2", "label classes", 2),
+      key("data.synthetic.signal", T::real, "2.0",
+          "scale of the planted model's weights (larger = more separable)", 0.0),
+      key("data.synthetic.label_offset", T::real, "0.0",
+          "added to class 0's planted logit: shifts the classes' base rates (Adult: 76% "
+          "class 0)"),
+      key("data.synthetic.cat0_signal", T::real, "1.0",
+          "multiplies cat0's planted weights: a group attribute strongly tied to the label "
+          "(Adult's sex)",
+          0.0),
+  });
+}
+
 DataConfig DataConfig::from_deck(const Deck& deck) {
   DataConfig config;
   config.source = deck.string("data.source");
@@ -169,7 +255,7 @@ class SyntheticGenerator {
               std::accumulate(config.categorical.begin(), config.categorical.end(), 0) + 1;
     const double scale = config.signal / std::sqrt(static_cast<double>(config.numeric + nc + 1));
     weights_.resize(static_cast<std::size_t>(config.classes) * inputs_);
-    Stream model_stream(seed, Purpose::synthetic_model);
+    Stream model_stream(seed, purpose::synthetic_model);
     for (auto& w : weights_) w = scale * model_stream.normal();
     if (nc > 0)  // cat0's weights follow the numeric ones in each class's row
       for (int c = 0; c < config.classes; ++c)
@@ -184,7 +270,7 @@ class SyntheticGenerator {
   // Row r's values into `numeric` and `categorical`; returns its label.
   std::int32_t row(std::size_t r, double* numeric, std::int32_t* categorical) const {
     const int nc = static_cast<int>(config_.categorical.size());
-    Stream row_stream(seed_, Purpose::synthetic_rows, r);
+    Stream row_stream(seed_, purpose::synthetic_rows, r);
     for (int j = 0; j < config_.numeric; ++j) numeric[j] = row_stream.normal();
     for (int j = 0; j < nc; ++j)
       categorical[j] = static_cast<std::int32_t>(row_stream.below(config_.categorical[j]));
@@ -306,7 +392,7 @@ TrainTest split_train_test(const Table& all, double test_fraction, std::uint64_t
   const auto n = static_cast<std::int64_t>(all.rows);
   const auto test_rows =
       static_cast<std::int64_t>(std::llround(test_fraction * static_cast<double>(n)));
-  Stream stream(seed, Purpose::test_split);
+  Stream stream(seed, purpose::test_split);
   auto order = random_permutation(stream, n);
   std::vector<std::int64_t> test(order.begin(), order.begin() + test_rows);
   std::vector<std::int64_t> train(order.begin() + test_rows, order.end());

@@ -10,6 +10,7 @@
 #include "fluence/core/lanes.hpp"
 #include "fluence/core/rng.hpp"
 #include "fluence/core/signals.hpp"
+#include "fluence/fl/purposes.hpp"
 
 namespace fluence {
 
@@ -59,7 +60,7 @@ void Client::train_round(const Model& model, const LocalTrainingConfig& config, 
       continue;
     }
     std::iota(order_.begin(), order_.end(), 0);
-    Stream stream(seed, Purpose::local_shuffle, static_cast<std::uint64_t>(id_),
+    Stream stream(seed, purpose::local_shuffle, static_cast<std::uint64_t>(id_),
                   static_cast<std::uint64_t>(round), static_cast<std::uint64_t>(epoch));
     stream.shuffle(std::span<std::int64_t>(order_));
     model.sgd_epoch(data, order_.data(), config.batch_size, config.learning_rate, theta, work,
@@ -74,7 +75,7 @@ void Client::train_single(const Model& model, const LocalTrainingConfig& config,
   for (int epoch = 0; epoch < config.epochs; ++epoch) {
     if (config.abandon_on_stop && stop_signal_received()) return;
     std::iota(order_.begin(), order_.end(), 0);
-    Stream stream(seed, Purpose::local_shuffle, static_cast<std::uint64_t>(id_),
+    Stream stream(seed, purpose::local_shuffle, static_cast<std::uint64_t>(id_),
                   static_cast<std::uint64_t>(round), static_cast<std::uint64_t>(epoch));
     stream.shuffle(std::span<std::int64_t>(order_));
     model.sgd_epoch(data, order_.data(), config.batch_size, config.learning_rate,
@@ -152,7 +153,7 @@ void Client::train_personal(const Model& model, const LocalTrainingConfig& confi
   const TrainingRows data = training_rows();
   for (int epoch = 0; epoch < config.epochs; ++epoch) {
     std::iota(order_.begin(), order_.end(), 0);
-    Stream stream(seed, Purpose::personal_shuffle, static_cast<std::uint64_t>(id_),
+    Stream stream(seed, purpose::personal_shuffle, static_cast<std::uint64_t>(id_),
                   static_cast<std::uint64_t>(round), static_cast<std::uint64_t>(epoch));
     stream.shuffle(std::span<std::int64_t>(order_));
     model.sgd_epoch(data, order_.data(), config.batch_size, config.learning_rate, theta, work,

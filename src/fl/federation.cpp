@@ -13,6 +13,7 @@
 #include "fluence/core/quantized_sum.hpp"
 #include "fluence/core/rng.hpp"
 #include "fluence/core/signals.hpp"
+#include "fluence/fl/purposes.hpp"
 
 namespace fluence {
 
@@ -302,7 +303,7 @@ bool Federation::in_cohort(const ClientSampling& sampling, int round, int id) {
     case ClientSampling::Kind::all:
       return true;
     case ClientSampling::Kind::poisson: {
-      Stream stream(problem_.seed, Purpose::client_sampling, static_cast<std::uint64_t>(round),
+      Stream stream(problem_.seed, purpose::client_sampling, static_cast<std::uint64_t>(round),
                     static_cast<std::uint64_t>(id));
       return stream.uniform() < sampling.rate;
     }
@@ -314,7 +315,7 @@ bool Federation::in_cohort(const ClientSampling& sampling, int round, int id) {
     const auto clients = static_cast<std::int64_t>(problem_.client_rows.size());
     const auto size = std::clamp<std::int64_t>(
         std::llround(sampling.rate * static_cast<double>(clients)), 1, clients);
-    Stream stream(problem_.seed, Purpose::client_cohort, static_cast<std::uint64_t>(round));
+    Stream stream(problem_.seed, purpose::client_cohort, static_cast<std::uint64_t>(round));
     const std::vector<std::int64_t> order = random_permutation(stream, clients);
     cohort_.assign(static_cast<std::size_t>(clients), 0);
     for (std::int64_t k = 0; k < size; ++k) cohort_[static_cast<std::size_t>(order[k])] = 1;

@@ -8,12 +8,78 @@
 #include <cmath>
 #include <limits>
 
+#include "fluence/core/deck_keys.hpp"
 #include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/rng.hpp"
+#include "fluence/fl/purposes.hpp"
 
 namespace fluence {
+
+void register_private_training_keys(DeckSchema& schema) {
+  using namespace deck_keys;
+  using T = KeyType;
+  schema.add({
+      section("privacy",
+              "client-level differential privacy: DP-FedAvg, FeO2 "
+              "([FeO2](../docs/references.md#feo2))"),
+      choice("privacy.mode", "\"none\"", {"none", "dp-fedavg", "feo2"},
+             "none (FedAvg), DP-FedAvg with adaptive clipping (§2.1), or FeO2's opt-out "
+             "aggregation (Algorithm 1)"),
+      key("privacy.sampling_rate", T::real, "1.0",
+          "q: every client is sampled per round with this probability (Poisson, keyed by "
+          "round and client)",
+          0.0, 1.0, true),
+      key("privacy.noise_multiplier", T::real, "1.0",
+          "z: the overall noise multiplier (the updates and the clipped count together)", 0.0),
+      key("privacy.epsilon", T::real, "",
+          "a target eps over `federation.rounds` rounds: z is solved for it (replaces "
+          "`noise_multiplier`)",
+          0.0, kInf, true),
+      key("privacy.delta", T::real, "1e-5", "delta of the (eps, delta) guarantee", 0.0, 1.0, true),
+      key("privacy.clip", T::real, "1.0",
+          "S: the clipping norm of client updates (the initial S with adaptive clipping)", 0.0,
+          kInf, true),
+      key("privacy.adaptive_clip", T::boolean, "true",
+          "adapt S geometrically to the target quantile of update norms ([Andrew et al. "
+          "2021](../docs/references.md#andrew-2021))"),
+      key("privacy.target_quantile", T::real, "0.5",
+          "kappa: the target fraction of unclipped updates", 0.0, 1.0),
+      key("privacy.clip_learning_rate", T::real, "0.2", "eta_b: S <- S exp(-eta_b (b_bar - kappa))",
+          0.0),
+      key("privacy.count_noise", T::real, "0.0",
+          "z_b: noise std of the unclipped count (0 = expected sampled clients / 20); "
+          "needs 2 z_b > z",
+          0.0),
+      key("privacy.opt_out_fraction", T::real, "0.0",
+          "FeO2: the fraction rho_np of clients that opt out of DP", 0.0, 1.0),
+      key("privacy.opt_out_label", T::integer, "-1",
+          "FeO2's skewed variant: opt-out clients are drawn among those holding this label "
+          "(-1 = any client)",
+          -1),
+      key("privacy.ratio", T::real, "1.0",
+          "FeO2's r: the weight of the private average against the opt-out one", 0.0),
+      choice("privacy.denominator", "\"expected\"", {"expected", "realized"},
+             "divide the private sum by the expected number of sampled private clients q N_p "
+             "(McMahan et al.; the count stays private) or by the realized one "
+             "([FeO2](../docs/references.md#feo2) Algorithm 1)"),
+      section("personalization", "Ditto personal models ([FeO2](../docs/references.md#feo2) §2.2)"),
+      choice("personalization.method", "\"none\"", {"none", "ditto"},
+             "none, or Ditto: every client keeps a personal model θ_j and, when sampled, "
+             "trains f_j(θ_j) + λ/2 ‖θ_j − θ^t‖² from it; the models persist across rounds"),
+      key("personalization.lambda_private", T::real, "0.005",
+          "λ_p: the proximal weight of private clients", 0.0),
+      key("personalization.lambda_opt_out", T::real, "0.005",
+          "λ_np: the proximal weight of opt-out clients", 0.0),
+      key("personalization.learning_rate", T::real, "0.0",
+          "η_p: the personal SGD step (0 = `federation.learning_rate`); epochs and batch "
+          "are the federation's",
+          0.0),
+      key("personalization.metrics_every", T::integer, "1",
+          "evaluate the `/feo2/*` metrics every this many rounds (and after the last)", 1),
+  });
+}
 
 PrivacyConfig PrivacyConfig::from_deck(const Deck& deck, int clients, int rounds) {
   PrivacyConfig config;
@@ -98,7 +164,7 @@ std::vector<int> choose_opt_out_clients(const FederatedProblem& problem, double 
         "privacy.opt_out_fraction = {} asks for {} opt-out clients, but only {} clients hold "
         "label {} (privacy.opt_out_label)",
         fraction, wanted, candidates.size(), label));
-  Stream stream(problem.seed, Purpose::opt_out);
+  Stream stream(problem.seed, purpose::opt_out);
   stream.shuffle(std::span<int>(candidates));
   candidates.resize(wanted);
   std::sort(candidates.begin(), candidates.end());
@@ -144,7 +210,7 @@ PrivateTraining::PrivateTraining(Federation& federation, const PrivacyConfig& co
 
 bool PrivateTraining::sampled(int round, int id) const {
   if (config_.sampling_rate >= 1.0) return true;
-  Stream stream(federation_.problem().seed, Purpose::client_sampling,
+  Stream stream(federation_.problem().seed, purpose::client_sampling,
                 static_cast<std::uint64_t>(round), static_cast<std::uint64_t>(id));
   return stream.uniform() < config_.sampling_rate;
 }
@@ -250,7 +316,7 @@ void PrivateTraining::round(int round, std::vector<double>& theta, const LocalTr
     for (std::size_t i = 0; i < p; ++i)
       delta_private[i] = sums_[i] / d_private + sigma * std::bit_cast<double>(normals[i]);
   }
-  Stream server(problem.seed, Purpose::server_noise, static_cast<std::uint64_t>(round));
+  Stream server(problem.seed, purpose::server_noise, static_cast<std::uint64_t>(round));
   server.skip(d_private > 0.0 ? 2 * p : 0);
   if (config_.mode == PrivacyMode::dp_fedavg) {
     for (std::size_t i = 0; i < p; ++i) theta[i] += delta_private[i];
@@ -286,7 +352,7 @@ void PrivateTraining::draw_server_normals(int round, std::span<std::int64_t> out
   normal_queue_.begin(out.size(), kNormalBlock);
   std::size_t first = 0, last = 0;
   while (normal_queue_.next(first, last)) {
-    Stream server(federation_.problem().seed, Purpose::server_noise,
+    Stream server(federation_.problem().seed, purpose::server_noise,
                   static_cast<std::uint64_t>(round));
     server.skip(2 * first);  // normal() takes two outputs
     for (std::size_t i = first; i < last; ++i)

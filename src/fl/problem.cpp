@@ -9,17 +9,68 @@
 #include <cmath>
 #include <numeric>
 
+#include "fluence/core/deck_keys.hpp"
 #include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/rng.hpp"
 #include "fluence/data/partition.hpp"
 #include "fluence/data/source.hpp"
+#include "fluence/fl/purposes.hpp"
 #include "fluence/model/build.hpp"
 #include "fluence/model/network.hpp"
 #include "fluence/model/row_kernels.hpp"
 
 namespace fluence {
+
+void register_federation_keys(DeckSchema& schema) {
+  using namespace deck_keys;
+  using T = KeyType;
+  schema.add({
+      section("federation",
+              "federated training (FedAvg, [FLDP-FL](../docs/references.md#fldp-fl) Eq. 1-2)"),
+      key("federation.rounds", T::integer, "50", "communication rounds T", 0),
+      key("federation.local_epochs", T::integer, "1", "local epochs per round", 1),
+      key("federation.batch_size", T::integer, "32", "local mini-batch size (sgd)", 1),
+      key("federation.learning_rate", T::real, "0.1", "local step size", 0.0, kInf, true),
+      choice("federation.local_precision", "\"double\"", {"double", "single"},
+             "arithmetic of the clients' mini-batch SGD (FedAvg and private training): "
+             "`\"single\"` computes the logits and the update in float32, as PyTorch does by "
+             "default, about twice as fast; the model sent to the client is rounded to float, "
+             "and the client returns it plus the float change, taken exactly. Aggregation, "
+             "clipping, noise, accounting, Ditto's personal steps and every final evaluation "
+             "stay in double (a network's per-round test curve is evaluated in float). The "
+             "logistic model needs byte-coded image data for it and refuses it on tabular "
+             "sources; networks train in float on any data. Runs stay bitwise identical for "
+             "any rank count (docs/performance.md)"),
+      choice("federation.client_sampling", "\"all\"", {"all", "poisson", "fixed"},
+             "clients in a FedAvg round: every client; each client independently with "
+             "probability `sampling_rate` (keyed by round and client, as private training's "
+             "sampling); or a cohort of round(`sampling_rate` N) clients (at least 1) drawn "
+             "without replacement by a permutation keyed by the round (McMahan et al.'s C). "
+             "An empty Poisson cohort leaves the model as it is. Private training and Ditto "
+             "sample with `privacy.sampling_rate` and refuse anything but `\"all\"` here"),
+      key("federation.sampling_rate", T::real, "0.1",
+          "`client_sampling` poisson or fixed: the rate q (ignored with `\"all\"`)", 0.0, 1.0,
+          true),
+      choice("federation.optimizer", "\"sgd\"", {"sgd", "gd"},
+             "local optimizer: mini-batch SGD or full-batch gradient descent"),
+      choice("federation.polish", "\"none\"", {"none", "newton"},
+             "after the rounds: federated Newton steps (CG on the exact Hessian products, "
+             "backtracking line search) to the exact minimizer. For a network a local method: "
+             "where CG meets negative curvature the step uses H + μI (μ raised tenfold until "
+             "CG passes, lowered tenfold after each full step), and it stops at a stationary "
+             "point near the trained model, a local minimum when `fluence influence`'s "
+             "spectrum is positive (docs/math.md §10)"),
+      key("federation.tolerance", T::real, "1e-10",
+          "polish: stop when the gradient norm of the objective is below this", 0.0, kInf, true),
+      key("federation.polish_max_steps", T::integer, "50", "polish: most Newton steps", 1),
+      key("federation.eval_train_loss", T::boolean, "true",
+          "evaluate the training objective at the global model every round (a pass over "
+          "every training row: for a network also the condition for the final "
+          "`/model/train_loss` and `/model/gradient_norm`, NaN otherwise)"),
+  });
+}
 
 FederationConfig FederationConfig::from_deck(const Deck& deck) {
   FederationConfig config;
@@ -100,7 +151,7 @@ void split_local_test_rows(FederatedProblem& problem, double fraction) {
     auto& rows = problem.client_rows[id];
     const auto held = static_cast<std::size_t>(std::llround(fraction * rows.size()));
     if (held == 0 || held >= rows.size()) continue;
-    Stream stream(problem.seed, Purpose::local_test_split, id);
+    Stream stream(problem.seed, purpose::local_test_split, id);
     stream.shuffle(std::span<std::int64_t>(rows));
     std::vector<std::int64_t> test(rows.end() - static_cast<std::ptrdiff_t>(held), rows.end());
     rows.resize(rows.size() - held);

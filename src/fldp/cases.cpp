@@ -6,6 +6,7 @@
 #include <limits>
 #include <set>
 
+#include "fluence/core/deck_keys.hpp"
 #include "fluence/core/error.hpp"
 #include "fluence/fldp/fldp.hpp"
 
@@ -157,6 +158,66 @@ void sweep_cases(const Deck& deck, const LdpPlan& plan, std::vector<FldpCase>& c
 }
 
 }  // namespace
+
+void register_fldp_keys(DeckSchema& schema) {
+  using namespace deck_keys;
+  using T = KeyType;
+  schema.add({
+      section("fldp",
+              "clients change their privacy level (or leave) after training "
+              "([FLDP-FL](../docs/references.md#fldp-fl), FLDP-FL)"),
+      key("fldp.change", T::section_array, "",
+          "one case: every table's change applied together "
+          "([FLDP-FL](../docs/references.md#fldp-fl) Eq. 20)"),
+      key("fldp.change[].client", T::integer, "", "the client that changes", 0),
+      key("fldp.change[].epsilon", T::epsilon, "",
+          "its new eps′: a number for every `ldp.attributes` entry, or a table for some "
+          "(`{ cat0 = 1.0, label = 0.5 }`)"),
+      key("fldp.change[].remove", T::boolean, "false",
+          "the client leaves the federation instead "
+          "([FLDP-FL](../docs/references.md#fldp-fl) Eq. 27)"),
+      section("fldp.sweep", "a grid of cases: client counts × new epsilons (Q1–Q3)"),
+      key("fldp.sweep.clients", T::integer_array, "[]",
+          "the clients in the order they join the change (default 0, 1, …)", 0),
+      key("fldp.sweep.counts", T::integer_array, "[1]",
+          "numbers of changing clients: a case per count takes the first ones of `clients`", 1),
+      key("fldp.sweep.epsilon", T::real_array, "[]", "new eps′ values, one case each (per count)",
+          0.0, kInf, true),
+      with_note(key("fldp.sweep.attributes", T::string_array, "[]",
+                    "attributes the new eps′ applies to (default: every `ldp.attributes` entry)"),
+                "attributes of `ldp.attributes`"),
+      key("fldp.sweep.only_stricter", T::boolean, "true",
+          "skip cells whose eps′ is not below the clients' current eps "
+          "([FLDP-FL](../docs/references.md#fldp-fl) §4.1)"),
+      key("fldp.sweep.remove", T::boolean, "false",
+          "also a removal case per count (the clients leave)"),
+      key("fldp.retrain", T::boolean, "true",
+          "compute the ground truths: the exact expected retrain and re-randomized retrains"),
+      key("fldp.retrain_seeds", T::integer, "3",
+          "independent re-randomizations retrained per case "
+          "([FLDP-FL](../docs/references.md#fldp-fl) used 3)",
+          0),
+      choice("fldp.retrain_mode", "\"newton\"", {"newton", "full"},
+             "re-randomized retrains: Newton to `federation.tolerance` from the expected "
+             "retrain's optimum (a warm start; each draw's optimum is unique), or the full "
+             "federation schedule from zero (the paper's set-up; times Q4)"),
+      key("fldp.newton_steps", T::integer, "0",
+          "further Newton steps on the changed expected objective after the estimate", 0),
+      choice("fldp.hessian_block", "\"full\"", {"full", "first"},
+             "the full Hessian, or [FLDP-FL](../docs/references.md#fldp-fl) code's variant: "
+             "the first class's diagonal block applied to every class row. With two classes "
+             "`\"first\"` drops the cross-class blocks H_01 = −H_00, which doubles the estimated "
+             "step as `model.l2` → 0 (docs/math.md §5.4 (b))"),
+      key("fldp.enumeration_limit", T::integer, "4096",
+          "largest product of the changed features' domains enumerated exactly (above: "
+          "Monte Carlo)",
+          1),
+      key("fldp.monte_carlo_samples", T::integer, "64",
+          "Monte Carlo: k-RR draws per row (a multiple of `monte_carlo_batches`)", 2),
+      key("fldp.monte_carlo_batches", T::integer, "8",
+          "Monte Carlo: independent batches of draws; their spread gives the standard error", 2),
+  });
+}
 
 FldpConfig FldpConfig::from_deck(const Deck& deck, const LdpPlan& plan) {
   FldpConfig config;

@@ -9,6 +9,7 @@
 #include "fluence/core/error.hpp"
 #include "fluence/core/lanes.hpp"
 #include "fluence/core/rng.hpp"
+#include "fluence/fldp/purposes.hpp"
 #include "fluence/model/dense_kernels.hpp"
 #include "fluence/privacy/randomized_response.hpp"
 
@@ -122,7 +123,7 @@ ExpectedChange::ExpectedChange(int classes, const Client& client,
     sample_values_.resize(n * samples_ * F);
     for (std::size_t r = 0; r < n; ++r) {
       // One stream per (row, key): the draws do not depend on the rank or on the other rows.
-      Stream stream(seed, Purpose::fldp_expectation_sample,
+      Stream stream(seed, purpose::fldp_expectation_sample,
                     static_cast<std::uint64_t>(client.rows()[r]), key);
       for (int s = 0; s < samples_; ++s)
         for (std::size_t f = 0; f < F; ++f)

@@ -12,6 +12,7 @@
 #include "fluence/core/log_stage.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/rng.hpp"
+#include "fluence/fldp/purposes.hpp"
 #include "fluence/influence/estimators.hpp"
 
 namespace fluence {
@@ -38,7 +39,7 @@ Client rerandomized_client(const FederatedProblem& problem, const Client& client
   for (const auto& attribute : changed)
     for (std::size_t i = 0; i < n; ++i) {
       // From the ORIGINAL value (seed 000 §4.3): the client re-randomizes its true data.
-      Stream stream(problem.seed, Purpose::fldp_rerandomization,
+      Stream stream(problem.seed, purpose::fldp_rerandomization,
                     static_cast<std::uint64_t>(client.rows()[i]),
                     static_cast<std::uint64_t>(attribute.column + 1), draw);
       const bool label = attribute.column < 0;

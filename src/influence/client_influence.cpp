@@ -3,12 +3,48 @@
 #include <algorithm>
 #include <cmath>
 
+#include "fluence/core/deck_keys.hpp"
 #include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/log_stage.hpp"
 #include "fluence/core/mpi.hpp"
 
 namespace fluence {
+
+void register_influence_keys(DeckSchema& schema) {
+  using namespace deck_keys;
+  using T = KeyType;
+  schema.add({
+      section("influence",
+              "influence functions: Hessian, IHVP solvers, estimators "
+              "([FLDP-FL](../docs/references.md#fldp-fl), [Carey et al. "
+              "2023](../docs/references.md#carey-2023))"),
+      choice("influence.hessian", "\"federated\"", {"federated", "client"},
+             "Hessian scope: the whole objective (collective) or each client's local data only"),
+      key("influence.damping", T::real, "0.0", "added to the Hessian's diagonal (H + damping I)",
+          0.0),
+      key("influence.auto_damping", T::boolean, "true",
+          "when the spectrum shows H is not positive definite, add the documented damping"),
+      key("influence.spectrum", T::boolean, "true",
+          "compute the smallest and largest Hessian eigenvalues with SLEPc"),
+      choice("influence.removal_gradient", "\"regularized\"", {"regularized", "loss"},
+             "per-point gradient of a removal: with its share of the L2 term (exact for "
+             "retraining) or the papers' loss-only variant"),
+      key("influence.vectors", T::boolean, "true",
+          "solve and write every client's parameter-change vector [clients × parameters]"),
+      key("influence.retrain", T::boolean, "false",
+          "check the estimates against exact retraining without each client"),
+      choice("influence.retrain_mode", "\"newton\"", {"newton", "full", "warm"},
+             "retraining without each client: Newton from the trained model to "
+             "`federation.tolerance` (the exact minimizer, fast; for a network the damped "
+             "local Newton of `federation.polish`), the full federation schedule from the "
+             "initial model, or the schedule again from the trained model (`warm`: its rounds "
+             "draw the same cohorts and shuffles). With `warm`, and for any network, the "
+             "actual change is measured against the same retraining with every client, so "
+             "that only the removal's effect remains"),
+  });
+  register_ihvp_keys(schema);
+}
 
 InfluenceConfig InfluenceConfig::from_deck(const Deck& deck) {
   InfluenceConfig config;

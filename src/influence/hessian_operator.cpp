@@ -5,6 +5,7 @@
 #include "fluence/core/error.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/rng.hpp"
+#include "fluence/influence/purposes.hpp"
 
 namespace fluence {
 
@@ -115,7 +116,7 @@ class FederatedHessian final : public HessianOperator {
                                : 0);
     const int first = problem.clients.empty() ? 0 : problem.clients.front().id();
     std::vector<std::vector<std::int64_t>> drawn(problem.clients.size());
-    Stream stream(problem.seed, Purpose::lissa_sample, key0, key1, 0);
+    Stream stream(problem.seed, purpose::lissa_sample, key0, key1, 0);
     for (int b = 0; b < batch; ++b) {
       const auto position =
           static_cast<std::int64_t>(stream.below(static_cast<std::uint64_t>(cumulative.back())));
@@ -188,7 +189,7 @@ class ClientHessian final : public HessianOperator {
 
   void apply_sampled(const double* v, double* out, int batch, std::uint64_t key0,
                      std::uint64_t key1) override {
-    Stream stream(problem_.seed, Purpose::lissa_sample, key0, key1,
+    Stream stream(problem_.seed, purpose::lissa_sample, key0, key1,
                   static_cast<std::uint64_t>(client_.id()) + 1);
     drawn_.resize(static_cast<std::size_t>(batch));
     for (auto& row : drawn_) row = static_cast<std::int64_t>(stream.below(client_.size()));

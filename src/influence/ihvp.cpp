@@ -6,10 +6,12 @@
 #include <cmath>
 #include <limits>
 
+#include "fluence/core/deck_keys.hpp"
 #include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/rng.hpp"
 #include "fluence/core/solver_options.hpp"
+#include "fluence/influence/purposes.hpp"
 #include "fluence/influence/spectrum.hpp"
 
 extern "C" {
@@ -38,6 +40,42 @@ std::string to_string(IhvpMethod method) {
       return "lowrank";
   }
   return "?";
+}
+
+void register_ihvp_keys(DeckSchema& schema) {
+  using namespace deck_keys;
+  using T = KeyType;
+  schema.add({
+      choice("influence.solver", "\"cg\"", {"cg", "explicit", "lissa", "lowrank"}, "IHVP solver"),
+      below_maximum(key("influence.rtol", T::real, "1e-10",
+                        "cg: stop when ‖b − Hx‖ ≤ rtol ‖b‖ (PETSc `-ihvp_ksp_rtol` overrides)", 0.0,
+                        1.0, true)),
+      key("influence.max_iterations", T::integer, "0", "cg: most iterations (0 = 10 p + 100)", 0),
+      choice("influence.preconditioner", "\"auto\"", {"auto", "jacobi", "none"},
+             "cg: Jacobi from the exact Hessian diagonal, which only the logistic model "
+             "computes (refused for networks), or none; `auto` = jacobi for logistic, none "
+             "for mlp and cnn"),
+      key("influence.warm_start", T::boolean, "true",
+          "cg: start each solve from the projection onto earlier solutions"),
+      key("influence.explicit_max_parameters", T::integer, "6000",
+          "explicit: refuse larger p (the dense Hessian needs 8 p² bytes per rank)", 1),
+      section("influence.lissa",
+              "LiSSA stochastic estimation ([Carey et al. "
+              "2023](../docs/references.md#carey-2023) Table I, SE)"),
+      key("influence.lissa.scale", T::real, "0.0",
+          "recursion scale (must exceed the largest eigenvalue); 0 = 1.5 × a "
+          "power-iteration estimate",
+          0.0),
+      key("influence.lissa.depth", T::integer, "5000", "recursion depth r", 1),
+      key("influence.lissa.repeats", T::integer, "1", "independent recursions t averaged", 1),
+      key("influence.lissa.batch", T::integer, "0",
+          "rows per stochastic Hessian sample (0 = exact Hessian, deterministic)", 0),
+      key("influence.lissa.divergence_limit", T::real, "1e8",
+          "abort when ‖h_j‖ exceeds this multiple of ‖b‖ / scale", 1.0),
+      key("influence.lowrank_rank", T::integer, "20", "lowrank: eigenpairs k", 1),
+      below_maximum(key("influence.eigen_tolerance", T::real, "1e-8", "SLEPc relative tolerance",
+                        0.0, 1.0, true)),
+  });
 }
 
 IhvpConfig IhvpConfig::from_deck(const Deck& deck) {
@@ -273,7 +311,7 @@ class CholeskySolver final : public IhvpSolver {
 double largest_eigenvalue_estimate(HessianOperator& hessian, int iterations) {
   const std::size_t p = hessian.parameters();
   std::vector<double> v(p), hv(p);
-  Stream stream(0, Purpose::spectrum_start, p);
+  Stream stream(0, purpose::spectrum_start, p);
   for (auto& value : v) value = stream.normal();
   double estimate = 0.0;
   for (int it = 0; it < iterations; ++it) {

@@ -1,6 +1,7 @@
 #include "fluence/influence/spectrum.hpp"
 
 #include <slepceps.h>
+#include "fluence/influence/purposes.hpp"
 
 #include <cmath>
 #include <limits>
@@ -33,7 +34,7 @@ class EigenSolve {
     petsc_check(MatCreateVecs(shell_.matrix(), &start, nullptr), "MatCreateVecs");
     PetscScalar* values = nullptr;
     petsc_check(VecGetArray(start, &values), "VecGetArray");
-    Stream stream(0, Purpose::spectrum_start, p_, static_cast<std::uint64_t>(which));
+    Stream stream(0, purpose::spectrum_start, p_, static_cast<std::uint64_t>(which));
     for (std::size_t k = 0; k < p_; ++k) values[k] = stream.normal();
     petsc_check(VecRestoreArray(start, &values), "VecRestoreArray");
     petsc_check(EPSSetInitialSpace(eps_, 1, &start), "EPSSetInitialSpace");

@@ -53,7 +53,7 @@ std::vector<std::string> model_deck_differences(const Deck& trained, const Deck&
     return d.has(path) ? message_excerpt(d.value_text(path)) : std::string("(not set)");
   };
   std::vector<std::string> differences;
-  for (const auto& spec : deck_schema()) {
+  for (const auto& spec : deck.schema()) {
     if (spec.type == KeyType::section || spec.path.find("[]") != std::string::npos) continue;
     if (!model_depends_on(spec.path, synthetic) || same_value(spec, trained, deck)) continue;
     differences.push_back(fmt::format("{} = {} there, {} here", spec.path,
@@ -69,7 +69,7 @@ std::string trained_deck_problem(hid_t file, const Deck& deck) {
   if (text.empty()) return "it holds no deck (not a Fluence results file)";
   std::optional<Deck> trained;
   try {
-    trained = Deck::from_string(text.front(), "its deck");
+    trained = Deck::from_string(text.front(), "its deck", deck.schema());
   } catch (const InputError& error) {
     return fmt::format("its deck cannot be read ({})", error.what());
   }

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "fluence/core/deck_keys.hpp"
 #include "fluence/core/error.hpp"
 #include "fluence/lia/lia.hpp"
 #include "fluence/lia/votes.hpp"
@@ -21,6 +22,178 @@ double single_level(const Deck& deck, const std::string& path) {
 }
 
 }  // namespace
+
+void register_lia_keys(DeckSchema& schema) {
+  using namespace deck_keys;
+  using T = KeyType;
+  schema.add({
+      section("lia",
+              "lazy-influence data filtering ([LIA](../docs/references.md#lia), [Rokvic et al. "
+              "2022](../docs/references.md#rokvic-2022), `fluence lia`)"),
+      key("lia.participants", T::integer, "500",
+          "participants P; each is a contributor and a validator", 3),
+      key("lia.train_size", T::integer, "100", "each participant's training batch (LIA: 100)", 1),
+      key("lia.validation_size", T::integer, "50", "each participant's validation set (LIA: 50)",
+          1),
+      choice("lia.validation_mix", "\"participant\"", {"participant", "iid"},
+             "validation labels follow the participant's Dirichlet mix (the paper's non-IID "
+             "set-up), or the population's"),
+      key("lia.warmup_fraction", T::real, "0.01",
+          "share of the training rows kept by the center to train M0 (LIA: ~1%)", 0.0, 1.0, true),
+      with_note(
+          below_maximum(key(
+              "lia.public_fraction", T::real, "0",
+              "share of the training rows that no participant holds and that the body "
+              "(`lia.body` `\"mlp\"` or `\"network\"`) is trained on, the analog of "
+              "[LIA](../docs/references.md#lia)'s ImageNet pretraining; disjoint from the warm-up, "
+              "which then trains only M0. 0: the body trains on the warm-up rows. Needs a trained "
+              "body",
+              0.0, 1.0)),
+          "with `warmup_fraction` summing below 1"),
+      with_note(key("lia.alpha", T::epsilon, "0.1",
+                    "Dirichlet concentration of a participant's label mix; `\"inf\"` = IID"),
+                "one level: no table"),
+      key("lia.corrupted_fraction", T::real, "0.3",
+          "share of participants whose batch is corrupted", 0.0, 1.0),
+      choice("lia.corruption", "\"label_shift\"", {"label_shift", "random_label"},
+             "one fixed derangement of the labels for every corrupted batch, or uniform "
+             "random labels"),
+      key("lia.corruption_rate", T::real, "1.0",
+          "share of a corrupted batch that is corrupted (LIA: 1.0 or 0.9)", 0.0, 1.0),
+      key("lia.local_epochs", T::integer, "3",
+          "contributors' DP-SGD epochs k; also the local epochs of the FL comparison", 1),
+      key("lia.batch_size", T::integer, "10",
+          "DP-SGD expected batch size B (Poisson sampling at rate B / train_size) and the "
+          "FL mini-batch",
+          1),
+      key("lia.learning_rate", T::real, "0.1", "local step size (DP-SGD and FL)", 0.0, kInf, true),
+      key("lia.clip", T::real, "1.0",
+          "DP-SGD per-example clipping norm Δ (0 = none, only with `epsilon_train = "
+          "\"inf\"`)",
+          0.0),
+      with_note(
+          key("lia.epsilon_train", T::epsilon, "1.0",
+              "DP-SGD ε of a contributor's batch at `lia.delta` (RDP accountant); `\"inf\"` = "
+              "no noise"),
+          "one level: no table"),
+      key("lia.delta", T::real, "1e-5", "DP-SGD δ", 0.0, 1.0, true),
+      with_note(
+          key("lia.epsilon_vote", T::epsilon, "1.0",
+              "ε of each vote's randomized response (Eq. 2); `\"inf\"` = votes sent as they are. "
+              "A validator casts many votes from one validation set: its total is "
+              "`/lia/epsilon_validator`"),
+          "one level: no table"),
+      choice("lia.vote_accounting", "\"exact\"", {"exact", "seed"},
+             "ε of a vote: ln((1−p/2)/(p/2)) (exact), or the paper's Eq. 3, twice that (more "
+             "noise for the same stated ε)"),
+      choice("lia.vote_baseline", "\"model\"", {"model", "median", "quantile"},
+             "a vote is +1 when the validator's loss difference L(θ_t) − L(θ_A) exceeds 0 "
+             "(Eq. 1 as written), the validator's median difference over the contributors it "
+             "evaluates (removes the shift every DP-noisy layer and every foreign non-IID "
+             "batch shares; math.md §9), or their `vote_quantile` quantile"),
+      choice("lia.vote_loss", "\"cross_entropy\"", {"cross_entropy", "zero_one"},
+             "the loss L of Eq. 1: the model's cross-entropy, or the 0-1 loss (a validator "
+             "compares how many of its validation rows each model classifies correctly; the "
+             "first maximal logit is the prediction). docs/results/lia.md measures both"),
+      choice("lia.relevance", "\"none\"", {"none", "predicted_classes"},
+             "how the center combines the votes on a contributor: their sum "
+             "([LIA](../docs/references.md#lia)), or their mean weighted by the overlap of "
+             "the validator's and the contributor's noisy histograms of M0's predicted "
+             "classes (beyond the paper; math.md §9, \"Relevance-weighted votes\"). "
+             "`vote_sum` then holds the weighted means, in [−1, 1]"),
+      with_note(
+          key("lia.relevance_epsilon", T::epsilon, "0.2",
+              "`relevance = \"predicted_classes\"` only: ε of each participant's "
+              "Laplace-noised histogram. It is paid from the budgets: DP-SGD runs at "
+              "`epsilon_train` − this, each vote at `epsilon_vote` − this, and the reported ε "
+              "are the totals"),
+          "one level: no table; below `epsilon_train` and `epsilon_vote` when they are finite"),
+      key("lia.relevance_power", T::real, "2.0",
+          "`relevance = \"predicted_classes\"` only: a vote's weight is the histograms' "
+          "overlap to this power (0 gives the plain mean of the votes; docs/results/lia.md "
+          "compares 1–3)",
+          0.0, kInf, true),
+      key("lia.vote_quantile", T::real, "0.5",
+          "`vote_baseline = \"quantile\"` only: the quantile q; a validator votes −1 on "
+          "about the share q of its contributors that help it least (0.5 = `\"median\"`; "
+          "docs/results/lia.md compares values)",
+          0.0, 1.0, true),
+      with_note(key("lia.validators_per_contributor", T::integer, "0",
+                    "validators drawn at random per contributor; 0 = all other participants", 0),
+                "below `participants`"),
+      with_note(
+          key("lia.validation_subsets", T::integer, "1",
+              "split each validation set into this many disjoint subsets (row j in subset j mod "
+              "s); each vote reads one, chosen by `validation_split` (§III-B3)",
+              1, 255),
+          "at most `validation_size`"),
+      choice("lia.validation_split", "\"shared\"", {"shared", "disjoint"},
+             "which subset a vote reads: one drawn at random per (validator, contributor) pair, "
+             "or (`\"disjoint\"`, needs `validation_subsets` >= 2) each validator's votes dealt "
+             "to its subsets in turn, with a median or quantile baseline taken per subset, the "
+             "paper's remedy. It sets each validator's total ε (`/lia/epsilon_validator`, "
+             "docs/math.md §9 \"Vote privacy per validator\"): disjoint subsets compose in "
+             "parallel, so the largest subset's vote count times a vote's ε; with `\"shared\"`, a "
+             "median or quantile baseline couples all of a validator's votes"),
+      choice("lia.mode", "\"single_shot\"", {"single_shot", "per_round"},
+             "filter once from M0 before FL ([LIA](../docs/references.md#lia)), or in addition "
+             "run `rounds` FL rounds that vote on every round's contributors with the current "
+             "global model and aggregate only the accepted ([Rokvic et al. "
+             "2022](../docs/references.md#rokvic-2022) Algorithm 1; results in `/lia/round/`). "
+             "With `\"per_round\"`, `epsilon_train` is a participant's budget over all rounds, "
+             "and every round's votes count in `/lia/epsilon_validator`; needs `rounds` >= 1"),
+      choice("lia.body", "\"identity\"", {"identity", "mlp", "network"},
+             "the frozen body ([LIA](../docs/references.md#lia) §III-B: only the last layer "
+             "is trained and shared): none (the last layer is a logistic regression on the "
+             "encoded inputs), a one-hidden-layer ReLU MLP, or the `[model]` network "
+             "(`model.type = \"mlp\"` or `\"cnn\"`, any depth); a network is trained end to "
+             "end on the warm-up data by Adam (batches of 64, `model.l2`), then its last "
+             "layer is taken off and its output, with a constant-1 column when `model.bias`, "
+             "feeds the last layer. `\"network\"` needs `model.type` `\"mlp\"` or `\"cnn\"`, "
+             "the others `\"logistic\"`"),
+      key("lia.hidden", T::integer, "64",
+          "mlp: hidden units (the last layer has C x (hidden + 1) parameters)", 1),
+      key("lia.body_epochs", T::integer, "30", "mlp, network: Adam epochs on the warm-up data", 1),
+      key("lia.body_learning_rate", T::real, "0.01", "mlp, network: Adam step size", 0.0, kInf,
+          true),
+      key("lia.body_center", T::boolean, "false",
+          "mlp, network: subtract the mean of the body's outputs over the rows it was trained on "
+          "(the public split, or the warm-up) from every feature. ReLU outputs share a large "
+          "positive component, so without it an update toward one class's features raises every "
+          "class's logit and Eq. 1's vote follows the batch's labels more than its images "
+          "(docs/results/lia.md, \"A body trained on public data\")"),
+      choice("lia.threshold", "\"kmeans\"", {"kmeans", "mixture", "zero"},
+             "acceptance threshold on the vote sums: the midpoint of the two 1-D k-means "
+             "clusters ([LIA](../docs/references.md#lia)), the equal-posterior point of a "
+             "two-Gaussian mixture fitted by EM (clusters of unequal size and spread), or 0 "
+             "([Rokvic et al. 2022](../docs/references.md#rokvic-2022))"),
+      key("lia.rounds", T::integer, "25", "FL rounds after filtering (0 = no FL comparison)", 0),
+      with_choices(
+          key("lia.methods", T::string_array,
+              "[\"none\", \"oracle\", \"krum\", \"trimmed_mean\", "
+              "\"centered_clipping\", \"lia\", \"lia_cc\"]",
+              "FL methods compared (the paper's Fig. 3); KRUM and the trimmed mean use f = the "
+              "number of corrupted participants, known a priori"),
+          {"none", "oracle", "krum", "trimmed_mean", "centered_clipping", "lia", "lia_cc"}),
+      key("lia.cc_tau", T::real, "1.0", "centered clipping radius τ", 0.0, kInf, true),
+      key("lia.cc_iterations", T::integer, "3", "centered clipping iterations per round", 1),
+      with_note(key("lia.sign_check", T::integer, "0",
+                    "contributors whose exact influence (retraining M0's objective with the batch "
+                    "added) is compared with the lazy votes (the paper's Fig. 9)",
+                    0),
+                "at most `participants`"),
+      key("lia.retrain_tolerance", T::real, "1e-8",
+          "Newton's gradient-norm tolerance for M0 and the sign-check retrains", 0.0, kInf, true),
+      section("lia.minority", "minority experiment ([LIA](../docs/references.md#lia) §IV-E)"),
+      key("lia.minority.fractions", T::real_array, "[]",
+          "shares of the newcomer's batch from the missing class (LIA: 0.05-0.2); `[]` = "
+          "no experiment",
+          0.0, 1.0),
+      with_note(key("lia.minority.class", T::integer, "0", "the class the validators lack", 0),
+                "a class of the data"),
+      key("lia.minority.runs", T::integer, "64", "newcomers per fraction (LIA: 512)", 1),
+  });
+}
 
 LiaConfig LiaConfig::from_deck(const Deck& deck, int classes) {
   LiaConfig c;

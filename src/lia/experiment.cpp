@@ -12,6 +12,7 @@
 #include "fluence/core/log.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/rng.hpp"
+#include "fluence/lia/purposes.hpp"
 #include "fluence/lia/votes.hpp"
 #include "fluence/model/adam.hpp"
 #include "fluence/model/build.hpp"
@@ -87,7 +88,7 @@ void train_network_body(const Deck& deck, const LiaConfig& config, const Table& 
   adam.epochs = config.body_epochs;
   adam.learning_rate = config.body_learning_rate;
   adam.l2 = config.l2;
-  Stream stream(seed, Purpose::lia_body);
+  Stream stream(seed, purpose::lia_body);
   Workspace work;
   adam_fit(*body.network, encoded.data(), warmup_y.data(), warmup.size(), adam, stream,
            body.theta.data(), work);

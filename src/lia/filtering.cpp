@@ -14,6 +14,7 @@
 #include "fluence/core/log_stage.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/rng.hpp"
+#include "fluence/lia/purposes.hpp"
 #include "fluence/lia/relevance.hpp"
 #include "fluence/lia/votes.hpp"
 
@@ -35,7 +36,7 @@ std::vector<std::uint8_t> validator_membership(int contributor, int participants
   candidates.reserve(participants);
   for (int b = 0; b < participants; ++b)
     if (b != contributor) candidates.push_back(b);
-  Stream stream(seed, Purpose::lia_validators, 0, static_cast<std::uint64_t>(contributor));
+  Stream stream(seed, purpose::lia_validators, 0, static_cast<std::uint64_t>(contributor));
   const auto n = candidates.size();
   for (std::size_t k = 0; k < static_cast<std::size_t>(m); ++k) {
     const auto j = k + stream.below(n - k);
@@ -136,7 +137,7 @@ VoteTally tally_votes(const std::vector<double>& differences,
       if (!member[at]) continue;
       // +1 when A's layer lowers B's validation loss (by more than the baseline); a tie is -1.
       const int vote = differences[at] > baselines.of(b - first, pair_subset, at) ? 1 : -1;
-      Stream stream(seed, Purpose::lia_vote, static_cast<std::uint64_t>(b),
+      Stream stream(seed, purpose::lia_vote, static_cast<std::uint64_t>(b),
                     static_cast<std::uint64_t>(id0 + k), round_key);
       const std::int64_t w = weights.empty() ? 1 : weights[at];
       tally.noisy[k] += w * obfuscate_vote(vote, p, stream);
@@ -178,7 +179,7 @@ void validation_subsets(const LiaConfig& config, int first, int last, int contri
         if (member[at]) pair_subset[at] = static_cast<std::uint8_t>(dealt++ % s);
         continue;
       }
-      Stream stream(seed, Purpose::lia_validators, 1, static_cast<std::uint64_t>(b),
+      Stream stream(seed, purpose::lia_validators, 1, static_cast<std::uint64_t>(b),
                     static_cast<std::uint64_t>(id0 + k));
       pair_subset[at] = static_cast<std::uint8_t>(stream.below(s));
     }
@@ -190,7 +191,7 @@ void validation_subsets(const LiaConfig& config, int first, int last, int contri
 std::vector<double> noisy_histogram(const Experiment& e, const double* x, std::size_t rows,
                                     std::uint64_t participant, int role) {
   auto counts = predicted_class_histogram(x, rows, e.D, e.C, e.theta0.data());
-  Stream stream(e.seed, Purpose::lia_relevance, static_cast<std::uint64_t>(role), participant);
+  Stream stream(e.seed, purpose::lia_relevance, static_cast<std::uint64_t>(role), participant);
   add_laplace_noise(counts, e.config.relevance_epsilon, stream);
   return counts;
 }
@@ -267,7 +268,7 @@ void check_signs(Experiment& e, const std::vector<double>& differences, VoteKern
   const LocalData& local = e.local;
   const int owned = local.last - local.first;
   const std::vector<double>& theta0 = e.theta0;
-  Stream choose(e.seed, Purpose::lia_sign_check);
+  Stream choose(e.seed, purpose::lia_sign_check);
   auto order = random_permutation(choose, P);
   std::vector<std::int64_t> sample(order.begin(), order.begin() + config.sign_check);
   std::sort(sample.begin(), sample.end());
@@ -336,7 +337,7 @@ void judge_minority_newcomers(Experiment& e, VoteKernel& kernel, const Baselines
         minority_batch(train, e.assignment, config, config.minority_fractions[f], seed, run);
     const auto x = e.body.features(train, rows);
     const auto y = labels_of(train, rows);
-    Stream stream(seed, Purpose::lia_dp_sgd, static_cast<std::uint64_t>(P + k));
+    Stream stream(seed, purpose::lia_dp_sgd, static_cast<std::uint64_t>(P + k));
     train_layer(e, e.theta0.data(), x.data(), y.data(), rows.size(), stream,
                 &newcomer_local[static_cast<std::size_t>(k - n0) * p], dp_work);
   }
@@ -395,7 +396,7 @@ std::vector<double> contributor_layers(Experiment& e, const std::vector<double>&
   DpSgdWorkspace dp_work;
   std::vector<double> layers_local(static_cast<std::size_t>(owned) * p);
   for (int i = local.first; i < local.last; ++i) {
-    Stream stream(e.seed, Purpose::lia_dp_sgd, static_cast<std::uint64_t>(i), round_key);
+    Stream stream(e.seed, purpose::lia_dp_sgd, static_cast<std::uint64_t>(i), round_key);
     const Client& participant = e.participant(i);
     train_layer(e, base.data(), participant.features(), participant.labels().data(),
                 participant.size(), stream,

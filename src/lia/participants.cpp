@@ -8,6 +8,7 @@
 #include "fluence/core/rng.hpp"
 #include "fluence/data/partition.hpp"
 #include "fluence/lia/lia.hpp"
+#include "fluence/lia/purposes.hpp"
 
 namespace fluence::lia {
 
@@ -90,7 +91,7 @@ Rows take_rows(std::vector<Rows>& pools, const std::vector<std::int64_t>& wanted
 }
 
 std::vector<std::int32_t> label_derangement(int classes, std::uint64_t seed) {
-  Stream stream(seed, Purpose::lia_corruption, 1);
+  Stream stream(seed, purpose::lia_corruption, 1);
   std::vector<std::int32_t> map(classes);
   for (;;) {
     for (int c = 0; c < classes; ++c) map[c] = c;
@@ -107,7 +108,7 @@ ParticipantData assign_participants(const Table& train, const LiaConfig& config,
                                     int excluded_class) {
   ParticipantData data;
   const auto n = static_cast<std::int64_t>(train.rows);
-  Stream split(seed, Purpose::lia_split);
+  Stream split(seed, purpose::lia_split);
   const auto order = random_permutation(split, n);
   // The public split comes first in the order, so without one (public_fraction = 0) the warm-up
   // and the participants' rows are those of a deck that predates the key.
@@ -140,7 +141,7 @@ ParticipantData assign_participants(const Table& train, const LiaConfig& config,
   data.validation.resize(config.participants);
   data.train_label.resize(config.participants);
   for (int i = 0; i < config.participants; ++i) {
-    Stream stream(seed, Purpose::lia_participant_data, static_cast<std::uint64_t>(i));
+    Stream stream(seed, purpose::lia_participant_data, static_cast<std::uint64_t>(i));
     if (config.validation_mix == "participant") {
       // Train and validation share the participant's mix: a random split of its rows.
       const auto wanted = class_counts(pools, config.alpha, per_participant, stream);
@@ -164,13 +165,13 @@ ParticipantData assign_participants(const Table& train, const LiaConfig& config,
   // Corruption (seed §IV "Corruption methods") of the training batches only: validators are
   // honest.
   const auto corrupted = std::llround(config.corrupted_fraction * config.participants);
-  Stream choose(seed, Purpose::lia_corruption);
+  Stream choose(seed, purpose::lia_corruption);
   const auto participants = random_permutation(choose, config.participants);
   data.corrupted.assign(participants.begin(), participants.begin() + corrupted);
   std::sort(data.corrupted.begin(), data.corrupted.end());
   data.label_map = label_derangement(train.classes(), seed);
   for (auto i : data.corrupted) {
-    Stream stream(seed, Purpose::lia_corruption, 2, static_cast<std::uint64_t>(i));
+    Stream stream(seed, purpose::lia_corruption, 2, static_cast<std::uint64_t>(i));
     auto& labels = data.train_label[i];
     const auto size = static_cast<std::int64_t>(labels.size());
     const auto count = std::llround(config.corruption_rate * static_cast<double>(size));
@@ -194,7 +195,7 @@ std::vector<std::int64_t> minority_batch(const Table& train, const ParticipantDa
   std::vector<Rows> pools(train.classes());
   for (std::size_t r = 0; r < train.rows; ++r)
     if (!warm[r]) pools[train.label[r]].push_back(static_cast<std::int64_t>(r));
-  Stream stream(seed, Purpose::lia_minority, run,
+  Stream stream(seed, purpose::lia_minority, run,
                 static_cast<std::uint64_t>(std::llround(fraction * 1e6)));
   const auto minority = std::llround(fraction * config.train_size);
   Rows rows;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "fluence/core/config.hpp"
+#include "fluence/core/deck_keys.hpp"
 #include "fluence/core/error.hpp"
 #include "fluence/model/network.hpp"
 #include "fluence/model/softmax_regression.hpp"
@@ -50,6 +51,63 @@ Shape input_shape(const Deck& deck, int features, std::array<int, 3> image) {
 }
 
 }  // namespace
+
+void register_model_keys(DeckSchema& schema) {
+  using namespace deck_keys;
+  using T = KeyType;
+  schema.add({
+      section("model", "the model trained"),
+      choice("model.type", "\"logistic\"", {"logistic", "mlp", "cnn"},
+             "multinomial logistic regression; a fully connected network (`mlp`: the inputs, "
+             "`hidden` dense layers each followed by `activation`, a dense layer of C "
+             "logits); a convolutional network (`cnn`: for each of `conv_filters`, a k × k "
+             "convolution, the activation and, with `conv_pool`, 2 × 2 max-pooling; then "
+             "flatten and the `mlp` part). Every model ends in the same softmax cross-entropy "
+             "head (docs/math.md §10)"),
+      key("model.l2", T::real, "0.001",
+          "L2 coefficient lambda: objective + lambda/2 ‖theta‖^2 (every parameter, biases "
+          "included)",
+          0.0),
+      key("model.bias", T::boolean, "true",
+          "add a bias (intercept): per class (logistic: a constant-1 input column), per "
+          "unit and per filter (mlp, cnn)"),
+      key("model.hidden", T::integer_array, "[]",
+          "mlp, cnn: widths of the hidden dense layers (`[]`: the logits come straight "
+          "from the inputs, which for `mlp` is the logistic model)",
+          1),
+      choice("model.activation", "\"relu\"", {"relu", "tanh"},
+             "mlp, cnn: the activation after every hidden dense layer and every convolution"),
+      choice("model.init", "\"auto\"", {"auto", "he", "glorot"},
+             "mlp, cnn: weights drawn N(0, 2/fan_in) ([He et al. "
+             "2015](../docs/references.md#he-2015)) or U(±√(6/(fan_in + fan_out))) ([Glorot & "
+             "Bengio 2010](../docs/references.md#glorot-bengio-2010)), each layer from its "
+             "own stream of the run seed; `auto` = he for relu, glorot for tanh; biases start "
+             "at 0 (the logistic model starts at 0)"),
+      key("model.conv_filters", T::integer_array, "[32, 64]",
+          "cnn: filters of each convolution layer, in order", 1),
+      key("model.conv_kernel", T::integer, "5", "cnn: k of every k × k convolution (stride 1)", 1),
+      choice("model.conv_padding", "\"same\"", {"same", "valid"},
+             "cnn: `same` pads (k − 1)/2 zeros on each side (k must be odd), `valid` none"),
+      key("model.conv_pool", T::boolean, "true",
+          "cnn: 2 × 2 max-pooling with stride 2 after each convolution's activation (an "
+          "odd last row or column is dropped)"),
+      choice("model.conv_algorithm", "\"winograd\"", {"winograd", "im2col"},
+             "cnn: how the float passes (local SGD with `federation.local_precision = "
+             "\"single\"`, the per-round evaluation) run a convolution. `winograd`: "
+             "Winograd's minimal filtering F(2×2, 5×5) or F(4×4, 3×3) ([Lavin & Gray "
+             "2016](../docs/references.md#lavin-gray-2016)) for 5 × 5 and 3 × 3 kernels with "
+             "at least 8 channels in and out, im2col + GEMM for the others (a first layer on "
+             "grey images); 2.8× (5 × 5) or 4× (3 × 3) fewer multiplications, results within "
+             "about 1e-6 relative of the direct sum (docs/math.md §10). `im2col`: im2col + "
+             "GEMM for every convolution. The double passes (double-precision SGD, gradients, "
+             "Hessian products, influence) always use im2col + GEMM"),
+      key("model.input_shape", T::integer_array, "[]",
+          "cnn: `[height, width, channels]` of an input image, channels last (`[]` = from "
+          "the data: IDX images are `[28, 28, 1]`; other sources must give it, and height "
+          "× width × channels must equal the encoded columns)",
+          1),
+  });
+}
 
 bool model_encodes_bias(const Deck& deck) {
   return deck.string("model.type") == "logistic" && deck.boolean("model.bias");

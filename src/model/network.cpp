@@ -11,6 +11,7 @@
 
 #include "fluence/core/rng.hpp"
 #include "fluence/model/layers.hpp"
+#include "fluence/model/purposes.hpp"
 #include "fluence/model/softmax_head.hpp"
 #include "fluence/model/winograd.hpp"
 
@@ -830,7 +831,7 @@ void Network::initialize(std::uint64_t seed, double* theta) const {
     const double fan_in =
         double(k2) * (layer.kind == LayerKind::conv2d ? layer.in.channels : layer.in.size());
     const double fan_out = double(k2) * layer.out.channels;
-    Stream stream(seed, Purpose::model_init, l);
+    Stream stream(seed, purpose::model_init, l);
     double* weights = theta + layer.weights;
     if (spec_.initialization == Initialization::he) {
       // He et al. 2015: N(0, 2 / fan_in), for ReLU layers.

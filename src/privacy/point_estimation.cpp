@@ -6,11 +6,40 @@
 #include <algorithm>
 #include <cmath>
 
+#include "fluence/core/deck_keys.hpp"
 #include "fluence/core/error.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/rng.hpp"
+#include "fluence/fl/purposes.hpp"
 
 namespace fluence {
+
+void register_point_estimation_keys(DeckSchema& schema) {
+  using namespace deck_keys;
+  using T = KeyType;
+  schema.add({
+      section("feo2_theory",
+              "`fluence feo2-theory`: federated point estimation "
+              "([FeO2](../docs/references.md#feo2) §4, Lemma 1)"),
+      key("feo2_theory.clients", T::integer, "100", "N clients", 2),
+      key("feo2_theory.opt_out_fraction", T::real, "0.1",
+          "rho_np: the fraction of clients that opt out (both groups must be non-empty)", 0.0, 1.0),
+      key("feo2_theory.samples", T::integer, "20", "n_s samples per client", 1),
+      key("feo2_theory.tau2", T::real, "1.0",
+          "tau^2: variance of the clients' points phi_j = phi + p_j (non-IID-ness)", 0.0),
+      key("feo2_theory.beta2", T::real, "1.0", "beta^2: variance of a sample around phi_j", 0.0),
+      key("feo2_theory.gamma2", T::real, "0.01",
+          "gamma^2: the privacy noise variance at the server (a private client adds N(0, "
+          "N_p gamma^2))",
+          0.0),
+      key("feo2_theory.ratios", T::real_array, "[0.0, 0.01, 0.1, 0.5, 0.9, 1.0]",
+          "the ratios r simulated (r* is added)", 0.0),
+      key("feo2_theory.trials", T::integer, "20000",
+          "independent rounds simulated (the variance's relative standard error is sqrt(2 "
+          "/ trials))",
+          1),
+  });
+}
 
 PointEstimationConfig PointEstimationConfig::from_deck(const Deck& deck) {
   PointEstimationConfig config;
@@ -67,7 +96,7 @@ PointEstimationResult simulate_point_estimation(const PointEstimationConfig& con
   for (long c = first; c < last; ++c) {
     double* sums = local.data() + (c - first) * R;
     for (long t = c * kChunk; t < std::min(config.trials, (c + 1) * kChunk); ++t) {
-      Stream stream(config.seed, Purpose::point_estimation, static_cast<std::uint64_t>(t));
+      Stream stream(config.seed, purpose::point_estimation, static_cast<std::uint64_t>(t));
       double opt_out_sum = 0.0, private_sum = 0.0;  // phi = 0: theta is the estimation error
       for (int j = 0; j < config.clients; ++j) {
         const double local_point = tau * stream.normal();  // phi_j = phi + p_j

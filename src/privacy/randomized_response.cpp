@@ -1,4 +1,6 @@
 #include "fluence/privacy/randomized_response.hpp"
+#include "fluence/core/deck_keys.hpp"
+#include "fluence/privacy/purposes.hpp"
 
 #include <fmt/core.h>
 
@@ -29,6 +31,23 @@ std::int32_t randomize_value(std::int32_t value, int domain, double epsilon, Str
   // One of the other k - 1 values, uniformly.
   const auto shift = static_cast<std::int32_t>(1 + stream.below(domain - 1));
   return (value + shift) % domain;
+}
+
+void register_ldp_keys(DeckSchema& schema) {
+  using namespace deck_keys;
+  using T = KeyType;
+  schema.add({
+      section("ldp",
+              "k-ary randomized response per client and attribute "
+              "([FLDP-FL](../docs/references.md#fldp-fl) §3.2)"),
+      key("ldp.attributes", T::string_array, "[]",
+          "categorical attributes (and/or \"label\") randomized by each client"),
+      key("ldp.epsilon", T::epsilon, "\"inf\"", "privacy level for every client"),
+      key("ldp.client", T::section_array, "", "per-client overrides of epsilon"),
+      key("ldp.client[].id", T::integer, "", "the client this override applies to", 0),
+      key("ldp.client[].ids", T::integer_array, "", "several clients this override applies to", 0),
+      key("ldp.client[].epsilon", T::epsilon, "", "their privacy level"),
+  });
 }
 
 LdpPlan LdpPlan::from_deck(const Deck& deck, const Table& schema, int clients) {
@@ -116,7 +135,7 @@ void randomize_client_rows(const LdpPlan& plan, int client, const Table& train,
     const int column = plan.categorical_column[a];
     // Stream id1 = column + 1 (0 for the label) keeps attribute streams distinct.
     for (std::size_t i = 0; i < rows.size(); ++i) {
-      Stream stream(seed, Purpose::randomized_response, static_cast<std::uint64_t>(rows[i]),
+      Stream stream(seed, purpose::randomized_response, static_cast<std::uint64_t>(rows[i]),
                     static_cast<std::uint64_t>(column + 1), draw);
       std::int32_t& value = column < 0 ? labels[i] : categorical[i * nc + column];
       value = randomize_value(value, plan.domain[a], epsilon, stream);

@@ -1,7 +1,10 @@
 // [whatif] deck keys (inputs/README.md) resolved against the problem's schema.
 #include <fmt/format.h>
-#include <cmath>
 
+#include <cmath>
+#include "fluence/core/deck_keys.hpp"
+
+#include "fluence/core/deck_keys.hpp"
 #include "fluence/core/error.hpp"
 #include "fluence/whatif/whatif.hpp"
 
@@ -129,6 +132,71 @@ std::vector<double> checked_grid(const Deck& deck, const std::string& key,
 }
 
 }  // namespace
+
+void register_whatif_keys(DeckSchema& schema) {
+  using namespace deck_keys;
+  using T = KeyType;
+  schema.add({
+      section("whatif",
+              "the utility cost of eps-LDP on a group of records ([Carey et al. "
+              "2023](../docs/references.md#carey-2023), `fluence whatif`)"),
+      section("whatif.group", "the group S: training records whose attribute has the value(s)"),
+      with_note(key("whatif.group.attribute", T::string, "",
+                    "*required* by `fluence whatif`: the attribute whose value selects the group "
+                    "S: `group = { attribute = \"sex\", "
+                    "value = 1 }`"),
+                "a categorical attribute or `\"label\"`"),
+      with_note(key("whatif.group.value", T::string_or_integer, "",
+                    "the value selecting S (give `value` or `values`)"),
+                "here a category of `group.attribute`, by name or 0-based index"),
+      with_note(key("whatif.group.values", T::string_array, "",
+                    "several values that together select S (credit-g's female `personal_status` "
+                    "categories)"),
+                "categories of `group.attribute`, by name or 0-based index"),
+      key("whatif.fractions", T::real_array, "[]",
+          "fractions k of S perturbed; `[]` = the paper's 10 evenly spaced values 1%..30%", 0.0,
+          1.0, true),
+      key("whatif.epsilons", T::real_array, "[]",
+          "the eps grid; `[]` = the paper's 30 evenly spaced values 0.001..10", 0.0, kInf, true),
+      with_note(
+          key("whatif.attributes", T::string_array, "[\"label\"]",
+              "what the `rr` variant randomizes (`rr_l` and `rr_flc` randomize the label only)"),
+          "categorical attributes and/or `\"label\"`"),
+      with_note(key("whatif.variants", T::string_array, "[\"rr_l\", \"rr_flc\"]",
+                    "estimators: `rr` k-RR over `attributes` (Eq. 13), `rr_l` labels (Eq. 14), "
+                    "`rr_flc` labels with forward loss correction (Eq. 18, 22)"),
+                "each one of: rr, rr_l, rr_flc"),
+      key("whatif.repeats", T::integer, "10",
+          "ground truth: randomized retrains per cell (the paper used 10)", 1),
+      key("whatif.retrain", T::boolean, "false",
+          "compute the ground truth: randomize, retrain to the optimum, measure the test "
+          "loss"),
+      key("whatif.expected_retrain", T::boolean, "true",
+          "with `retrain`: also retrain on the exact expected objective per cell (the "
+          "quantity the estimators target)"),
+      key("whatif.test_sample", T::integer, "0",
+          "S_te: this many test rows drawn at random (0 = the whole test set, the paper's "
+          "S_te = Z_te)",
+          0),
+      choice("whatif.rr_form", "\"expected\"", {"expected", "paper"},
+             "the `rr` estimate: the exact expected loss change, or Eq. 13's literal scaling"),
+      choice("whatif.flc_form", "\"expected\"", {"expected", "paper"},
+             "the `rr_flc` estimate: the exact expected change, or Eq. 22's literal terms"),
+      choice("whatif.draws", "\"common\"", {"common", "independent"},
+             "ground-truth k-RR draws: one per (record, attribute, repeat) shared by every "
+             "eps (the records flipped at eps are a subset of those flipped at any smaller "
+             "eps), or independent per eps"),
+      key("whatif.second_order", T::boolean, "true",
+          "also the second-order estimate: per cell d theta = -(1/n) H^-1 b and g . d "
+          "theta + d theta^T H_te d theta / 2 (one IHVP per cell)"),
+      key("whatif.retrain_tolerance", T::real, "1e-8",
+          "retrains stop when the gradient norm of the perturbed objective is below this", 0.0,
+          kInf, true),
+      key("whatif.retrain_max_iterations", T::integer, "200", "retrains: most Newton steps", 1),
+      key("whatif.enumeration_limit", T::integer, "4096",
+          "`rr`: largest product of the randomized features' domains (enumerated exactly)", 1),
+  });
+}
 
 WhatifConfig WhatifConfig::from_deck(const Deck& deck, const FederatedProblem& problem) {
   WhatifConfig config;

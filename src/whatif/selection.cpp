@@ -8,6 +8,7 @@
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/quantized_sum.hpp"
 #include "fluence/core/rng.hpp"
+#include "fluence/whatif/purposes.hpp"
 
 namespace fluence::whatif_detail {
 
@@ -25,7 +26,7 @@ bool in_group(const FederatedProblem& problem, const WhatifConfig& config, const
 }
 
 double group_key(std::uint64_t seed, std::int64_t row) {
-  return Stream(seed, Purpose::whatif_group_sample, static_cast<std::uint64_t>(row)).uniform();
+  return Stream(seed, purpose::whatif_group_sample, static_cast<std::uint64_t>(row)).uniform();
 }
 
 }  // namespace
@@ -102,7 +103,7 @@ TestSelection::TestSelection(Federation& federation, std::int64_t sample)
     std::vector<std::pair<double, std::int64_t>> keys;
     for (std::int64_t r = 0; r < total; ++r)
       keys.emplace_back(
-          Stream(problem.seed, Purpose::whatif_test_sample, static_cast<std::uint64_t>(r))
+          Stream(problem.seed, purpose::whatif_test_sample, static_cast<std::uint64_t>(r))
               .uniform(),
           r);
     std::nth_element(keys.begin(), keys.begin() + sample, keys.end());

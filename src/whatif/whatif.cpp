@@ -3,6 +3,7 @@
 #include "fluence/whatif/whatif.hpp"
 
 #include <cblas.h>
+#include "fluence/whatif/purposes.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -426,7 +427,7 @@ class WhatifRunner {
     const std::uint64_t key = config_.common_draws ? static_cast<std::uint64_t>(draw)
                                                    : (static_cast<std::uint64_t>(e) << 32) |
                                                          static_cast<std::uint64_t>(draw);
-    return Stream(problem_.seed, Purpose::whatif_randomization, static_cast<std::uint64_t>(row),
+    return Stream(problem_.seed, purpose::whatif_randomization, static_cast<std::uint64_t>(row),
                   static_cast<std::uint64_t>(column + 1), key);
   }
 

@@ -9,6 +9,7 @@
 
 #include "fluence/core/lanes.hpp"
 #include "fluence/core/rng.hpp"
+#include "fluence/data/purposes.hpp"
 
 namespace fluence {
 namespace {
@@ -22,7 +23,7 @@ double ulps(double value, double expected) {
 TEST(Lanes, LogPositiveIsWithinTwoUlpsOfStdLog) {
   std::vector<double> x;
   for (int i = 0; i <= 40000; ++i) x.push_back(1.0 + 9.0 * i / 40000.0);  // softmax totals, C <= 10
-  Stream stream(3, Purpose::synthetic_rows);
+  Stream stream(3, purpose::synthetic_rows);
   for (int i = 0; i < 40000; ++i) x.push_back(std::exp(1400.0 * (stream.uniform() - 0.5)));
   // Around 1 (ln x near 0, the relative error's hardest case), both sides of sqrt(2) and of the
   // powers of two, and the ends of the normal range.

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "fluence/app/deck_schema.hpp"
 #include "fluence/core/config.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/data/source.hpp"
@@ -141,8 +142,9 @@ void expect_owned(const Deck& deck) {
   if (ranks > 1) {  // a row of the next rank's first client
     const int other = (rank + 1) % ranks;
     const int id = problem.layout->first_client(other);
-    if (id < problem.layout->end_client(other))
+    if (id < problem.layout->end_client(other)) {
       EXPECT_THROW(train.numeric_row(problem.client_rows[id].front()), std::logic_error);
+    }
   }
 
   // The test rows this rank evaluates (its chunks for the logistic model) and no others.
@@ -160,14 +162,14 @@ void expect_owned(const Deck& deck) {
 }
 
 TEST(Ownership, SyntheticRanksHoldOnlyTheirClientsRows) {
-  expect_owned(Deck::from_string(kSyntheticDeck, "test"));
+  expect_owned(Deck::from_string(kSyntheticDeck, "test", deck_schema()));
 }
 
 TEST(Ownership, Hdf5RanksReadOnlyTheirClientsRows) {
   const std::string path =
       std::filesystem::temp_directory_path() /
       fmt::format("fluence_ownership_{}.h5", broadcast_string(std::to_string(::getpid())));
-  expect_owned(Deck::from_string(hdf5_deck(write_hdf5(path)), "test"));
+  expect_owned(Deck::from_string(hdf5_deck(write_hdf5(path)), "test", deck_schema()));
   MPI_Barrier(MPI_COMM_WORLD);
   if (world_rank() == 0) std::filesystem::remove(path);
 }

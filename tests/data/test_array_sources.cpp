@@ -20,6 +20,7 @@
 #include "fluence/data/array_sources.hpp"
 #include "fluence/data/partition.hpp"
 #include "fluence/data/source.hpp"
+#include "support/default_deck.hpp"
 #include "support/scratch_files.hpp"
 
 namespace fluence {
@@ -401,7 +402,7 @@ TEST_F(ArraySourcesTest, TffLoadsTheSameTableAsCsvWithItsClientGroupsAsClients) 
   config.test_path = path("test.h5");
   const TrainTest tff = load_data(config, 1);
   expect_same_data(tff, csv_tables());
-  PartitionConfig partition;
+  PartitionConfig partition = PartitionConfig::from_deck(default_deck());
   partition.scheme = "natural";
   partition.clients_given = false;
   const auto clients = partition_rows(tff.train, partition, 1);
@@ -422,7 +423,7 @@ TEST_F(ArraySourcesTest, LeafLoadsTheSameTableAsCsvWithItsUsersAsClients) {
   config.test_path = path("test");
   const TrainTest leaf = load_data(config, 1);
   expect_same_data(leaf, csv_tables());
-  PartitionConfig partition;
+  PartitionConfig partition = PartitionConfig::from_deck(default_deck());
   partition.scheme = "natural";
   partition.clients_given = false;
   const auto clients = partition_rows(leaf.train, partition, 1);

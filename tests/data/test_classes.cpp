@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "fluence/app/deck_schema.hpp"
 #include "fluence/core/config.hpp"
 #include "fluence/core/error.hpp"
 #include "fluence/data/source.hpp"
@@ -122,7 +123,7 @@ TEST(KeepClasses, InvalidSelectionsNameTheKeyTheValueAndTheRange) {
 // Through the deck and load_data.
 
 Deck deck_of(const std::string& text) {
-  return Deck::from_string(text, "deck.toml");
+  return Deck::from_string(text, "deck.toml", deck_schema());
 }
 
 TEST(DataClasses, DeckDefaultKeepsEveryClassAndReadsTheList) {

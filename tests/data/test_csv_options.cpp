@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "fluence/app/deck_schema.hpp"
 #include "fluence/core/config.hpp"
 #include "fluence/data/loaders.hpp"
 #include "fluence/data/source.hpp"
@@ -175,16 +176,16 @@ TEST_F(CsvTest, DataPathsAreTakenFromTheDeckFilesDirectory) {
   const auto deck_file = write("decks/run.toml",
                                "[data]\nsource = \"csv\"\npath = \"data/t.csv\"\n"
                                "test_path = \"/abs/test.csv\"\n");
-  const DataConfig config = DataConfig::from_deck(Deck::from_file(deck_file));
+  const DataConfig config = DataConfig::from_deck(Deck::from_file(deck_file, deck_schema()));
   EXPECT_EQ(config.path, path("decks/data/t.csv"));
   EXPECT_EQ(config.test_path, "/abs/test.csv");  // absolute paths stay
   // --set speaks for the command line: its relative paths are the working directory's.
-  const Deck overridden = Deck::from_file(deck_file, {"data.path=\"mine.csv\""});
+  const Deck overridden = Deck::from_file(deck_file, deck_schema(), {"data.path=\"mine.csv\""});
   EXPECT_EQ(DataConfig::from_deck(overridden).path, "mine.csv");
 }
 
 Deck deck_of(const std::string& text) {
-  return Deck::from_string(text, "deck.toml");
+  return Deck::from_string(text, "deck.toml", deck_schema());
 }
 
 TEST(DataConfigKeys, SourceSpecificKeysAreRefusedForOtherSources) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "fluence/app/deck_schema.hpp"
 #include "fluence/core/config.hpp"
 #include "fluence/core/error.hpp"
 #include "fluence/data/loaders.hpp"
@@ -626,7 +627,7 @@ TEST_F(IdxTest, InkLevelsFromTheDeckAddTheAttributeToIdxData) {
   write_valid_set();
   const Deck deck = Deck::from_string(
       fmt::format("[data]\nsource = \"idx\"\npath = \"{}\"\nink_levels = 2\n", directory_.string()),
-      "deck.toml");
+      "deck.toml", deck_schema());
   const DataConfig config = DataConfig::from_deck(deck);
   EXPECT_EQ(config.ink_levels, 2);
   const auto data = load_data(config, 1);
@@ -643,7 +644,7 @@ TEST_F(IdxTest, ClassesFilterTrainAndTestBeforeTheInkLevels) {
   const Deck deck = Deck::from_string(
       fmt::format("[data]\nsource = \"idx\"\npath = \"{}\"\nink_levels = 2\nclasses = [2, 0, 3]\n",
                   directory_.string()),
-      "deck.toml");
+      "deck.toml", deck_schema());
   const auto data = load_data(DataConfig::from_deck(deck), 1);
   // Training labels 0, 3, 1: rows 0 and 1 are kept as classes 1 and 2; the test label 2 becomes 0.
   EXPECT_EQ(data.train.class_names, (Strings{"2", "0", "3"}));
@@ -661,7 +662,7 @@ TEST_F(IdxTest, ClassesFilterTrainAndTestBeforeTheInkLevels) {
   const Deck out_of_range =
       Deck::from_string(fmt::format("[data]\nsource = \"idx\"\npath = \"{}\"\nclasses = [1, 4]\n",
                                     directory_.string()),
-                        "deck.toml");
+                        "deck.toml", deck_schema());
   expect_input_error([&] { load_data(DataConfig::from_deck(out_of_range), 1); },
                      {"data.classes = [1, 4]", "[0, 4)", "4 is out of range"});
 }
@@ -670,13 +671,15 @@ TEST(InkAttribute, DeckRejectsInkLevelsForOtherSources) {
   for (const std::string source : {"csv", "synthetic"}) {
     const Deck deck = Deck::from_string(
         fmt::format("[data]\nsource = \"{}\"\npath = \"x.csv\"\nink_levels = 3\n", source),
-        "deck.toml");
+        "deck.toml", deck_schema());
     expect_input_error([&] { DataConfig::from_deck(deck); },
                        {"deck.toml:4", "data.ink_levels = 3", "data.source = \"idx\"", source});
   }
-  const Deck none = Deck::from_string("[data]\nsource = \"synthetic\"\n", "deck.toml");
+  const Deck none =
+      Deck::from_string("[data]\nsource = \"synthetic\"\n", "deck.toml", deck_schema());
   EXPECT_EQ(DataConfig::from_deck(none).ink_levels, 0);
-  EXPECT_THROW(Deck::from_string("[data]\nink_levels = -1\n", "deck.toml"), InputError);
+  EXPECT_THROW(Deck::from_string("[data]\nink_levels = -1\n", "deck.toml", deck_schema()),
+               InputError);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@
 #include "fluence/core/error.hpp"
 #include "fluence/data/partition.hpp"
 #include "fluence/data/source.hpp"
+#include "support/default_deck.hpp"
 
 namespace fluence {
 namespace {
@@ -55,7 +56,7 @@ TEST(Synthetic, SplitHasExactTestCountAndIsDisjoint) {
 
 TEST(Partition, IidCoversEveryRowOnceWithEqualOrSkewedSizes) {
   const Table train = labelled_table(1003, 2);
-  PartitionConfig config;
+  PartitionConfig config = PartitionConfig::from_deck(default_deck());
   config.clients = 7;
   auto clients = partition_rows(train, config, 1);
   expect_exact_cover(clients, train.rows);
@@ -70,7 +71,7 @@ TEST(Partition, IidCoversEveryRowOnceWithEqualOrSkewedSizes) {
 
 TEST(Partition, LabelShardsSaturateClientsWithOneLabel) {
   const Table train = labelled_table(5000, 2);
-  PartitionConfig config;
+  PartitionConfig config = PartitionConfig::from_deck(default_deck());
   config.clients = 5;
   config.scheme = "label_shards";
   config.shards_per_client = 1;
@@ -89,7 +90,7 @@ TEST(Partition, LabelShardsSaturateClientsWithOneLabel) {
 TEST(Partition, DirichletSkewGrowsAsAlphaShrinks) {
   const Table train = labelled_table(20000, 4);
   auto mean_max_share = [&](double alpha) {
-    PartitionConfig config;
+    PartitionConfig config = PartitionConfig::from_deck(default_deck());
     config.clients = 10;
     config.scheme = "dirichlet";
     config.alpha = alpha;
@@ -126,8 +127,9 @@ TEST(Partition, ColumnSplitUsesOneValuePerClientAndTakesTheColumnOutOfTheFeature
   EXPECT_EQ(data.test.client,
             (std::vector<std::int32_t>{original.categorical[0], original.categorical[5]}));
   EXPECT_EQ(data.train.client_names, original.attributes[2].categories);
-  PartitionConfig config;
+  PartitionConfig config = PartitionConfig::from_deck(default_deck());
   config.clients = 3;
+  config.clients_given = true;  // as a deck that gives partition.clients
   config.scheme = "column";
   config.column = "cat0";
   const auto clients = partition_rows(data.train, config, 4);
@@ -146,7 +148,7 @@ TEST(Partition, NaturalClientsAreTheDataClientsWithRowsInClientOrder) {
   Table train = labelled_table(12, 2);
   train.client_names = {"a", "b", "c", "d"};
   train.client = {3, 0, 3, 1, 0, 3, 3, 1, 0, 0, 3, 1};  // "c" holds no training row
-  PartitionConfig config;
+  PartitionConfig config = PartitionConfig::from_deck(default_deck());
   config.scheme = "natural";
   config.clients_given = false;
   const auto clients = partition_rows(train, config, 1);
@@ -171,7 +173,7 @@ TEST(Partition, NaturalClientsAreTheDataClientsWithRowsInClientOrder) {
 
 TEST(Partition, MoreClientsThanRowsIsAnInputError) {
   const Table train = labelled_table(10, 2);
-  PartitionConfig config;
+  PartitionConfig config = PartitionConfig::from_deck(default_deck());
   config.clients = 11;
   try {
     partition_rows(train, config, 1);

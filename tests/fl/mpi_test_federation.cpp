@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "fluence/app/deck_schema.hpp"
 #include "fluence/core/config.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/fl/federation.hpp"
@@ -37,13 +38,15 @@ tolerance = 1e-11
 )";
 
 TEST(Federation, PolishedFedAvgEqualsCentralMinimizerOnPooledData) {
-  FederatedProblem problem = build_problem(Deck::from_string(kDeck, "test"));
+  FederatedProblem problem = build_problem(Deck::from_string(kDeck, "test", deck_schema()));
   Federation federation(problem);
-  FederationConfig config = FederationConfig::from_deck(Deck::from_string(kDeck, "test"));
+  FederationConfig config =
+      FederationConfig::from_deck(Deck::from_string(kDeck, "test", deck_schema()));
   const auto result = federation.train(config);
   EXPECT_LE(result.gradient_norm, 1e-11);
 
-  const Table train = testing::whole_training_table(Deck::from_string(kDeck, "test"));
+  const Table train =
+      testing::whole_training_table(Deck::from_string(kDeck, "test", deck_schema()));
   std::vector<double> x(train.rows * problem.encoding.width());
   problem.encoding.encode_all(train, x.data());
   const auto central =
@@ -55,14 +58,15 @@ TEST(Federation, PolishedFedAvgEqualsCentralMinimizerOnPooledData) {
 }
 
 TEST(Federation, ObjectiveAndGradientMatchPooledComputation) {
-  FederatedProblem problem = build_problem(Deck::from_string(kDeck, "test"));
+  FederatedProblem problem = build_problem(Deck::from_string(kDeck, "test", deck_schema()));
   Federation federation(problem);
   std::vector<double> theta(federation.parameters());
   for (std::size_t k = 0; k < theta.size(); ++k)
     theta[k] = 0.01 * static_cast<double>(k % 7) - 0.02;
   std::vector<double> gradient;
   federation.gradient(theta, gradient);
-  const Table train = testing::whole_training_table(Deck::from_string(kDeck, "test"));
+  const Table train =
+      testing::whole_training_table(Deck::from_string(kDeck, "test", deck_schema()));
   std::vector<double> x(train.rows * problem.encoding.width()), expected(theta.size());
   problem.encoding.encode_all(train, x.data());
   Workspace work;
@@ -80,7 +84,7 @@ TEST(Federation, ObjectiveAndGradientMatchPooledComputation) {
 // without the probability cache a CG solve keeps; the cache must give the uncached bits, and a
 // cleared cache must follow theta.
 TEST(Federation, HessianVectorMatchesExplicitHessianWithAndWithoutCache) {
-  FederatedProblem problem = build_problem(Deck::from_string(kDeck, "test"));
+  FederatedProblem problem = build_problem(Deck::from_string(kDeck, "test", deck_schema()));
   Federation federation(problem);
   const std::size_t p = federation.parameters();
   std::vector<double> theta(p), v(p), w(p);
@@ -114,7 +118,7 @@ TEST(Federation, HessianVectorMatchesExplicitHessianWithAndWithoutCache) {
 }
 
 TEST(Federation, NewtonDirectionWithANearbyPreconditionerSolvesTheDenseSystem) {
-  FederatedProblem problem = build_problem(Deck::from_string(kDeck, "test"));
+  FederatedProblem problem = build_problem(Deck::from_string(kDeck, "test", deck_schema()));
   Federation federation(problem);
   const std::size_t p = federation.parameters();
   std::vector<double> near(p), theta(p), gradient(p);
@@ -154,7 +158,7 @@ TEST(Federation, NewtonDirectionWithANearbyPreconditionerSolvesTheDenseSystem) {
 }
 
 TEST(Federation, NewtonPolishWithAPreconditionerReachesTheSameMinimizer) {
-  FederatedProblem problem = build_problem(Deck::from_string(kDeck, "test"));
+  FederatedProblem problem = build_problem(Deck::from_string(kDeck, "test", deck_schema()));
   Federation federation(problem);
   const std::size_t p = federation.parameters();
   std::vector<double> start(p);
@@ -180,7 +184,7 @@ TEST(Federation, NewtonPolishWithAPreconditionerReachesTheSameMinimizer) {
 // rank; a round equals the size-weighted mean update of its cohort, summed here in client order by
 // ordered_sum (an independent reduction).
 TEST(Federation, ClientSamplingDrawsTheCohortsAndFedAvgAveragesThem) {
-  FederatedProblem problem = build_problem(Deck::from_string(kDeck, "test"));
+  FederatedProblem problem = build_problem(Deck::from_string(kDeck, "test", deck_schema()));
   Federation federation(problem);
   const int N = 7;
   ClientSampling fixed{ClientSampling::Kind::fixed, 0.3},
@@ -206,7 +210,8 @@ TEST(Federation, ClientSamplingDrawsTheCohortsAndFedAvgAveragesThem) {
   MPI_Allreduce(MPI_IN_PLACE, &highest, 1, MPI_LONG, MPI_MAX, MPI_COMM_WORLD);
   EXPECT_EQ(lowest, highest);
 
-  const FederationConfig config = FederationConfig::from_deck(Deck::from_string(kDeck, "test"));
+  const FederationConfig config =
+      FederationConfig::from_deck(Deck::from_string(kDeck, "test", deck_schema()));
   const std::size_t p = federation.parameters();
   std::vector<double> theta(p);
   for (std::size_t k = 0; k < p; ++k) theta[k] = 0.02 * std::cos(static_cast<double>(k));
@@ -235,9 +240,10 @@ TEST(Federation, ClientSamplingDrawsTheCohortsAndFedAvgAveragesThem) {
 }
 
 TEST(Federation, AggregatedRoundGivesTheRuleEveryCohortUpdateInClientOrder) {
-  FederatedProblem problem = build_problem(Deck::from_string(kDeck, "test"));
+  FederatedProblem problem = build_problem(Deck::from_string(kDeck, "test", deck_schema()));
   Federation federation(problem);
-  const FederationConfig config = FederationConfig::from_deck(Deck::from_string(kDeck, "test"));
+  const FederationConfig config =
+      FederationConfig::from_deck(Deck::from_string(kDeck, "test", deck_schema()));
   const std::size_t p = federation.parameters();
   std::vector<double> theta(p);
   for (std::size_t k = 0; k < p; ++k) theta[k] = 0.03 * std::sin(static_cast<double>(k) + 1.0);

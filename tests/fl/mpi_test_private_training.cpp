@@ -7,6 +7,7 @@
 #include <cmath>
 #include <string>
 
+#include "fluence/app/deck_schema.hpp"
 #include "fluence/core/config.hpp"
 #include "fluence/core/error.hpp"
 #include "fluence/core/mpi.hpp"
@@ -50,7 +51,7 @@ noise_multiplier = 1.3
 clip = 0.7
 adaptive_clip = false
 )"),
-                                      "test");
+                                      "test", deck_schema());
   FederatedProblem problem = build_problem(deck);
   Federation federation(problem);
   const PrivacyConfig config = PrivacyConfig::from_deck(deck, 40, 400);
@@ -82,7 +83,8 @@ adaptive_clip = false
 // errors of q N and every client's inclusion frequency within 5 standard errors of q.
 TEST(PrivateTraining, ClientsAreSampledWithRateQ) {
   const Deck deck = Deck::from_string(
-      deck_text("mode = \"dp-fedavg\"\nsampling_rate = 0.2\nadaptive_clip = false\n"), "test");
+      deck_text("mode = \"dp-fedavg\"\nsampling_rate = 0.2\nadaptive_clip = false\n"), "test",
+      deck_schema());
   FederatedProblem problem = build_problem(deck);
   Federation federation(problem);
   PrivateTraining training(federation, PrivacyConfig::from_deck(deck, 40, 400));
@@ -110,7 +112,7 @@ ratio = 1.0
 clip = 1e6
 adaptive_clip = false
 )"),
-                                      "test");
+                                      "test", deck_schema());
   FederatedProblem problem = build_problem(deck);
   for (const auto& rows : problem.client_rows)
     ASSERT_EQ(rows.size(), problem.client_rows[0].size());
@@ -132,7 +134,7 @@ TEST(PrivateTraining, SkewedOptOutDrawsAmongHoldersOfTheLabel) {
   const Deck deck =
       Deck::from_string(deck_text("mode = \"feo2\"\nopt_out_fraction = 0.2\nopt_out_label = 1\n",
                                   "scheme = \"label_shards\"\nshards_per_client = 1\n"),
-                        "test");
+                        "test", deck_schema());
   FederatedProblem problem = build_problem(deck);
   const std::vector<int> chosen = choose_opt_out_clients(problem, 0.2, 1);
   ASSERT_EQ(chosen.size(), 8u);
@@ -156,7 +158,7 @@ TEST(PrivateTraining, LocalTestMetricsMatchDirectEvaluation) {
   const Deck deck =
       Deck::from_string(deck_text("mode = \"none\"\n", "local_test_fraction = 0.25\n") +
                             "[personalization]\nmethod = \"ditto\"\n",
-                        "test");
+                        "test", deck_schema());
   FederatedProblem problem = build_problem(deck);
   std::int64_t held = 0;
   for (std::size_t id = 0; id < problem.client_rows.size(); ++id) {
@@ -202,7 +204,7 @@ Deck noise_free_deck(double clip) {
   return Deck::from_string(deck_text("mode = \"dp-fedavg\"\nsampling_rate = 1.0\n"
                                      "noise_multiplier = 0.0\nadaptive_clip = false\nclip = " +
                                      std::to_string(clip) + "\n"),
-                           "test");
+                           "test", deck_schema());
 }
 
 TEST(PrivateTraining, ClippedUpdatesAreSummedToRounding) {

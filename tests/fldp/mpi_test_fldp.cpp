@@ -6,10 +6,12 @@
 
 #include <cmath>
 
+#include "fluence/app/deck_schema.hpp"
 #include "fluence/core/config.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/fldp/fldp.hpp"
 #include "fluence/influence/hessian_operator.hpp"
+#include "support/default_deck.hpp"
 
 namespace fluence {
 namespace {
@@ -54,8 +56,10 @@ std::vector<double> test_point(std::size_t p, double scale) {
 
 class FldpMpi : public ::testing::Test {
  protected:
-  FldpMpi() : problem(build_problem(Deck::from_string(kDeck, "test"))), federation(problem) {
-    FederationConfig training;
+  FldpMpi()
+      : problem(build_problem(Deck::from_string(kDeck, "test", deck_schema()))),
+        federation(problem) {
+    FederationConfig training = FederationConfig::from_deck(default_deck());
     training.rounds = 0;
     training.newton_polish = true;
     training.tolerance = 1e-12;
@@ -85,7 +89,7 @@ class FldpMpi : public ::testing::Test {
   FederatedProblem problem;
   Federation federation;
   FederationConfig training_;
-  InfluenceConfig influence;
+  InfluenceConfig influence = InfluenceConfig::from_deck(default_deck());
   std::vector<double> theta;
 };
 

@@ -11,9 +11,11 @@
 
 #include "fluence/core/error.hpp"
 #include "fluence/core/rng.hpp"
+#include "fluence/data/purposes.hpp"
 #include "fluence/data/source.hpp"
 #include "fluence/fldp/expected_loss.hpp"
 #include "fluence/model/network.hpp"
+#include "fluence/privacy/purposes.hpp"
 #include "fluence/privacy/randomized_response.hpp"
 
 namespace fluence {
@@ -44,7 +46,7 @@ struct ClientFixture {
     randomized_categorical = table.categorical;
     randomized_labels = table.label;
     for (std::size_t r = 0; r < table.rows; ++r) {
-      Stream stream(7, Purpose::randomized_response, r);
+      Stream stream(7, purpose::randomized_response, r);
       randomized_categorical[r * 2] = randomize_value(table.categorical[r * 2], 3, 1.0, stream);
       randomized_categorical[r * 2 + 1] =
           randomize_value(table.categorical[r * 2 + 1], 4, 1.0, stream);
@@ -54,7 +56,7 @@ struct ClientFixture {
     encoding.encode(table, rows, randomized_categorical.data(), features.data());
     client = std::make_unique<Client>(0, rows, table.categorical, table.label,
                                       randomized_categorical, randomized_labels, features);
-    Stream stream(9, Purpose::synthetic_model);
+    Stream stream(9, purpose::synthetic_model);
     theta.resize(model.parameters());
     for (auto& value : theta) value = 0.5 * stream.normal();
   }
@@ -180,7 +182,7 @@ TEST_P(ExpectedLossClasses, EnumerationEqualsBruteForceOverAllRandomizations) {
     expect_close(change, difference, kRoundingTolerance, "change gradient without the table");
 
     std::vector<double> v(p), hv(p);
-    Stream stream(3, Purpose::synthetic_model, 1);
+    Stream stream(3, purpose::synthetic_model, 1);
     for (auto& value : v) value = stream.normal();
     expected.hessian_vector_sum(s.theta.data(), v.data(), hv.data());
     expect_close(hv,
@@ -324,7 +326,7 @@ TEST(ModelExpectedLoss, NetworkEqualsBruteForceOverAllRandomizations) {
   const Network network(NetworkSpec::mlp(width, {5}, Activation::tanh, 3, true), 3, 1e-3);
   const std::size_t p = network.parameters();
   std::vector<double> theta(p), v(p);
-  Stream stream(4, Purpose::synthetic_model, 2);
+  Stream stream(4, purpose::synthetic_model, 2);
   for (auto& value : theta) value = 0.7 * stream.normal();
   for (auto& value : v) value = stream.normal();
   Workspace work;

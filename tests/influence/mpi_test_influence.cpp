@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "fluence/app/deck_schema.hpp"
 #include "fluence/core/config.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/influence/client_influence.hpp"
@@ -36,7 +37,8 @@ tolerance = 1e-11
 // Pooled encoded rows of the given clients (all when `clients` is empty), in client order.
 void pooled_rows(const FederatedProblem& problem, const std::vector<int>& clients,
                  std::vector<double>& x, std::vector<std::int32_t>& y) {
-  const Table train = testing::whole_training_table(Deck::from_string(kDeck, "test"));
+  const Table train =
+      testing::whole_training_table(Deck::from_string(kDeck, "test", deck_schema()));
   std::vector<double> all(train.rows * problem.encoding.width());
   problem.encoding.encode_all(train, all.data());
   const auto width = static_cast<std::size_t>(problem.encoding.width());
@@ -65,7 +67,9 @@ std::vector<double> multiply(const std::vector<double>& a, const std::vector<dou
 
 class InfluenceMpi : public ::testing::Test {
  protected:
-  InfluenceMpi() : problem(build_problem(Deck::from_string(kDeck, "test"))), federation(problem) {
+  InfluenceMpi()
+      : problem(build_problem(Deck::from_string(kDeck, "test", deck_schema()))),
+        federation(problem) {
     theta = test_point(federation.parameters(), 0.3);
   }
   FederatedProblem problem;
@@ -213,7 +217,7 @@ retrain = true
 )";
 
 TEST(ClientInfluence, RemovalEstimatesRankLikeExactRetrainingOnTwentyClients) {
-  const Deck deck = Deck::from_string(kTwentyClients, "test");
+  const Deck deck = Deck::from_string(kTwentyClients, "test", deck_schema());
   FederatedProblem problem = build_problem(deck);
   Federation federation(problem);
   const FederationConfig training = FederationConfig::from_deck(deck);

@@ -8,6 +8,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "fluence/app/deck_schema.hpp"
 #include "fluence/core/config.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/influence/hessian_operator.hpp"
@@ -84,7 +85,7 @@ double distance(const std::vector<double>& a, const std::vector<double>& b) {
 }
 
 TEST(NetworkInfluence, EstimateErrorShrinksQuadraticallyWithTheRemovedMass) {
-  const Deck deck = Deck::from_string(kDeck, "test");
+  const Deck deck = Deck::from_string(kDeck, "test", deck_schema());
   FederatedProblem problem = build_problem(deck);
   Federation federation(problem);
   const FederationConfig config = FederationConfig::from_deck(deck);

@@ -5,7 +5,9 @@
 #include <vector>
 
 #include "fluence/core/rng.hpp"
+#include "fluence/data/purposes.hpp"
 #include "fluence/influence/hessian_operator.hpp"
+#include "fluence/influence/purposes.hpp"
 #include "support/dense_reference.hpp"
 
 namespace fluence::testing {
@@ -25,7 +27,7 @@ class PooledHessian final : public HessianOperator {
   }
   void apply_sampled(const double* v, double* out, int batch, std::uint64_t key0,
                      std::uint64_t key1) override {
-    Stream stream(99, Purpose::lissa_sample, key0, key1);
+    Stream stream(99, purpose::lissa_sample, key0, key1);
     const int D = model_.features();
     batch_.resize(static_cast<std::size_t>(batch) * D);
     for (int b = 0; b < batch; ++b)
@@ -67,7 +69,7 @@ struct PooledData {
 
 inline PooledData planted_data(std::size_t rows, int features, int classes, std::uint64_t seed) {
   PooledData data{features, classes, {}, {}};
-  Stream stream(seed, Purpose::synthetic_rows);
+  Stream stream(seed, purpose::synthetic_rows);
   std::vector<double> planted(static_cast<std::size_t>(classes) * features);
   for (auto& w : planted) w = stream.normal();
   data.x.resize(rows * features);

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "fluence/core/error.hpp"
+#include "fluence/data/purposes.hpp"
 #include "fluence/influence/ihvp.hpp"
 #include "fluence/influence/spectrum.hpp"
 #include "pooled_hessian.hpp"
@@ -36,7 +37,7 @@ struct Fixture {
     // minimizer with a small L2 then.
     const SoftmaxRegression fit(6, 3, std::max(l2, 1e-3));
     theta = testing::dense_minimizer(fit, data.x.data(), data.y.data(), data.rows());
-    Stream stream(seed, Purpose::synthetic_model);
+    Stream stream(seed, purpose::synthetic_model);
     b.resize(model.parameters());
     for (auto& v : b) v = stream.normal();
     const auto dense =

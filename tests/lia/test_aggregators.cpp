@@ -13,13 +13,14 @@
 
 #include "fluence/core/error.hpp"
 #include "fluence/core/rng.hpp"
+#include "fluence/data/purposes.hpp"
 #include "fluence/lia/aggregators.hpp"
 
 namespace fluence::lia {
 namespace {
 
 std::vector<double> random_updates(int n, std::size_t p, std::uint64_t seed, double scale = 1.0) {
-  Stream stream(seed, Purpose::synthetic_rows);
+  Stream stream(seed, purpose::synthetic_rows);
   std::vector<double> u(static_cast<std::size_t>(n) * p);
   for (auto& v : u) v = scale * stream.normal();
   return u;

@@ -8,14 +8,16 @@
 #include <vector>
 
 #include "fluence/core/rng.hpp"
+#include "fluence/data/purposes.hpp"
 #include "fluence/lia/dp_sgd.hpp"
+#include "fluence/lia/purposes.hpp"
 
 namespace fluence::lia {
 namespace {
 
 TEST(LiaDpSgd, OneFullBatchStepIsTheMeanOfClippedGradients) {
   const int C = 3, D = 5, n = 12;
-  Stream data(8, Purpose::synthetic_rows);
+  Stream data(8, purpose::synthetic_rows);
   std::vector<double> x(n * D), theta(C * D);
   std::vector<std::int32_t> y(n);
   for (auto& v : x) v = 2 * data.normal();
@@ -52,7 +54,7 @@ TEST(LiaDpSgd, OneFullBatchStepIsTheMeanOfClippedGradients) {
     }
     std::vector<double> result(theta);
     DpSgdWorkspace work;
-    Stream stream(1, Purpose::lia_dp_sgd);
+    Stream stream(1, purpose::lia_dp_sgd);
     dp_sgd(x.data(), y.data(), n, D, C, config, stream, result.data(), work);
     for (int k = 0; k < C * D; ++k) EXPECT_NEAR(result[k], expected[k], 1e-13) << clip;
   }
@@ -72,7 +74,7 @@ TEST(LiaDpSgd, NoiseHasTheCalibratedScale) {
   config.noise_multiplier = 2.0;
   const long steps = dp_sgd_steps(n, config);  // 2 * 5
   DpSgdWorkspace work;
-  Stream stream(4, Purpose::lia_dp_sgd);
+  Stream stream(4, purpose::lia_dp_sgd);
   dp_sgd(x.data(), y.data(), n, D, C, config, stream, theta.data(), work);
   double sum2 = 0.0;
   for (double v : theta) sum2 += v * v;

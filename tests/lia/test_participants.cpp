@@ -13,6 +13,7 @@
 #include "fluence/data/source.hpp"
 #include "fluence/lia/lia.hpp"
 #include "fluence/lia/participants.hpp"
+#include "support/default_deck.hpp"
 
 namespace fluence::lia {
 namespace {
@@ -27,7 +28,8 @@ Table synthetic_table(long rows, int classes) {
 }
 
 LiaConfig small_config(int participants) {
-  LiaConfig config;
+  // The declared defaults; the class count only bounds lia.minority.class (0 by default).
+  LiaConfig config = LiaConfig::from_deck(default_deck(), 2);
   config.participants = participants;
   config.train_size = 20;
   config.validation_size = 10;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "fluence/core/rng.hpp"
+#include "fluence/lia/purposes.hpp"
 #include "fluence/lia/relevance.hpp"
 
 namespace fluence::lia {
@@ -18,7 +19,7 @@ namespace {
 TEST(LiaRelevance, HistogramCountsTheFirstMaximalLogitOfEachRow) {
   const int D = 7, C = 5;
   const std::size_t rows = 301;
-  Stream stream(11, Purpose::lia_relevance);
+  Stream stream(11, purpose::lia_relevance);
   std::vector<double> x(rows * D), theta(static_cast<std::size_t>(C) * D);
   for (auto& v : x) v = stream.normal();
   for (auto& v : theta) v = stream.normal();
@@ -47,7 +48,7 @@ TEST(LiaRelevance, HistogramCountsTheFirstMaximalLogitOfEachRow) {
 TEST(LiaRelevance, LaplaceDrawsFollowTheirDistributionFunction) {
   const double scale = 2.5;
   const long n = 200000;
-  Stream stream(5, Purpose::lia_relevance, 7);
+  Stream stream(5, purpose::lia_relevance, 7);
   std::vector<double> draws(n);
   for (auto& v : draws) v = laplace(scale, stream);
   std::sort(draws.begin(), draws.end());
@@ -98,7 +99,7 @@ TEST(LiaRelevance, WeightIsTheOverlapOfTheClippedSharesToThePower) {
 }
 
 TEST(LiaRelevance, QuantizedWeightsAreWithinHalfAQuantum) {
-  Stream stream(3, Purpose::lia_relevance);
+  Stream stream(3, purpose::lia_relevance);
   for (int i = 0; i < 1000; ++i) {
     const double w = stream.uniform();
     EXPECT_LE(std::abs(static_cast<double>(quantized_weight(w)) * kWeightQuantum - w),

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "fluence/core/rng.hpp"
+#include "fluence/data/purposes.hpp"
+#include "fluence/lia/purposes.hpp"
 #include "fluence/lia/votes.hpp"
 
 namespace fluence::lia {
@@ -38,7 +40,7 @@ TEST(LiaVotes, EmpiricalFlipRatesFollowEq2) {
     for (int vote : {-1, 1}) {
       long flipped = 0;
       for (long i = 0; i < draws; ++i) {
-        Stream stream(3, Purpose::lia_vote, static_cast<std::uint64_t>(i),
+        Stream stream(3, purpose::lia_vote, static_cast<std::uint64_t>(i),
                       static_cast<std::uint64_t>(vote + 1));
         const int reported = obfuscate_vote(vote, p, stream);
         ASSERT_TRUE(reported == 1 || reported == -1);
@@ -81,7 +83,7 @@ TEST(LiaVotes, KmeansThresholdIsTheOptimalTwoClusterMidpoint) {
   EXPECT_DOUBLE_EQ(kmeans_threshold({-10, -11, -9, 20, 21, 19}), 5.0);
   // Random sets (continuous values: a unique optimum) against the brute force.
   for (std::uint64_t trial = 0; trial < 40; ++trial) {
-    Stream stream(17, Purpose::synthetic_rows, trial);
+    Stream stream(17, purpose::synthetic_rows, trial);
     std::vector<double> values(3 + trial % 10);
     for (auto& v : values) v = stream.normal() * (1 + 5 * stream.uniform());
     EXPECT_NEAR(kmeans_threshold(values), brute_force_threshold(values), 1e-9) << trial;
@@ -93,7 +95,7 @@ TEST(LiaVotes, KmeansThresholdIsTheOptimalTwoClusterMidpoint) {
 // q = 1/2 is the median: rank n/2, as "median" always took.
 TEST(LiaVotes, VoteQuantileIsTheSortedElementOfRankFloorNq) {
   for (std::uint64_t trial = 0; trial < 30; ++trial) {
-    Stream stream(23, Purpose::synthetic_rows, trial);
+    Stream stream(23, purpose::synthetic_rows, trial);
     std::vector<double> values(1 + trial % 13);
     for (auto& v : values) v = std::floor(4 * stream.normal());  // ties included
     std::vector<double> sorted = values;
@@ -114,7 +116,7 @@ TEST(LiaVotes, MixtureThresholdFindsTheEqualPosteriorPoint) {
   // 7,000 draws from N(0, 2^2) and 3,000 from N(-8, 1): the true equal-posterior point solves
   // log 0.7 - log 2 - x^2/8 = log 0.3 - (x + 8)^2 / 2 between the means. EM's parameter errors
   // are O(1/sqrt(n)), which moves the crossing by a few hundredths; 0.15 leaves room.
-  Stream stream(21, Purpose::synthetic_rows);
+  Stream stream(21, purpose::synthetic_rows);
   std::vector<double> values;
   for (int i = 0; i < 7000; ++i) values.push_back(2.0 * stream.normal());
   for (int i = 0; i < 3000; ++i) values.push_back(-8.0 + stream.normal());
@@ -174,7 +176,7 @@ double naive_error(const double* x, std::int32_t y, const double* theta, int C, 
 
 TEST(LiaVotes, KernelEqualsANaiveLoopOverContributors) {
   const int C = 4, D = 7, validators = 37, contributors = 300;  // 3 blocks, 3 chunks
-  Stream stream(5, Purpose::synthetic_rows);
+  Stream stream(5, purpose::synthetic_rows);
   std::vector<std::size_t> begin{0};
   for (int v = 0; v < validators; ++v) begin.push_back(begin.back() + 1 + v % 5);
   const std::size_t rows = begin.back();

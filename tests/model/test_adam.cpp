@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "fluence/core/error.hpp"
+#include "fluence/lia/purposes.hpp"
 #include "fluence/model/adam.hpp"
 #include "fluence/model/network.hpp"
 
@@ -49,7 +50,7 @@ TEST(Adam, FirstStepMovesEveryParameterByTheStepSize) {
   Workspace work;
   problem.network.gradient_sum(problem.x.data(), problem.y.data(), problem.rows,
                                problem.theta.data(), gradient.data(), work);
-  Stream stream(1, Purpose::lia_body);
+  Stream stream(1, purpose::lia_body);
   adam_fit(problem.network, problem.x.data(), problem.y.data(), problem.rows, settings, stream,
            theta.data(), work);
   for (std::size_t q = 0; q < theta.size(); ++q) {
@@ -70,7 +71,7 @@ TEST(Adam, FullBatchStepsFollowTheBiasCorrectedRecursion) {
   settings.l2 = 0.01;
   std::vector<double> theta = problem.theta, reference = problem.theta;
   Workspace work;
-  Stream stream(2, Purpose::lia_body);
+  Stream stream(2, purpose::lia_body);
   adam_fit(problem.network, problem.x.data(), problem.y.data(), problem.rows, settings, stream,
            theta.data(), work);
   const std::size_t p = theta.size();
@@ -99,7 +100,7 @@ TEST(Adam, MiniBatchesAreDeterministicAndLowerTheLoss) {
   auto run = [&](std::uint64_t seed) {
     std::vector<double> theta = problem.theta;
     Workspace work;
-    Stream stream(seed, Purpose::lia_body);
+    Stream stream(seed, purpose::lia_body);
     adam_fit(problem.network, problem.x.data(), problem.y.data(), problem.rows, settings, stream,
              theta.data(), work);
     return theta;
@@ -115,7 +116,7 @@ TEST(Adam, MiniBatchesAreDeterministicAndLowerTheLoss) {
 TEST(Adam, RefusesSettingsOutOfRange) {
   Problem problem;
   Workspace work;
-  Stream stream(1, Purpose::lia_body);
+  Stream stream(1, purpose::lia_body);
   AdamSettings settings;
   settings.learning_rate = 0.0;
   EXPECT_THROW(adam_fit(problem.network, problem.x.data(), problem.y.data(), problem.rows, settings,

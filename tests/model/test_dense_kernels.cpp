@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "fluence/core/rng.hpp"
+#include "fluence/data/purposes.hpp"
 #include "fluence/model/dense_kernels.hpp"
 
 namespace fluence {
@@ -25,7 +26,7 @@ double gamma(int n) {
 }
 
 std::vector<double> normal_values(std::size_t n, std::uint64_t seed) {
-  Stream stream(seed, Purpose::synthetic_rows);
+  Stream stream(seed, purpose::synthetic_rows);
   std::vector<double> values(n);
   for (auto& v : values) v = stream.normal();
   return values;

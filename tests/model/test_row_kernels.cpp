@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "fluence/core/rng.hpp"
+#include "fluence/data/purposes.hpp"
 #include "fluence/model/row_kernels.hpp"
 
 namespace fluence {
@@ -25,7 +26,7 @@ struct ByteRows {
 
 ByteRows random_rows(int rows, int D, int C, std::uint64_t seed) {
   ByteRows p{rows, D, C, {}, {}, {}, {}, {}};
-  Stream stream(seed, Purpose::synthetic_rows);
+  Stream stream(seed, purpose::synthetic_rows);
   p.k.resize(static_cast<std::size_t>(rows) * D);
   for (auto& v : p.k) v = stream.uniform() < 0.5 ? 0 : static_cast<std::uint8_t>(stream.below(256));
   for (int j = 0; j < D; ++j) {
@@ -91,7 +92,7 @@ TEST(ByteKernels, RankUpdateMatchesTheDecodedOuterProducts) {
   for (auto [D, C] : kShapes) {
     for (double shrink : {1.0, 0.99}) {
       const auto p = random_rows(19, D, C, 300 + D);
-      Stream stream(7, Purpose::synthetic_rows);
+      Stream stream(7, purpose::synthetic_rows);
       std::vector<double> a(p.rows * C);
       for (auto& v : a) v = 0.01 * stream.normal();
       auto theta = p.theta;
@@ -166,7 +167,7 @@ TEST(ByteKernels, SingleBlockLogitsMatchTheDecodedDotProducts) {
 TEST(ByteKernels, BlockRowsIsTheBlockedLayoutOfTheRowsItPointsTo) {
   for (int D : {785, 16, 17, 13, 3, 64}) {
     const auto p = random_rows(16, D, 1, 700 + D);
-    Stream stream(9, Purpose::synthetic_rows);
+    Stream stream(9, purpose::synthetic_rows);
     for (int n = 1; n <= kCodeBlockRows; ++n) {
       auto pointers = p.pointers;
       stream.shuffle(std::span<const std::uint8_t*>(pointers));
@@ -184,7 +185,7 @@ TEST(ByteKernels, SingleRankUpdateMatchesTheDecodedOuterProducts) {
   for (auto [D, C] : kShapes) {
     const auto p = random_rows(19, D, C, 600 + D);
     const SingleRows f(p);
-    Stream stream(8, Purpose::synthetic_rows);
+    Stream stream(8, purpose::synthetic_rows);
     std::vector<float> a(p.rows * C);
     for (auto& v : a) v = static_cast<float>(0.01 * stream.normal());
     const float shrink = 0.99f;
@@ -290,7 +291,7 @@ TEST(ByteKernels, BlockLogitsOfARowDoNotDependOnItsBlockOrLane) {
 // exponential's argument is clamped below -708 for some classes, and ties for the argmax.
 TEST(ByteKernels, BlockLossMatchesTheNaiveCrossEntropy) {
   const int C = 7;
-  Stream stream(11, Purpose::synthetic_rows);
+  Stream stream(11, purpose::synthetic_rows);
   std::vector<double> z(C * kCodeBlockRows);
   for (int trial = 0; trial < 50; ++trial) {
     const double spread = trial < 25 ? 5.0 : 500.0;

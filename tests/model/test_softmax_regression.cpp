@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "fluence/core/rng.hpp"
+#include "fluence/data/purposes.hpp"
 #include "fluence/fl/client.hpp"
+#include "fluence/fl/purposes.hpp"
 #include "fluence/model/row_kernels.hpp"
 #include "fluence/model/softmax_regression.hpp"
 
@@ -24,7 +26,7 @@ struct Problem {
 
 Problem random_problem(int rows, int features, int classes, std::uint64_t seed) {
   Problem p{rows, features, classes, {}, {}, {}};
-  Stream stream(seed, Purpose::synthetic_rows);
+  Stream stream(seed, purpose::synthetic_rows);
   p.x.resize(static_cast<std::size_t>(rows) * features);
   for (auto& v : p.x) v = stream.normal();
   p.theta.resize(static_cast<std::size_t>(classes) * features);
@@ -87,7 +89,7 @@ TEST(SoftmaxRegression, HessianVectorProductMatchesGradientDifferences) {
   const auto p = random_problem(2500, 8, 3, 11);
   SoftmaxRegression model(p.features, p.classes, 0.0);
   Workspace work;
-  Stream stream(5, Purpose::synthetic_model);
+  Stream stream(5, purpose::synthetic_model);
   std::vector<double> v(model.parameters());
   for (auto& value : v) value = stream.normal();
   std::vector<double> hv(model.parameters()), g_plus(model.parameters()),
@@ -152,7 +154,7 @@ TEST(SoftmaxRegression, SgdEpochMatchesNaiveUpdatesOnLoopAndBlasPaths) {
     SoftmaxRegression model(features, classes, l2);
     std::vector<std::int64_t> order(p.rows);
     std::iota(order.begin(), order.end(), 0);
-    Stream stream(3, Purpose::local_shuffle);
+    Stream stream(3, purpose::local_shuffle);
     stream.shuffle(std::span<std::int64_t>(order));
     auto theta = p.theta;
     Workspace work;
@@ -210,7 +212,7 @@ struct CodedProblem {
 
 CodedProblem coded_problem(int rows, int features, int classes, std::uint64_t seed) {
   CodedProblem p{random_problem(rows, features, classes, seed), {}, {}};
-  Stream stream(seed + 1, Purpose::synthetic_rows);
+  Stream stream(seed + 1, purpose::synthetic_rows);
   for (int j = 0; j < features; ++j) {
     const bool bias = j + 1 == features;
     p.coding.step.push_back(bias ? 1.0 : 3.0 / 255.0);
@@ -236,7 +238,7 @@ TEST(SoftmaxRegression, ByteSgdEpochMatchesNaiveUpdatesOfTheDecodedRows) {
     SoftmaxRegression model(features, classes, l2);
     std::vector<std::int64_t> order(p.decoded.rows);
     std::iota(order.begin(), order.end(), 0);
-    Stream stream(5, Purpose::local_shuffle);
+    Stream stream(5, purpose::local_shuffle);
     stream.shuffle(std::span<std::int64_t>(order));
     std::vector<double> center(p.decoded.theta.size());
     for (std::size_t k = 0; k < center.size(); ++k) center[k] = 0.1 * std::sin(0.7 * k);

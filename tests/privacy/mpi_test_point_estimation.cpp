@@ -5,12 +5,13 @@
 #include <cmath>
 
 #include "fluence/privacy/point_estimation.hpp"
+#include "support/default_deck.hpp"
 
 namespace fluence {
 namespace {
 
 PointEstimationConfig small_config() {
-  PointEstimationConfig config;
+  PointEstimationConfig config = PointEstimationConfig::from_deck(default_deck());
   config.clients = 50;
   config.opt_out_fraction = 0.2;
   config.samples = 5;

@@ -2,9 +2,11 @@
 
 #include <cmath>
 
+#include "fluence/app/deck_schema.hpp"
 #include "fluence/core/config.hpp"
 #include "fluence/core/error.hpp"
 #include "fluence/data/source.hpp"
+#include "fluence/privacy/purposes.hpp"
 #include "fluence/privacy/randomized_response.hpp"
 
 namespace fluence {
@@ -36,7 +38,7 @@ TEST(RandomizedResponse, EmpiricalReportsFollowTheDistortionMatrix) {
   const long draws = 400000;
   std::vector<long> counts(k);
   for (long i = 0; i < draws; ++i) {
-    Stream stream(9, Purpose::randomized_response, static_cast<std::uint64_t>(i));
+    Stream stream(9, purpose::randomized_response, static_cast<std::uint64_t>(i));
     ++counts[randomize_value(truth, k, eps, stream)];
   }
   const auto p = distortion_matrix(eps, k);
@@ -60,7 +62,7 @@ TEST(LdpPlan, ResolvesAttributesAndPerClientOverrides) {
       "[ldp]\nattributes = [\"cat1\", \"label\"]\nepsilon = 2\n"
       "[[ldp.client]]\nid = 1\nepsilon = { label = 0.5 }\n"
       "[[ldp.client]]\nids = [2]\nepsilon = \"inf\"\n",
-      "d");
+      "d", deck_schema());
   const auto plan = LdpPlan::from_deck(deck, tiny_schema(), 3);
   EXPECT_EQ(plan.categorical_column, (std::vector<int>{1, -1}));
   EXPECT_EQ(plan.domain, (std::vector<int>{4, 2}));
@@ -73,7 +75,7 @@ TEST(LdpPlan, ResolvesAttributesAndPerClientOverrides) {
 TEST(LdpPlan, UnknownOrNumericAttributesAreInputErrors) {
   auto message = [](const std::string& text) {
     try {
-      LdpPlan::from_deck(Deck::from_string(text, "d"), tiny_schema(), 3);
+      LdpPlan::from_deck(Deck::from_string(text, "d", deck_schema()), tiny_schema(), 3);
     } catch (const InputError& error) {
       return std::string(error.what());
     }
@@ -96,7 +98,8 @@ TEST(RandomizedResponse, ClientRowsAreRandomizedOnlyWhereAsked) {
   config.numeric = 0;
   config.categorical = {3, 5};
   const Table table = generate_synthetic(config, 3);
-  const Deck deck = Deck::from_string("[ldp]\nattributes = [\"cat1\"]\nepsilon = 1.0\n", "d");
+  const Deck deck =
+      Deck::from_string("[ldp]\nattributes = [\"cat1\"]\nepsilon = 1.0\n", "d", deck_schema());
   const auto plan = LdpPlan::from_deck(deck, table, 1);
   std::vector<std::int64_t> rows(table.rows);
   for (std::size_t r = 0; r < table.rows; ++r) rows[r] = static_cast<std::int64_t>(r);

@@ -7,11 +7,13 @@
 #include <cmath>
 #include <numeric>
 
+#include "fluence/app/deck_schema.hpp"
 #include "fluence/core/config.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/privacy/randomized_response.hpp"
 #include "fluence/whatif/retrain.hpp"
 #include "fluence/whatif/whatif.hpp"
+#include "support/default_deck.hpp"
 
 namespace fluence {
 namespace {
@@ -55,7 +57,7 @@ double distance(const std::vector<double>& a, const std::vector<double>& b) {
 class WhatifMpiBase : public ::testing::Test {
  protected:
   explicit WhatifMpiBase(const std::vector<std::string>& overrides)
-      : deck(Deck::from_string(kDeck, "test", overrides)),
+      : deck(Deck::from_string(kDeck, "test", deck_schema(), overrides)),
         problem(build_problem(deck)),
         federation(problem),
         influence(InfluenceConfig::from_deck(deck)),
@@ -67,8 +69,8 @@ class WhatifMpiBase : public ::testing::Test {
   Deck deck;
   FederatedProblem problem;
   Federation federation;
-  InfluenceConfig influence;
-  FederationConfig training;
+  InfluenceConfig influence = InfluenceConfig::from_deck(default_deck());
+  FederationConfig training = FederationConfig::from_deck(default_deck());
   std::vector<double> theta;
 
   // The estimators against the exact expected retrain (the slope test below).
@@ -225,7 +227,7 @@ rounds = 0
 polish = "newton"
 tolerance = 1e-11
 )",
-                                      "test");
+                                      "test", deck_schema());
   FederatedProblem problem = build_problem(deck);
   Federation federation(problem);
   FederationConfig training = FederationConfig::from_deck(deck);

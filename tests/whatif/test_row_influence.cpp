@@ -15,6 +15,7 @@
 
 #include "fluence/core/rng.hpp"
 #include "fluence/data/dataset.hpp"
+#include "fluence/data/purposes.hpp"
 #include "fluence/model/network.hpp"
 #include "fluence/model/softmax_regression.hpp"
 #include "fluence/privacy/randomized_response.hpp"
@@ -68,7 +69,7 @@ struct Fixture {
           NetworkSpec::mlp(encoding.width(), {4}, Activation::tanh, C, true), C, 1e-3);
     else
       model = std::make_shared<SoftmaxRegression>(encoding.width(), C, 1e-3);
-    Stream stream(11, Purpose::synthetic_model, static_cast<std::uint64_t>(C));
+    Stream stream(11, purpose::synthetic_model, static_cast<std::uint64_t>(C));
     theta.resize(model->parameters());
     s.resize(model->parameters());
     for (auto& value : theta) value = 0.8 * stream.normal();
@@ -394,7 +395,7 @@ struct PseudoFixture {
       model = std::make_shared<SoftmaxRegression>(D, C, 0.0);
     rows.reset(C, D);
     rows.distortion = std::move(distortion);
-    Stream stream(21, Purpose::synthetic_model);
+    Stream stream(21, purpose::synthetic_model);
     std::vector<double> x(D);
     auto add = [&](double w, std::vector<double> t, bool flc) {
       for (auto& value : x) value = stream.normal();
@@ -497,7 +498,7 @@ TEST(WhatifPseudoRows, HessianVectorMatchesFiniteDifferencesOfTheGradient) {
   for (bool network : {false, true})
     for (const auto& P : kDistortions) {
       const PseudoFixture f(P, network);
-      Stream stream(22, Purpose::synthetic_model);
+      Stream stream(22, purpose::synthetic_model);
       std::vector<double> v(f.theta.size()), w(f.theta.size());
       for (auto& value : v) value = stream.normal();
       for (auto& value : w) value = stream.normal();

@@ -1,5 +1,6 @@
 #pragma once
 #include <cmath>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -10,7 +11,7 @@ namespace fluence::app {
 
 struct CommandLine {
   std::string command;  // "train", "validate", "influence", "fldp", "whatif", "lia", "privacy",
-                        // "feo2-theory"
+                        // "feo2-theory", "keys"
   std::string deck;
   std::string out;                // --out overrides output.dir
   std::string model;              // influence --model results.h5
@@ -20,6 +21,7 @@ struct CommandLine {
   bool quiet = false;
   bool force = false;       // --force: overwrite a finished results.h5 in the output directory
   bool skip_data = false;   // validate --no-data
+  bool markdown = false;    // keys --markdown
   std::string for_command;  // validate --command NAME: check the deck for that command only
   std::string invocation;   // the whole command line, stored in results files
   // PETSc/SLEPc options (everything from the first single-dash option on), with argv[0] first.
@@ -40,6 +42,14 @@ CommandLine parse_command_line(int argc, char** argv);
 /// The command's deck: --set overrides applied, then --out as output.dir.
 Deck read_command_deck(const CommandLine& command_line);
 
+/// The commands that read a deck, each with the deck sections it reads (beyond the top-level
+/// `seed`). A deck is often shared by several commands, so a section another command needs is
+/// worth a warning, not a refusal: the user learns that, e.g., [privacy] does not make `fluence
+/// influence` train privately. `validate` checks a deck for a command by these sections.
+const std::map<std::string, std::vector<std::string>>& deck_commands();
+/// The sections `command` reads (none for a command that reads no deck).
+const std::vector<std::string>& sections_read_by(const std::string& command);
+
 /// Warns (rank 0, one line) about the deck's sections that `command` does not read.
 void warn_ignored_sections(const Deck& deck, const std::string& command);
 
@@ -55,6 +65,7 @@ int run_whatif(const CommandLine& command_line);
 int run_lia(const CommandLine& command_line);
 int run_privacy(const CommandLine& command_line);
 int run_feo2_theory(const CommandLine& command_line);
+int run_keys(const CommandLine& command_line);
 
 /// Exit codes (documented in README.md).
 inline constexpr int kExitUsage = 1;

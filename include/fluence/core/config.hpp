@@ -1,6 +1,8 @@
 #pragma once
-// The input deck: TOML, validated against one schema (deck_schema()). Unknown keys, wrong types and
-// out-of-range values are InputErrors naming the key path, the value and what is allowed.
+// The input deck: TOML, validated against a DeckSchema. Unknown keys, wrong types and out-of-range
+// values are InputErrors naming the key path, the value and what is allowed. Each module declares
+// the keys it reads (register_<module>_keys, next to its config struct; the helpers are in
+// core/deck_keys.hpp), and app assembles the schema (app/deck_schema.hpp): a key is written once.
 #include <limits>
 #include <map>
 #include <optional>
@@ -40,10 +42,29 @@ struct KeySpec {
   bool minimum_exclusive = false;
   bool maximum_exclusive = false;
   std::vector<std::string> choices;  // allowed values for strings and string arrays
+  // What the table in inputs/README.md adds to the allowed values that the schema cannot check
+  // itself (a bound set by another key, a format); the config struct's from_deck checks it.
+  std::string allowed_note;
 };
 
-/// Every deck key Fluence understands. inputs/README.md documents each (a test checks).
-const std::vector<KeySpec>& deck_schema();
+/// A set of deck keys, in the order they were added (the order of inputs/README.md's tables).
+class DeckSchema {
+ public:
+  /// Adds keys; a path already present is a programming error (std::logic_error).
+  void add(std::vector<KeySpec> specs);
+  /// The key at `path` ("ldp.client[2].id" finds "ldp.client[].id"), or nullptr.
+  const KeySpec* find(const std::string& path) const;
+  const std::vector<KeySpec>& keys() const { return keys_; }
+  std::vector<KeySpec>::const_iterator begin() const { return keys_.begin(); }
+  std::vector<KeySpec>::const_iterator end() const { return keys_.end(); }
+
+ private:
+  std::vector<KeySpec> keys_;
+};
+
+/// The top-level keys (`seed`).
+void register_core_keys(DeckSchema& schema);
+
 std::string key_type_name(KeyType type);
 /// Human-readable statement of what a key allows ("a number > 0", "one of: iid, dirichlet").
 std::string allowed_text(const KeySpec& spec);
@@ -58,10 +79,12 @@ struct EpsilonSpec {
 
 class Deck {
  public:
-  /// Reads and validates a deck file; `overrides` are "section.key=value" strings from --set.
-  static Deck from_file(const std::string& path, const std::vector<std::string>& overrides = {});
+  /// Reads and validates a deck file against `schema` (which must outlive the deck), and fills in
+  /// its defaults; `overrides` are "section.key=value" strings from --set.
+  static Deck from_file(const std::string& path, const DeckSchema& schema,
+                        const std::vector<std::string>& overrides = {});
   static Deck from_string(const std::string& text, const std::string& origin,
-                          const std::vector<std::string>& overrides = {});
+                          const DeckSchema& schema, const std::vector<std::string>& overrides = {});
   Deck(Deck&&) noexcept;
   Deck& operator=(Deck&&) noexcept;
   ~Deck();
@@ -102,12 +125,15 @@ class Deck {
   std::string value_text(const std::string& path) const;
 
   const toml::table& table() const;
+  /// The schema the deck was checked against (to read another deck the same way).
+  const DeckSchema& schema() const { return *schema_; }
 
  private:
   Deck();
   struct Impl;
   Impl* impl_ = nullptr;
   std::string origin_;
+  const DeckSchema* schema_ = nullptr;
 };
 
 /// Levenshtein edit distance (for "did you mean" suggestions).

@@ -8,42 +8,13 @@
 
 namespace fluence {
 
-/// What a stream is for. Values are part of the reproducibility contract: never renumber.
-enum class Purpose : std::uint64_t {
-  synthetic_model = 1,
-  synthetic_rows = 2,
-  test_split = 3,
-  partition = 4,
-  randomized_response = 5,
-  local_shuffle = 6,
-  row_subsample = 7,
-  lissa_sample = 8,
-  spectrum_start = 9,
-  fldp_rerandomization = 10,
-  fldp_expectation_sample = 11,
-  whatif_group_sample = 12,
-  whatif_randomization = 13,
-  whatif_test_sample = 14,
-  client_sampling = 15,
-  server_noise = 16,
-  opt_out = 17,
-  point_estimation = 18,
-  personal_shuffle = 19,
-  local_test_split = 20,
-  lia_split = 21,
-  lia_participant_data = 22,
-  lia_corruption = 23,
-  lia_dp_sgd = 24,
-  lia_vote = 25,
-  lia_validators = 26,
-  // 27: retired (lia's FL comparison shuffled with its own purpose; it now runs the shared
-  // federation's local_shuffle)
-  lia_sign_check = 28,
-  lia_minority = 29,
-  lia_body = 30,
-  lia_relevance = 31,
-  model_init = 32,
-  client_cohort = 33,
+/// What a stream is for: a number that keys the stream together with the run seed. Each module
+/// declares its own in fluence/<module>/purposes.hpp (namespace fluence::purpose); the numbers are
+/// part of the reproducibility contract: never renumber or reuse one. Retired, never to be reused:
+/// 7 (a row subsample that no code draws any more) and 27 (lia's FL comparison shuffled with its
+/// own purpose; it now runs the shared federation's local_shuffle).
+struct Purpose {
+  std::uint64_t number;
 };
 
 class Stream {

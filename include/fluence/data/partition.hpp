@@ -10,16 +10,21 @@
 namespace fluence {
 
 struct PartitionConfig {
-  int clients = 5;
+  // Filled in by from_deck; the defaults are the declared keys' (register_partition_keys).
+  int clients{};
   bool clients_given = true;  // false: a natural partition takes the data's client count
-  std::string scheme = "iid";
-  double alpha = 0.5;
-  int shards_per_client = 2;
+  std::string scheme;
+  double alpha{};
+  int shards_per_client{};
   std::string column;
   std::vector<double> sizes;  // optional fractions per client
 
   static PartitionConfig from_deck(const Deck& deck);
 };
+
+/// Declares the [partition] keys PartitionConfig::from_deck reads: type, default, range and meaning
+/// of each (inputs/README.md's tables).
+void register_partition_keys(DeckSchema& schema);
 
 /// Whether the scheme takes its clients from the data (Table::client): "natural" and "column".
 bool is_natural(const PartitionConfig& config);

@@ -39,6 +39,10 @@ struct DataConfig {
   static DataConfig from_deck(const Deck& deck);
 };
 
+/// Declares the [data] keys DataConfig::from_deck reads: type, default, range and meaning of each
+/// (inputs/README.md's tables).
+void register_data_keys(DeckSchema& schema);
+
 /// Rows from a planted multinomial logistic model: numeric attributes N(0,1), categorical uniform,
 /// labels drawn from softmax(W x + b). Row r depends only on (seed, r), so any rank can make any
 /// row.

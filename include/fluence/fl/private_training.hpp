@@ -31,20 +31,21 @@ namespace fluence {
 enum class PrivacyMode { none, dp_fedavg, feo2 };
 
 struct PrivacyConfig {
-  PrivacyMode mode = PrivacyMode::none;
-  double sampling_rate = 1.0;     // q
-  double noise_multiplier = 1.0;  // z (overall, updates and clipped count together)
-  double target_epsilon = 0.0;    // > 0: z solved for it over the configured rounds
-  double delta = 1e-5;
-  double clip = 1.0;  // S (the initial S with adaptive clipping)
-  bool adaptive_clip = true;
-  double target_quantile = 0.5;     // kappa
-  double clip_learning_rate = 0.2;  // eta_b
-  double count_noise = 0.0;         // z_b; 0 = expected sampled clients / 20 (Andrew et al.)
-  double opt_out_fraction = 0.0;    // rho_np (FeO2)
-  int opt_out_label = -1;           // >= 0: opt-out clients drawn among holders of this label
-  double ratio = 1.0;               // FeO2's r
-  bool realized_denominator = false;
+  // Filled in by from_deck; the defaults are the declared keys' (register_private_training_keys).
+  PrivacyMode mode{};
+  double sampling_rate{};     // q
+  double noise_multiplier{};  // z (overall, updates and clipped count together)
+  double target_epsilon{};    // > 0: z solved for it over the configured rounds
+  double delta{};
+  double clip{};  // S (the initial S with adaptive clipping)
+  bool adaptive_clip{};
+  double target_quantile{};     // kappa
+  double clip_learning_rate{};  // eta_b
+  double count_noise{};         // z_b; 0 = expected sampled clients / 20 (Andrew et al.)
+  double opt_out_fraction{};    // rho_np (FeO2)
+  int opt_out_label{};          // >= 0: opt-out clients drawn among holders of this label
+  double ratio{};               // FeO2's r
+  bool realized_denominator{};
 
   /// [privacy] keys, checked against the number of clients; z is solved from `epsilon` when given.
   static PrivacyConfig from_deck(const Deck& deck, int clients, int rounds);
@@ -55,14 +56,19 @@ struct PrivacyConfig {
 /// sampled, trains f_j(theta_j) + lambda/2 ||theta_j - theta^t||^2 from it (lambda_private or
 /// lambda_opt_out by its privacy choice); the personal models persist across rounds.
 struct PersonalizationConfig {
-  bool ditto = false;
-  double lambda_private = 0.005, lambda_opt_out = 0.005;
+  // Filled in by from_deck; the defaults are the declared keys' (register_private_training_keys).
+  bool ditto{};
+  double lambda_private{}, lambda_opt_out{};
   LocalTrainingConfig local;  // epochs and batch of the federation, personal learning rate
-  int metrics_every = 1;      // evaluate the /feo2 metrics every this many rounds (and the last)
-  int rounds = 0;
+  int metrics_every{};        // evaluate the /feo2 metrics every this many rounds (and the last)
+  int rounds{};
 
   static PersonalizationConfig from_deck(const Deck& deck, const FederationConfig& federation);
 };
+
+/// Declares the [privacy] and [personalization] keys PrivacyConfig and PersonalizationConfig read:
+/// type, default, range and meaning of each (inputs/README.md's tables).
+void register_private_training_keys(DeckSchema& schema);
 
 /// Seed 004 §5.2's metrics per evaluated round (NaN elsewhere): Acc_g on the server's test set;
 /// the means over private (p) and opt-out (np) clients of the global (g) and personal (l) models'

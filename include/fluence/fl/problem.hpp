@@ -29,18 +29,23 @@ struct ClientSampling {
 };
 
 struct FederationConfig {
-  int rounds = 50;
+  // Filled in by from_deck; the defaults are the declared keys' (register_federation_keys).
+  int rounds{};
   LocalTrainingConfig local;
   ClientSampling sampling;
-  bool newton_polish = false;
-  double tolerance = 1e-10;
-  int polish_max_steps = 50;
-  bool eval_train_loss = true;
+  bool newton_polish{};
+  double tolerance{};
+  int polish_max_steps{};
+  bool eval_train_loss{};
   bool polish_verbose = true;   // a line per Newton step (retrains inside other commands: off)
   bool evaluate_rounds = true;  // the per-round curve (retrains inside other commands: off)
 
   static FederationConfig from_deck(const Deck& deck);
 };
+
+/// Declares the [federation] keys FederationConfig::from_deck reads: type, default, range and
+/// meaning of each (inputs/README.md's tables).
+void register_federation_keys(DeckSchema& schema);
 
 /// This rank's share of the test set: chunks [first_chunk, first_chunk + chunks) of kTestChunkRows
 /// rows each (the last chunk may be shorter). Chunk results are reduced in chunk order.

@@ -52,6 +52,10 @@ struct FldpConfig {
   static FldpConfig from_deck(const Deck& deck, const LdpPlan& plan);
 };
 
+/// Declares the [fldp] keys FldpConfig::from_deck reads: type, default, range and meaning of each
+/// (inputs/README.md's tables).
+void register_fldp_keys(DeckSchema& schema);
+
 struct FldpCaseResult {
   std::vector<double> theta_estimate, theta_expected, theta_newton;
   double test_loss_estimate = 0.0, test_accuracy_estimate = 0.0;

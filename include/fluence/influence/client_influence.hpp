@@ -16,18 +16,24 @@
 namespace fluence {
 
 struct InfluenceConfig {
-  HessianScope scope = HessianScope::federated;
-  double damping = 0.0;
-  bool auto_damping = true;
+  // Filled in by from_deck; the defaults are the declared keys' (register_influence_keys).
+  HessianScope scope{};
+  double damping{};
+  bool auto_damping{};
   IhvpConfig ihvp;
-  bool spectrum = true;
-  RemovalGradient removal_gradient = RemovalGradient::regularized;
-  bool vectors = true;
-  bool retrain = false;
-  enum class Retrain { newton, full, warm } retrain_mode = Retrain::newton;
+  bool spectrum{};
+  RemovalGradient removal_gradient{};
+  bool vectors{};
+  bool retrain{};
+  enum class Retrain { newton, full, warm } retrain_mode{};
 
   static InfluenceConfig from_deck(const Deck& deck);
 };
+
+/// Declares the [influence] keys InfluenceConfig::from_deck reads, its solver's
+/// (register_ihvp_keys) included: type, default, range and meaning of each (inputs/README.md's
+/// tables).
+void register_influence_keys(DeckSchema& schema);
 
 struct ClientInfluence {
   bool stopped = false;  // a stop signal ended the sweep after a checkpoint: the rest is partial

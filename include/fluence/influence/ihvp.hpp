@@ -44,6 +44,10 @@ struct IhvpConfig {
   static IhvpConfig from_deck(const Deck& deck);
 };
 
+/// Declares the solver keys of [influence] IhvpConfig::from_deck reads: type, default, range and
+/// meaning of each (inputs/README.md's tables).
+void register_ihvp_keys(DeckSchema& schema);
+
 struct SolveReport {
   int iterations = 0;
   double relative_residual = 0.0;  // ||H x - b|| / ||b||, recomputed after the solve

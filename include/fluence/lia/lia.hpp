@@ -18,53 +18,53 @@
 namespace fluence::lia {
 
 struct LiaConfig {
-  int participants = 500;
-  int train_size = 100;
-  int validation_size = 50;
-  std::string validation_mix = "participant";  // or "iid": validation sets from the population
-  double warmup_fraction = 0.01;
-  double public_fraction = 0.0;  // the body's own split (0: the body trains on the warm-up)
-  double alpha = 0.1;            // Dirichlet concentration over labels; +inf = IID
-  double corrupted_fraction = 0.3;
-  std::string corruption = "label_shift";  // or "random_label"
-  double corruption_rate = 1.0;
-  int local_epochs = 3;
-  int batch_size = 10;
-  double learning_rate = 0.1;
-  double clip = 1.0;  // per-example clipping norm Delta (0 = no clipping)
-  double epsilon_train = 1.0;
-  double delta = 1e-5;
-  double epsilon_vote = 1.0;
-  std::string vote_accounting = "exact";    // "exact": eps = ln((1-p/2)/(p/2)); "seed": 2 ln(...)
-  std::string vote_baseline = "model";      // or "median" / "quantile" of a validator's differences
-  double vote_quantile = 0.5;               // the quantile of vote_baseline = "quantile"
-  std::string vote_loss = "cross_entropy";  // or "zero_one": the loss L of seed 002 Eq. 1
-  std::string relevance =
-      "none";  // or "predicted_classes": relevance-weighted votes (relevance.hpp)
-  double relevance_epsilon = 0.2;      // each participant's noisy histogram, taken from its budgets
-  double relevance_power = 2.0;        // weight = histogram overlap ^ power
-  int validators_per_contributor = 0;  // 0 = all other participants
-  int validation_subsets = 1;
+  // Filled in by from_deck; the defaults are the declared keys' (register_lia_keys).
+  int participants{};
+  int train_size{};
+  int validation_size{};
+  std::string validation_mix;  // or "iid": validation sets from the population
+  double warmup_fraction{};
+  double public_fraction{};  // the body's own split (0: the body trains on the warm-up)
+  double alpha{};            // Dirichlet concentration over labels; +inf = IID
+  double corrupted_fraction{};
+  std::string corruption;  // or "random_label"
+  double corruption_rate{};
+  int local_epochs{};
+  int batch_size{};
+  double learning_rate{};
+  double clip{};  // per-example clipping norm Delta (0 = no clipping)
+  double epsilon_train{};
+  double delta{};
+  double epsilon_vote{};
+  std::string vote_accounting;  // "exact": eps = ln((1-p/2)/(p/2)); "seed": 2 ln(...)
+  std::string vote_baseline;    // or "median" / "quantile" of a validator's differences
+  double vote_quantile{};       // the quantile of vote_baseline = "quantile"
+  std::string vote_loss;        // or "zero_one": the loss L of seed 002 Eq. 1
+  std::string relevance;        // or "predicted_classes": relevance-weighted votes (relevance.hpp)
+  double relevance_epsilon{};   // each participant's noisy histogram, taken from its budgets
+  double relevance_power{};     // weight = histogram overlap ^ power
+  int validators_per_contributor{};  // 0 = all other participants
+  int validation_subsets{};
   // "shared": a vote reads one subset drawn per pair (all rows when validation_subsets = 1);
   // "disjoint": a validator deals its votes to its subsets in turn (seed 002 §III-B3's remedy).
-  std::string validation_split = "shared";
-  std::string mode = "single_shot";  // or "per_round": seed 003 Algorithm 1
-  std::string body = "identity";     // or "mlp", "network"
-  int hidden = 64;
-  int body_epochs = 30;
-  double body_learning_rate = 0.01;
-  bool body_center = false;          // subtract the body rows' mean output from every feature
-  std::string threshold = "kmeans";  // or "zero"
-  int rounds = 25;
+  std::string validation_split;
+  std::string mode;  // or "per_round": seed 003 Algorithm 1
+  std::string body;  // or "mlp", "network"
+  int hidden{};
+  int body_epochs{};
+  double body_learning_rate{};
+  bool body_center{};     // subtract the body rows' mean output from every feature
+  std::string threshold;  // or "zero"
+  int rounds{};
   std::vector<std::string> methods;
-  double cc_tau = 1.0;
-  int cc_iterations = 3;
-  int sign_check = 0;  // contributors whose exact influence is checked (seed Fig. 9)
-  double retrain_tolerance = 1e-8;
+  double cc_tau{};
+  int cc_iterations{};
+  int sign_check{};  // contributors whose exact influence is checked (seed Fig. 9)
+  double retrain_tolerance{};
   std::vector<double> minority_fractions;  // seed §IV-E (empty = no minority experiment)
-  int minority_class = 0;
-  int minority_runs = 64;
-  double l2 = 1e-3;
+  int minority_class{};
+  int minority_runs{};
+  double l2{};
 
   /// Validates the [lia] section against the data's class count (messages name the key).
   static LiaConfig from_deck(const Deck& deck, int classes);
@@ -81,6 +81,10 @@ struct LiaConfig {
   /// What the relevance histogram leaves of a budget: eps - relevance_epsilon when weighted.
   double after_relevance(double epsilon) const;
 };
+
+/// Declares the [lia] keys LiaConfig::from_deck reads: type, default, range and meaning of each
+/// (inputs/README.md's tables).
+void register_lia_keys(DeckSchema& schema);
 
 /// Per-round test accuracy of one FL method after filtering.
 struct FlMethodResult {

@@ -8,6 +8,11 @@
 namespace fluence {
 
 class Deck;
+class DeckSchema;
+
+/// Declares the [model] keys build_model reads: type, default, range and meaning of each
+/// (inputs/README.md's tables).
+void register_model_keys(DeckSchema& schema);
 
 /// Does model.type take a constant-1 bias column in its encoded inputs? (The logistic model's
 /// intercept; a network's layers hold their own biases.)

@@ -17,18 +17,23 @@
 namespace fluence {
 
 struct PointEstimationConfig {
-  int clients = 100;              // N
-  double opt_out_fraction = 0.1;  // rho_np
-  int samples = 20;               // n_s
-  double tau2 = 1.0, beta2 = 1.0, gamma2 = 0.01;
+  // Filled in by from_deck; the defaults are the declared keys' (register_point_estimation_keys).
+  int clients{};              // N
+  double opt_out_fraction{};  // rho_np
+  int samples{};              // n_s
+  double tau2{}, beta2{}, gamma2{};
   std::vector<double> ratios;  // r values simulated (r* is added)
-  long trials = 20000;
-  std::uint64_t seed = 1;
+  long trials{};
+  std::uint64_t seed{};
 
   static PointEstimationConfig from_deck(const Deck& deck);
   int opt_out_clients() const;
   double client_variance() const { return tau2 + beta2 / samples; }  // sigma_c^2
 };
+
+/// Declares the [feo2_theory] keys PointEstimationConfig::from_deck reads: type, default, range and
+/// meaning of each (inputs/README.md's tables).
+void register_point_estimation_keys(DeckSchema& schema);
 
 /// sigma_s^2(r) of Lemma 1's setting.
 double server_variance(const PointEstimationConfig& config, double r);

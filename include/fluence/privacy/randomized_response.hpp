@@ -31,6 +31,10 @@ struct LdpPlan {
   static LdpPlan from_deck(const Deck& deck, const Table& schema, int clients);
 };
 
+/// Declares the [ldp] keys LdpPlan::from_deck reads: type, default, range and meaning of each
+/// (inputs/README.md's tables).
+void register_ldp_keys(DeckSchema& schema);
+
 /// Randomized copies of a client's categorical values and labels for the given training rows. The
 /// draw for (row, attribute) comes from its own stream keyed by the global row index, so it does
 /// not depend on the rank layout; `draw` selects an independent re-randomization.

@@ -39,6 +39,7 @@ struct WhatifAttribute {
 };
 
 struct WhatifConfig {
+  // Filled in by from_deck; the defaults are the declared keys' (register_whatif_keys).
   std::string group_attribute;
   int group_column = -1;                   // categorical column; -1 = the label
   std::vector<std::int32_t> group_values;  // value indices selecting the group
@@ -47,22 +48,26 @@ struct WhatifConfig {
   std::vector<double> epsilons;
   std::vector<WhatifAttribute> attributes;  // the rr variant's; rr_l and rr_flc use the label
   std::vector<WhatifVariant> variants;
-  int repeats = 10;
-  bool retrain = false;
-  bool expected_retrain = true;
-  std::int64_t test_sample = 0;  // 0 = the whole test set
-  EstimateForm rr_form = EstimateForm::expected;
-  EstimateForm flc_form = EstimateForm::expected;
-  bool common_draws = true;  // one k-RR draw per (record, attribute, repeat) for every eps
-  bool second_order = true;  // also the second-order estimate (one IHVP per cell)
-  double retrain_tolerance = 1e-8;
-  int retrain_max_iterations = 200;
-  std::uint64_t enumeration_limit = 4096;  // largest product of the rr features' domains
+  int repeats{};
+  bool retrain{};
+  bool expected_retrain{};
+  std::int64_t test_sample{};  // 0 = the whole test set
+  EstimateForm rr_form{};
+  EstimateForm flc_form{};
+  bool common_draws{};  // one k-RR draw per (record, attribute, repeat) for every eps
+  bool second_order{};  // also the second-order estimate (one IHVP per cell)
+  double retrain_tolerance{};
+  int retrain_max_iterations{};
+  std::uint64_t enumeration_limit{};  // largest product of the rr features' domains
 
   /// Checks every [whatif] key against the problem's schema (InputError naming the key).
   static WhatifConfig from_deck(const Deck& deck, const FederatedProblem& problem);
   std::size_t cells() const { return fractions.size() * epsilons.size(); }
 };
+
+/// Declares the [whatif] keys WhatifConfig::from_deck reads: type, default, range and meaning of
+/// each (inputs/README.md's tables).
+void register_whatif_keys(DeckSchema& schema);
 
 /// Default grids of seed 001 §V: 30 evenly spaced eps in [0.001, 10] and 10 fractions in [1%, 30%].
 std::vector<double> evenly_spaced(double first, double last, int count);

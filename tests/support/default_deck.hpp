@@ -1,0 +1,14 @@
+#pragma once
+// The deck with every key at its declared default: what a test starts a config from (the config
+// structs hold no defaults of their own; the modules' key declarations do).
+#include "fluence/app/deck_schema.hpp"
+#include "fluence/core/config.hpp"
+
+namespace fluence {
+
+inline const Deck& default_deck() {
+  static const Deck deck = Deck::from_string("", "the defaults", deck_schema());
+  return deck;
+}
+
+}  // namespace fluence
