@@ -28,7 +28,8 @@ void register_federation_keys(DeckSchema& schema) {
   using T = KeyType;
   schema.add({
       section("federation",
-              "federated training (FedAvg, [FLDP-FL](../docs/references.md#fldp-fl) Eq. 1-2)"),
+              "federated training (FedAvg; the FLDP-FL paper's Eq. 1-2, "
+              "[FLDP-FL](../docs/references.md#fldp-fl))"),
       key("federation.rounds", T::integer, "50", "communication rounds T", 0),
       key("federation.local_epochs", T::integer, "1", "local epochs per round", 1),
       key("federation.batch_size", T::integer, "32", "local mini-batch size (sgd)", 1),

@@ -168,14 +168,14 @@ void register_fldp_keys(DeckSchema& schema) {
               "([FLDP-FL](../docs/references.md#fldp-fl), FLDP-FL)"),
       key("fldp.change", T::section_array, "",
           "one case: every table's change applied together "
-          "([FLDP-FL](../docs/references.md#fldp-fl) Eq. 20)"),
+          "(Eq. 20 of the [FLDP-FL](../docs/references.md#fldp-fl) paper)"),
       key("fldp.change[].client", T::integer, "", "the client that changes", 0),
       key("fldp.change[].epsilon", T::epsilon, "",
           "its new eps′: a number for every `ldp.attributes` entry, or a table for some "
           "(`{ cat0 = 1.0, label = 0.5 }`)"),
       key("fldp.change[].remove", T::boolean, "false",
           "the client leaves the federation instead "
-          "([FLDP-FL](../docs/references.md#fldp-fl) Eq. 27)"),
+          "(Eq. 27 of the [FLDP-FL](../docs/references.md#fldp-fl) paper)"),
       section("fldp.sweep", "a grid of cases: client counts × new epsilons (Q1–Q3)"),
       key("fldp.sweep.clients", T::integer_array, "[]",
           "the clients in the order they join the change (default 0, 1, …)", 0),

@@ -77,22 +77,24 @@ void register_lia_keys(DeckSchema& schema) {
               "no noise"),
           "one level: no table"),
       key("lia.delta", T::real, "1e-5", "DP-SGD δ", 0.0, 1.0, true),
-      with_note(
-          key("lia.epsilon_vote", T::epsilon, "1.0",
-              "ε of each vote's randomized response (Eq. 2); `\"inf\"` = votes sent as they are. "
-              "A validator casts many votes from one validation set: its total is "
-              "`/lia/epsilon_validator`"),
-          "one level: no table"),
+      with_note(key("lia.epsilon_vote", T::epsilon, "1.0",
+                    "ε of each vote's randomized response (the LIA paper's Eq. 2); `\"inf\"` = "
+                    "votes sent as they are. "
+                    "A validator casts many votes from one validation set: its total is "
+                    "`/lia/epsilon_validator`"),
+                "one level: no table"),
       choice("lia.vote_accounting", "\"exact\"", {"exact", "seed"},
              "ε of a vote: ln((1−p/2)/(p/2)) (exact), or the paper's Eq. 3, twice that (more "
              "noise for the same stated ε)"),
       choice("lia.vote_baseline", "\"model\"", {"model", "median", "quantile"},
              "a vote is +1 when the validator's loss difference L(θ_t) − L(θ_A) exceeds 0 "
-             "(Eq. 1 as written), the validator's median difference over the contributors it "
+             "(the LIA paper's Eq. 1 as written), the validator's median difference over the "
+             "contributors it "
              "evaluates (removes the shift every DP-noisy layer and every foreign non-IID "
              "batch shares; math.md §9), or their `vote_quantile` quantile"),
       choice("lia.vote_loss", "\"cross_entropy\"", {"cross_entropy", "zero_one"},
-             "the loss L of Eq. 1: the model's cross-entropy, or the 0-1 loss (a validator "
+             "the loss L of the LIA paper's Eq. 1: the model's cross-entropy, or the 0-1 loss (a "
+             "validator "
              "compares how many of its validation rows each model classifies correctly; the "
              "first maximal logit is the prediction). docs/results/lia.md measures both"),
       choice("lia.relevance", "\"none\"", {"none", "predicted_classes"},
@@ -160,7 +162,8 @@ void register_lia_keys(DeckSchema& schema) {
           "mlp, network: subtract the mean of the body's outputs over the rows it was trained on "
           "(the public split, or the warm-up) from every feature. ReLU outputs share a large "
           "positive component, so without it an update toward one class's features raises every "
-          "class's logit and Eq. 1's vote follows the batch's labels more than its images "
+          "class's logit and the LIA paper's Eq. 1 vote follows the batch's labels more than its "
+          "images "
           "(docs/results/lia.md, \"A body trained on public data\")"),
       choice("lia.threshold", "\"kmeans\"", {"kmeans", "mixture", "zero"},
              "acceptance threshold on the vote sums: the midpoint of the two 1-D k-means "

@@ -163,8 +163,9 @@ void register_whatif_keys(DeckSchema& schema) {
               "what the `rr` variant randomizes (`rr_l` and `rr_flc` randomize the label only)"),
           "categorical attributes and/or `\"label\"`"),
       with_note(key("whatif.variants", T::string_array, "[\"rr_l\", \"rr_flc\"]",
-                    "estimators: `rr` k-RR over `attributes` (Eq. 13), `rr_l` labels (Eq. 14), "
-                    "`rr_flc` labels with forward loss correction (Eq. 18, 22)"),
+                    "estimators: `rr` k-RR over `attributes` (the paper's Eq. 13), `rr_l` labels "
+                    "(the paper's Eq. 14), `rr_flc` labels with forward loss correction (the "
+                    "paper's Eq. 18, 22; [Carey et al. 2023](../docs/references.md#carey-2023))"),
                 "each one of: rr, rr_l, rr_flc"),
       key("whatif.repeats", T::integer, "10",
           "ground truth: randomized retrains per cell (the paper used 10)", 1),
@@ -179,9 +180,11 @@ void register_whatif_keys(DeckSchema& schema) {
           "S_te = Z_te)",
           0),
       choice("whatif.rr_form", "\"expected\"", {"expected", "paper"},
-             "the `rr` estimate: the exact expected loss change, or Eq. 13's literal scaling"),
+             "the `rr` estimate: the exact expected loss change, or the paper's Eq. 13 literal "
+             "scaling"),
       choice("whatif.flc_form", "\"expected\"", {"expected", "paper"},
-             "the `rr_flc` estimate: the exact expected change, or Eq. 22's literal terms"),
+             "the `rr_flc` estimate: the exact expected change, or the paper's Eq. 22 literal "
+             "terms"),
       choice("whatif.draws", "\"common\"", {"common", "independent"},
              "ground-truth k-RR draws: one per (record, attribute, repeat) shared by every "
              "eps (the records flipped at eps are a subset of those flipped at any smaller "
