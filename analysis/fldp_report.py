@@ -195,9 +195,9 @@ def parse_run(h5, path):
         newton = None
     time_estimate = per_case(dataset(h5, "/fldp/time_estimate_s", path), n,
                              "/fldp/time_estimate_s", path)
-    newton_time = optional(h5, "/fldp/newton_time_s")  # absent before it was written
+    newton_time = optional(h5, "/fldp/time_newton_s")  # absent before it was written
     if newton is not None and newton_time is not None and newton_time.size:
-        newton_time = per_draw(newton_time, n, "/fldp/newton_time_s", path)
+        newton_time = per_draw(newton_time, n, "/fldp/time_newton_s", path)
     elif newton is not None:
         newton_time = np.full(newton.shape, math.nan)
     retrain_times = optional(h5, "/fldp/time_retrain_s")
@@ -619,7 +619,7 @@ def table_estimators(datasets):
         footnote="ED_exp: distance to the exact expected retrain "
                  "(/fldp/ed_expected, then /fldp/newton_ed_expected per "
                  "step); time: /fldp/time_estimate_s, then "
-                 "/fldp/newton_time_s (the first-order estimate, installing "
+                 "/fldp/time_newton_s (the first-order estimate, installing "
                  "the changed client's expected data and the steps so far); "
                  "full retrain: Q4's mean /fldp/time_retrain_s; ratio = full "
                  "retrain / time; ratio incl. setup adds Q1's one-off "

@@ -142,7 +142,7 @@ void write_fldp_output(ResultsFile& file, const FederatedProblem& problem,
                    "parameter", p);
     file.dimension("/fldp/newton_step", steps);
     write_case_row(file, result,
-                   {"/fldp/newton_time_s", &FldpCaseResult::newton_time, "s",
+                   {"/fldp/time_newton_s", &FldpCaseResult::newton_time, "s",
                     "wall time of the estimate refined up to the step"},
                    "newton_step", steps);
     if (config.retrain) {

@@ -10,7 +10,7 @@
 #include "fluence/core/error.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/rng.hpp"
-#include "fluence/fl/purposes.hpp"
+#include "fluence/privacy/purposes.hpp"
 
 namespace fluence {
 

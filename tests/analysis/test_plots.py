@@ -222,7 +222,7 @@ class Plots(unittest.TestCase):
                    .sum(axis=1) == 1) & ~f["/fldp/case_remove"][...].astype(bool)
             one &= np.isfinite(f["/fldp/case_eps_to"][...])
             errors = [f["/fldp/ed_expected"][one]] + list(f["/fldp/newton_ed_expected"][one].T)
-            times = [f["/fldp/time_estimate_s"][one]] + list(f["/fldp/newton_time_s"][one].T)
+            times = [f["/fldp/time_estimate_s"][one]] + list(f["/fldp/time_newton_s"][one].T)
         table = fldp_report.table_estimators(fldp_report.load_root(self.fldp_root))
         self.assertEqual(len(table.rows), len(errors))  # first order + each Newton step
         for row, error, time in zip(table.rows, errors, times):

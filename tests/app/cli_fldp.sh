@@ -28,6 +28,7 @@ shapes = {"/fldp/case_eps_from": (cases,), "/fldp/case_eps_to": (cases,),
           "/fldp/theta_expected": (cases, p), "/fldp/ald": (cases, draws),
           "/fldp/aad": (cases, draws), "/fldp/ed": (cases, draws), "/fldp/ed_expected": (cases,),
           "/fldp/newton_ed_expected": (cases, steps), "/fldp/time_estimate_s": (cases,),
+          "/fldp/time_newton_s": (cases, steps),
           "/fldp/time_retrain_s": (cases,), "/fldp/mc_standard_error": (cases,)}
 for path, shape in shapes.items():
     assert path in f, "missing dataset " + path
