@@ -71,10 +71,10 @@ Timing best_of_three(Work&& work) {
 }
 
 void run_case(const Case& c, bool explicit_too) {
-  FederatedProblem problem = build_problem(Deck::from_string(deck_for(c), "bench", deck_schema()));
+  const Deck deck = Deck::from_string(deck_for(c), "bench", deck_schema());
+  FederatedProblem problem = build_problem(deck);
   Federation federation(problem);
-  const auto trained = federation.train(
-      FederationConfig::from_deck(Deck::from_string(deck_for(c), "bench", deck_schema())));
+  const auto trained = federation.train(FederationConfig::from_deck(deck));
   std::vector<double> rhs;
   federation.test_gradient(trained.theta, rhs);
   const std::size_t p = federation.parameters();
@@ -84,7 +84,7 @@ void run_case(const Case& c, bool explicit_too) {
     hessian->apply(rhs.data(), hv.data());
     return Timing{};
   });
-  IhvpConfig config;
+  IhvpConfig config = IhvpConfig::from_deck(deck);
   config.rtol = 1e-8;
   const Timing cg = best_of_three([&] {
     config.method = IhvpMethod::cg;

@@ -9,6 +9,7 @@
 #include "fluence/core/mpi.hpp"
 #include "fluence/influence/client_influence.hpp"
 #include "fluence/influence/hessian_operator.hpp"
+#include "support/default_deck.hpp"
 #include "support/dense_reference.hpp"
 #include "support/whole_data.hpp"
 
@@ -149,7 +150,7 @@ TEST_F(InfluenceMpi, ClientHessianUsesOnlyThatClientsRows) {
 
 TEST_F(InfluenceMpi, ConjugateGradientOnTheShellMatchesPooledDenseSolve) {
   auto hessian = make_federated_hessian(federation, theta);
-  IhvpConfig config;
+  IhvpConfig config = IhvpConfig::from_deck(default_deck());
   config.rtol = 1e-12;
   auto solver = make_ihvp_solver(config, *hessian);
   const std::size_t p = federation.parameters();

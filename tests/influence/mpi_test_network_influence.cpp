@@ -111,8 +111,9 @@ TEST(NetworkInfluence, EstimateErrorShrinksQuadraticallyWithTheRemovedMass) {
                                 theta.data(), sum, work);
   });
   // d theta / d eps at eps = 0: H (d theta) = (1/n) g, from the exact Hessian products.
-  IhvpConfig ihvp;
-  ihvp.jacobi = false;
+  // The deck's solver settings: no Jacobi preconditioner for a network (influence.preconditioner
+  // = "auto" with model.type = "mlp").
+  IhvpConfig ihvp = IhvpConfig::from_deck(deck);
   ihvp.rtol = 1e-13;
   auto solver = make_ihvp_solver(ihvp, *hessian);
   std::vector<double> direction(p);

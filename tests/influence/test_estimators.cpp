@@ -7,6 +7,7 @@
 
 #include "fluence/influence/estimators.hpp"
 #include "pooled_hessian.hpp"
+#include "support/default_deck.hpp"
 
 namespace fluence {
 namespace {
@@ -71,7 +72,7 @@ struct RemovalSetup {
 std::vector<double> removal_errors(const RemovalSetup& s, RemovalGradient kind,
                                    const std::vector<double>& sizes) {
   testing::PooledHessian hessian(s.model, s.data.x, s.data.rows(), s.theta);
-  IhvpConfig config;
+  IhvpConfig config = IhvpConfig::from_deck(default_deck());
   config.method = IhvpMethod::explicit_cholesky;
   auto solver = make_ihvp_solver(config, hessian);
   std::vector<double> errors;
@@ -119,7 +120,7 @@ TEST(Estimators, LossOnlyRemovalGradientIsOnlyFirstOrderAccurate) {
 TEST(Estimators, GroupPerturbationErrorShrinksQuadratically) {
   RemovalSetup s;
   testing::PooledHessian hessian(s.model, s.data.x, s.data.rows(), s.theta);
-  IhvpConfig config;
+  IhvpConfig config = IhvpConfig::from_deck(default_deck());
   auto solver = make_ihvp_solver(config, hessian);  // CG this time
   const std::vector<double> sizes = {64, 32, 16, 8, 4};
   std::vector<double> errors;
@@ -156,7 +157,7 @@ TEST(Estimators, GroupPerturbationErrorShrinksQuadratically) {
 TEST(Estimators, TestLossChangeFromSTestEqualsGradientDotParameterChange) {
   RemovalSetup s;
   testing::PooledHessian hessian(s.model, s.data.x, s.data.rows(), s.theta);
-  IhvpConfig config;
+  IhvpConfig config = IhvpConfig::from_deck(default_deck());
   config.method = IhvpMethod::explicit_cholesky;
   auto solver = make_ihvp_solver(config, hessian);
   // A "test set": the last 300 rows. Two routes to d L_test: s_test^T g / n, and

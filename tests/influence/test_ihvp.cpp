@@ -9,6 +9,7 @@
 #include "fluence/influence/ihvp.hpp"
 #include "fluence/influence/spectrum.hpp"
 #include "pooled_hessian.hpp"
+#include "support/default_deck.hpp"
 
 namespace fluence {
 namespace {
@@ -52,7 +53,7 @@ struct Fixture {
 TEST(Ihvp, ConjugateGradientMatchesDenseSolve) {
   Fixture f(1e-3, 1);
   auto hessian = f.hessian();
-  IhvpConfig config;
+  IhvpConfig config = IhvpConfig::from_deck(default_deck());
   config.rtol = 1e-12;
   auto solver = make_ihvp_solver(config, hessian);
   std::vector<double> x(f.b.size());
@@ -66,7 +67,7 @@ TEST(Ihvp, ConjugateGradientMatchesDenseSolve) {
 TEST(Ihvp, ConjugateGradientWarmStartReusesEarlierSolutions) {
   Fixture f(1e-3, 2);
   auto hessian = f.hessian();
-  IhvpConfig config;
+  IhvpConfig config = IhvpConfig::from_deck(default_deck());
   config.rtol = 1e-10;
   auto solver = make_ihvp_solver(config, hessian);
   std::vector<double> x(f.b.size()), y(f.b.size());
@@ -103,13 +104,13 @@ void expect_history_replays(const IhvpConfig& config, Fixture& f) {
 
 TEST(Ihvp, RestoredHistoryReplaysConjugateGradientWarmStarts) {
   Fixture f(1e-3, 3);
-  IhvpConfig config;
+  IhvpConfig config = IhvpConfig::from_deck(default_deck());
   expect_history_replays(config, f);
 }
 
 TEST(Ihvp, RestoredHistoryReplaysLissaSamples) {
   Fixture f(1e-2, 4);
-  IhvpConfig config;
+  IhvpConfig config = IhvpConfig::from_deck(default_deck());
   config.method = IhvpMethod::lissa;
   config.lissa.scale = 2.0 * f.eigenvalues.back();
   config.lissa.batch = 50;
@@ -120,7 +121,7 @@ TEST(Ihvp, RestoredHistoryReplaysLissaSamples) {
 TEST(Ihvp, ExplicitCholeskyMatchesDenseSolve) {
   Fixture f(1e-3, 3);
   auto hessian = f.hessian();
-  IhvpConfig config;
+  IhvpConfig config = IhvpConfig::from_deck(default_deck());
   config.method = IhvpMethod::explicit_cholesky;
   auto solver = make_ihvp_solver(config, hessian);
   std::vector<double> x(f.b.size());
@@ -133,7 +134,7 @@ TEST(Ihvp, ExplicitCholeskyMatchesDenseSolve) {
 TEST(Ihvp, ExplicitRefusesTooManyParameters) {
   Fixture f(1e-3, 3);
   auto hessian = f.hessian();
-  IhvpConfig config;
+  IhvpConfig config = IhvpConfig::from_deck(default_deck());
   config.method = IhvpMethod::explicit_cholesky;
   config.explicit_max_parameters = 10;
   EXPECT_THROW(make_ihvp_solver(config, hessian), InputError);
@@ -142,7 +143,7 @@ TEST(Ihvp, ExplicitRefusesTooManyParameters) {
 TEST(Ihvp, LissaWithExactHessianConvergesAsTheNeumannBound) {
   Fixture f(1e-2, 4);
   auto hessian = f.hessian();
-  IhvpConfig config;
+  IhvpConfig config = IhvpConfig::from_deck(default_deck());
   config.method = IhvpMethod::lissa;
   config.lissa.scale = 1.2 * f.eigenvalues.back();
   // After J steps the error is (I - H/s)^J x*, at most (1 - lambda_min/s)^J relative.
@@ -157,7 +158,7 @@ TEST(Ihvp, LissaWithExactHessianConvergesAsTheNeumannBound) {
 TEST(Ihvp, LissaWithSampledHessiansIsCloseOnAverage) {
   Fixture f(1e-2, 5);
   auto hessian = f.hessian();
-  IhvpConfig config;
+  IhvpConfig config = IhvpConfig::from_deck(default_deck());
   config.method = IhvpMethod::lissa;
   config.lissa.scale = 2.0 * f.eigenvalues.back();
   config.lissa.batch = 200;
@@ -176,7 +177,7 @@ TEST(Ihvp, LissaWithSampledHessiansIsCloseOnAverage) {
 TEST(Ihvp, LissaDivergenceIsCaught) {
   Fixture f(1e-2, 6);
   auto hessian = f.hessian();
-  IhvpConfig config;
+  IhvpConfig config = IhvpConfig::from_deck(default_deck());
   config.method = IhvpMethod::lissa;
   config.lissa.scale = 0.3 * f.eigenvalues.back();  // |1 - lambda_max/s| > 1: diverges
   auto solver = make_ihvp_solver(config, hessian);
@@ -187,7 +188,7 @@ TEST(Ihvp, LissaDivergenceIsCaught) {
 TEST(Ihvp, LowRankIsExactOnTheTopEigenspace) {
   Fixture f(1e-3, 7);
   auto hessian = f.hessian();
-  IhvpConfig config;
+  IhvpConfig config = IhvpConfig::from_deck(default_deck());
   config.method = IhvpMethod::lowrank;
   config.lowrank_rank = 4;
   config.eigen_tolerance = 1e-12;
@@ -227,7 +228,7 @@ TEST(Spectrum, SingularSoftmaxWithoutL2GetsTheDampingRule) {
               1e-20 + 1e-12 * damping);
   // The damped Hessian is positive definite: explicit Cholesky now succeeds.
   hessian.set_damping(damping);
-  IhvpConfig config;
+  IhvpConfig config = IhvpConfig::from_deck(default_deck());
   config.method = IhvpMethod::explicit_cholesky;
   EXPECT_NO_THROW(make_ihvp_solver(config, hessian));
 }

@@ -185,7 +185,7 @@ void WhatifMpiBase::check_retrain_against_changed_data() {
                          std::move(features));
   }
   auto hessian = make_federated_hessian(federation, theta);
-  IhvpConfig exact;
+  IhvpConfig exact = IhvpConfig::from_deck(default_deck());
   exact.method = IhvpMethod::explicit_cholesky;
   auto solver = make_ihvp_solver(exact, *hessian);
   PerturbedObjective objective(federation, pseudo);
@@ -254,7 +254,7 @@ tolerance = 1e-11
       active.push_back(client.size());
     }
     auto hessian = make_federated_hessian(federation, theta);
-    IhvpConfig exact;
+    IhvpConfig exact = IhvpConfig::from_deck(default_deck());
     exact.method = IhvpMethod::explicit_cholesky;
     auto solver = make_ihvp_solver(exact, *hessian);
     PerturbedObjective objective(federation, pseudo);

@@ -22,24 +22,26 @@ enum class IhvpMethod { cg, explicit_cholesky, lissa, lowrank };
 IhvpMethod parse_ihvp_method(const std::string& name);
 std::string to_string(IhvpMethod method);
 
+// Filled in by IhvpConfig::from_deck; the defaults are the declared keys' (register_ihvp_keys).
 struct LissaConfig {
-  double scale = 0.0;  // 0: 1.5 x the largest eigenvalue estimated by power iteration
-  int depth = 5000;
-  int repeats = 1;
-  int batch = 0;  // rows per stochastic Hessian sample; 0 = the exact Hessian (deterministic)
-  double divergence_limit = 1e8;  // stop when ||h_j|| > limit * ||b|| / scale
+  double scale{};  // 0: 1.5 x the largest eigenvalue estimated by power iteration
+  int depth{};
+  int repeats{};
+  int batch{};  // rows per stochastic Hessian sample; 0 = the exact Hessian (deterministic)
+  double divergence_limit{};  // stop when ||h_j|| > limit * ||b|| / scale
 };
 
+// Filled in by from_deck; the defaults are the declared keys' (register_ihvp_keys).
 struct IhvpConfig {
-  IhvpMethod method = IhvpMethod::cg;
-  double rtol = 1e-10;     // CG: stop when ||b - H x|| <= rtol ||b||
-  int max_iterations = 0;  // CG: 0 = 10 p
-  bool jacobi = true;      // CG: Jacobi preconditioner from diag(H)
-  bool warm_start = true;  // CG: H-orthogonal projection onto earlier solutions
-  int explicit_max_parameters = 6000;
+  IhvpMethod method{};
+  double rtol{};         // CG: stop when ||b - H x|| <= rtol ||b||
+  int max_iterations{};  // CG: 0 = 10 p + 100
+  bool jacobi{};         // CG: Jacobi preconditioner from diag(H)
+  bool warm_start{};     // CG: H-orthogonal projection onto earlier solutions
+  int explicit_max_parameters{};
   LissaConfig lissa;
-  int lowrank_rank = 20;
-  double eigen_tolerance = 1e-8;
+  int lowrank_rank{};
+  double eigen_tolerance{};
 
   static IhvpConfig from_deck(const Deck& deck);
 };
