@@ -12,6 +12,7 @@
 #include "fluence/core/error.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/fl/private_training.hpp"
+#include "support/default_deck.hpp"
 
 namespace fluence {
 namespace {
@@ -56,7 +57,7 @@ adaptive_clip = false
   Federation federation(problem);
   const PrivacyConfig config = PrivacyConfig::from_deck(deck, 40, 400);
   PrivateTraining training(federation, config);
-  LocalTrainingConfig local;
+  LocalTrainingConfig local = FederationConfig::from_deck(default_deck()).local;
   local.learning_rate = 1e-300;
   std::vector<double> theta(federation.parameters(), 0.0);
   double sum = 0.0, square = 0.0, draws = 0.0;

@@ -11,9 +11,11 @@
 #include "fluence/core/rng.hpp"
 #include "fluence/data/purposes.hpp"
 #include "fluence/fl/client.hpp"
+#include "fluence/fl/problem.hpp"
 #include "fluence/fl/purposes.hpp"
 #include "fluence/model/row_kernels.hpp"
 #include "fluence/model/softmax_regression.hpp"
+#include "support/default_deck.hpp"
 
 namespace fluence {
 namespace {
@@ -336,7 +338,7 @@ TEST(SoftmaxRegression, SingleClientReturnsTheModelAsSentPlusTheExactUpdate) {
   Client client(3, rows, {}, p.decoded.y, {}, p.decoded.y, p.decoded.x);
   client.set_codes(p.codes, coding);
   SoftmaxRegression model(785, 10, 0.0);
-  LocalTrainingConfig config;
+  LocalTrainingConfig config = FederationConfig::from_deck(default_deck()).local;
   config.batch_size = 16;
   config.learning_rate = 0.0;
   config.single_precision = true;

@@ -17,15 +17,17 @@ struct UpdateSize {
   double squared_norm = 0.0, max_abs = 0.0;
 };
 
+// Filled in by FederationConfig::from_deck; the defaults are the declared keys'
+// (register_federation_keys). lia sets its own epochs, batch and step (LiaConfig).
 struct LocalTrainingConfig {
-  int epochs = 1;
-  int batch_size = 32;
-  double learning_rate = 0.1;
-  bool full_batch = false;  // optimizer = "gd"
+  int epochs{};
+  int batch_size{};
+  double learning_rate{};
+  bool full_batch{};  // optimizer = "gd"
   // local_precision = "single": mini-batch SGD in float (train_round and train_update) where the
   // model can (Model::trains_single: a network always, the logistic model on byte-coded rows);
   // full-batch steps and Ditto's personal steps stay double.
-  bool single_precision = false;
+  bool single_precision{};
   // Set by Federation::train when a stop signal may give up the round: local training then ends
   // at the next epoch once this rank has received one (the update is discarded with the round).
   bool abandon_on_stop = false;
