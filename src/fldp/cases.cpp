@@ -253,15 +253,19 @@ FldpConfig FldpConfig::from_deck(const Deck& deck, const LdpPlan& plan) {
         "{}: fluence fldp on model.type = \"{}\" needs the trained model at a stationary point: "
         "set federation.polish = \"newton\" (the damped Newton method, docs/math.md §10)",
         deck.where("federation.polish"), model));
-  config.expectation.enumeration_limit =
-      static_cast<std::uint64_t>(deck.integer("fldp.enumeration_limit"));
-  config.expectation.samples = static_cast<int>(deck.integer("fldp.monte_carlo_samples"));
-  config.expectation.batches = static_cast<int>(deck.integer("fldp.monte_carlo_batches"));
-  if (config.expectation.samples % config.expectation.batches != 0)
+  config.expectation = ExpectationConfig::from_deck(deck);
+  return config;
+}
+
+ExpectationConfig ExpectationConfig::from_deck(const Deck& deck) {
+  ExpectationConfig config;
+  config.enumeration_limit = static_cast<std::uint64_t>(deck.integer("fldp.enumeration_limit"));
+  config.samples = static_cast<int>(deck.integer("fldp.monte_carlo_samples"));
+  config.batches = static_cast<int>(deck.integer("fldp.monte_carlo_batches"));
+  if (config.samples % config.batches != 0)
     throw InputError(fmt::format(
         "{}: fldp.monte_carlo_samples = {} must be a multiple of fldp.monte_carlo_batches = {}",
-        deck.where("fldp.monte_carlo_samples"), config.expectation.samples,
-        config.expectation.batches));
+        deck.where("fldp.monte_carlo_samples"), config.samples, config.batches));
   return config;
 }
 

@@ -70,6 +70,14 @@ class FldpMpi : public ::testing::Test {
     influence.ihvp.rtol = 1e-12;
   }
 
+  // [fldp]'s settings at their declared defaults, from the test's deck with one change (from_deck
+  // requires a case; each test runs its own).
+  FldpConfig default_fldp() const {
+    const Deck deck = Deck::from_string(
+        std::string(kDeck) + "[[fldp.change]]\nclient = 0\nepsilon = 1.0\n", "test", deck_schema());
+    return FldpConfig::from_deck(deck, problem.ldp);
+  }
+
   // One case: `client` changes cat0 and the label to eps'.
   FldpCase change(int client, double epsilon) const {
     FldpChange c{client, false, {epsilon, std::nan(""), epsilon}};
@@ -79,7 +87,7 @@ class FldpMpi : public ::testing::Test {
   }
 
   FldpResult run(const FldpCase& c, int newton_steps, int retrain_seeds = 0) {
-    FldpConfig config;
+    FldpConfig config = default_fldp();
     config.cases = {c};
     config.retrain_seeds = retrain_seeds;
     config.newton_steps = newton_steps;
@@ -102,7 +110,8 @@ TEST_F(FldpMpi, FederationWithAnExpectedLossIsConsistent) {
     federation.set_local_objective(
         k, std::make_shared<ExpectedLoss>(*problem.model->linear(), problem.clients[k],
                                           changed_attributes(problem, c.changes[0]),
-                                          ExpectationConfig{}, problem.seed, 0));
+                                          ExpectationConfig::from_deck(default_deck()),
+                                          problem.seed, 0));
   }
   const std::size_t p = federation.parameters();
   const auto point = test_point(p, 0.2);

@@ -17,9 +17,15 @@
 #include "fluence/model/network.hpp"
 #include "fluence/privacy/purposes.hpp"
 #include "fluence/privacy/randomized_response.hpp"
+#include "support/default_deck.hpp"
 
 namespace fluence {
 namespace {
+
+// The expectation settings at their declared defaults ([fldp] keys): exact up to 4096 combinations.
+ExpectationConfig default_expectation() {
+  return ExpectationConfig::from_deck(default_deck());
+}
 
 // A client of 40 synthetic rows with categorical attributes of 3 and 4 values and 3 classes;
 // z~ is the original data randomized at eps = 1 (attribute 0, attribute 1 and the label).
@@ -149,10 +155,10 @@ TEST_P(ExpectedLossClasses, EnumerationEqualsBruteForceOverAllRandomizations) {
   for (const auto& changed :
        {s.changes(0.5, 2.0, 1.0), s.changes(0.3, -1, -1), s.changes(-1, -1, 0.7),
         s.changes(std::numeric_limits<double>::infinity(), 1.5, -1)}) {
-    ExpectedLoss expected(s.model, *s.client, changed, {}, 1, 0);
+    ExpectedLoss expected(s.model, *s.client, changed, default_expectation(), 1, 0);
     ASSERT_TRUE(expected.exact());
     const BruteForce brute(s, changed);
-    ExpectationConfig no_table;  // the weights formed per row instead of read from the table
+    ExpectationConfig no_table = default_expectation();  // weights formed per row, not tabulated
     no_table.weight_table_entries = 0;
     ExpectedLoss untabulated(s.model, *s.client, changed, no_table, 1, 0);
     Workspace work;
@@ -225,7 +231,8 @@ TEST_P(ExpectedLossClasses, EnumerationEqualsBruteForceOverAllRandomizations) {
                           {s.randomized_labels[r]},
                           std::vector<double>(s.client->features() + r * width,
                                               s.client->features() + (r + 1) * width));
-      ExpectedLoss one_row(s.model, single, changed, {}, 1, 0);  // uses `single` in place
+      // Uses `single` in place.
+      ExpectedLoss one_row(s.model, single, changed, default_expectation(), 1, 0);
       std::vector<double> one(p);
       one_row.hessian_vector_sum(s.theta.data(), v.data(), one.data());
       for (std::size_t j = 0; j < p; ++j) reference[j] += one[j];
@@ -240,7 +247,7 @@ INSTANTIATE_TEST_SUITE_P(ExpectedLoss, ExpectedLossClasses,
 
 TEST(ExpectedLoss, GradientMatchesFiniteDifferencesOfTheLoss) {
   ClientFixture s;
-  ExpectedLoss expected(s.model, *s.client, s.changes(0.5, 2.0, 1.0), {}, 1, 0);
+  ExpectedLoss expected(s.model, *s.client, s.changes(0.5, 2.0, 1.0), default_expectation(), 1, 0);
   std::vector<double> gradient(s.model.parameters());
   expected.gradient_sum(s.theta.data(), gradient.data());
   // Central differences: error O(h^2 * third derivative) ~ 1e-10 relative at h = 1e-5.
@@ -258,7 +265,7 @@ TEST(ExpectedLoss, MonteCarloIsUnbiasedAndItsStandardErrorCalibrated) {
   ClientFixture s;
   const auto changed = s.changes(0.5, 2.0, 1.0);
   const std::size_t p = s.model.parameters();
-  ExpectedLoss exact(s.model, *s.client, changed, {}, 1, 0);
+  ExpectedLoss exact(s.model, *s.client, changed, default_expectation(), 1, 0);
   std::vector<double> reference(p);
   exact.gradient_sum(s.theta.data(), reference.data());
 
@@ -332,7 +339,7 @@ TEST(ModelExpectedLoss, NetworkEqualsBruteForceOverAllRandomizations) {
   Workspace work;
   for (const auto& changed : {s.changes(0.5, 2.0, 1.0), s.changes(-1, -1, 0.7),
                               s.changes(std::numeric_limits<double>::infinity(), 1.5, -1)}) {
-    ModelExpectedLoss expected(network, *s.client, changed, {}, 1, 0);
+    ModelExpectedLoss expected(network, *s.client, changed, default_expectation(), 1, 0);
     ASSERT_TRUE(expected.exact());
     const BruteForce brute(s, changed);
     double loss = 0.0;
@@ -393,9 +400,10 @@ TEST(ModelExpectedLoss, NetworkEqualsBruteForceOverAllRandomizations) {
       }
     expect_close(hv, reference, kRoundingTolerance, "sampled Hessian-vector product");
   }
-  EXPECT_THROW(ModelExpectedLoss(network, *s.client, s.changes(0.5, -1, -1), {}, 1, 0)
-                   .hessian_diagonal_sum(theta.data(), v.data()),
-               InputError);
+  EXPECT_THROW(
+      ModelExpectedLoss(network, *s.client, s.changes(0.5, -1, -1), default_expectation(), 1, 0)
+          .hessian_diagonal_sum(theta.data(), v.data()),
+      InputError);
 }
 
 // On the logistic model both implementations compute the same sums, exact and Monte Carlo (the
@@ -404,7 +412,7 @@ TEST(ModelExpectedLoss, EqualsTheFactorizedKernelsOnTheLogisticModel) {
   ClientFixture s;
   const auto changed = s.changes(0.5, 2.0, 1.0);
   const std::size_t p = s.model.parameters();
-  for (const ExpectationConfig& config : {ExpectationConfig{}, ExpectationConfig{4, 16, 4}}) {
+  for (const ExpectationConfig& config : {default_expectation(), ExpectationConfig{4, 16, 4}}) {
     ExpectedLoss factorized(s.model, *s.client, changed, config, 1, 5);
     ModelExpectedLoss expanded(s.model, *s.client, changed, config, 1, 5);
     ASSERT_EQ(factorized.exact(), expanded.exact());

@@ -35,14 +35,22 @@ struct ChangedAttribute {
   double epsilon = 1.;  // the new eps'; +inf keeps the original value
 };
 
+class Deck;
+
+// The first three are filled in by from_deck; their defaults are the declared keys'
+// (register_fldp_keys).
 struct ExpectationConfig {
-  std::uint64_t enumeration_limit = 4096;  // largest |F_x| over the changed features enumerated
-  int samples = 64;                        // Monte-Carlo draws per row above the limit
-  int batches = 8;                         // independent batches of draws (standard error)
-  // Largest table of k-RR combination weights w(c | o) (|F_x|^2 doubles; 512 KB by default, so
-  // up to |F_x| = 256). The exact gradient's block kernel reads its weights from the table;
-  // without one, rows take the per-row path.
+  std::uint64_t enumeration_limit{};  // largest |F_x| over the changed features enumerated
+  int samples{};                      // Monte-Carlo draws per row above the limit
+  int batches{};                      // independent batches of draws (standard error)
+  // Largest table of k-RR combination weights w(c | o) (|F_x|^2 doubles; 512 KB, so up to
+  // |F_x| = 256): not a deck key. The exact gradient's block kernel reads its weights from the
+  // table; without one, rows take the per-row path.
   std::size_t weight_table_entries = std::size_t{1} << 16;
+
+  /// fldp.enumeration_limit, fldp.monte_carlo_samples and fldp.monte_carlo_batches; InputError
+  /// when the samples are not a multiple of the batches.
+  static ExpectationConfig from_deck(const Deck& deck);
 };
 
 /// The expected loss of one client's data under the k-RR re-randomization of its changed

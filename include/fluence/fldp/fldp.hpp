@@ -38,13 +38,14 @@ struct FldpCase {
 
 enum class HessianBlock { full, first };
 
+// Filled in by from_deck; the defaults are the declared keys' (register_fldp_keys).
 struct FldpConfig {
   std::vector<FldpCase> cases;
-  bool retrain = true;
-  int retrain_seeds = 3;
-  bool retrain_full = false;
-  int newton_steps = 0;
-  HessianBlock hessian_block = HessianBlock::full;
+  bool retrain{};
+  int retrain_seeds{};
+  bool retrain_full{};
+  int newton_steps{};
+  HessianBlock hessian_block{};
   ExpectationConfig expectation;
 
   /// The cases of [[fldp.change]] (one case) and [fldp.sweep]; InputError when there is none or a
