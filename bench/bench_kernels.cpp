@@ -6,7 +6,9 @@
 #include <numeric>
 #include <vector>
 
+#include "fluence/app/deck_schema.hpp"
 #include "fluence/core/blas_tuning.hpp"
+#include "fluence/core/config.hpp"
 #include "fluence/core/rng.hpp"
 #include "fluence/data/purposes.hpp"
 #include "fluence/data/source.hpp"
@@ -201,7 +203,10 @@ BENCHMARK(BM_TestLoss)
 // 27 encoded columns, two classes; cat0 (9 values), cat1 (2) and the label randomized at eps 3,
 // changed to eps' = 1: 18 feature combinations per row, the label as a soft target.
 void BM_ExpectedChangeGradient(benchmark::State& state) {
-  fluence::SyntheticConfig config;
+  // The declared defaults ([data.synthetic], [fldp]) but for the sizes set here.
+  const fluence::Deck defaults =
+      fluence::Deck::from_string("", "bench_kernels", fluence::deck_schema());
+  fluence::SyntheticConfig config = fluence::DataConfig::from_deck(defaults).synthetic;
   config.rows = 10000;
   config.numeric = 6;
   config.categorical = {9, 2, 5, 4};
@@ -228,7 +233,8 @@ void BM_ExpectedChangeGradient(benchmark::State& state) {
   const std::vector<fluence::ChangedAttribute> changed{{0, 9, encoding.categorical_offset(0), 1.0},
                                                        {1, 2, encoding.categorical_offset(1), 1.0},
                                                        {-1, 2, 0, 1.0}};
-  fluence::ExpectedLoss expected(model, client, changed, {}, 2, 0);
+  fluence::ExpectedLoss expected(model, client, changed,
+                                 fluence::ExpectationConfig::from_deck(defaults), 2, 0);
   std::vector<double> theta(model.parameters()), gradient(model.parameters());
   fluence::Stream stream(9, fluence::purpose::synthetic_model);
   for (auto& value : theta) value = 0.5 * stream.normal();

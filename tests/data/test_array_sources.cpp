@@ -317,7 +317,7 @@ class ArraySourcesTest : public testing::ScratchDirectoryTest {
   // The reference rows through the CSV path: train.csv and test.csv, the client column moved out
   // of the features as partition.scheme = "column" does.
   TrainTest csv_tables() const {
-    DataConfig config;
+    DataConfig config = default_data();
     config.source = "csv";
     config.path = write("train.csv", csv_text(train_rows()));
     config.test_path = write("test.csv", csv_text(test_rows()));
@@ -369,7 +369,7 @@ TEST_F(ArraySourcesTest, Hdf5LoadsTheSameTableAsCsv) {
     write_split_h5(file, "/train", train_rows(), true);
     write_split_h5(file, "/test", test_rows(), false);
   }
-  DataConfig config;
+  DataConfig config = default_data();
   config.source = "hdf5";
   config.path = path("data.h5");
   config.arrays = {"/train/x", "/train/y", "/train/client", "", "", "/test/x", "/test/y"};
@@ -396,7 +396,7 @@ TEST_F(ArraySourcesTest, Hdf5TestFileHasTheTrainingPaths) {
 TEST_F(ArraySourcesTest, TffLoadsTheSameTableAsCsvWithItsClientGroupsAsClients) {
   write_tff(path("train.h5"), train_rows());
   write_tff(path("test.h5"), test_rows());
-  DataConfig config;
+  DataConfig config = default_data();
   config.source = "tff";
   config.path = path("train.h5");
   config.test_path = path("test.h5");
@@ -417,7 +417,7 @@ TEST_F(ArraySourcesTest, LeafLoadsTheSameTableAsCsvWithItsUsersAsClients) {
   write("train/b.json", leaf_json(train_rows(), {2}));
   write("train/a.json", leaf_json(train_rows(), {0, 1}));
   write("test/all.json", leaf_json(test_rows(), {0, 1, 2}));
-  DataConfig config;
+  DataConfig config = default_data();
   config.source = "leaf";
   config.path = path("train");
   config.test_path = path("test");
@@ -435,7 +435,7 @@ TEST_F(ArraySourcesTest, LeafLoadsTheSameTableAsCsvWithItsUsersAsClients) {
 
 TEST_F(ArraySourcesTest, NpzStoredDeflatedAndNpyDirectoryLoadTheSameTableAsCsv) {
   const TrainTest csv = csv_tables();
-  DataConfig config;
+  DataConfig config = default_data();
   config.source = "npy";
   config.arrays.clients = "client";
   for (const bool deflated : {false, true}) {
@@ -454,27 +454,27 @@ TEST_F(ArraySourcesTest, NpzStoredDeflatedAndNpyDirectoryLoadTheSameTableAsCsv) 
 // scripts/make_example_data.py): every format loads the CSV's table.
 TEST(ExampleData, EveryShippedFormatLoadsTheSameTableAsItsCsv) {
   const std::string data = std::string(FLUENCE_SOURCE_DIR) + "/inputs/data/";
-  DataConfig csv;
+  DataConfig csv = default_data();
   csv.source = "csv";
   csv.path = data + "blobs_train.csv.gz";
   csv.test_path = data + "blobs_test.csv";
   const TrainTest reference = load_data(csv, 1, "client");
   ASSERT_EQ(reference.train.rows, 480u);
   ASSERT_EQ(reference.train.client_names.size(), 12u);
-  DataConfig hdf5;
+  DataConfig hdf5 = default_data();
   hdf5.source = "hdf5";
   hdf5.path = data + "blobs.h5";
   hdf5.arrays = {"/train/x", "/train/y", "/train/client", "/names", "", "/test/x", "/test/y"};
-  DataConfig npz;
+  DataConfig npz = default_data();
   npz.source = "npy";
   npz.path = data + "blobs.npz";
   npz.arrays = {"x_train", "y_train", "client_train", "names", "", "x_test", "y_test"};
-  DataConfig tff;
+  DataConfig tff = default_data();
   tff.source = "tff";
   tff.path = data + "blobs_tff_train.h5";
   tff.test_path = data + "blobs_tff_test.h5";
   tff.arrays.labels = "label";
-  DataConfig leaf;
+  DataConfig leaf = default_data();
   leaf.source = "leaf";
   leaf.path = data + "blobs_leaf/train";
   leaf.test_path = data + "blobs_leaf/test";
@@ -531,7 +531,7 @@ TEST_F(ArraySourcesTest, Uint8ImagesArePixelsOverTwoHundredFiftyFiveWithTheirSha
   // The same as .npy, and as LEAF's nested rows.
   write("img/x.npy", npy_of("|u1", {3, 2, 2}, pixels));
   write("img/y.npy", npy_of("<i4", {3}, labels));
-  const auto npy_data = read_npy(path("img"), "", {});
+  const auto npy_data = read_npy(path("img"), "", default_data().arrays);
   EXPECT_EQ(npy_data.train.numeric, data.train.numeric);
   EXPECT_EQ(npy_data.train.image_shape, data.train.image_shape);
   write("nested.json",
@@ -596,7 +596,8 @@ TEST_F(ArraySourcesTest, Hdf5BadInputNamesFileDatasetAndExpectation) {
         read({"/train/x", "/train/y", "", "/test/y", "", "", ""});
       },
       {file, "/test/y", "expected a 1-D array of strings"});
-  expect_input_error([&] { read_tff(file, "", {}); }, {file, "no group 'examples'"});
+  expect_input_error([&] { read_tff(file, "", default_data().arrays); },
+                     {file, "no group 'examples'"});
   // A file cut short, and a file that is not HDF5 at all.
   const auto size = fs::file_size(file);
   fs::copy_file(file, path("cut.h5"));
@@ -606,7 +607,7 @@ TEST_F(ArraySourcesTest, Hdf5BadInputNamesFileDatasetAndExpectation) {
         read_hdf5(path("cut.h5"), "", {"/train/x", "/train/y", "", "", "", "", ""});
       },
       {path("cut.h5"), "truncated or damaged"});
-  expect_input_error([&] { read_hdf5(write("text.h5", "no"), "", {}); },
+  expect_input_error([&] { read_hdf5(write("text.h5", "no"), "", default_data().arrays); },
                      {path("text.h5"), "not an HDF5 file"});
 }
 
@@ -616,7 +617,7 @@ TEST_F(ArraySourcesTest, TffClientWithMismatchedFieldsIsNamed) {
     file.write("/examples/a/x", H5T_NATIVE_FLOAT, {2, 3}, std::vector<float>(6, 0.5f));
     file.write("/examples/a/y", H5T_NATIVE_INT32, {3}, std::vector<std::int32_t>{0, 1, 1});
   }
-  expect_input_error([&] { read_tff(path("tff.h5"), "", {}); },
+  expect_input_error([&] { read_tff(path("tff.h5"), "", default_data().arrays); },
                      {path("tff.h5"), "/examples/a/x", "2 rows", "/examples/a/y", "3 labels"});
 }
 
@@ -659,7 +660,7 @@ TEST_F(ArraySourcesTest, NpyBadInputNamesFileArrayAndExpectation) {
   write("d/y.npy", npy_of("<i8", {30}, labels));
   auto features = [&](const Bytes& bytes) {
     write("d/x.npy", bytes);
-    return read_npy(path("d"), "", {});
+    return read_npy(path("d"), "", default_data().arrays);
   };
   const std::string x = path("d/x.npy");
   expect_input_error([&] { features("not numpy at all"); }, {x, "not a .npy array"});
@@ -691,7 +692,8 @@ TEST_F(ArraySourcesTest, NpyBadInputNamesFileArrayAndExpectation) {
   Bytes archive = zip(npy_members(rows, false), true);
   archive[40] = static_cast<char>(archive[40] ^ 0x55);
   write("bad.npz", archive);
-  expect_input_error([&] { read_npy(path("bad.npz"), "", {}); }, {path("bad.npz"), "member x.npy"});
+  expect_input_error([&] { read_npy(path("bad.npz"), "", default_data().arrays); },
+                     {path("bad.npz"), "member x.npy"});
   write("good.npz", zip(npy_members(rows, false), false));
   expect_input_error(
       [&] {

@@ -15,6 +15,7 @@
 #include "fluence/core/config.hpp"
 #include "fluence/data/loaders.hpp"
 #include "fluence/data/source.hpp"
+#include "support/default_deck.hpp"
 #include "support/scratch_files.hpp"
 
 namespace fluence {
@@ -30,10 +31,14 @@ Strings attribute_names(const Table& table) {
   return names;
 }
 
-CsvOptions delimited(char delimiter) {
-  CsvOptions options;
-  options.delimiter = delimiter;
-  return options;
+Deck deck_of(const std::string& text) {
+  return Deck::from_string(text, "deck.toml", deck_schema());
+}
+
+// The csv dialect a deck gives with `keys` in its [data] section (the declared defaults for the
+// others).
+CsvOptions csv_dialect(const std::string& keys = "") {
+  return DataConfig::from_deck(deck_of("[data]\nsource = \"csv\"\npath = \"a.csv\"\n" + keys)).csv;
 }
 
 TEST_F(CsvTest, SemicolonAndTabDelimitersWithQuotedFields) {
@@ -42,29 +47,33 @@ TEST_F(CsvTest, SemicolonAndTabDelimitersWithQuotedFields) {
             "\"name; full\";v;y\n"
             "\"Smith; J\"; 1,5 ;a\n"  // 1,5 is text here: the comma is no delimiter
             "Doe;2;b\n");
-  const auto data = read_csv(semicolon, "", {"", {"name; full", "v"}}, delimited(';'));
+  const auto data =
+      read_csv(semicolon, "", {"", {"name; full", "v"}}, csv_dialect("delimiter = \";\"\n"));
   EXPECT_EQ(attribute_names(data.train), (Strings{"name; full", "v"}));
   EXPECT_EQ(data.train.attributes[0].categories, (Strings{"Doe", "Smith; J"}));
   EXPECT_EQ(data.train.attributes[1].categories, (Strings{"1,5", "2"}));
   // A tab delimiter keeps blanks inside fields and drops those around them.
   const auto tab = write("t.tsv", "a\tb c\ty\n 1 \tx y\t0\n2\t\"p\tq\"\t1\n");
-  const auto tsv = read_csv(tab, "", {"", {"b c"}}, delimited('\t'));
+  // (Set on the options: the deck refuses a string with a control character, "\t" included.)
+  CsvOptions tabs = csv_dialect();
+  tabs.delimiter = '\t';
+  const auto tsv = read_csv(tab, "", {"", {"b c"}}, tabs);
   EXPECT_EQ(tsv.train.numeric, (std::vector<double>{1, 2}));
   EXPECT_EQ(tsv.train.attributes[1].categories, (Strings{"p\tq", "x y"}));
   // The wrong delimiter leaves one column, and the message says which delimiter was used.
   const auto one = write("one.csv", "a;b;y\n1;2;0\n3;4;1,2\n");
-  expect_input_error([&] { read_csv(one, "", {}); }, {"one.csv:3", "data.delimiter", "','"});
+  expect_input_error([&] { read_csv(one, "", {}, csv_dialect()); },
+                     {"one.csv:3", "data.delimiter", "','"});
 }
 
 TEST_F(CsvTest, MissingValuesAreRefusedWithRowAndColumnOrDropped) {
   const auto file = write("m.csv", "a,b,c,y\n1,2,u,x\n3,NA,v,y\n4,5,?,x\n6,7,w,\n8,9,u,y\n");
   expect_input_error(
       [&] {
-        read_csv(file, "", {"", {"c"}});
+        read_csv(file, "", {"", {"c"}}, csv_dialect());
       },
       {"m.csv:3: column 'b' is missing a value ('NA')", "data.missing = \"drop\""});
-  CsvOptions drop;
-  drop.drop_missing = true;
+  CsvOptions drop = csv_dialect("missing = \"drop\"\n");
   const auto data = read_csv(file, "", {"", {"c"}}, drop);
   EXPECT_EQ(data.train.rows, 2u);  // lines 2 and 6; a missing label drops its row too
   EXPECT_EQ(data.train.numeric, (std::vector<double>{1, 2, 8, 9}));
@@ -73,8 +82,7 @@ TEST_F(CsvTest, MissingValuesAreRefusedWithRowAndColumnOrDropped) {
   drop.drop = {"b", "c"};
   EXPECT_EQ(read_csv(file, "", {}, drop).train.rows, 4u);
   // Markers are the deck's: with none, "NA" is just text in a numeric column.
-  CsvOptions none;
-  none.missing_values.clear();
+  const CsvOptions none = csv_dialect("missing_values = []\n");
   expect_input_error(
       [&] {
         read_csv(file, "", {"", {"c"}}, none);
@@ -92,8 +100,8 @@ TEST_F(CsvTest, GzipCompressedCsvReadsAsThePlainFile) {
   const gzFile gz = gzopen(path("p.csv.gz").c_str(), "wb");
   gzwrite(gz, text.data(), static_cast<unsigned>(text.size()));
   gzclose(gz);
-  const auto a = read_csv(plain, "", {"", {"b"}});
-  const auto b = read_csv(path("p.csv.gz"), "", {"", {"b"}});
+  const auto a = read_csv(plain, "", {"", {"b"}}, csv_dialect());
+  const auto b = read_csv(path("p.csv.gz"), "", {"", {"b"}}, csv_dialect());
   EXPECT_EQ(b.train.numeric, a.train.numeric);
   EXPECT_EQ(b.train.categorical, a.train.categorical);
   EXPECT_EQ(b.train.label, a.train.label);
@@ -102,14 +110,14 @@ TEST_F(CsvTest, GzipCompressedCsvReadsAsThePlainFile) {
   const std::string bytes((std::istreambuf_iterator<char>(compressed)),
                           std::istreambuf_iterator<char>());
   write("cut.csv.gz", bytes.substr(0, bytes.size() - 6));
-  expect_input_error([&] { read_csv(path("cut.csv.gz"), "", {}); },
+  expect_input_error([&] { read_csv(path("cut.csv.gz"), "", {}, csv_dialect()); },
                      {"cut.csv.gz", "cannot read data file"});
 }
 
 TEST_F(CsvTest, FeaturesAndDropChooseTheColumnsRead) {
   // "name" is text: only a column that is not read may hold it without data.categorical.
   const auto file = write("f.csv", "id,name,a,b,y\n1,ann,0.5,2,0\n2,bob,1.5,3,1\n");
-  CsvOptions options;
+  CsvOptions options = csv_dialect();
   options.drop = {"name", "id"};
   EXPECT_EQ(attribute_names(read_csv(file, "", {}, options).train), (Strings{"a", "b"}));
   options.drop.clear();
@@ -134,8 +142,8 @@ TEST_F(CsvTest, FeaturesAndDropChooseTheColumnsRead) {
 }
 
 TEST(DataSelection, FeaturesAndDropApplyToEverySource) {
-  DataConfig config;  // synthetic: num0..num3, cat0, cat1
-  config.synthetic.rows = 200;
+  // Synthetic: num0..num3, cat0, cat1.
+  DataConfig config = DataConfig::from_deck(deck_of("[data.synthetic]\nrows = 200\n"));
   const TrainTest all = load_data(config, 3);
   config.features = {"cat1", "num2"};
   const TrainTest kept = load_data(config, 3);
@@ -156,7 +164,7 @@ TEST(DataSelection, FeaturesAndDropApplyToEverySource) {
 }
 
 TEST_F(CsvTest, LabelsThatAreNotClassesAreRefused) {
-  DataConfig config;
+  DataConfig config = default_data();
   config.source = "csv";
   config.path = write("price.csv", "a,price\n1,0.5\n2,1.25\n3,2\n4,0.5\n");
   expect_input_error([&] { load_data(config, 1); },
@@ -182,10 +190,6 @@ TEST_F(CsvTest, DataPathsAreTakenFromTheDeckFilesDirectory) {
   // --set speaks for the command line: its relative paths are the working directory's.
   const Deck overridden = Deck::from_file(deck_file, deck_schema(), {"data.path=\"mine.csv\""});
   EXPECT_EQ(DataConfig::from_deck(overridden).path, "mine.csv");
-}
-
-Deck deck_of(const std::string& text) {
-  return Deck::from_string(text, "deck.toml", deck_schema());
 }
 
 TEST(DataConfigKeys, SourceSpecificKeysAreRefusedForOtherSources) {

@@ -17,6 +17,7 @@
 #include "fluence/core/error.hpp"
 #include "fluence/data/loaders.hpp"
 #include "fluence/data/source.hpp"
+#include "support/default_deck.hpp"
 #include "support/scratch_files.hpp"
 
 namespace fluence {
@@ -39,6 +40,13 @@ Strings attribute_names(const Table& table) {
 // ---------------------------------------------------------------------------------------------
 // CSV
 
+// read_csv in the declared default dialect (data.delimiter, data.missing, data.missing_values;
+// tests/data/test_csv_options.cpp varies it).
+TrainTest read_default_csv(const std::string& train_path, const std::string& test_path,
+                           const ColumnSelection& columns) {
+  return read_csv(train_path, test_path, columns, default_data().csv);
+}
+
 TEST_F(LoadersTest, CsvReadsNumericCategoricalAndLabelColumns) {
   const auto file = write("people.csv",
                           "age,color,income,label\n"
@@ -46,7 +54,7 @@ TEST_F(LoadersTest, CsvReadsNumericCategoricalAndLabelColumns) {
                           " 41 , blue ,2.25,no\n"
                           "\n"
                           "25,red,-3e2,yes\n");
-  const auto data = read_csv(file, "", {"", {"color"}});
+  const auto data = read_default_csv(file, "", {"", {"color"}});
   const Table& train = data.train;
   EXPECT_EQ(train.rows, 3u);
   EXPECT_EQ(attribute_names(train), (Strings{"age", "color", "income"}));
@@ -66,7 +74,7 @@ TEST_F(LoadersTest, CsvReadsNumericCategoricalAndLabelColumns) {
 
 TEST_F(LoadersTest, CsvWithoutTestFileGivesEmptyTestTableWithTheSchema) {
   const auto file = write("a.csv", "x,y\n1,a\n2,b\n");
-  const auto data = read_csv(file, "", {});
+  const auto data = read_default_csv(file, "", {});
   EXPECT_EQ(data.test.rows, 0u);
   EXPECT_TRUE(data.test.numeric.empty());
   EXPECT_TRUE(data.test.label.empty());
@@ -80,7 +88,7 @@ TEST_F(LoadersTest, CsvHandlesQuotesEscapesAndCrLf) {
                           "\"name, full\",score,\"say \"\"hi\"\"\",cls\r\n"
                           "\"Smith, J\", 1 ,  \"a \"\"b\"\"\" ,2\r\n"
                           "Doe,2,plain,10\r\n");
-  const auto data = read_csv(file, "", {"", {"name, full", "say \"hi\""}});
+  const auto data = read_default_csv(file, "", {"", {"name, full", "say \"hi\""}});
   const Table& train = data.train;
   EXPECT_EQ(attribute_names(train), (Strings{"name, full", "score", "say \"hi\""}));
   EXPECT_EQ(train.attributes[0].categories, (Strings{"Doe", "Smith, J"}));
@@ -94,11 +102,11 @@ TEST_F(LoadersTest, CsvHandlesQuotesEscapesAndCrLf) {
 
 TEST_F(LoadersTest, CsvLabelByIndexOrByName) {
   const auto file = write("l.csv", "a,b,c\n1,x,5\n2,y,6\n");
-  const auto by_index = read_csv(file, "", {"1", {}});
+  const auto by_index = read_default_csv(file, "", {"1", {}});
   EXPECT_EQ(by_index.train.label_name, "b");
   EXPECT_EQ(by_index.train.class_names, (Strings{"x", "y"}));
   EXPECT_EQ(by_index.train.numeric, (std::vector<double>{1, 5, 2, 6}));
-  const auto by_name = read_csv(file, "", {"a", {"b"}});
+  const auto by_name = read_default_csv(file, "", {"a", {"b"}});
   EXPECT_EQ(by_name.train.label_name, "a");
   EXPECT_EQ(attribute_names(by_name.train), (Strings{"b", "c"}));
   EXPECT_EQ(by_name.train.class_names, (Strings{"1", "2"}));
@@ -108,7 +116,7 @@ TEST_F(LoadersTest, CsvLabelByIndexOrByName) {
 
 TEST_F(LoadersTest, CsvColumnNamedLikeAnIndexIsMatchedByName) {
   const auto file = write("n.csv", "x,3,y\n1,p,q\n2,r,s\n");
-  const auto data = read_csv(file, "", {"3", {"y"}});
+  const auto data = read_default_csv(file, "", {"3", {"y"}});
   EXPECT_EQ(data.train.label_name, "3");
   EXPECT_EQ(data.train.class_names, (Strings{"p", "r"}));
 }
@@ -116,7 +124,7 @@ TEST_F(LoadersTest, CsvColumnNamedLikeAnIndexIsMatchedByName) {
 TEST_F(LoadersTest, CsvCategoriesComeFromTrainAndTestTogether) {
   const auto train_file = write("train.csv", "v,kind,y\n1,b,2\n2,a,10\n");
   const auto test_file = write("test.csv", "v,kind,y\n3,c,9\n");
-  const auto data = read_csv(train_file, test_file, {"y", {"kind"}});
+  const auto data = read_default_csv(train_file, test_file, {"y", {"kind"}});
   EXPECT_EQ(data.train.class_names, (Strings{"2", "9", "10"}));
   EXPECT_EQ(data.test.class_names, data.train.class_names);
   EXPECT_EQ(data.train.attributes[1].categories, (Strings{"a", "b", "c"}));
@@ -131,26 +139,27 @@ TEST_F(LoadersTest, CsvCategoriesComeFromTrainAndTestTogether) {
 
 TEST_F(LoadersTest, CsvSortsMixedCategoriesLexicographically) {
   const auto file = write("m.csv", "v,y\n1,b\n2,10\n3,9\n");
-  EXPECT_EQ(read_csv(file, "", {}).train.class_names, (Strings{"10", "9", "b"}));
+  EXPECT_EQ(read_default_csv(file, "", {}).train.class_names, (Strings{"10", "9", "b"}));
 }
 
 TEST_F(LoadersTest, CsvMissingFileIsAnError) {
   const auto missing = path("absent.csv");
-  expect_input_error([&] { read_csv(missing, "", {}); },
+  expect_input_error([&] { read_default_csv(missing, "", {}); },
                      {fmt::format("cannot read data file '{}'", missing)});
   const auto file = write("ok.csv", "a,b\n1,2\n");
-  expect_input_error([&] { read_csv(file, missing, {}); }, {"cannot read data file", missing});
-  expect_input_error([&] { read_csv(directory_.string(), "", {}); },
+  expect_input_error([&] { read_default_csv(file, missing, {}); },
+                     {"cannot read data file", missing});
+  expect_input_error([&] { read_default_csv(directory_.string(), "", {}); },
                      {"cannot read data file", directory_.string()});
 }
 
 TEST_F(LoadersTest, CsvRaggedRowNamesFileAndLine) {
   const auto file = write("ragged.csv", "a,b,c\n1,2,3\n4,5\n");
-  expect_input_error([&] { read_csv(file, "", {}); },
+  expect_input_error([&] { read_default_csv(file, "", {}); },
                      {fmt::format("{}:3: row has 2 fields, the header has 3", file)});
   const auto test_file = write("ragged_test.csv", "a,b,c\n\n1,2,3,4\n");
   const auto train_file = write("fine.csv", "a,b,c\n1,2,3\n");
-  expect_input_error([&] { read_csv(train_file, test_file, {}); },
+  expect_input_error([&] { read_default_csv(train_file, test_file, {}); },
                      {fmt::format("{}:3: row has 4 fields, the header has 3", test_file)});
 }
 
@@ -158,7 +167,7 @@ TEST_F(LoadersTest, CsvLabelIndexOutOfRange) {
   const auto file = write("five.csv", "a,b,c,d,e\n1,2,3,4,5\n");
   expect_input_error(
       [&] {
-        read_csv(file, "", {"7", {}});
+        read_default_csv(file, "", {"7", {}});
       },
       {fmt::format("label column 7 is out of range: {} has 5 columns (0..4)", file)});
 }
@@ -167,12 +176,12 @@ TEST_F(LoadersTest, CsvUnknownLabelOrCategoricalName) {
   const auto file = write("cols.csv", "age,color,y\n1,red,a\n");
   expect_input_error(
       [&] {
-        read_csv(file, "", {"nope", {}});
+        read_default_csv(file, "", {"nope", {}});
       },
       {"label column 'nope'", file, "age, color, y"});
   expect_input_error(
       [&] {
-        read_csv(file, "", {"", {"colour"}});
+        read_default_csv(file, "", {"", {"colour"}});
       },
       {"data.categorical", "'colour'", file, "age, color, y"});
 }
@@ -181,18 +190,19 @@ TEST_F(LoadersTest, CsvNonNumericValueNamesFileLineAndColumn) {
   const auto file = write("bad.csv", "age,color,y\n1,red,a\n\nabc,blue,b\n");
   expect_input_error(
       [&] {
-        read_csv(file, "", {"", {"color"}});
+        read_default_csv(file, "", {"", {"color"}});
       },
       {fmt::format("{}:4: column 'age': 'abc' is not a number; list the column in "
                    "data.categorical to treat it as categorical",
                    file)});
   // Categorical values were not listed, so "red" is a number error too.
-  expect_input_error([&] { read_csv(file, "", {}); }, {file + ":2:", "column 'color'", "'red'"});
+  expect_input_error([&] { read_default_csv(file, "", {}); },
+                     {file + ":2:", "column 'color'", "'red'"});
   const auto train_file = write("good.csv", "age,color,y\n1,red,a\n");
   const auto test_file = write("bad_test.csv", "age,color,y\n2,red,a\n1e400,red,b\n");
   expect_input_error(
       [&] {
-        read_csv(train_file, test_file, {"", {"color"}});
+        read_default_csv(train_file, test_file, {"", {"color"}});
       },
       {test_file + ":3:", "column 'age'", "'1e400'"});
 }
@@ -204,7 +214,7 @@ TEST_F(LoadersTest, CsvFieldsAreQuotedShortAndEscaped) {
   const std::string huge(20'000'000, '7');
   const auto long_file = write("long.csv", "a,b,y\n1,2,x\n3," + huge + "z,y\n");
   try {
-    read_csv(long_file, "", {});
+    read_default_csv(long_file, "", {});
     ADD_FAILURE() << "expected an InputError";
   } catch (const InputError& error) {
     const std::string message = error.what();
@@ -214,10 +224,10 @@ TEST_F(LoadersTest, CsvFieldsAreQuotedShortAndEscaped) {
         << message;
   }
   const auto control = write("control.csv", "a,b,y\n1,2,x\n3,4\x01\x1b[2J,y\n");
-  expect_input_error([&] { read_csv(control, "", {}); },
+  expect_input_error([&] { read_default_csv(control, "", {}); },
                      {control + ":3: column 'b': '4\\x01\\x1b[2J' is not a number"});
   const auto nul = write("nul.csv", "a,b,y\n1,2,x\n3,a\0bc,y\n"s);
-  expect_input_error([&] { read_csv(nul, "", {}); },
+  expect_input_error([&] { read_default_csv(nul, "", {}); },
                      {nul + ":3: a NUL byte at character 4 of the line '3,a\\x00bc,y'",
                       "a data file must be text"});
   const auto arff = write("nul.arff", "@relation r\n@attribute a {x\0, y}\n"s);
@@ -226,29 +236,29 @@ TEST_F(LoadersTest, CsvFieldsAreQuotedShortAndEscaped) {
 
 TEST_F(LoadersTest, CsvEmptyFileOrHeaderOnlyIsAnError) {
   const auto empty = write("empty.csv", "");
-  expect_input_error([&] { read_csv(empty, "", {}); }, {empty, "empty"});
+  expect_input_error([&] { read_default_csv(empty, "", {}); }, {empty, "empty"});
   const auto blank = write("blank.csv", "\n  \n\n");
-  expect_input_error([&] { read_csv(blank, "", {}); }, {blank, "empty"});
+  expect_input_error([&] { read_default_csv(blank, "", {}); }, {blank, "empty"});
   const auto header_only = write("header.csv", "a,b\n\n");
-  expect_input_error([&] { read_csv(header_only, "", {}); }, {header_only, "no data rows"});
+  expect_input_error([&] { read_default_csv(header_only, "", {}); }, {header_only, "no data rows"});
 }
 
 TEST_F(LoadersTest, CsvTestFileMustHaveTheSameHeader) {
   const auto train_file = write("train.csv", "a,b,c\n1,2,3\n");
   const auto renamed = write("renamed.csv", "a,x,c\n1,2,3\n");
-  expect_input_error([&] { read_csv(train_file, renamed, {}); },
+  expect_input_error([&] { read_default_csv(train_file, renamed, {}); },
                      {train_file, renamed, "'x'", "'b'"});
   const auto narrower = write("narrower.csv", "a,b\n1,2\n");
-  expect_input_error([&] { read_csv(train_file, narrower, {}); }, {train_file, narrower});
+  expect_input_error([&] { read_default_csv(train_file, narrower, {}); }, {train_file, narrower});
 }
 
 TEST_F(LoadersTest, CsvMalformedQuotesAndDuplicateColumns) {
   const auto open_quote = write("open.csv", "a,b\n1,\"2\n");
-  expect_input_error([&] { read_csv(open_quote, "", {}); }, {open_quote + ":2:", "quote"});
+  expect_input_error([&] { read_default_csv(open_quote, "", {}); }, {open_quote + ":2:", "quote"});
   const auto trailing = write("trailing.csv", "a,b\n1,\"2\"x\n");
-  expect_input_error([&] { read_csv(trailing, "", {}); }, {trailing + ":2:", "quote"});
+  expect_input_error([&] { read_default_csv(trailing, "", {}); }, {trailing + ":2:", "quote"});
   const auto twice = write("twice.csv", "a,b,a\n1,2,3\n");
-  expect_input_error([&] { read_csv(twice, "", {}); }, {twice + ":1:", "'a'", "twice"});
+  expect_input_error([&] { read_default_csv(twice, "", {}); }, {twice + ":1:", "'a'", "twice"});
 }
 
 // ---------------------------------------------------------------------------------------------

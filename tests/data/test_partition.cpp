@@ -14,7 +14,7 @@ namespace fluence {
 namespace {
 
 Table labelled_table(long rows, int classes) {
-  SyntheticConfig config;
+  SyntheticConfig config = default_data().synthetic;
   config.rows = rows;
   config.numeric = 2;
   config.categorical = {3};
@@ -34,7 +34,7 @@ void expect_exact_cover(const std::vector<std::vector<std::int64_t>>& clients, s
 }
 
 TEST(Synthetic, RowsDependOnlyOnSeedAndIndex) {
-  SyntheticConfig config;
+  SyntheticConfig config = default_data().synthetic;
   config.rows = 50;
   const Table small = generate_synthetic(config, 5);
   config.rows = 120;

@@ -39,7 +39,7 @@ struct ClientFixture {
   std::vector<double> theta;
 
   explicit ClientFixture(int classes = 3) : model(1, 1, 0.0) {
-    SyntheticConfig config;
+    SyntheticConfig config = default_data().synthetic;
     config.rows = 40;
     config.numeric = 2;
     config.categorical = {3, 4};

@@ -9,12 +9,13 @@
 #include "../../src/lia/experiment.hpp"
 #include "fluence/data/source.hpp"
 #include "fluence/model/network.hpp"
+#include "support/default_deck.hpp"
 
 namespace fluence::lia {
 namespace {
 
 TEST(LiaBody, CenteringZeroesTheMeanOverItsRowsAndShiftsEveryRowAlike) {
-  SyntheticConfig data;
+  SyntheticConfig data = default_data().synthetic;
   data.rows = 300;
   data.numeric = 5;
   data.categorical = {};

@@ -19,7 +19,7 @@ namespace fluence::lia {
 namespace {
 
 Table synthetic_table(long rows, int classes) {
-  SyntheticConfig config;
+  SyntheticConfig config = default_data().synthetic;
   config.rows = rows;
   config.numeric = 3;
   config.categorical = {};

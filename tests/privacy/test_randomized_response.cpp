@@ -8,6 +8,7 @@
 #include "fluence/data/source.hpp"
 #include "fluence/privacy/purposes.hpp"
 #include "fluence/privacy/randomized_response.hpp"
+#include "support/default_deck.hpp"
 
 namespace fluence {
 namespace {
@@ -50,7 +51,7 @@ TEST(RandomizedResponse, EmpiricalReportsFollowTheDistortionMatrix) {
 }
 
 Table tiny_schema() {
-  SyntheticConfig config;
+  SyntheticConfig config = default_data().synthetic;
   config.rows = 20;
   config.numeric = 1;
   config.categorical = {3, 4};
@@ -93,7 +94,7 @@ TEST(LdpPlan, UnknownOrNumericAttributesAreInputErrors) {
 }
 
 TEST(RandomizedResponse, ClientRowsAreRandomizedOnlyWhereAsked) {
-  SyntheticConfig config;
+  SyntheticConfig config = default_data().synthetic;
   config.rows = 4000;
   config.numeric = 0;
   config.categorical = {3, 5};

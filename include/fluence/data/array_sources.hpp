@@ -13,10 +13,11 @@ namespace fluence {
 
 /// Which arrays hold what ([data.arrays] in the deck). For hdf5 they are dataset paths inside the
 /// file; for npy the names of .npz members or of .npy files in a directory (".npy" may be left
-/// off); for tff the field names inside every client's group.
+/// off); for tff the field names inside every client's group. Filled in by DataConfig::from_deck
+/// (the defaults are the declared keys', register_data_keys).
 struct ArrayNames {
-  std::string features = "x";
-  std::string labels = "y";
+  std::string features;
+  std::string labels;
   std::string clients;          // optional: one client id per row (hdf5, npy)
   std::string names;            // optional: an array of the feature columns' names
   std::string names_attribute;  // hdf5 only: a string-array attribute of the features dataset

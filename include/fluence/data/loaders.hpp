@@ -15,13 +15,14 @@ struct ColumnSelection {
 };
 
 /// How a CSV file is written (its delimiter, what stands for a missing value) and which columns
-/// are read.
+/// are read. The dialect is filled in by DataConfig::from_deck (the defaults are the declared
+/// keys', register_data_keys); the columns when the data are read.
 struct CsvOptions {
-  char delimiter = ',';
+  char delimiter{};
   /// A row with a missing value in a column that is read: refused (naming the file, line and
   /// column) or dropped.
-  bool drop_missing = false;
-  std::vector<std::string> missing_values{"", "NA", "N/A", "NaN", "nan", "null", "?"};
+  bool drop_missing{};
+  std::vector<std::string> missing_values;
   std::vector<std::string> features;  // read only these feature columns (empty: all)
   std::vector<std::string> drop;      // do not read these columns
   /// A column read as categorical whatever `features` says: the partition column, which
@@ -37,7 +38,7 @@ struct CsvOptions {
 /// Every other column read must be numeric. Returns an empty test table when there is no test
 /// file.
 TrainTest read_csv(const std::string& train_path, const std::string& test_path,
-                   const ColumnSelection& columns, const CsvOptions& options = {});
+                   const ColumnSelection& columns, const CsvOptions& options);
 
 /// Reads a Weka ARFF file (@relation/@attribute/@data; numeric/real/integer and nominal {..}
 /// attributes; quoted names and values; % comments). Nominal attributes keep their declared value

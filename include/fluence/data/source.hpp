@@ -12,27 +12,29 @@
 
 namespace fluence {
 
+// Filled in by DataConfig::from_deck; the defaults are the declared keys' (register_data_keys).
 struct SyntheticConfig {
-  long rows = 10000;
-  int numeric = 4;
-  std::vector<int> categorical{3, 4};
-  int classes = 2;
-  double signal = 2.0;
-  double label_offset = 0.0;  // added to class 0's planted logit (shifts the base rate)
-  double cat0_signal = 1.0;   // multiplies cat0's planted weights (a group tied to the label)
+  long rows{};
+  int numeric{};
+  std::vector<int> categorical;
+  int classes{};
+  double signal{};
+  double label_offset{};  // added to class 0's planted logit (shifts the base rate)
+  double cat0_signal{};   // multiplies cat0's planted weights (a group tied to the label)
 };
 
+// Filled in by from_deck; the defaults are the declared keys' (register_data_keys).
 struct DataConfig {
-  std::string source = "synthetic";
+  std::string source;
   std::string path, test_path, label;  // paths as the file system sees them (Deck::file_path)
   std::vector<std::string> categorical;
   std::vector<std::string> features, drop;  // the attributes kept, or those dropped
   CsvOptions csv;  // delimiter and missing values; the columns are filled in when read
   ArrayNames arrays;
-  double test_fraction = 0.2;
-  bool standardize = true;
-  long max_train_rows = 0, max_test_rows = 0;
-  int ink_levels = 0;         // idx only: levels of the "ink" attribute (0 = none)
+  double test_fraction{};
+  bool standardize{};
+  long max_train_rows{}, max_test_rows{};
+  int ink_levels{};           // idx only: levels of the "ink" attribute (0 = none)
   std::vector<long> classes;  // class indices kept, in their new order (empty = every class)
   SyntheticConfig synthetic;
 
