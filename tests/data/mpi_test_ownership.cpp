@@ -23,22 +23,19 @@
 #include "fluence/core/mpi.hpp"
 #include "fluence/data/source.hpp"
 #include "fluence/fl/problem.hpp"
+#include "support/synthetic_deck.hpp"
 
 namespace fluence {
 namespace {
 
-const char* kSyntheticDeck = R"(
-seed = 9
-[data.synthetic]
-rows = 1500
-numeric = 3
-categorical = [3, 2]
-classes = 3
-[partition]
-clients = 7
-scheme = "dirichlet"
-local_test_fraction = 0.2
-)";
+const std::string kSyntheticDeck =
+    testing::synthetic_deck({.seed = 9,
+                             .rows = 1500,
+                             .numeric = 3,
+                             .categorical = {3, 2},
+                             .classes = 3,
+                             .clients = 7,
+                             .partition = "scheme = \"dirichlet\"\nlocal_test_fraction = 0.2\n"});
 
 // An HDF5 file of 600 rows x 4 float32 columns (values that are not multiples of a power of two,
 // so the standardization's rounding shows), labels 0-2 and 12 contiguous client-id blocks of 50

@@ -10,32 +10,22 @@
 #include "fluence/core/mpi.hpp"
 #include "fluence/fl/federation.hpp"
 #include "support/dense_reference.hpp"
+#include "support/synthetic_deck.hpp"
 #include "support/whole_data.hpp"
 
 namespace fluence {
 namespace {
 
-const char* kDeck = R"(
-seed = 5
-[data.synthetic]
-rows = 3000
-numeric = 4
-categorical = [3, 4]
-classes = 3
-[partition]
-clients = 7
-scheme = "dirichlet"
-alpha = 0.5
-[model]
-l2 = 0.01
-[federation]
-rounds = 5
-local_epochs = 2
-batch_size = 16
-learning_rate = 0.1
-polish = "newton"
-tolerance = 1e-11
-)";
+const std::string kDeck =
+    testing::synthetic_deck({.seed = 5,
+                             .rows = 3000,
+                             .numeric = 4,
+                             .categorical = {3, 4},
+                             .classes = 3,
+                             .clients = 7,
+                             .partition = "scheme = \"dirichlet\"\nalpha = 0.5\n"}) +
+    testing::polished_model(0.01, 5, 1e-11,
+                            "local_epochs = 2\nbatch_size = 16\nlearning_rate = 0.1\n");
 
 TEST(Federation, PolishedFedAvgEqualsCentralMinimizerOnPooledData) {
   FederatedProblem problem = build_problem(Deck::from_string(kDeck, "test", deck_schema()));

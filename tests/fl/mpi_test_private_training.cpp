@@ -13,23 +13,20 @@
 #include "fluence/core/mpi.hpp"
 #include "fluence/fl/private_training.hpp"
 #include "support/default_deck.hpp"
+#include "support/synthetic_deck.hpp"
 
 namespace fluence {
 namespace {
 
 std::string deck_text(const std::string& privacy, const std::string& partition = "") {
-  return R"(
-seed = 12
-[data.synthetic]
-rows = 2500
-numeric = 3
-categorical = [3]
-classes = 2
-[partition]
-clients = 40
-)" + partition +
-         R"(
-[model]
+  return testing::synthetic_deck({.seed = 12,
+                                  .rows = 2500,
+                                  .numeric = 3,
+                                  .categorical = {3},
+                                  .classes = 2,
+                                  .clients = 40,
+                                  .partition = partition}) +
+         R"([model]
 l2 = 1e-3
 [federation]
 rounds = 1

@@ -12,34 +12,26 @@
 #include "fluence/fldp/fldp.hpp"
 #include "fluence/influence/hessian_operator.hpp"
 #include "support/default_deck.hpp"
+#include "support/synthetic_deck.hpp"
 
 namespace fluence {
 namespace {
 
 // Client 2 trains on unrandomized data (eps = inf) so that eps' -> inf is a vanishing change.
-const char* kDeck = R"(
-seed = 8
-[data.synthetic]
-rows = 3000
-numeric = 3
-categorical = [4, 2]
-classes = 2
-[partition]
-clients = 5
-scheme = "label_shards"
-[model]
-l2 = 0.01
-[ldp]
+const std::string kDeck = testing::synthetic_deck({.seed = 8,
+                                                   .rows = 3000,
+                                                   .numeric = 3,
+                                                   .categorical = {4, 2},
+                                                   .classes = 2,
+                                                   .clients = 5,
+                                                   .partition = "scheme = \"label_shards\"\n"}) +
+                          testing::polished_model(0.01, 0, 1e-12, "polish_max_steps = 100\n") +
+                          R"([ldp]
 attributes = ["cat0", "cat1", "label"]
 epsilon = 2.0
 [[ldp.client]]
 id = 2
 epsilon = "inf"
-[federation]
-rounds = 0
-polish = "newton"
-tolerance = 1e-12
-polish_max_steps = 100
 )";
 
 double distance(const std::vector<double>& a, const std::vector<double>& b) {
@@ -70,20 +62,20 @@ class FldpMpi : public ::testing::Test {
     influence.ihvp.rtol = 1e-12;
   }
 
-  // [fldp]'s settings at their declared defaults, from the test's deck with one change (from_deck
-  // requires a case; each test runs its own).
-  FldpConfig default_fldp() const {
-    const Deck deck = Deck::from_string(
-        std::string(kDeck) + "[[fldp.change]]\nclient = 0\nepsilon = 1.0\n", "test", deck_schema());
-    return FldpConfig::from_deck(deck, problem.ldp);
-  }
-
   // One case: `client` changes cat0 and the label to eps'.
   FldpCase change(int client, double epsilon) const {
     FldpChange c{client, false, {epsilon, std::nan(""), epsilon}};
     FldpCase result;
     result.changes.push_back(c);
     return result;
+  }
+
+  // [fldp]'s settings at their declared defaults, from the test's deck with one change (from_deck
+  // requires a case; each test runs its own).
+  FldpConfig default_fldp() const {
+    const Deck deck = Deck::from_string(kDeck + "[[fldp.change]]\nclient = 0\nepsilon = 1.0\n",
+                                        "test", deck_schema());
+    return FldpConfig::from_deck(deck, problem.ldp);
   }
 
   FldpResult run(const FldpCase& c, int newton_steps, int retrain_seeds = 0) {

@@ -11,29 +11,21 @@
 #include "fluence/influence/hessian_operator.hpp"
 #include "support/default_deck.hpp"
 #include "support/dense_reference.hpp"
+#include "support/synthetic_deck.hpp"
 #include "support/whole_data.hpp"
 
 namespace fluence {
 namespace {
 
-const char* kDeck = R"(
-seed = 5
-[data.synthetic]
-rows = 2000
-numeric = 4
-categorical = [3, 4]
-classes = 3
-[partition]
-clients = 7
-scheme = "dirichlet"
-alpha = 0.5
-[model]
-l2 = 0.01
-[federation]
-rounds = 0
-polish = "newton"
-tolerance = 1e-11
-)";
+const std::string kDeck =
+    testing::synthetic_deck({.seed = 5,
+                             .rows = 2000,
+                             .numeric = 4,
+                             .categorical = {3, 4},
+                             .classes = 3,
+                             .clients = 7,
+                             .partition = "scheme = \"dirichlet\"\nalpha = 0.5\n"}) +
+    testing::polished_model(0.01, 0, 1e-11);
 
 // Pooled encoded rows of the given clients (all when `clients` is empty), in client order.
 void pooled_rows(const FederatedProblem& problem, const std::vector<int>& clients,
@@ -190,29 +182,20 @@ TEST_F(InfluenceMpi, SampledHessianAveragesToTheHessian) {
   EXPECT_LE(std::sqrt(error / size), 0.05);
 }
 
-const char* kTwentyClients = R"(
-seed = 11
-[data]
+const std::string kTwentyClients =
+    testing::synthetic_deck({.seed = 11,
+                             .rows = 8000,
+                             .numeric = 6,
+                             .categorical = {3, 4, 5},
+                             .classes = 3,
+                             .clients = 20,
+                             .partition = "scheme = \"dirichlet\"\nalpha = 0.3\n",
+                             .synthetic = "signal = 2.0\n"}) +
+    testing::polished_model(1e-3, 5, 1e-10) + R"([data]
 test_fraction = 0.25
-[data.synthetic]
-rows = 8000
-numeric = 6
-categorical = [3, 4, 5]
-classes = 3
-signal = 2.0
-[partition]
-clients = 20
-scheme = "dirichlet"
-alpha = 0.3
-[model]
-l2 = 1e-3
 [ldp]
 attributes = ["cat0", "label"]
 epsilon = 1.0
-[federation]
-rounds = 5
-polish = "newton"
-tolerance = 1e-10
 [influence]
 retrain = true
 )";

@@ -14,21 +14,19 @@
 #include "fluence/influence/hessian_operator.hpp"
 #include "fluence/influence/ihvp.hpp"
 #include "fluence/influence/spectrum.hpp"
+#include "support/synthetic_deck.hpp"
 
 namespace fluence {
 namespace {
 
-const char* kDeck = R"(
-seed = 8
-[data.synthetic]
-rows = 800
-numeric = 4
-categorical = [3]
-classes = 3
-signal = 1.5
-[partition]
-clients = 4
-[model]
+const std::string kDeck = testing::synthetic_deck({.seed = 8,
+                                                   .rows = 800,
+                                                   .numeric = 4,
+                                                   .categorical = {3},
+                                                   .classes = 3,
+                                                   .clients = 4,
+                                                   .synthetic = "signal = 1.5\n"}) +
+                          R"([model]
 type = "mlp"
 hidden = [6]
 activation = "tanh"

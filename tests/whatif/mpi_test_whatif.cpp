@@ -14,27 +14,19 @@
 #include "fluence/whatif/retrain.hpp"
 #include "fluence/whatif/whatif.hpp"
 #include "support/default_deck.hpp"
+#include "support/synthetic_deck.hpp"
 
 namespace fluence {
 namespace {
 
-const char* kDeck = R"(
-seed = 21
-[data.synthetic]
-rows = 3000
-numeric = 3
-categorical = [3, 2]
-classes = 2
-[partition]
-clients = 5
-[model]
-l2 = 0.01
-[federation]
-rounds = 0
-polish = "newton"
-tolerance = 1e-12
-polish_max_steps = 100
-[influence]
+const std::string kDeck = testing::synthetic_deck({.seed = 21,
+                                                   .rows = 3000,
+                                                   .numeric = 3,
+                                                   .categorical = {3, 2},
+                                                   .classes = 2,
+                                                   .clients = 5}) +
+                          testing::polished_model(0.01, 0, 1e-12, "polish_max_steps = 100\n") +
+                          R"([influence]
 solver = "explicit"
 spectrum = false
 [whatif]
@@ -210,23 +202,14 @@ void WhatifMpiBase::check_retrain_against_changed_data() {
 TEST(WhatifTheorem1, ForwardLossCorrectionRecoversCleanMinimizer) {
   // A larger, well-specified synthetic set (labels drawn from a planted logistic model) with a
   // small l2, so that neither sampling noise nor shrinkage masks the label-noise bias.
-  const Deck deck = Deck::from_string(R"(
-seed = 5
-[data.synthetic]
-rows = 25000
-numeric = 3
-categorical = [3]
-classes = 2
-signal = 1.0
-[partition]
-clients = 3
-[model]
-l2 = 1e-5
-[federation]
-rounds = 0
-polish = "newton"
-tolerance = 1e-11
-)",
+  const Deck deck = Deck::from_string(testing::synthetic_deck({.seed = 5,
+                                                               .rows = 25000,
+                                                               .numeric = 3,
+                                                               .categorical = {3},
+                                                               .classes = 2,
+                                                               .clients = 3,
+                                                               .synthetic = "signal = 1.0\n"}) +
+                                          testing::polished_model(1e-5, 0, 1e-11),
                                       "test", deck_schema());
   FederatedProblem problem = build_problem(deck);
   Federation federation(problem);
