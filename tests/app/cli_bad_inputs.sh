@@ -41,18 +41,7 @@ printf '[partition]\nclients = 5.0\n' | write_deck clients_float
 printf '[data]\nsource = "csv"\npath = "%s/go\\u0000od.csv"\n' "$work" | write_deck nul_string
 "$python" -c "import sys; open(sys.argv[1], 'w').write('[data]\nsource = \"csv\"\npath = \"' + 'p' * 20000000 + '\"\n')" "$work/long_string.toml"
 "$python" -c "import sys; open(sys.argv[1], 'w').write('\"' + 'k' * 1000000 + '\" = 1\n')" "$work/long_key.toml"
-write_deck small <<'EOF'
-seed = 6
-[data.synthetic]
-rows = 1500
-numeric = 3
-categorical = [3]
-[partition]
-clients = 6
-[federation]
-rounds = 4
-batch_size = 16
-EOF
+write_small_deck small 4
 write_deck private <<'EOF'
 seed = 4
 [data.synthetic]

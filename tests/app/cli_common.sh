@@ -42,6 +42,19 @@ expect_input_error() {
 
 write_deck() { cat >"$work/$1.toml"; }
 
+# write_small_deck NAME ROUNDS [LINE...]: $work/NAME.toml, a synthetic federation of 1,500 rows over
+# 6 clients trained for ROUNDS rounds of batch 16, each LINE added to [federation] (the checkpoint
+# and bad-input scripts' deck: seconds a run).
+write_small_deck() {
+  local name=$1 rounds=$2
+  shift 2
+  {
+    printf 'seed = 6\n[data.synthetic]\nrows = 1500\nnumeric = 3\ncategorical = [3]\n'
+    printf '[partition]\nclients = 6\n[federation]\nrounds = %s\nbatch_size = 16\n' "$rounds"
+    [ $# -eq 0 ] || printf '%s\n' "$@"
+  } | write_deck "$name"
+}
+
 # run_on_ranks PREFIX COMMAND DECK "RANKS" ARGS...: runs the command on each rank count into
 # $work/PREFIX<ranks> (quiet, log beside it); sets ok=0 and shows the log's tail on a failure.
 run_on_ranks() {

@@ -8,19 +8,7 @@ set -u
 source "$(dirname "$0")/cli_common.sh"
 
 # --- checkpoints, restart, stop signals (issue 6, train) -------------------------------------------
-write_deck ck <<'EOF'
-seed = 6
-[data.synthetic]
-rows = 1500
-numeric = 3
-categorical = [3]
-[partition]
-clients = 6
-[federation]
-rounds = 12
-batch_size = 16
-polish = "newton"
-EOF
+write_small_deck ck 12 'polish = "newton"'
 "$mpirun" -n 2 "$fluence" train "$work/ck.toml" --out "$work/ckA" --quiet >/dev/null 2>&1
 "$mpirun" -n 2 "$fluence" train "$work/ck.toml" --out "$work/ckB" --quiet --set output.checkpoint_every=4 --set output.keep=3 >/dev/null 2>&1
 ok=1
