@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `fluence --help`, `--version` and `fluence validate`: the resolved deck echoed once, every section
 # checked before a deck is called valid, `--command NAME`, every deck in inputs/ validates, and
-# `fluence keys --markdown` prints inputs/README.md's key tables.
+# `fluence keys --markdown` prints the key tables.
 # Usage: cli_validate.sh FLUENCE_BINARY SOURCE_DIR (one CTest entry per script: tests/CMakeLists.txt)
 set -u
 # shellcheck source=tests/app/cli_common.sh
@@ -59,17 +59,13 @@ for deck in "$source_dir"/inputs/*.toml; do
 done
 if [ -z "$bad_decks" ]; then pass "every deck in inputs/ validates"; else fail "decks that do not validate:$bad_decks"; fi
 
-# inputs/README.md's key tables are what `fluence keys --markdown` prints, the prose between them
-# aside (scripts/update_key_tables.py writes them; tests/app/test_deck_schema.cpp checks the same
-# in-process).
-if "$fluence" keys --markdown >"$work/keys.md" &&
-  diff <(grep -E '^(### |\|)' "$work/keys.md") \
-    <(awk '/^## Keys$/ { on = 1; next } /^## / { on = 0 } on' "$source_dir/inputs/README.md" |
-      grep -E '^(### |\|)') >"$work/keys.diff"; then
-  pass "keys --markdown prints inputs/README.md's key tables"
+# `fluence keys --markdown` runs and prints key tables; that they are inputs/README.md's is
+# DeckSchema.InputsReadmeKeyTablesAreTheSchemas (tests/app/test_deck_schema.cpp), in-process.
+if "$fluence" keys --markdown >"$work/keys.md" && grep -q '^| `federation.rounds` |' "$work/keys.md"; then
+  pass "keys --markdown prints the key tables"
 else
-  fail "keys --markdown differs from inputs/README.md's key tables"
-  head -5 "$work/keys.diff"
+  fail "keys --markdown"
+  head -5 "$work/keys.md"
 fi
 
 cli_summary
