@@ -61,7 +61,7 @@ if [ -z "$bad_decks" ]; then pass "every deck in inputs/ validates"; else fail "
 
 # `fluence keys --markdown` runs and prints key tables; that they are inputs/README.md's is
 # DeckSchema.InputsReadmeKeyTablesAreTheSchemas (tests/app/test_deck_schema.cpp), in-process.
-if "$fluence" keys --markdown >"$work/keys.md" && grep -q '^| `federation.rounds` |' "$work/keys.md"; then
+if "$fluence" keys --markdown >"$work/keys.md" && grep -q '^| .federation\.rounds. |' "$work/keys.md"; then
   pass "keys --markdown prints the key tables"
 else
   fail "keys --markdown"
