@@ -116,19 +116,21 @@ bool in_range(const KeySpec& spec, double value) {
 }
 
 // Deck strings are names, values and paths: a control byte (a NUL written "\u0000") or a string
-// longer than any path would reach file names and messages, so both are refused here, once.
+// longer than any path would reach file names and messages, so both are refused here, once. A
+// key that is a field delimiter (KeySpec::tab_allowed) may hold a tab: TSV files need it.
 constexpr std::size_t kLongestDeckString = 4096;
 
-bool acceptable_text(const std::string& text) {
-  return text.size() <= kLongestDeckString && std::none_of(text.begin(), text.end(), [](char c) {
+bool acceptable_text(const std::string& text, bool tab_allowed = false) {
+  return text.size() <= kLongestDeckString &&
+         std::none_of(text.begin(), text.end(), [tab_allowed](char c) {
            const auto byte = static_cast<unsigned char>(c);
-           return byte < 0x20 || byte == 0x7f;
+           return (byte < 0x20 && !(tab_allowed && c == '\t')) || byte == 0x7f;
          });
 }
 
-bool acceptable_text(const toml::node& node) {
+bool acceptable_text(const toml::node& node, bool tab_allowed = false) {
   const auto* text = node.as_string();
-  return !text || acceptable_text(text->get());
+  return !text || acceptable_text(text->get(), tab_allowed);
 }
 
 bool is_number(const toml::node& node) {
@@ -176,13 +178,14 @@ class Validator {
   }
 
   [[noreturn]] void bad(const KeySpec& spec, const std::string& path, const toml::node& node) {
-    throw InputError(fmt::format(
-        "{}: {} = {} is not allowed: expected {}", source_of(node, origin_), message_excerpt(path),
-        message_excerpt(value_text(node)),
-        acceptable_text(node) ? allowed_text(spec)
-                              : fmt::format("a string of at most {} bytes without control "
-                                            "characters",
-                                            kLongestDeckString)));
+    throw InputError(fmt::format("{}: {} = {} is not allowed: expected {}",
+                                 source_of(node, origin_), message_excerpt(path),
+                                 message_excerpt(value_text(node)),
+                                 acceptable_text(node, spec.tab_allowed)
+                                     ? allowed_text(spec)
+                                     : fmt::format("a string of at most {} bytes without control "
+                                                   "characters",
+                                                   kLongestDeckString)));
   }
 
   void check(const KeySpec& spec, const std::string& path, const toml::node& node) {
@@ -208,7 +211,7 @@ class Validator {
         if (!node.is_boolean()) bad(spec, path, node);
         return;
       case KeyType::string:
-        if (!node.is_string() || !acceptable_text(node)) bad(spec, path, node);
+        if (!node.is_string() || !acceptable_text(node, spec.tab_allowed)) bad(spec, path, node);
         if (!spec.choices.empty() && std::find(spec.choices.begin(), spec.choices.end(),
                                                node.as_string()->get()) == spec.choices.end())
           bad(spec, path, node);

@@ -92,6 +92,16 @@ ArrayNames read_array_names(const Deck& deck, const std::string& source) {
                     deck.where("data.arrays.names_attribute")));
   return names;
 }
+
+// data.delimiter may be a tab ("\t"), the one control character a deck string may hold.
+KeySpec delimiter_key() {
+  KeySpec spec =
+      deck_keys::with_note(deck_keys::key("data.delimiter", KeyType::string, "\",\"",
+                                          "csv: the one character between fields (\"\\t\": a tab)"),
+                           "one character, not `\"` or a line break");
+  spec.tab_allowed = true;
+  return spec;
+}
 }  // namespace
 
 void register_data_keys(DeckSchema& schema) {
@@ -121,8 +131,7 @@ void register_data_keys(DeckSchema& schema) {
       key("data.drop", T::string_array, "[]",
           "attributes (columns) left out, by name (instead of data.features); csv does not "
           "read them"),
-      with_note(key("data.delimiter", T::string, "\",\"", "csv: the one character between fields"),
-                "one character, not `\"` or a line break"),
+      delimiter_key(),
       choice("data.missing", "\"refuse\"", {"refuse", "drop"},
              "csv: a row with a missing value in a column that is read is refused (naming the "
              "line and column) or dropped"),

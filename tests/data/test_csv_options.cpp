@@ -54,10 +54,7 @@ TEST_F(CsvTest, SemicolonAndTabDelimitersWithQuotedFields) {
   EXPECT_EQ(data.train.attributes[1].categories, (Strings{"1,5", "2"}));
   // A tab delimiter keeps blanks inside fields and drops those around them.
   const auto tab = write("t.tsv", "a\tb c\ty\n 1 \tx y\t0\n2\t\"p\tq\"\t1\n");
-  // (Set on the options: the deck refuses a string with a control character, "\t" included.)
-  CsvOptions tabs = csv_dialect();
-  tabs.delimiter = '\t';
-  const auto tsv = read_csv(tab, "", {"", {"b c"}}, tabs);
+  const auto tsv = read_csv(tab, "", {"", {"b c"}}, csv_dialect("delimiter = \"\\t\"\n"));
   EXPECT_EQ(tsv.train.numeric, (std::vector<double>{1, 2}));
   EXPECT_EQ(tsv.train.attributes[1].categories, (Strings{"p\tq", "x y"}));
   // The wrong delimiter leaves one column, and the message says which delimiter was used.

@@ -42,6 +42,7 @@ struct KeySpec {
   bool minimum_exclusive = false;
   bool maximum_exclusive = false;
   std::vector<std::string> choices;  // allowed values for strings and string arrays
+  bool tab_allowed = false;          // a string key whose value may hold a tab (a delimiter)
   // What the table in inputs/README.md adds to the allowed values that the schema cannot check
   // itself (a bound set by another key, a format); the config struct's from_deck checks it.
   std::string allowed_note;
