@@ -30,7 +30,11 @@ struct DataConfig {
   CsvOptions csv;  // delimiter and missing values; the columns are filled in when read
   ArrayNames arrays;
   double test_fraction = 0.2;
-  bool standardize = true;
+  /// data.numeric_scaling: "standardize" (every training row), "none", "per_client" or "public".
+  std::string numeric_scaling = "standardize";
+  bool standardize = true;  // numeric_scaling == "standardize"
+  /// data.public_fraction: training rows held out from every client for the "public" statistics.
+  double public_fraction = 0.0;
   long max_train_rows = 0, max_test_rows = 0;
   int ink_levels = 0;         // idx only: levels of the "ink" attribute (0 = none)
   std::vector<long> classes;  // class indices kept, in their new order (empty = every class)
