@@ -47,7 +47,8 @@ void register_lia_keys(DeckSchema& schema) {
               "(`lia.body` `\"mlp\"` or `\"network\"`) is trained on, the analog of "
               "[LIA](../docs/references.md#lia)'s ImageNet pretraining; disjoint from the warm-up, "
               "which then trains only M0. 0: the body trains on the warm-up rows. Needs a trained "
-              "body",
+              "body. With `data.numeric_scaling = \"public\"` these rows (else the warm-up's) "
+              "also give the numeric columns' mean/std",
               0.0, 1.0)),
           "with `warmup_fraction` summing below 1"),
       with_note(key("lia.alpha", T::epsilon, "0.1",
