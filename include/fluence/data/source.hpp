@@ -31,10 +31,10 @@ struct DataConfig {
   ArrayNames arrays;
   double test_fraction = 0.2;
   /// data.numeric_scaling: "standardize" (every training row), "none", "per_client" or "public".
-  std::string numeric_scaling = "standardize";
+  std::string numeric_scaling;
   bool standardize = true;  // numeric_scaling == "standardize"
   /// data.public_fraction: training rows held out from every client for the "public" statistics.
-  double public_fraction = 0.0;
+  double public_fraction{};
   long max_train_rows = 0, max_test_rows = 0;
   int ink_levels = 0;         // idx only: levels of the "ink" attribute (0 = none)
   std::vector<long> classes;  // class indices kept, in their new order (empty = every class)
