@@ -74,7 +74,16 @@ int run_validate(const CommandLine& command_line) {
   const std::set<std::string> checked = sections_checked(deck, only);
   auto checks = [&](const char* section) { return checked.count(section) > 0; };
   // A federation is built for the commands that partition the data (not lia, not feo2-theory).
-  const bool federated = checks("partition");
+  // A deck for fluence lia whose "public" statistics come from lia's own public rows has none for
+  // the federated commands (data.public_fraction = 0): without --command those are not checked.
+  const bool lia_public = only.empty() && checks("lia") &&
+                          deck.string("data.numeric_scaling") == "public" &&
+                          !(deck.real("data.public_fraction") > 0.0);
+  if (lia_public && checks("partition"))
+    log::info(
+        "# data.numeric_scaling = \"public\" takes fluence lia's public rows here; the federated "
+        "commands (train, influence, ...) need data.public_fraction > 0 and are not checked");
+  const bool federated = checks("partition") && !lia_public;
   // The sections' own cross-key checks (no data needed).
   if (checks("data")) DataConfig::from_deck(deck);
   if (federated) {

@@ -105,59 +105,85 @@ void Table::append_row(const double* numeric_values, const std::int32_t* categor
 }
 
 namespace {
-// Per numeric column, the exact sum over the held rows of (x - centre) (or its square), over
-// every rank's rows for a partial table: two-limb quantized sums (core/quantized_sum.hpp) are
+// Per numeric column, the exact sum over `rows` of (x - centre) (or its square), over every
+// rank's rows with RowsHeld::across_ranks: two-limb quantized sums (core/quantized_sum.hpp) are
 // order-independent, so the rank count cannot change a bit, and their rounding (2^-100 of the
 // largest term or less for up to 2^20 rows) is far below the row-order sum's own error.
-std::vector<double> exact_column_sums(const Table& train, const std::vector<double>& centre,
-                                      bool squared) {
-  const auto nn = static_cast<std::size_t>(train.numeric_count());
-  const std::size_t held = train.held_rows();
+std::vector<double> exact_column_sums(const Table& table, const std::vector<std::int64_t>& rows,
+                                      std::size_t total_rows, RowsHeld held,
+                                      const std::vector<double>& centre, bool squared) {
+  const auto nn = static_cast<std::size_t>(table.numeric_count());
   std::vector<double> terms(nn), sums(nn, 0.0);
-  const auto terms_of = [&](std::size_t i) {
-    const double* x = train.numeric.data() + i * nn;
+  const auto terms_of = [&](std::int64_t row) {
+    const double* x = table.numeric_row(row);
     for (std::size_t j = 0; j < nn; ++j) {
       const double d = x[j] - centre[j];
       terms[j] = squared ? d * d : d;
     }
   };
+  const bool across = held == RowsHeld::across_ranks;
   double bound = 0.0;
-  for (std::size_t i = 0; i < held; ++i) {
-    terms_of(i);
+  for (const auto row : rows) {
+    terms_of(row);
     for (const double t : terms) bound = std::max(bound, std::abs(t));
   }
-  if (train.partial) MPI_Allreduce(MPI_IN_PLACE, &bound, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  if (across) MPI_Allreduce(MPI_IN_PLACE, &bound, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   QuantizedSum sum;
-  sum.reset(nn, 0, bound, static_cast<std::int64_t>(train.rows), 2);
-  for (std::size_t i = 0; i < held; ++i) {
-    terms_of(i);
+  sum.reset(nn, 0, bound, static_cast<std::int64_t>(total_rows), 2);
+  for (const auto row : rows) {
+    terms_of(row);
     sum.add(0, terms.data(), 1.0, nn);
   }
-  if (train.partial)
+  if (across)
     sum.allreduce(sums);
   else
     sum.local_total(sums);
   return sums;
 }
+
+// The row ids whose values `table` holds, ascending.
+std::vector<std::int64_t> held_row_ids(const Table& table) {
+  if (table.partial) return table.held;
+  std::vector<std::int64_t> rows(table.rows);
+  std::iota(rows.begin(), rows.end(), 0);
+  return rows;
+}
 }  // namespace
 
-Encoding::Encoding(const Table& train, bool standardize, bool bias) {
-  const int nn = train.numeric_count();
-  mean_.assign(nn, 0.0);
-  scale_.assign(nn, 1.0);
-  if (standardize && train.rows > 0) {
-    // Two passes (mean, then squared deviations): numerically stable.
-    const auto n = static_cast<double>(train.rows);
-    mean_ = exact_column_sums(train, mean_, false);
-    for (auto& m : mean_) m /= n;
-    const std::vector<double> variance = exact_column_sums(train, mean_, true);
-    for (int j = 0; j < nn; ++j) {
-      const double sd = std::sqrt(variance[j] / n);
-      scale_[j] = sd > 1e-12 ? 1.0 / sd : 1.0;  // constant columns (blank pixels) stay centred
-    }
+NumericScaling NumericScaling::identity(const Table& schema) {
+  const auto nn = static_cast<std::size_t>(schema.numeric_count());
+  return {std::vector<double>(nn, 0.0), std::vector<double>(nn, 1.0)};
+}
+
+NumericScaling standardizing_scaling(const Table& table, const std::vector<std::int64_t>& rows,
+                                     std::size_t total_rows, RowsHeld held) {
+  NumericScaling scaling = NumericScaling::identity(table);
+  if (total_rows == 0) return scaling;
+  // Two passes (mean, then squared deviations): numerically stable.
+  const auto n = static_cast<double>(total_rows);
+  scaling.mean = exact_column_sums(table, rows, total_rows, held, scaling.mean, false);
+  for (auto& m : scaling.mean) m /= n;
+  const std::vector<double> variance =
+      exact_column_sums(table, rows, total_rows, held, scaling.mean, true);
+  for (std::size_t j = 0; j < variance.size(); ++j) {
+    const double sd = std::sqrt(variance[j] / n);
+    scaling.scale[j] = sd > 1e-12 ? 1.0 / sd : 1.0;  // constant columns (blank pixels) stay centred
   }
+  return scaling;
+}
+
+Encoding::Encoding(const Table& train, bool standardize, bool bias)
+    : Encoding(train,
+               standardize
+                   ? standardizing_scaling(train, held_row_ids(train), train.rows,
+                                           train.partial ? RowsHeld::across_ranks : RowsHeld::local)
+                   : NumericScaling::identity(train),
+               bias) {}
+
+Encoding::Encoding(const Table& schema, NumericScaling scaling, bool bias)
+    : mean_(std::move(scaling.mean)), scale_(std::move(scaling.scale)) {
   int offset = 0;
-  for (const auto& attribute : train.attributes) {
+  for (const auto& attribute : schema.attributes) {
     if (attribute.kind == AttributeKind::numeric) {
       numeric_offset_.push_back(offset);
       offset += 1;
@@ -168,6 +194,13 @@ Encoding::Encoding(const Table& train, bool standardize, bool bias) {
   }
   if (bias) bias_column_ = offset++;
   width_ = offset;
+}
+
+Encoding Encoding::with_scaling(NumericScaling scaling) const {
+  Encoding out = *this;
+  out.mean_ = std::move(scaling.mean);
+  out.scale_ = std::move(scaling.scale);
+  return out;
 }
 
 std::vector<std::string> Encoding::column_names(const Table& schema) const {

@@ -236,4 +236,39 @@ std::vector<std::vector<std::int64_t>> partition_rows(const Table& train,
   return clients;
 }
 
+std::vector<std::int64_t> public_split_rows(const Table& train, double fraction,
+                                            std::uint64_t seed) {
+  const auto count = std::llround(fraction * static_cast<double>(train.rows));
+  if (count <= 0) return {};
+  Stream stream(seed, purpose::public_split);
+  auto order = random_permutation(stream, static_cast<std::int64_t>(train.rows));
+  order.resize(static_cast<std::size_t>(count));
+  std::sort(order.begin(), order.end());
+  return order;
+}
+
+std::vector<std::vector<std::int64_t>> partition_rows_except(
+    const Table& train, const std::vector<std::int64_t>& held_out, const PartitionConfig& config,
+    std::uint64_t seed) {
+  if (held_out.empty()) return partition_rows(train, config, seed);
+  // The partition reads only the rows' labels and clients: a table of those for the rest.
+  std::vector<std::int64_t> kept;
+  Table rest = train.empty_like();
+  rest.partial = true;  // no values: the partition never reads them
+  for (std::size_t r = 0, next = 0; r < train.rows; ++r) {
+    if (next < held_out.size() && held_out[next] == static_cast<std::int64_t>(r)) {
+      ++next;
+      continue;
+    }
+    kept.push_back(static_cast<std::int64_t>(r));
+    rest.label.push_back(train.label[r]);
+    if (!train.client.empty()) rest.client.push_back(train.client[r]);
+  }
+  rest.rows = kept.size();
+  auto clients = partition_rows(rest, config, seed);
+  for (auto& rows : clients)
+    for (auto& row : rows) row = kept[static_cast<std::size_t>(row)];
+  return clients;
+}
+
 }  // namespace fluence

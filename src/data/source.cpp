@@ -138,8 +138,22 @@ void register_data_keys(DeckSchema& schema) {
       key("data.missing_values", T::string_array,
           "[\"\", \"NA\", \"N/A\", \"NaN\", \"nan\", \"null\", \"?\"]",
           "csv: the field texts that count as a missing value"),
-      choice("data.numeric_scaling", "\"standardize\"", {"standardize", "none"},
-             "numeric features: standardized with training mean/std, or left as they are"),
+      choice("data.numeric_scaling", "\"standardize\"",
+             {"standardize", "none", "per_client", "public"},
+             "numeric features: `\"standardize\"` with the mean/std of every training row, "
+             "pooled over all participants outside any privacy accounting (as the seeds' code "
+             "does); `\"none\"` as they are; `\"per_client\"` each client (participant) with "
+             "its own rows' mean/std and the server's test set with its own, no statistic "
+             "crossing a party; `\"public\"` with the mean/std of rows no participant holds "
+             "(`data.public_fraction`; in `fluence lia` the public split, else the warm-up). "
+             "Under a privacy claim use \"per_client\", \"public\" or \"none\" "
+             "([architecture.md](../docs/architecture.md#input-standardization))"),
+      below_maximum(
+          key("data.public_fraction", T::real, "0",
+              "share of the training rows held out from every client and used only for the "
+              "statistics of `numeric_scaling = \"public\"` (not in `fluence lia`, which has "
+              "`lia.public_fraction`); every rank reads them, like the test set",
+              0.0, 1.0)),
       key("data.max_train_rows", T::integer, "0", "use only the first N training rows (0 = all)",
           0),
       key("data.max_test_rows", T::integer, "0", "use only the first N test rows (0 = all)", 0),
@@ -197,7 +211,9 @@ DataConfig DataConfig::from_deck(const Deck& deck) {
   config.features = deck.strings("data.features");
   config.drop = deck.strings("data.drop");
   config.test_fraction = deck.real("data.test_fraction");
-  config.standardize = deck.string("data.numeric_scaling") == "standardize";
+  config.numeric_scaling = deck.string("data.numeric_scaling");
+  config.standardize = config.numeric_scaling == "standardize";
+  config.public_fraction = deck.real("data.public_fraction");
   config.max_train_rows = deck.integer("data.max_train_rows");
   config.max_test_rows = deck.integer("data.max_test_rows");
   config.ink_levels = static_cast<int>(deck.integer("data.ink_levels"));

@@ -114,12 +114,23 @@ std::vector<std::int64_t> FederatedProblem::client_sizes() const {
   return sizes;
 }
 
+const Encoding& FederatedProblem::encoding_of(int client) const {
+  return client_encodings.empty() ? encoding
+                                  : client_encodings.at(static_cast<std::size_t>(client));
+}
+
+const std::shared_ptr<const ByteCoding>& FederatedProblem::coding_of(int client) const {
+  return client_codings.empty() ? coding : client_codings.at(static_cast<std::size_t>(client));
+}
+
 void attach_codes(const FederatedProblem& problem, Client& client) {
-  if (!problem.coding) return;
-  std::vector<std::uint8_t> codes(client.size() * problem.encoding.width());
-  if (problem.encoding.encode_bytes(problem.data.train, client.rows(), client.categorical().data(),
-                                    *problem.coding, codes.data()))
-    client.set_codes(std::move(codes), problem.coding);
+  const auto& coding = problem.coding_of(client.id());
+  if (!coding) return;
+  const Encoding& encoding = problem.encoding_of(client.id());
+  std::vector<std::uint8_t> codes(client.size() * encoding.width());
+  if (encoding.encode_bytes(problem.data.train, client.rows(), client.categorical().data(), *coding,
+                            codes.data()))
+    client.set_codes(std::move(codes), coding);
 }
 
 namespace {
@@ -135,8 +146,9 @@ Client make_client(const FederatedProblem& problem, int id) {
     std::copy_n(train.categorical_row(rows[i]), nc, original_categorical.begin() + i * nc);
     original_labels[i] = train.label[rows[i]];
   }
-  std::vector<double> features(rows.size() * problem.encoding.width());
-  problem.encoding.encode(train, rows, categorical.data(), features.data());
+  const Encoding& encoding = problem.encoding_of(id);
+  std::vector<double> features(rows.size() * encoding.width());
+  encoding.encode(train, rows, categorical.data(), features.data());
   Client client(id, rows, std::move(original_categorical), std::move(original_labels),
                 std::move(categorical), std::move(labels), std::move(features));
   attach_codes(problem, client);
@@ -218,7 +230,8 @@ TestShard make_network_test_set(const Table& test, const Encoding& encoding,
   return shard;
 }
 
-// The training rows rank `rank`'s clients hold (their rows and their local test rows) and the
+// The training rows rank `rank`'s clients hold (their rows and their local test rows) with the
+// public rows every rank reads (data.numeric_scaling = "public"), and the
 // test rows it encodes: its chunks of the test set for the logistic model (make_test_shard),
 // every test row for a network (make_network_test_set). Ascending.
 std::vector<std::int64_t> hosted_train_rows(const FederatedProblem& problem, int rank) {
@@ -228,6 +241,7 @@ std::vector<std::int64_t> hosted_train_rows(const FederatedProblem& problem, int
     rows.insert(rows.end(), problem.client_test_rows[id].begin(),
                 problem.client_test_rows[id].end());
   }
+  rows.insert(rows.end(), problem.public_rows.begin(), problem.public_rows.end());
   std::sort(rows.begin(), rows.end());
   return rows;
 }
@@ -244,8 +258,9 @@ std::vector<std::int64_t> needed_test_rows(std::size_t test_rows, bool network, 
 double largest_held_rows(const FederatedProblem& problem, bool network) {
   std::size_t largest = 0;
   for (int rank = 0; rank < world_size(); ++rank) {
-    std::size_t rows = network ? problem.data.test.rows
-                               : shard_extent(problem.data.test.rows, rank, world_size()).rows;
+    std::size_t rows = problem.public_rows.size() +
+                       (network ? problem.data.test.rows
+                                : shard_extent(problem.data.test.rows, rank, world_size()).rows);
     for (int id = problem.layout->first_client(rank); id < problem.layout->end_client(rank); ++id)
       rows += problem.client_rows[id].size() + problem.client_test_rows[id].size();
     largest = std::max(largest, rows);
@@ -290,23 +305,85 @@ std::vector<MemoryTerm> problem_memory(const Deck& deck, const FederatedProblem&
   };
 }
 
+// data.numeric_scaling = "public" takes its statistics from rows no client holds, which
+// data.public_fraction holds out; holding rows out for any other scaling would only waste them.
+void check_public_rows(const Deck& deck, const DataConfig& config) {
+  const bool is_public = config.numeric_scaling == "public";
+  if (is_public && !(config.public_fraction > 0.0))
+    throw InputError(fmt::format(
+        "{}: data.numeric_scaling = \"public\" takes the numeric statistics from training rows "
+        "no client holds, and data.public_fraction = {} holds none out: set "
+        "data.public_fraction in (0, 1), or use \"per_client\"",
+        deck.where("data.numeric_scaling"), config.public_fraction));
+  if (!is_public && config.public_fraction > 0.0)
+    throw InputError(fmt::format(
+        "{}: data.public_fraction = {} holds rows out of every client for data.numeric_scaling "
+        "= \"public\" only (here \"{}\"): set data.public_fraction = 0 or use \"public\"",
+        deck.where("data.public_fraction"), config.public_fraction, config.numeric_scaling));
+}
+
+std::shared_ptr<const ByteCoding> shared_byte_coding(const Encoding& encoding,
+                                                     const Table& schema) {
+  auto coding = encoding.byte_coding(schema);
+  if (!coding) return nullptr;
+  return std::make_shared<const ByteCoding>(std::move(coding->with_single()));
+}
+
+// data.numeric_scaling decides whose rows give the numeric columns' mean/std (docs/architecture.md,
+// "Input standardization"): every training row ("standardize", outside any accounting), none
+// ("none"), the public rows every rank holds ("public"), or each hosted client's own rows
+// ("per_client": its statistics never leave the client, and a client lives on one rank, so no
+// communication either).
+void fit_encodings(FederatedProblem& problem, const DataConfig& config, bool bias) {
+  const Table& train = problem.data.train;
+  const auto& public_rows = problem.public_rows;
+  problem.encoding =
+      config.numeric_scaling == "public"
+          ? Encoding(train,
+                     standardizing_scaling(train, public_rows, public_rows.size(), RowsHeld::local),
+                     bias)
+          : Encoding(train, config.standardize, bias);
+  problem.coding = shared_byte_coding(problem.encoding, train);
+  if (config.numeric_scaling != "per_client") return;
+  problem.client_encodings.resize(problem.client_rows.size());
+  problem.client_codings.resize(problem.client_rows.size());
+  const int rank = world_rank();
+  for (int id = problem.layout->first_client(rank); id < problem.layout->end_client(rank); ++id) {
+    const auto& rows = problem.client_rows[id];
+    problem.client_encodings[id] = problem.encoding.with_scaling(
+        standardizing_scaling(train, rows, rows.size(), RowsHeld::local));
+    problem.client_codings[id] = shared_byte_coding(problem.client_encodings[id], train);
+  }
+}
+
 }  // namespace
 
 FederatedProblem build_problem(const Deck& deck) {
   FederatedProblem problem;
   problem.seed = static_cast<std::uint64_t>(deck.integer("seed"));
   const DataConfig data_config = DataConfig::from_deck(deck);
+  check_public_rows(deck, data_config);
   const PartitionConfig partition_config = PartitionConfig::from_deck(deck);
   // First pass, the same on every rank: labels and client ids, the partition and the layout.
   collective_check([&] {
     problem.data =
         load_data_index(data_config, problem.seed,
                         partition_config.scheme == "column" ? partition_config.column : "");
-    problem.client_rows = partition_rows(problem.data.train, partition_config, problem.seed);
+    problem.public_rows =
+        public_split_rows(problem.data.train, data_config.public_fraction, problem.seed);
+    if (data_config.numeric_scaling == "public" && problem.public_rows.empty())
+      throw InputError(
+          fmt::format("{}: data.public_fraction = {} of {} training rows holds out no row for "
+                      "data.numeric_scaling = \"public\": raise it",
+                      deck.where("data.public_fraction"), data_config.public_fraction,
+                      problem.data.train.rows));
+    problem.client_rows = partition_rows_except(problem.data.train, problem.public_rows,
+                                                partition_config, problem.seed);
     problem.ldp =
         LdpPlan::from_deck(deck, problem.data.train, static_cast<int>(problem.client_rows.size()));
   });
-  problem.total_train_rows = static_cast<std::int64_t>(problem.data.train.rows);
+  problem.total_train_rows =
+      static_cast<std::int64_t>(problem.data.train.rows - problem.public_rows.size());
   split_local_test_rows(problem, deck.real("partition.local_test_fraction"));
   for (const auto& rows : problem.client_test_rows)
     problem.total_train_rows -= static_cast<std::int64_t>(rows.size());
@@ -327,10 +404,7 @@ FederatedProblem build_problem(const Deck& deck) {
       "in {:.2f} s",
       largest_held_rows(problem, network), problem.data.train.rows + problem.data.test.rows,
       read_seconds);
-  problem.encoding =
-      Encoding(problem.data.train, data_config.standardize, model_encodes_bias(deck));
-  if (auto coding = problem.encoding.byte_coding(problem.data.train))
-    problem.coding = std::make_shared<const ByteCoding>(std::move(coding->with_single()));
+  fit_encodings(problem, data_config, model_encodes_bias(deck));
   problem.model = build_model(deck, problem.encoding.width(), problem.data.train.image_shape,
                               problem.data.train.classes());
   if (deck.string("federation.local_precision") == "single" && problem.model->linear() &&
@@ -345,17 +419,30 @@ FederatedProblem build_problem(const Deck& deck) {
     problem.clients.push_back(make_client(problem, id));
     const auto& test_rows = problem.client_test_rows[id];
     if (test_rows.empty()) continue;
-    std::vector<double> features(test_rows.size() * problem.encoding.width());
-    problem.encoding.encode(problem.data.train, test_rows, nullptr, features.data());
+    // Under "per_client" the client's local test rows take its training rows' statistics.
+    const Encoding& encoding = problem.encoding_of(id);
+    std::vector<double> features(test_rows.size() * encoding.width());
+    encoding.encode(problem.data.train, test_rows, nullptr, features.data());
     std::vector<std::int32_t> labels;
     for (auto row : test_rows) labels.push_back(problem.data.train.label[row]);
     problem.clients.back().set_local_test(std::move(features), std::move(labels));
   }
+  // Under "per_client" the server standardizes its test set with the test set's own statistics
+  // (over the ranks' shards for the logistic model, each test row on one rank).
+  const Table& test = problem.data.test;
+  Encoding test_encoding = problem.encoding;
+  auto test_coding = problem.coding;
+  if (data_config.numeric_scaling == "per_client") {
+    test_encoding = problem.encoding.with_scaling(
+        standardizing_scaling(test, needed_test_rows(test.rows, network, rank), test.rows,
+                              network ? RowsHeld::local : RowsHeld::across_ranks));
+    test_coding = shared_byte_coding(test_encoding, test);
+  }
   if (const auto* network_model = dynamic_cast<const Network*>(problem.model.get()))
-    problem.test = make_network_test_set(problem.data.test, problem.encoding, problem.coding,
-                                         network_model->evaluation_rows());
+    problem.test =
+        make_network_test_set(test, test_encoding, test_coding, network_model->evaluation_rows());
   else
-    problem.test = make_test_shard(problem.data.test, problem.encoding, problem.coding);
+    problem.test = make_test_shard(test, test_encoding, test_coding);
   return problem;
 }
 

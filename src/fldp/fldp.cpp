@@ -49,8 +49,9 @@ Client rerandomized_client(const FederatedProblem& problem, const Client& client
       (label ? labels[i] : categorical[i * nc + attribute.column]) =
           randomize_value(original, attribute.domain, attribute.epsilon, stream);
     }
-  std::vector<double> features(n * problem.encoding.width());
-  problem.encoding.encode(problem.data.train, client.rows(), categorical.data(), features.data());
+  const Encoding& encoding = problem.encoding_of(client.id());
+  std::vector<double> features(n * encoding.width());
+  encoding.encode(problem.data.train, client.rows(), categorical.data(), features.data());
   Client out(client.id(), client.rows(), client.original_categorical(), client.original_labels(),
              std::move(categorical), std::move(labels), std::move(features));
   attach_codes(problem, out);

@@ -47,7 +47,8 @@ void register_lia_keys(DeckSchema& schema) {
               "(`lia.body` `\"mlp\"` or `\"network\"`) is trained on, the analog of "
               "[LIA](../docs/references.md#lia)'s ImageNet pretraining; disjoint from the warm-up, "
               "which then trains only M0. 0: the body trains on the warm-up rows. Needs a trained "
-              "body",
+              "body. With `data.numeric_scaling = \"public\"` these rows (else the warm-up's) "
+              "also give the numeric columns' mean/std",
               0.0, 1.0)),
           "with `warmup_fraction` summing below 1"),
       with_note(key("lia.alpha", T::epsilon, "0.1",
@@ -198,6 +199,29 @@ void register_lia_keys(DeckSchema& schema) {
   });
 }
 
+namespace {
+// fluence lia fits M0 and the frozen body on the server's rows and feeds them every party's rows,
+// so one encoding must serve all: "public" takes it from the rows no participant holds (its own
+// public split or warm-up, not data.public_fraction), and "per_client" has no place here.
+void check_lia_scaling(const Deck& deck) {
+  const std::string scaling = deck.string("data.numeric_scaling");
+  if (scaling == "per_client")
+    throw InputError(fmt::format(
+        "{}: data.numeric_scaling = \"per_client\" is not available in fluence lia (M0 and the "
+        "frozen body are fitted on the server's rows and read every participant's with one "
+        "encoding): use \"public\" (statistics of lia.public_fraction's split, else of the "
+        "warm-up) or \"none\"",
+        deck.where("data.numeric_scaling")));
+  const double fraction = deck.real("data.public_fraction");
+  if (fraction > 0.0)
+    throw InputError(fmt::format(
+        "{}: data.public_fraction = {} does not apply to fluence lia, whose rows held by no "
+        "participant are lia.public_fraction's split and the warm-up (lia.warmup_fraction): set "
+        "it to 0",
+        deck.where("data.public_fraction"), fraction));
+}
+}  // namespace
+
 LiaConfig LiaConfig::from_deck(const Deck& deck, int classes) {
   LiaConfig c;
   c.participants = static_cast<int>(deck.integer("lia.participants"));
@@ -264,6 +288,7 @@ LiaConfig LiaConfig::from_deck(const Deck& deck, int classes) {
         "{}: lia.public_fraction = {} with lia.body = \"identity\": the public split trains a "
         "body, so it needs lia.body = \"mlp\" or \"network\" (or lia.public_fraction = 0)",
         deck.where("lia.public_fraction"), c.public_fraction));
+  check_lia_scaling(deck);
   if (!(c.public_fraction + c.warmup_fraction < 1.0))
     throw InputError(fmt::format(
         "{}: lia.public_fraction + lia.warmup_fraction = {} leaves no rows for the participants: "

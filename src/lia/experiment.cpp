@@ -96,6 +96,27 @@ void train_network_body(const Deck& deck, const LiaConfig& config, const Table& 
 
 }  // namespace
 
+namespace {
+
+// data.numeric_scaling = "public": the statistics of rows no participant holds, the public split
+// when there is one, else the warm-up (the server's own rows); "standardize" pools every row,
+// participants' included, outside any accounting (docs/architecture.md, "Input standardization").
+// Every rank holds the whole table.
+Encoding lia_encoding(const Table& train, const DataConfig& config,
+                      const ParticipantData& assignment, bool bias) {
+  if (config.numeric_scaling != "public") return Encoding(train, config.standardize, bias);
+  const auto& rows = assignment.public_rows.empty() ? assignment.warmup : assignment.public_rows;
+  if (rows.empty())
+    throw InputError(fmt::format(
+        "data.numeric_scaling = \"public\" takes the numeric statistics from the rows no "
+        "participant holds, and lia.public_fraction and lia.warmup_fraction leave none of the {} "
+        "training rows: raise either",
+        train.rows));
+  return Encoding(train, standardizing_scaling(train, rows, rows.size(), RowsHeld::local), bias);
+}
+
+}  // namespace
+
 double TestSet::accuracy(const SoftmaxRegression& model, const std::vector<double>& theta,
                          Workspace& work) const {
   long correct =
@@ -163,7 +184,7 @@ Experiment set_up_experiment(const Deck& deck, bool progress, LiaResult& result)
   // A network body holds its own biases; the identity body's last layer takes a bias column.
   const bool network_body = config.body != "identity";
   body.encoding =
-      Encoding(train, data_config.standardize, !network_body && deck.boolean("model.bias"));
+      lia_encoding(train, data_config, assignment, !network_body && deck.boolean("model.bias"));
   e.warmup_y = labels_of(train, assignment.warmup);
   const auto& warmup_y = e.warmup_y;
   if (network_body) {

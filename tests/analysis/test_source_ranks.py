@@ -6,7 +6,10 @@ a 120-row test file) is written as CSV, HDF5, TFF, LEAF JSON and NumPy arrays, a
 the timings and the rank map is bitwise identical across rank counts, and /model/theta is the same
 bits for every file source (the values are multiples of 2^-10: exact in float32, in double and in
 decimal text). Synthetic data and an HDF5 file without a test split (its test rows split off the
-training rows, so a rank reads the union of both) are checked across rank counts too.
+training rows, so a rank reads the union of both) are checked across rank counts too, and so are
+issue 26's numeric scalings that stay inside the protocol: "per_client" (each client's statistics
+on its own rank, the test set's over the ranks' shards, or on every rank for a network) and
+"public" (rows held out of every client, read by every rank).
 
 Usage: test_source_ranks.py FLUENCE_BINARY SOURCE_DIR
 """
@@ -70,7 +73,8 @@ class SourceRanks(unittest.TestCase):
         cls.tx, cls.ty = make_rows(rng, TEST_ROWS)
         cls.client = np.repeat(np.arange(CLIENTS), PER_CLIENT)
         cls.decks = {name: write(cls, name) for name in
-                     ("csv", "hdf5", "tff", "leaf", "npy", "synthetic", "hdf5_split")}
+                     ("csv", "hdf5", "tff", "leaf", "npy", "synthetic", "hdf5_split",
+                      "hdf5_per_client", "hdf5_public", "mlp_per_client")}
 
     @classmethod
     def tearDownClass(cls):
@@ -102,6 +106,13 @@ class SourceRanks(unittest.TestCase):
     def test_hdf5_with_split_off_test_rows_identical_on_1_to_4_ranks(self):
         self.across_ranks("hdf5_split")
 
+    def test_per_client_scaling_identical_on_1_to_4_ranks(self):
+        self.across_ranks("hdf5_per_client")
+        self.across_ranks("mlp_per_client")
+
+    def test_public_scaling_identical_on_1_to_4_ranks(self):
+        self.across_ranks("hdf5_public")
+
 
 def write(cls, name):
     """Writes the data in format `name` into the work folder; returns the deck's path."""
@@ -122,6 +133,20 @@ source = "csv"
 path = "{work}/train.csv"
 test_path = "{work}/test.csv"
 label = "label"
+""")
+    if name in ("hdf5_per_client", "hdf5_public", "mlp_per_client"):
+        path = os.path.join(work, "hdf5.h5")  # written for "hdf5" (the dict is filled in order)
+        scaling = "public" if name == "hdf5_public" else "per_client"
+        extra = ("public_fraction = 0.2\n" if name == "hdf5_public" else "")
+        model = ('[model]\ntype = "mlp"\nhidden = [6]\n' if name == "mlp_per_client" else "")
+        return cls.runs.deck(name, natural + model + f"""[data]
+source = "hdf5"
+path = "{path}"
+numeric_scaling = "{scaling}"
+{extra}[data.arrays]
+clients = "client"
+test_features = "test_x"
+test_labels = "test_y"
 """)
     if name in ("hdf5", "hdf5_split"):
         path = os.path.join(work, name + ".h5")

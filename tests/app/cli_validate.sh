@@ -53,6 +53,20 @@ else
   cat "$work/vl.err" "$work/vt.err" "$work/vw.err" | sed 's/^/    /' | head -6
 fi
 
+# A lia deck whose "public" statistics come from lia's own public rows (warm-up) validates without
+# --command: the federated commands, which would need data.public_fraction, are left unchecked.
+"$mpirun" -n 2 "$fluence" validate "$lia_deck_v" --set 'data.numeric_scaling="public"' \
+  >"$work/vp.out" 2>"$work/vp.err"
+code=$?
+if [ "$code" -eq 0 ] && grep -q "^# lia: 60 participants" "$work/vp.out" &&
+  grep -q "^# data.numeric_scaling = \"public\" takes fluence lia's public rows here" "$work/vp.out" &&
+  [ ! -s "$work/vp.err" ]; then
+  pass "validate: a lia deck with data.numeric_scaling = \"public\" and no data.public_fraction"
+else
+  fail "validate of a lia deck with \"public\" scaling (exit $code)"
+  sed 's/^/    /' "$work/vp.err" | head -3
+fi
+
 bad_decks=""
 for deck in "$source_dir"/inputs/*.toml; do
   "$fluence" validate "$deck" --no-data >/dev/null 2>"$work/deck.err" || bad_decks="$bad_decks $(basename "$deck")"

@@ -214,6 +214,51 @@ TEST(Encoding, StandardizesNumericAndOneHotsCategorical) {
   EXPECT_EQ(names[5], "(bias)");
 }
 
+// data.numeric_scaling's edge cases: a single row (a client with one row) and a constant column
+// are only centred (factor 1), as the pooled standardization treats blank pixels; the other
+// column of the chosen rows gets their own mean and 1/deviation (plain two-pass sums here; 1e-12
+// relative covers the different summation order).
+TEST(Encoding, ScalingOfChosenRowsCentresSingleRowsAndConstantColumns) {
+  Table train = labelled_table(40, 2);
+  for (std::size_t r = 0; r < train.rows; ++r) train.numeric[r * 2 + 1] = 2.5;  // constant
+  const NumericScaling one = standardizing_scaling(train, {7}, 1, RowsHeld::local);
+  EXPECT_EQ(one.mean[0], train.numeric[7 * 2]);
+  EXPECT_EQ(one.scale, (std::vector<double>{1.0, 1.0}));
+  const std::vector<std::int64_t> rows{3, 9, 10, 31};
+  const NumericScaling some = standardizing_scaling(train, rows, rows.size(), RowsHeld::local);
+  double mean = 0.0, squares = 0.0;
+  for (const auto r : rows) mean += train.numeric[r * 2] / 4.0;
+  for (const auto r : rows) squares += std::pow(train.numeric[r * 2] - mean, 2) / 4.0;
+  EXPECT_NEAR(some.mean[0], mean, 1e-12 * std::abs(mean));
+  EXPECT_NEAR(some.scale[0], 1.0 / std::sqrt(squares), 1e-12 / std::sqrt(squares));
+  EXPECT_EQ(some.mean[1], 2.5);
+  EXPECT_EQ(some.scale[1], 1.0);
+  // An encoding with that scaling encodes a chosen row's first column as (x - mean) * scale.
+  const Encoding encoding = Encoding(train, false, true).with_scaling(some);
+  std::vector<double> x(static_cast<std::size_t>(encoding.width()));
+  encoding.encode(train, {9}, nullptr, x.data());
+  EXPECT_EQ(x[0], (train.numeric[9 * 2] - some.mean[0]) * some.scale[0]);
+  EXPECT_EQ(x[1], 0.0);
+}
+
+// The rows held out for data.numeric_scaling = "public" are no client's, and with none held out
+// the partition is the one partition_rows makes.
+TEST(Partition, RowsHeldOutBelongToNoClient) {
+  const Table train = labelled_table(300, 3);
+  PartitionConfig config;
+  config.clients = 6;
+  config.scheme = "dirichlet";
+  config.alpha = 0.5;
+  EXPECT_EQ(partition_rows_except(train, {}, config, 9), partition_rows(train, config, 9));
+  const auto held = public_split_rows(train, 0.2, 9);
+  ASSERT_EQ(held.size(), 60u);
+  EXPECT_TRUE(std::is_sorted(held.begin(), held.end()));
+  EXPECT_EQ(public_split_rows(train, 0.0, 9).size(), 0u);
+  auto clients = partition_rows_except(train, held, config, 9);
+  clients.push_back(held);
+  expect_exact_cover(clients, train.rows);
+}
+
 // A table like the IDX loader's: numeric values k / 255, one categorical attribute.
 Table byte_table(std::size_t rows) {
   Table table = labelled_table(static_cast<long>(rows), 2);

@@ -106,15 +106,37 @@ struct ByteCoding {
   }
 };
 
-/// Dense model inputs from a Table: standardized numeric columns, one-hot categorical columns, and
-/// a constant 1 column for the bias. Fitted on training data only: on a whole table from its rows,
-/// on a partial one (collective) from the rows every rank holds, each row held by one rank; the
-/// sums are exact (core/quantized_sum.hpp), so the same rows give the same bits for any rank
-/// count.
+/// Per numeric column, the centre subtracted and the factor applied by an Encoding: the mean and
+/// 1/std of some rows (standardizing_scaling), or 0 and 1 (the identity).
+struct NumericScaling {
+  std::vector<double> mean, scale;
+  static NumericScaling identity(const Table& schema);
+};
+
+/// Whose rows a standardizing_scaling sums over: rows this rank holds, every one of them
+/// (`local`; no communication), or rows spread over the ranks, each held by exactly one
+/// (`across_ranks`; collective, every rank passes the rows it holds).
+enum class RowsHeld { local, across_ranks };
+
+/// The mean and 1/std (population) per numeric column of `rows` of `table`, `total_rows` rows in
+/// all (over every rank with RowsHeld::across_ranks). A constant column (std <= 1e-12, a single
+/// row among them) gets the factor 1: it is only centred. The sums are exact
+/// (core/quantized_sum.hpp), so the same rows give the same bits for any rank count.
+NumericScaling standardizing_scaling(const Table& table, const std::vector<std::int64_t>& rows,
+                                     std::size_t total_rows, RowsHeld held);
+
+/// Dense model inputs from a Table: scaled numeric columns, one-hot categorical columns, and a
+/// constant 1 column for the bias. The scaling is given (data.numeric_scaling decides whose rows
+/// fit it, docs/architecture.md "Input standardization"), or, with `standardize`, fitted on every
+/// training row: on a whole table from its rows, on a partial one (collective) from the rows every
+/// rank holds, each row held by one rank.
 class Encoding {
  public:
   Encoding() = default;
   Encoding(const Table& train, bool standardize, bool bias);
+  Encoding(const Table& schema, NumericScaling scaling, bool bias);
+  /// This encoding's columns with another numeric scaling (a client's own, under "per_client").
+  Encoding with_scaling(NumericScaling scaling) const;
 
   int width() const { return width_; }
   /// Names of the encoded columns ("age", "sex=female", "(bias)").

@@ -36,6 +36,19 @@ std::vector<std::vector<std::int64_t>> partition_rows(const Table& train,
                                                       const PartitionConfig& config,
                                                       std::uint64_t seed);
 
+/// The training rows held out from every client for data.numeric_scaling = "public"
+/// (data.public_fraction): round(fraction * rows) rows chosen by a permutation keyed by (seed,
+/// public_split), ascending; empty for fraction 0.
+std::vector<std::int64_t> public_split_rows(const Table& train, double fraction,
+                                            std::uint64_t seed);
+
+/// partition_rows over the training rows other than `held_out` (ascending): the same partition
+/// as partition_rows when `held_out` is empty, else the partition of the remaining rows (their
+/// labels and clients), in the ids of `train`.
+std::vector<std::vector<std::int64_t>> partition_rows_except(
+    const Table& train, const std::vector<std::int64_t>& held_out, const PartitionConfig& config,
+    std::uint64_t seed);
+
 /// Splits `total` items into parts proportional to `fractions` by cumulative rounding (the parts
 /// sum to `total` exactly).
 std::vector<std::int64_t> proportional_counts(std::int64_t total,

@@ -11,8 +11,10 @@ inline constexpr Purpose synthetic_model{1};
 inline constexpr Purpose synthetic_rows{2};
 inline constexpr Purpose test_split{3};
 inline constexpr Purpose partition{4};
+inline constexpr Purpose public_split{41};
 
 /// Every purpose above (for the check that no two modules share a number).
-inline constexpr Purpose data_purposes[] = {synthetic_model, synthetic_rows, test_split, partition};
+inline constexpr Purpose data_purposes[] = {synthetic_model, synthetic_rows, test_split, partition,
+                                            public_split};
 
 }  // namespace fluence::purpose

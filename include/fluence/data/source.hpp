@@ -32,7 +32,11 @@ struct DataConfig {
   CsvOptions csv;  // delimiter and missing values; the columns are filled in when read
   ArrayNames arrays;
   double test_fraction{};
-  bool standardize{};
+  /// data.numeric_scaling: "standardize" (every training row), "none", "per_client" or "public".
+  std::string numeric_scaling;
+  bool standardize{};  // numeric_scaling == "standardize"
+  /// data.public_fraction: training rows held out from every client for the "public" statistics.
+  double public_fraction{};
   long max_train_rows{}, max_test_rows{};
   int ink_levels{};           // idx only: levels of the "ink" attribute (0 = none)
   std::vector<long> classes;  // class indices kept, in their new order (empty = every class)

@@ -75,8 +75,17 @@ struct TestShard {
 struct FederatedProblem {
   std::uint64_t seed = 0;
   TrainTest data;
+  /// The encoding of every party's rows; under data.numeric_scaling = "per_client" the schema's
+  /// columns unscaled, each client's own in client_encodings (encoding_of).
   Encoding encoding;
   std::shared_ptr<const ByteCoding> coding;  // byte codes of the encoding, when the data allow
+  /// "per_client": the encoding (its own training rows' mean/std) and byte coding of each client
+  /// this rank hosts, by client id (the others' entries unused); empty otherwise.
+  std::vector<Encoding> client_encodings;
+  std::vector<std::shared_ptr<const ByteCoding>> client_codings;
+  /// "public": the training rows no client holds (data.public_fraction), read by every rank and
+  /// used only for the encoding's statistics (ascending; empty otherwise).
+  std::vector<std::int64_t> public_rows;
   std::vector<std::vector<std::int64_t>> client_rows;       // every client's training rows
   std::vector<std::vector<std::int64_t>> client_test_rows;  // held-out local test rows (or empty)
   LdpPlan ldp;
@@ -90,13 +99,16 @@ struct FederatedProblem {
   std::vector<MemoryTerm> memory;
 
   std::vector<std::int64_t> client_sizes() const;
+  /// The encoding and byte coding of hosted client `client`'s rows.
+  const Encoding& encoding_of(int client) const;
+  const std::shared_ptr<const ByteCoding>& coding_of(int client) const;
   /// The linear model's fast paths, for `what` (a command or an option) that has no other path
   /// yet: an InputError naming model.type when the model is a network.
   const SoftmaxRegression& linear_model(const std::string& what) const;
 };
 
-/// Gives `client` its rows as byte codes of problem.coding (from its randomized categorical values)
-/// when the data allow; local SGD then reads those.
+/// Gives `client` its rows as byte codes of problem.coding_of(client) (from its randomized
+/// categorical values) when the data allow; local SGD then reads those.
 void attach_codes(const FederatedProblem& problem, Client& client);
 
 /// Collective: every rank calls it with the same deck. Input problems are InputErrors on all ranks,
