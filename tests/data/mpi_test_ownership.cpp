@@ -5,8 +5,8 @@
 // rank's client is refused; and the standardization reduced over the ranks equals, bit for bit,
 // the one computed from the whole table on one rank. For synthetic data and for files the test
 // writes: HDF5, CSV (plain and gzip, with blank lines, quoted fields, dropped rows, a column
-// partition) and NumPy (a stored .npz and a directory of .npy files), whose readers stream the
-// file and keep only the wanted rows.
+// partition), ARFF (with '?' categories and a column partition) and NumPy (a stored .npz and a
+// directory of .npy files), whose readers stream the file and keep only the wanted rows.
 #include <fmt/core.h>
 #include <gtest/gtest.h>
 #include <hdf5.h>
@@ -119,6 +119,22 @@ std::string csv_text(int rows, double phase) {
     text += fmt::format("{},{},s{},x{},{},{}\n", std::sin(0.37 * r + phase) * 3,
                         colours[(r * 5 / 3) % 3], r / 60, r, num1, labels[(r * 7 + r / 13) % 3]);
     if (r % 97 == 3) text += "\n";
+  }
+  return text;
+}
+
+// The same kind of table as ARFF: nominal colour (with '?' values, which become a category of
+// their own) and site, comment and blank lines between the rows.
+std::string arff_text(int rows) {
+  static const char* colours[] = {"red", "green", "?"};
+  std::string text =
+      "% a test table\n@relation t\n@attribute num0 numeric\n@attribute colour {red, green, "
+      "blue}\n@attribute site {s0, s1, s2, s3, s4, s5, s6, s7, s8, s9}\n@attribute num1 real\n"
+      "@attribute label {a, b, c}\n@data\n";
+  for (int r = 0; r < rows; ++r) {
+    text += fmt::format("{}, {}, s{}, {}, {}\n", std::sin(0.41 * r) * 3, colours[(r * 5 / 3) % 3],
+                        r / 60, std::cos(0.2 * r) / 3, "abc"[(r * 7 + r / 13) % 3]);
+    if (r % 89 == 5) text += "% a comment\n\n";
   }
   return text;
 }
@@ -360,6 +376,25 @@ scheme = "dirichlet"
   MPI_Barrier(MPI_COMM_WORLD);
   if (world_rank() == 0)
     for (const auto& path : {column_csv, train_gz, test_csv}) std::filesystem::remove(path);
+}
+
+TEST(Ownership, ArffRanksKeepOnlyTheirClientsRows) {
+  const std::string arff = temporary("table.arff");
+  write_text(arff, arff_text(600), false);
+  expect_owned(Deck::from_string(fmt::format(R"(
+seed = 3
+[data]
+source = "arff"
+path = "{}"
+[partition]
+scheme = "column"
+column = "site"
+local_test_fraction = 0.1
+)",
+                                             arff),
+                                 "test", deck_schema()));
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank() == 0) std::filesystem::remove(arff);
 }
 
 TEST(Ownership, NpyRanksReadOnlyTheirClientsRows) {
