@@ -631,19 +631,19 @@ Features feature_shape(const NpyArray& array) {
 
 // Appends `rows` rows of raw values (`block`) to features.values as doubles; the first is row
 // `first` of the array, for the message that names a value that is not finite.
-void append_values(const Bytes& block, const NpyArray& array, std::size_t first, std::size_t rows,
-                   Features& features) {
+void append_values(const unsigned char* block, const NpyArray& array, std::size_t first,
+                   std::size_t rows, Features& features) {
   const std::size_t n = rows * features.width(), start = features.values.size();
   features.values.resize(start + n);
   double* out = features.values.data() + start;
   if (array.kind == 'f' && array.item_size == 4) {
     for (std::size_t i = 0; i < n; ++i) {
       float value;
-      std::memcpy(&value, block.data() + 4 * i, 4);
+      std::memcpy(&value, block + 4 * i, 4);
       out[i] = value;
     }
   } else if (array.kind == 'f') {
-    std::memcpy(out, block.data(), 8 * n);
+    std::memcpy(out, block, 8 * n);
   } else {
     for (std::size_t i = 0; i < n; ++i) out[i] = block[i] / 255.0;
   }
@@ -655,10 +655,11 @@ void append_values(const Bytes& block, const NpyArray& array, std::size_t first,
 }
 
 // The values of rows `wanted` (ascending; every row without it), streamed from `stream` (at the
-// array's first value): runs of consecutive wanted rows are read in blocks of at most 16 MiB and
-// converted block by block, so that the memory is the rows kept and one block, and the rows no
-// one wants are passed over (a stored array seeks past them). The values of the rows not read
-// are not checked.
+// array's first value) in blocks of at most 16 MiB, each converted to doubles before the next is
+// read, so that the memory is the rows kept and one block. A block spans wanted rows with gaps of
+// at most 1 MiB between them, read through and dropped (rows dealt at random, as `iid` does, would
+// otherwise cost a read call or two per row); a longer gap is passed over (a stored array seeks
+// past it). The values of the rows not kept are not checked.
 void read_feature_rows(ByteStream& stream, const NpyArray& array,
                        const std::vector<std::int64_t>* wanted, Features& features) {
   if (wanted) {
@@ -669,7 +670,7 @@ void read_feature_rows(ByteStream& stream, const NpyArray& array,
   }
   const std::size_t count = wanted ? features.held.size() : features.rows;
   const std::size_t row_bytes = features.width() * array.item_size;
-  constexpr std::size_t kBlockBytes = std::size_t{16} << 20;
+  constexpr std::size_t kBlockBytes = std::size_t{16} << 20, kGapBytes = std::size_t{1} << 20;
   const std::size_t block_rows =
       std::max<std::size_t>(1, kBlockBytes / std::max<std::size_t>(row_bytes, 1));
   const auto row_at = [&](std::size_t i) {
@@ -680,14 +681,23 @@ void read_feature_rows(ByteStream& stream, const NpyArray& array,
   std::size_t next_row = 0;  // the row the stream is at
   for (std::size_t i = 0; i < count;) {
     const std::size_t first = row_at(i);
-    std::size_t run = 1;
-    while (i + run < count && run < block_rows && row_at(i + run) == first + run) ++run;
+    std::size_t end = i + 1;  // the block's wanted rows are i .. end - 1
+    while (end < count && row_at(end) - first < block_rows &&
+           (row_at(end) - row_at(end - 1) - 1) * row_bytes <= kGapBytes)
+      ++end;
+    const std::size_t span = row_at(end - 1) - first + 1;
     stream.skip((first - next_row) * row_bytes);
-    block.resize(run * row_bytes);
+    block.resize(span * row_bytes);
     stream.read(block.data(), block.size());
-    append_values(block, array, first, run, features);
-    next_row = first + run;
-    i += run;
+    for (std::size_t k = i; k < end;) {  // runs of consecutive wanted rows
+      std::size_t run = 1;
+      while (k + run < end && row_at(k + run) == row_at(k) + run) ++run;
+      append_values(block.data() + (row_at(k) - first) * row_bytes, array, row_at(k), run,
+                    features);
+      k += run;
+    }
+    next_row = first + span;
+    i = end;
   }
 }
 
