@@ -1,19 +1,38 @@
 #!/usr/bin/env bash
-# Issue 25's distributed ownership for a text source: 1,000,000 rows x 20 columns of CSV (18
-# numeric, a categorical "group" of 10 levels, a 0/1 label), 100 iid clients, 2 ranks, one FedAvg
-# round. Reports the set-up time (/metrics/setup_time_s), the second pass's read time from the
-# console and each rank's peak resident memory (/metrics/peak_memory_bytes). The file (about
-# 0.2 GB) is written once into FILE (default /tmp/fluence_bench_1m.csv; never the repository) and
-# kept, so a rerun (or a run of another build) skips the writing; delete it afterwards.
-# Usage: bench/bench_ownership_csv.sh [BUILD] [FILE]     (needs /usr/bin/python3 with numpy, h5py)
+# Issue 25's distributed ownership for the sources read from plain files, 2 ranks, one FedAvg
+# round with 100 iid clients (each rank's rows scattered over the whole file):
+#  - SOURCE=csv (default): 1,000,000 rows x 20 columns of CSV (18 numeric, a categorical "group"
+#    of 10 levels, a 0/1 label; about 0.17 GB), default FILE /tmp/fluence_bench_1m.csv;
+#  - SOURCE=npy: 1,000,000 rows x 64 float32 features and int64 labels in a stored .npz
+#    (numpy.savez; about 0.26 GB), default FILE /tmp/fluence_bench_1m.npz.
+# Reports the set-up time (/metrics/setup_time_s), the second pass's read time from the console
+# and each rank's peak resident memory (/metrics/peak_memory_bytes). The file is written once into
+# FILE (never the repository) and kept, so a rerun (or a run of another build) skips the writing;
+# delete it afterwards.
+# Usage: [SOURCE=csv|npy] bench/bench_ownership_files.sh [BUILD] [FILE]
+#        (needs /usr/bin/python3 with numpy and h5py)
 set -euo pipefail
+source_kind=${SOURCE:-csv}
 build=${1:-build}
-file=${2:-/tmp/fluence_bench_1m.csv}
+if [ "$source_kind" = npy ]; then file=${2:-/tmp/fluence_bench_1m.npz}; else file=${2:-/tmp/fluence_bench_1m.csv}; fi
 here=$(cd "$(dirname "$0")/.." && pwd)
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-if [ ! -s "$file" ]; then
+if [ "$source_kind" = npy ] && [ ! -s "$file" ]; then
+  /usr/bin/python3 - "$file" <<'PY'
+import os
+import sys
+import numpy as np
+rng = np.random.default_rng(3)
+x = rng.normal(size=(1_000_000, 64)).astype(np.float32)
+y = (x[:, 0] + rng.normal(size=len(x)) > 0).astype(np.int64)
+with open(sys.argv[1] + ".partial", "wb") as f:
+    np.savez(f, x=x, y=y)
+os.rename(sys.argv[1] + ".partial", sys.argv[1])
+PY
+fi
+if [ "$source_kind" = csv ] && [ ! -s "$file" ]; then
   /usr/bin/python3 - "$file" <<'PY'
 import sys
 import numpy as np
@@ -31,12 +50,17 @@ with open(sys.argv[1] + ".partial", "w") as f:
 PY
   mv "$file.partial" "$file"
 fi
+if [ "$source_kind" = npy ]; then
+  data_keys='source = "npy"'
+else
+  data_keys='source = "csv"
+categorical = ["group"]'
+fi
 cat >"$out/deck.toml" <<DECK
 seed = 1
 [data]
-source = "csv"
+$data_keys
 path = "$file"
-categorical = ["group"]
 [partition]
 clients = 100
 [federation]
