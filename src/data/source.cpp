@@ -505,7 +505,7 @@ CsvOptions csv_options(const DataConfig& config, const std::string& client_colum
 
 // The rows as read or generated; without a test file the test table is empty (with the schema)
 // until split_train_test forms it. With `rows`, the tables are partial (Table::held) with the
-// values of the requested source rows only (hdf5, tff, synthetic: index_only_sources).
+// values of the requested source rows only (hdf5, tff, npy, synthetic: index_only).
 TrainTest read_source(const DataConfig& config, std::uint64_t seed,
                       const std::string& client_column, const RowRequest* rows = nullptr) {
   const std::string& source = config.source;
@@ -576,12 +576,14 @@ void move_column_to_clients(TrainTest& data, const std::string& column) {
                     message_excerpt(column)));
   for (Table* table : {&data.train, &data.test}) {
     const auto nc = static_cast<std::size_t>(table->categorical_count());
-    // The index pass of a text source holds no values: its reader gave the column as the clients.
-    if (table->partial && table->client.size() != table->rows)
+    if (!table->partial) {
+      table->client.resize(table->rows);
+      for (std::size_t r = 0; r < table->rows; ++r)
+        table->client[r] = table->categorical[r * nc + static_cast<std::size_t>(attribute.column)];
+    } else if (table->client.size() != table->rows) {
+      // The index pass of csv and arff holds no values: its reader gave the column as the clients.
       throw std::logic_error("move_column_to_clients: a partial table without its clients");
-    if (!table->partial) table->client.resize(table->rows);
-    for (std::size_t r = 0; r < table->rows && !table->partial; ++r)
-      table->client[r] = table->categorical[r * nc + static_cast<std::size_t>(attribute.column)];
+    }
     table->client_names = attribute.categories;
     std::vector<bool> keep(table->attributes.size(), true);
     keep[static_cast<std::size_t>(index)] = false;
