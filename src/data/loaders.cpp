@@ -10,6 +10,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -76,7 +77,7 @@ bool is_index(std::string_view text) {
 
 // A NUL byte has no place in a text data file (a binary or compressed file given as CSV or ARFF
 // has many): refused with the line it is on, before it becomes part of a name or a value.
-void refuse_nul_bytes(std::string_view text, const std::string& path) {
+void refuse_nul_bytes(std::string_view text, const std::string& path, std::int64_t first_line = 1) {
   const auto nul = text.find('\0');
   if (nul == std::string_view::npos) return;
   const std::string_view before = text.substr(0, nul);
@@ -86,70 +87,96 @@ void refuse_nul_bytes(std::string_view text, const std::string& path) {
   throw InputError(fmt::format(
       "{}:{}: a NUL byte at character {} of the line '{}': a data file must be text (is it a "
       "binary or compressed file?)",
-      path, 1 + std::count(before.begin(), before.end(), '\n'), nul - line_start + 1,
+      path, first_line + std::count(before.begin(), before.end(), '\n'), nul - line_start + 1,
       shown(text.substr(line_start, line_end - line_start))));
 }
 
-std::vector<unsigned char> read_gzip_file(const std::string& path);
-
-bool is_gzip_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  unsigned char magic[2] = {0, 0};
-  in.read(reinterpret_cast<char*>(magic), 2);
-  return in.gcount() == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
-}
-
-std::string read_text_file(const std::string& path) {
-  std::error_code ignored;
-  // A .csv.gz (found by gzip's magic bytes, whatever the name) is decompressed whole.
-  if (std::filesystem::is_regular_file(path, ignored) && is_gzip_file(path)) {
-    const auto bytes = read_gzip_file(path);
-    std::string text(bytes.begin(), bytes.end());
-    refuse_nul_bytes(text, path);
-    return text;
-  }
-  std::ifstream in;
-  // A directory opens as a stream on Linux and only fails on reading; reject it with the same
-  // words.
-  if (std::filesystem::is_regular_file(path, ignored)) in.open(path, std::ios::binary);
-  if (!in.is_open()) throw InputError(fmt::format("cannot read data file '{}'", path));
-  in.seekg(0, std::ios::end);
-  const auto size = static_cast<std::streamoff>(in.tellg());
-  if (size < 0) throw InputError(fmt::format("cannot read data file '{}'", path));
-  std::string text(static_cast<std::size_t>(size), '\0');
-  in.seekg(0);
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  if (!in) throw InputError(fmt::format("cannot read data file '{}'", path));
-  refuse_nul_bytes(text, path);
-  return text;
-}
-
-// Walks a file's text line by line (LF or CRLF), counting lines from 1 for error messages. It is a
-// plain value, so a copy remembers a position to come back to.
-class LineCursor {
+// Streams a text file (plain, or gzip-compressed: zlib tells them apart by gzip's magic bytes,
+// whatever the name) line by line (LF or CRLF), counting lines from 1 for error messages: the
+// memory is one line and a read buffer, not the file (distributed ownership reads a CSV or ARFF
+// file twice, keeping only some rows; issue 25). A NUL byte is refused with its line.
+class TextLines {
  public:
-  explicit LineCursor(std::string_view text) : text_(text) {
-    if (text_.substr(0, 3) == "\xEF\xBB\xBF") position_ = 3;  // spreadsheet tools add a UTF-8 BOM
+  explicit TextLines(std::string path) : path_(std::move(path)) {
+    std::error_code ignored;
+    // A directory opens as a stream on Linux and only fails on reading; reject it with the same
+    // words.
+    if (std::filesystem::is_regular_file(path_, ignored)) file_ = gzopen(path_.c_str(), "rb");
+    if (file_ == nullptr) throw InputError(fmt::format("cannot read data file '{}'", path_));
+    gzbuffer(file_, 1 << 18);
   }
+  ~TextLines() {
+    if (file_ != nullptr) gzclose_r(file_);
+  }
+  TextLines(const TextLines&) = delete;
+  TextLines& operator=(const TextLines&) = delete;
 
+  // The next line, without its line break (and without a UTF-8 BOM at the file's start); valid
+  // until the next call.
   bool next(std::string_view& line) {
-    if (position_ >= text_.size()) return false;
-    auto end = text_.find('\n', position_);
-    if (end == std::string_view::npos) end = text_.size();
-    line = text_.substr(position_, end - position_);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    position_ = end + 1;
+    std::size_t end = buffer_.find('\n', start_);
+    while (end == std::string::npos && fill()) end = buffer_.find('\n', start_);
+    if (start_ >= buffer_.size() && end == std::string::npos) return false;
+    if (end == std::string::npos) end = buffer_.size();
+    line = std::string_view(buffer_).substr(start_, end - start_);
+    start_ = end + 1;
     ++line_number_;
+    if (std::memchr(line.data(), '\0', line.size()) != nullptr)
+      refuse_nul_bytes(line, path_, line_number_);
+    if (line_number_ == 1 && line.substr(0, 3) == "\xEF\xBB\xBF") line.remove_prefix(3);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     return true;
   }
 
-  int line_number() const { return line_number_; }
+  std::int64_t line_number() const { return line_number_; }
 
  private:
-  std::string_view text_;
-  std::size_t position_ = 0;
-  int line_number_ = 0;
+  // Appends the next chunk of the file to the unread part of the buffer; false at its end.
+  bool fill() {
+    if (file_ == nullptr) return false;
+    buffer_.erase(0, std::min(start_, buffer_.size()));
+    start_ = 0;
+    constexpr unsigned kChunk = 1u << 20;
+    const std::size_t used = buffer_.size();
+    buffer_.resize(used + kChunk);
+    const int count = gzread(file_, buffer_.data() + used, kChunk);
+    buffer_.resize(used + static_cast<std::size_t>(std::max(count, 0)));
+    if (count > 0) return true;
+    int error = Z_OK;
+    const std::string reason = count < 0 ? gzerror(file_, &error) : "";
+    const int closed = gzclose_r(file_);
+    file_ = nullptr;
+    if (closed != Z_OK || count < 0)
+      throw InputError(fmt::format("cannot read data file '{}': {}", path_,
+                                   reason.empty() ? "truncated or corrupt gzip data" : reason));
+    return false;
+  }
+
+  std::string path_;
+  gzFile file_ = nullptr;
+  std::string buffer_;
+  std::size_t start_ = 0;
+  std::int64_t line_number_ = 0;
 };
+
+// The whole-text readers refused a NUL byte anywhere in a file before parsing any of it; streamed,
+// a line is checked only when it is read. So that a file's first reported problem stays the same,
+// a refusal first looks for a NUL byte in the files opened until then, in their order (only when
+// there is a refusal: a good file is read as often as before).
+template <class Read>
+auto nul_bytes_first(const std::vector<std::string>& opened, Read&& read) {
+  try {
+    return read();
+  } catch (const InputError&) {
+    for (const auto& path : opened) {
+      TextLines lines(path);
+      std::string_view line;
+      while (lines.next(line)) {
+      }
+    }
+    throw;
+  }
+}
 
 // Resolves ColumnSelection::label against the column names of `path`: a name first (a column may
 // well be called "3"), then a 0-based index; empty means the last column.
@@ -175,7 +202,7 @@ std::size_t resolve_label_column(const std::vector<std::string>& names, const st
 // Reads a double-quoted field starting at line[start] == '"'; "" stands for one quote. Returns the
 // index just past the closing quote.
 std::size_t read_quoted_csv_field(std::string_view line, std::size_t start, std::string& field,
-                                  const std::string& path, int line_number) {
+                                  const std::string& path, std::int64_t line_number) {
   for (std::size_t i = start + 1; i < line.size(); ++i) {
     if (line[i] != '"') {
       field += line[i];
@@ -193,8 +220,8 @@ std::size_t read_quoted_csv_field(std::string_view line, std::size_t start, std:
 // Splits one CSV line into `fields` (reused between rows): the delimiter separates, double quotes
 // protect delimiters and blanks, and blanks around unquoted fields are dropped (a tab is a blank
 // unless it is the delimiter).
-void split_csv_line(std::string_view line, char delimiter, const std::string& path, int line_number,
-                    std::vector<std::string>& fields) {
+void split_csv_line(std::string_view line, char delimiter, const std::string& path,
+                    std::int64_t line_number, std::vector<std::string>& fields) {
   fields.clear();
   const auto blank = [delimiter](char c) { return (c == ' ' || c == '\t') && c != delimiter; };
   std::size_t i = 0;
@@ -223,31 +250,28 @@ bool is_blank(std::string_view line) {
   return trim(line).empty();
 }
 
-// A CSV file held in memory with its header parsed. Rows are split on demand, twice (once to
-// collect categories, once to fill the table), so that wide files never hold every field as a
-// string.
+// A CSV file with its header parsed. Rows are streamed from the file on demand, each pass reading
+// it again (to collect categories, then to fill the table), so that neither the file's text nor
+// every field as a string is ever held.
 class CsvFile {
  public:
   CsvFile(std::string path, CsvOptions dialect)
-      : path_(std::move(path)),
-        dialect_(std::move(dialect)),
-        text_(read_text_file(path_)),
-        body_(text_) {
+      : path_(std::move(path)), dialect_(std::move(dialect)) {
+    TextLines lines(path_);
     std::string_view line;
-    while (body_.next(line) && is_blank(line)) {
+    while (lines.next(line) && is_blank(line)) {
     }
     if (is_blank(line))
       throw InputError(
           fmt::format("{}: the file is empty; a CSV data file starts with a header line", path_));
-    split_csv_line(line, dialect_.delimiter, path_, body_.line_number(), header_);
-    check_unique_names(body_.line_number());
-    if (!has_rows())
+    header_line_ = lines.line_number();
+    split_csv_line(line, dialect_.delimiter, path_, header_line_, header_);
+    check_unique_names(header_line_);
+    bool has_rows = false;
+    while (!has_rows && lines.next(line)) has_rows = !is_blank(line);
+    if (!has_rows)
       throw InputError(fmt::format("{}: the file has a header line but no data rows", path_));
   }
-
-  // The cursor points into text_, so a copy would dangle.
-  CsvFile(const CsvFile&) = delete;
-  CsvFile& operator=(const CsvFile&) = delete;
 
   const std::string& path() const { return path_; }
   const std::vector<std::string>& header() const { return header_; }
@@ -258,20 +282,22 @@ class CsvFile {
   // the header's is an error.
   template <class Visit>
   void for_each_row(Visit&& visit) const {
-    LineCursor cursor = body_;
+    TextLines lines(path_);
     std::string_view line;
+    while (lines.line_number() < header_line_ && lines.next(line)) {
+    }
     std::vector<std::string> fields;
-    while (cursor.next(line)) {
+    while (lines.next(line)) {
       if (is_blank(line)) continue;
-      split_csv_line(line, dialect_.delimiter, path_, cursor.line_number(), fields);
+      split_csv_line(line, dialect_.delimiter, path_, lines.line_number(), fields);
       if (fields.size() != header_.size())
         throw InputError(fmt::format(
-            "{}:{}: row has {} fields, the header has {}{}", path_, cursor.line_number(),
+            "{}:{}: row has {} fields, the header has {}{}", path_, lines.line_number(),
             fields.size(), header_.size(),
             header_.size() == 1
                 ? fmt::format(" (is the delimiter '{}' right? data.delimiter)", dialect_.delimiter)
                 : ""));
-      visit(cursor.line_number(), fields);
+      visit(lines.line_number(), fields);
     }
   }
 
@@ -282,7 +308,7 @@ class CsvFile {
   std::size_t for_each_complete_row(const std::vector<bool>& read, Visit&& visit) const {
     std::size_t skipped = 0;
     const auto& missing = dialect_.missing_values;
-    for_each_row([&](int line_number, const std::vector<std::string>& fields) {
+    for_each_row([&](std::int64_t line_number, const std::vector<std::string>& fields) {
       for (std::size_t c = 0; c < fields.size(); ++c) {
         if (!read[c] || std::find(missing.begin(), missing.end(), fields[c]) == missing.end())
           continue;
@@ -301,15 +327,7 @@ class CsvFile {
   }
 
  private:
-  bool has_rows() const {
-    LineCursor cursor = body_;
-    std::string_view line;
-    while (cursor.next(line))
-      if (!is_blank(line)) return true;
-    return false;
-  }
-
-  void check_unique_names(int line_number) const {
+  void check_unique_names(std::int64_t line_number) const {
     std::set<std::string> seen;
     for (const auto& name : header_)
       if (!seen.insert(name).second)
@@ -319,8 +337,7 @@ class CsvFile {
 
   std::string path_;
   CsvOptions dialect_;
-  std::string text_;
-  LineCursor body_;  // positioned just after the header line
+  std::int64_t header_line_ = 0;  // the header's line number; the rows follow it
   std::vector<std::string> header_;
 };
 
@@ -342,8 +359,9 @@ void check_same_header(const CsvFile& train, const CsvFile& test) {
 // Which header columns are read, which is the label and which are read as categorical values.
 struct CsvLayout {
   std::size_t label = 0;
-  std::vector<bool> read;         // per header column: data.features and data.drop choose
-  std::vector<bool> categorical;  // per header column; true for the label too
+  std::size_t client = std::string::npos;  // the column of partition.scheme = "column", if any
+  std::vector<bool> read;                  // per header column: data.features and data.drop choose
+  std::vector<bool> categorical;           // per header column; true for the label too
 };
 
 std::size_t find_column(const CsvFile& file, const std::string& name, const char* key) {
@@ -384,7 +402,10 @@ CsvLayout plan_csv_layout(const CsvFile& file, const ColumnSelection& columns) {
   for (const auto& name : columns.categorical)
     layout.categorical[find_column(file, name, "data.categorical")] = true;
   const std::string& client = file.dialect().client;
-  if (!client.empty()) layout.categorical[find_column(file, client, "partition.column")] = true;
+  if (!client.empty()) {
+    layout.client = find_column(file, client, "partition.column");
+    layout.categorical[layout.client] = true;
+  }
   return layout;
 }
 
@@ -429,19 +450,80 @@ struct CsvSchema {
   std::vector<std::unordered_map<std::string, std::int32_t>> codes;  // per header column
 };
 
+// Ids of a column's values in the order they first appear, for the first pass of distributed
+// ownership: a row's label (or client) is known as an id while the pass reads, and becomes its code
+// once every value, hence the sorted order, is known.
+class FirstSeen {
+ public:
+  std::int32_t id(const std::string& value) {
+    const auto [found, added] = ids_.emplace(value, static_cast<std::int32_t>(values_.size()));
+    if (added) values_.push_back(value);
+    return found->second;
+  }
+  // Each id's code in `codes` (the column's final value lookup).
+  std::vector<std::int32_t> codes(
+      const std::unordered_map<std::string, std::int32_t>& codes) const {
+    std::vector<std::int32_t> out;
+    for (const auto& value : values_) out.push_back(codes.at(value));
+    return out;
+  }
+
+ private:
+  std::unordered_map<std::string, std::int32_t> ids_;
+  std::vector<std::string> values_;
+};
+
+// What the first pass keeps of one file's rows (16 bytes a row at most): each kept row's line,
+// its label's and client column's FirstSeen ids, and the first field that is not a number (thrown
+// where fill_csv_table would have thrown it, so that the reported problem stays the same).
+struct CsvRowIndex {
+  std::vector<std::int64_t> lines;
+  std::vector<std::int32_t> label, client;
+  std::string number_error;
+};
+
 struct CsvFiles {
   std::vector<const CsvFile*> files;
   std::size_t skipped = 0;  // rows dropped for a missing value (counted on the first pass)
+  /// With `index` (one per file), the first pass also indexes the rows (CsvRowIndex).
+  std::vector<CsvRowIndex>* index = nullptr;
+  FirstSeen labels, clients;
 };
+
+std::string not_a_number(const std::string& text, const CsvFile& file, std::int64_t line_number,
+                         std::size_t column) {
+  return fmt::format(
+      "{}:{}: column '{}': '{}' is not a number; list the column in data.categorical to treat it "
+      "as categorical",
+      file.path(), line_number, shown(file.header()[column]), shown(text));
+}
+
+void index_row(CsvFiles& files, CsvRowIndex& index, const CsvLayout& layout, const CsvFile& file,
+               std::int64_t line_number, const std::vector<std::string>& fields) {
+  index.lines.push_back(line_number);
+  index.label.push_back(files.labels.id(fields[layout.label]));
+  if (layout.client != std::string::npos)
+    index.client.push_back(files.clients.id(fields[layout.client]));
+  if (!index.number_error.empty()) return;
+  double value = 0;
+  for (std::size_t c = 0; c < fields.size(); ++c)
+    if (layout.read[c] && !layout.categorical[c] && !parse_number(fields[c], value)) {
+      index.number_error = not_a_number(fields[c], file, line_number, c);
+      return;
+    }
+}
 
 std::vector<std::set<std::string>> collect_values(CsvFiles& files, const CsvLayout& layout) {
   std::vector<std::set<std::string>> values(layout.categorical.size());
-  for (const CsvFile* file : files.files)
-    files.skipped +=
-        file->for_each_complete_row(layout.read, [&](int, const std::vector<std::string>& fields) {
+  for (std::size_t f = 0; f < files.files.size(); ++f) {
+    const CsvFile& file = *files.files[f];
+    files.skipped += file.for_each_complete_row(
+        layout.read, [&](std::int64_t line_number, const std::vector<std::string>& fields) {
           for (std::size_t c = 0; c < fields.size(); ++c)
             if (layout.categorical[c] && layout.read[c]) values[c].insert(fields[c]);
+          if (files.index) index_row(files, (*files.index)[f], layout, file, line_number, fields);
         });
+  }
   return values;
 }
 
@@ -472,15 +554,16 @@ CsvSchema build_csv_schema(CsvFiles& files, const CsvLayout& layout) {
   return schema;
 }
 
-double parse_csv_number(const std::string& text, const CsvFile& file, int line_number,
+double parse_csv_number(const std::string& text, const CsvFile& file, std::int64_t line_number,
                         std::size_t column) {
   double value = 0;
-  if (!parse_number(text, value))
-    throw InputError(fmt::format(
-        "{}:{}: column '{}': '{}' is not a number; list the column in data.categorical to treat it "
-        "as categorical",
-        file.path(), line_number, shown(file.header()[column]), shown(text)));
+  if (!parse_number(text, value)) throw InputError(not_a_number(text, file, line_number, column));
   return value;
+}
+
+std::string every_row_missing(const CsvFile& file) {
+  return fmt::format("{}: every data row has a missing value (data.missing = \"drop\" left none)",
+                     file.path());
 }
 
 // Rows are appended in source column order, which is also the order of the numeric and
@@ -488,7 +571,7 @@ double parse_csv_number(const std::string& text, const CsvFile& file, int line_n
 Table fill_csv_table(const CsvFile& file, const CsvLayout& layout, const CsvSchema& schema) {
   Table table = schema.layout;
   file.for_each_complete_row(
-      layout.read, [&](int line_number, const std::vector<std::string>& fields) {
+      layout.read, [&](std::int64_t line_number, const std::vector<std::string>& fields) {
         for (std::size_t c = 0; c < fields.size(); ++c) {
           if (!layout.read[c]) continue;
           if (c == layout.label)
@@ -500,11 +583,26 @@ Table fill_csv_table(const CsvFile& file, const CsvLayout& layout, const CsvSche
         }
         ++table.rows;
       });
-  if (table.rows == 0)
-    throw InputError(
-        fmt::format("{}: every data row has a missing value (data.missing = "
-                    "\"drop\" left none)",
-                    file.path()));
+  if (table.rows == 0) throw InputError(every_row_missing(file));
+  return table;
+}
+
+// The first pass's table of one file: every row's label (and client column value, as
+// Table::client), the line of each row (Table::source_row), no values.
+Table index_csv_table(const CsvFile& file, const CsvLayout& layout, const CsvSchema& schema,
+                      CsvFiles& files, CsvRowIndex& index) {
+  if (!index.number_error.empty()) throw InputError(index.number_error);
+  if (index.lines.empty()) throw InputError(every_row_missing(file));
+  Table table = schema.layout;
+  table.rows = index.lines.size();
+  table.partial = true;
+  table.source_row = std::move(index.lines);
+  const auto label_codes = files.labels.codes(schema.codes[layout.label]);
+  for (const std::int32_t id : index.label) table.label.push_back(label_codes[id]);
+  if (layout.client != std::string::npos) {
+    const auto client_codes = files.clients.codes(schema.codes[layout.client]);
+    for (const std::int32_t id : index.client) table.client.push_back(client_codes[id]);
+  }
   return table;
 }
 
@@ -530,7 +628,7 @@ std::string describe(const ArffAttribute& attribute) {
 // Reads a token quoted with ' or " starting at text[start]; a backslash takes the next character
 // literally, as Weka writes embedded quotes. Returns the index just past the closing quote.
 std::size_t read_quoted_arff_token(std::string_view text, std::size_t start, std::string& token,
-                                   const std::string& path, int line_number) {
+                                   const std::string& path, std::int64_t line_number) {
   const char quote = text[start];
   for (std::size_t i = start + 1; i < text.size(); ++i) {
     if (text[i] == quote) return i + 1;
@@ -544,7 +642,7 @@ std::size_t read_quoted_arff_token(std::string_view text, std::size_t start, std
 // Splits comma-separated ARFF values (a data row, or the inside of a nominal {..} declaration):
 // ' and " quote, blanks around unquoted values are dropped and an unquoted % starts a comment.
 std::vector<std::string> split_arff_values(std::string_view text, const std::string& path,
-                                           int line_number) {
+                                           std::int64_t line_number) {
   std::vector<std::string> values;
   std::size_t i = 0;
   while (true) {
@@ -567,7 +665,7 @@ std::vector<std::string> split_arff_values(std::string_view text, const std::str
 }
 
 std::vector<std::string> parse_nominal_values(std::string_view type, const std::string& name,
-                                              const std::string& path, int line_number) {
+                                              const std::string& path, std::int64_t line_number) {
   const auto close = type.rfind('}');
   if (close == std::string_view::npos)
     throw InputError(fmt::format("{}:{}: attribute '{}': the value list has no closing '}}'", path,
@@ -587,7 +685,7 @@ std::vector<std::string> parse_nominal_values(std::string_view type, const std::
 
 // Parses what follows "@attribute": a name (quoted or up to the first blank or '{') and a type.
 ArffAttribute parse_arff_attribute(std::string_view rest, const std::string& path,
-                                   int line_number) {
+                                   std::int64_t line_number) {
   rest = trim(rest);
   ArffAttribute attribute;
   std::size_t end = 0;
@@ -617,7 +715,7 @@ ArffAttribute parse_arff_attribute(std::string_view rest, const std::string& pat
 }
 
 // Reads the header up to and including "@data", leaving the cursor on the data section.
-std::vector<ArffAttribute> read_arff_header(LineCursor& cursor, const std::string& path) {
+std::vector<ArffAttribute> read_arff_header(TextLines& cursor, const std::string& path) {
   std::vector<ArffAttribute> attributes;
   std::set<std::string> names;
   std::string_view line;
@@ -675,9 +773,34 @@ class ArffSchema {
   const Table& layout() const { return layout_; }
   const std::vector<ArffAttribute>& declared() const { return declared_; }
 
+  // The declared column called `name` when it is a nominal attribute other than the label (the
+  // clients of partition.scheme = "column"); npos otherwise (load_data then says what is wrong).
+  std::size_t nominal_column(const std::string& name) const {
+    for (std::size_t c = 0; c < declared_.size(); ++c)
+      if (declared_[c].name == name && declared_[c].nominal && c != label_) return c;
+    return std::string::npos;
+  }
+
+  // Checks one data row's values as append_row reads them, and appends its label, its line
+  // (Table::source_row) and its value of `client` (a nominal_column, or npos) to `table`.
+  void index_row(const std::vector<std::string>& values, Table& table, std::size_t client,
+                 const std::string& path, std::int64_t line_number) {
+    for (std::size_t c = 0; c < values.size(); ++c) {
+      if (!declared_[c].nominal) {
+        number(c, values[c], path, line_number);
+        continue;
+      }
+      const std::int32_t value = code(c, values[c], path, line_number);
+      if (c == label_) table.label.push_back(value);
+      if (c == client) table.client.push_back(value);
+    }
+    table.source_row.push_back(line_number);
+    ++table.rows;
+  }
+
   // Appends one data row's values to `table`.
   void append_row(const std::vector<std::string>& values, Table& table, const std::string& path,
-                  int line_number) {
+                  std::int64_t line_number) {
     for (std::size_t c = 0; c < values.size(); ++c) {
       if (c == label_)
         table.label.push_back(code(c, values[c], path, line_number));
@@ -728,7 +851,7 @@ class ArffSchema {
   }
 
   std::int32_t code(std::size_t column, const std::string& value, const std::string& path,
-                    int line_number) {
+                    std::int64_t line_number) {
     const auto found = codes_[column].find(value);
     if (found != codes_[column].end()) return found->second;
     if (value != "?")
@@ -743,7 +866,7 @@ class ArffSchema {
   }
 
   double number(std::size_t column, const std::string& value, const std::string& path,
-                int line_number) const {
+                std::int64_t line_number) const {
     double result = 0;
     if (parse_number(value, result)) return result;
     if (value == "?")
@@ -761,8 +884,11 @@ class ArffSchema {
   std::vector<std::unordered_map<std::string, std::int32_t>> codes_;  // per nominal column
 };
 
-void read_arff_rows(LineCursor& cursor, const std::string& path, ArffSchema& schema, Table& table) {
-  const std::size_t expected = schema.declared().size();
+// Calls visit(line_number, values) for every data row after the header; a sparse row or one whose
+// value count differs from the header's is an error.
+template <class Visit>
+void for_each_arff_row(TextLines& cursor, const std::string& path, std::size_t expected,
+                       Visit&& visit) {
   std::string_view line;
   while (cursor.next(line)) {
     line = trim(line);
@@ -775,9 +901,75 @@ void read_arff_rows(LineCursor& cursor, const std::string& path, ArffSchema& sch
     if (values.size() != expected)
       throw InputError(fmt::format("{}:{}: row has {} values, the header declares {} attributes",
                                    path, cursor.line_number(), values.size(), expected));
-    schema.append_row(values, table, path, cursor.line_number());
+    visit(cursor.line_number(), values);
   }
+}
+
+// The rows of one file; with `index`, as index_arff keeps them (no values), with the clients of
+// the declared column `client` (or none: npos).
+void read_arff_rows(TextLines& cursor, const std::string& path, ArffSchema& schema, Table& table,
+                    bool index = false, std::size_t client = std::string::npos) {
+  for_each_arff_row(cursor, path, schema.declared().size(),
+                    [&](std::int64_t line_number, const std::vector<std::string>& values) {
+                      if (index)
+                        schema.index_row(values, table, client, path, line_number);
+                      else
+                        schema.append_row(values, table, path, line_number);
+                    });
   if (table.rows == 0) throw InputError(fmt::format("{}: the @data section has no rows", path));
+  table.partial = index;
+}
+
+// The values of the data rows on `lines` (ascending) of the attributes of `schema`, each from the
+// declared column of its name; the lines were checked by the first pass, so a line that no longer
+// reads as then means the file changed in between.
+Table read_arff_lines(const std::string& path, const Table& schema,
+                      const std::vector<std::int64_t>& lines) {
+  TextLines cursor(path);
+  const auto declared = read_arff_header(cursor, path);
+  Table table = schema.empty_like();
+  table.partial = true;
+  table.held = lines;
+  std::vector<std::size_t> column;
+  std::vector<std::unordered_map<std::string, std::int32_t>> codes;
+  for (const auto& attribute : schema.attributes) {
+    const auto found = std::find_if(declared.begin(), declared.end(),
+                                    [&](const auto& d) { return d.name == attribute.name; });
+    if (found == declared.end())
+      throw InputError(
+          fmt::format("{}: attribute '{}' is no longer declared (did the file "
+                      "change while it was read?)",
+                      path, shown(attribute.name)));
+    column.push_back(static_cast<std::size_t>(found - declared.begin()));
+    auto& lookup = codes.emplace_back();
+    for (std::size_t k = 0; k < attribute.categories.size(); ++k)
+      lookup.emplace(attribute.categories[k], static_cast<std::int32_t>(k));
+  }
+  const auto changed = [&](std::int64_t line_number) {
+    return InputError(fmt::format(
+        "{}:{}: the line differs from its first reading (did the file change while it was read?)",
+        path, line_number));
+  };
+  auto wanted = lines.begin();
+  for_each_arff_row(cursor, path, declared.size(),
+                    [&](std::int64_t line_number, const std::vector<std::string>& values) {
+                      if (wanted == lines.end() || line_number != *wanted) return;
+                      ++wanted;
+                      for (std::size_t a = 0; a < column.size(); ++a) {
+                        const std::string& value = values[column[a]];
+                        double number = 0;
+                        if (schema.attributes[a].kind == AttributeKind::numeric) {
+                          if (!parse_number(value, number)) throw changed(line_number);
+                          table.numeric.push_back(number);
+                          continue;
+                        }
+                        const auto code = codes[a].find(value);
+                        if (code == codes[a].end()) throw changed(line_number);
+                        table.categorical.push_back(code->second);
+                      }
+                    });
+  if (wanted != lines.end()) throw changed(*wanted);
+  return table;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -921,47 +1113,155 @@ int max_label(const IdxPart& part) {
 
 }  // namespace
 
+namespace {
+// read_csv, or with `index` index_csv: the files' headers checked, the first pass, then the tables.
+TrainTest read_csv_files(const std::string& train_path, const std::string& test_path,
+                         const ColumnSelection& columns, const CsvOptions& options, bool index) {
+  std::vector<std::string> opened{train_path};
+  return nul_bytes_first(opened, [&] {
+    const CsvFile train(train_path, options);
+    std::optional<CsvFile> test;
+    if (!test_path.empty()) {
+      opened.push_back(test_path);
+      test.emplace(test_path, options);
+      check_same_header(train, *test);
+    }
+    const CsvLayout layout = plan_csv_layout(train, columns);
+    CsvFiles files;
+    files.files.push_back(&train);
+    if (test) files.files.push_back(&*test);
+    std::vector<CsvRowIndex> rows(files.files.size());
+    if (index) files.index = &rows;
+    const CsvSchema schema = build_csv_schema(files, layout);
+    if (files.skipped > 0)
+      log::info("# data: {} row(s) with a missing value dropped (data.missing = \"drop\")",
+                files.skipped);
+    TrainTest out;
+    if (index) {
+      out.train = index_csv_table(train, layout, schema, files, rows[0]);
+      out.test = test ? index_csv_table(*test, layout, schema, files, rows[1]) : schema.layout;
+    } else {
+      out.train = fill_csv_table(train, layout, schema);
+      out.test = test ? fill_csv_table(*test, layout, schema) : schema.layout;
+    }
+    return out;
+  });
+}
+
+// The values of the rows on `lines` (ascending) of the attributes of `schema`, each read from the
+// header column of its name; the lines were checked by the first pass, so a line that is no longer
+// a row means the file changed in between.
+Table read_csv_lines(const std::string& path, const CsvOptions& dialect, const Table& schema,
+                     const std::vector<std::int64_t>& lines) {
+  const CsvFile file(path, dialect);
+  Table table = schema.empty_like();
+  table.partial = true;
+  table.held = lines;
+  std::vector<std::size_t> column;
+  std::vector<std::unordered_map<std::string, std::int32_t>> codes;
+  for (const auto& attribute : schema.attributes) {
+    column.push_back(find_column(file, attribute.name, "data.features"));
+    auto& lookup = codes.emplace_back();
+    for (std::size_t k = 0; k < attribute.categories.size(); ++k)
+      lookup.emplace(attribute.categories[k], static_cast<std::int32_t>(k));
+  }
+  const auto changed = [&](std::int64_t line_number) {
+    return InputError(fmt::format(
+        "{}:{}: the line differs from its first reading (did the file change while it was read?)",
+        path, line_number));
+  };
+  TextLines text(path);
+  std::string_view line;
+  std::vector<std::string> fields;
+  auto wanted = lines.begin();
+  while (wanted != lines.end() && text.next(line)) {
+    if (text.line_number() != *wanted) continue;
+    ++wanted;
+    split_csv_line(line, dialect.delimiter, path, text.line_number(), fields);
+    if (fields.size() != file.header().size()) throw changed(text.line_number());
+    for (std::size_t a = 0; a < column.size(); ++a) {
+      const std::string& field = fields[column[a]];
+      if (schema.attributes[a].kind == AttributeKind::numeric) {
+        table.numeric.push_back(parse_csv_number(field, file, text.line_number(), column[a]));
+        continue;
+      }
+      const auto code = codes[a].find(field);
+      if (code == codes[a].end()) throw changed(text.line_number());
+      table.categorical.push_back(code->second);
+    }
+  }
+  if (wanted != lines.end()) throw changed(*wanted);
+  return table;
+}
+}  // namespace
+
 TrainTest read_csv(const std::string& train_path, const std::string& test_path,
                    const ColumnSelection& columns, const CsvOptions& options) {
-  const CsvFile train(train_path, options);
-  std::optional<CsvFile> test;
-  if (!test_path.empty()) {
-    test.emplace(test_path, options);
-    check_same_header(train, *test);
-  }
-  const CsvLayout layout = plan_csv_layout(train, columns);
-  CsvFiles files{{&train}};
-  if (test) files.files.push_back(&*test);
-  const CsvSchema schema = build_csv_schema(files, layout);
-  if (files.skipped > 0)
-    log::info("# data: {} row(s) with a missing value dropped (data.missing = \"drop\")",
-              files.skipped);
+  return read_csv_files(train_path, test_path, columns, options, false);
+}
+
+TrainTest index_csv(const std::string& train_path, const std::string& test_path,
+                    const ColumnSelection& columns, const CsvOptions& options) {
+  return read_csv_files(train_path, test_path, columns, options, true);
+}
+
+TrainTest read_csv_rows(const std::string& train_path, const std::string& test_path,
+                        const CsvOptions& dialect, const Table& schema,
+                        const std::vector<std::int64_t>& train_lines,
+                        const std::vector<std::int64_t>& test_lines) {
   TrainTest out;
-  out.train = fill_csv_table(train, layout, schema);
-  out.test = test ? fill_csv_table(*test, layout, schema) : schema.layout;
+  out.train = read_csv_lines(train_path, dialect, schema, train_lines);
+  out.test = test_path.empty() ? schema.empty_like()
+                               : read_csv_lines(test_path, dialect, schema, test_lines);
   return out;
 }
 
+namespace {
+// read_arff, or with `index` index_arff (the clients from the column `client`, if any).
+TrainTest read_arff_files(const std::string& train_path, const std::string& test_path,
+                          const ColumnSelection& columns, bool index, const std::string& client) {
+  std::vector<std::string> opened{train_path};
+  return nul_bytes_first(opened, [&] {
+    TextLines train_cursor(train_path);
+    ArffSchema schema(read_arff_header(train_cursor, train_path), columns, train_path);
+    const std::size_t client_column = schema.nominal_column(client);
+    TrainTest out;
+    read_arff_rows(train_cursor, train_path, schema, out.train, index, client_column);
+    if (!test_path.empty()) {
+      opened.push_back(test_path);
+      TextLines test_cursor(test_path);
+      check_same_attributes(schema.declared(), read_arff_header(test_cursor, test_path), train_path,
+                            test_path);
+      read_arff_rows(test_cursor, test_path, schema, out.test, index, client_column);
+    }
+    // Copy the schema last: reading may have added "?" categories after the first rows.
+    for (Table* table : {&out.train, &out.test}) {
+      table->attributes = schema.layout().attributes;
+      table->label_name = schema.layout().label_name;
+      table->class_names = schema.layout().class_names;
+    }
+    return out;
+  });
+}
+}  // namespace
+
 TrainTest read_arff(const std::string& train_path, const std::string& test_path,
                     const ColumnSelection& columns) {
-  const std::string train_text = read_text_file(train_path);
-  LineCursor train_cursor(train_text);
-  ArffSchema schema(read_arff_header(train_cursor, train_path), columns, train_path);
+  return read_arff_files(train_path, test_path, columns, false, "");
+}
+
+TrainTest index_arff(const std::string& train_path, const std::string& test_path,
+                     const ColumnSelection& columns, const std::string& client_column) {
+  return read_arff_files(train_path, test_path, columns, true, client_column);
+}
+
+TrainTest read_arff_rows(const std::string& train_path, const std::string& test_path,
+                         const Table& schema, const std::vector<std::int64_t>& train_lines,
+                         const std::vector<std::int64_t>& test_lines) {
   TrainTest out;
-  read_arff_rows(train_cursor, train_path, schema, out.train);
-  if (!test_path.empty()) {
-    const std::string test_text = read_text_file(test_path);
-    LineCursor test_cursor(test_text);
-    check_same_attributes(schema.declared(), read_arff_header(test_cursor, test_path), train_path,
-                          test_path);
-    read_arff_rows(test_cursor, test_path, schema, out.test);
-  }
-  // Copy the schema last: reading may have added "?" categories after the first rows.
-  for (Table* table : {&out.train, &out.test}) {
-    table->attributes = schema.layout().attributes;
-    table->label_name = schema.layout().label_name;
-    table->class_names = schema.layout().class_names;
-  }
+  out.train = read_arff_lines(train_path, schema, train_lines);
+  out.test =
+      test_path.empty() ? schema.empty_like() : read_arff_lines(test_path, schema, test_lines);
   return out;
 }
 

@@ -520,9 +520,17 @@ std::vector<MemoryTerm> synthetic_memory(const SyntheticConfig& config, bool val
   };
 }
 
+CsvOptions csv_options(const DataConfig& config, const std::string& client_column) {
+  CsvOptions options = config.csv;
+  options.features = config.features;
+  options.drop = config.drop;
+  options.client = client_column;
+  return options;
+}
+
 // The rows as read or generated; without a test file the test table is empty (with the schema)
 // until split_train_test forms it. With `rows`, the tables are partial (Table::held) with the
-// values of the requested source rows only (hdf5, tff, synthetic: index_only_sources).
+// values of the requested source rows only (hdf5, tff, npy, synthetic: index_only).
 TrainTest read_source(const DataConfig& config, std::uint64_t seed,
                       const std::string& client_column, const RowRequest* rows = nullptr) {
   const std::string& source = config.source;
@@ -543,15 +551,11 @@ TrainTest read_source(const DataConfig& config, std::uint64_t seed,
   if (source == "idx") return read_idx(config.path);
   if (source == "hdf5") return read_hdf5(config.path, config.test_path, config.arrays, rows);
   if (source == "tff") return read_tff(config.path, config.test_path, config.arrays, rows);
-  if (source == "npy") return read_npy(config.path, config.test_path, config.arrays);
+  if (source == "npy") return read_npy(config.path, config.test_path, config.arrays, rows);
   if (source == "leaf") return read_leaf(config.path, config.test_path);
   const ColumnSelection columns{config.label, config.categorical};
   if (source == "arff") return read_arff(config.path, config.test_path, columns);
-  CsvOptions options = config.csv;
-  options.features = config.features;
-  options.drop = config.drop;
-  options.client = client_column;
-  return read_csv(config.path, config.test_path, columns, options);
+  return read_csv(config.path, config.test_path, columns, csv_options(config, client_column));
 }
 
 // Keeps the attributes whose `keep` entry is true, renumbering their columns. An image stays an
@@ -597,9 +601,14 @@ void move_column_to_clients(TrainTest& data, const std::string& column) {
                     message_excerpt(column)));
   for (Table* table : {&data.train, &data.test}) {
     const auto nc = static_cast<std::size_t>(table->categorical_count());
-    table->client.resize(table->rows);
-    for (std::size_t r = 0; r < table->rows; ++r)
-      table->client[r] = table->categorical[r * nc + static_cast<std::size_t>(attribute.column)];
+    if (!table->partial) {
+      table->client.resize(table->rows);
+      for (std::size_t r = 0; r < table->rows; ++r)
+        table->client[r] = table->categorical[r * nc + static_cast<std::size_t>(attribute.column)];
+    } else if (table->client.size() != table->rows) {
+      // The index pass of csv and arff holds no values: its reader gave the column as the clients.
+      throw std::logic_error("move_column_to_clients: a partial table without its clients");
+    }
     table->client_names = attribute.categories;
     std::vector<bool> keep(table->attributes.size(), true);
     keep[static_cast<std::size_t>(index)] = false;
@@ -689,10 +698,53 @@ TrainTest prepare(TrainTest data, const DataConfig& config, std::uint64_t seed,
   return data;
 }
 
+// The text sources read twice, streamed: the index pass keeps labels, client column and lines.
+bool text_source(const DataConfig& config) {
+  return config.source == "csv" || config.source == "arff";
+}
+
 // Sources whose rows a rank can read selectively: the index pass then reads no values.
 bool index_only(const DataConfig& config, const std::string& client_column) {
-  return client_column.empty() && config.ink_levels == 0 &&
-         (config.source == "synthetic" || config.source == "hdf5" || config.source == "tff");
+  if (config.ink_levels != 0) return false;
+  return text_source(config) ||
+         (client_column.empty() && (config.source == "synthetic" || config.source == "hdf5" ||
+                                    config.source == "tff" || config.source == "npy"));
+}
+
+// The index pass's reading: for the text sources labels, client column and lines, for the others
+// labels and client ids with each row's source row.
+TrainTest read_index(const DataConfig& config, std::uint64_t seed,
+                     const std::string& client_column) {
+  TrainTest data;
+  const ColumnSelection columns{config.label, config.categorical};
+  if (config.source == "csv") {
+    data = index_csv(config.path, config.test_path, columns, csv_options(config, client_column));
+  } else if (config.source == "arff") {
+    data = index_arff(config.path, config.test_path, columns, client_column);
+  } else {
+    const RowRequest none;
+    data = read_source(config, seed, client_column, &none);
+  }
+  for (Table* table : {&data.train, &data.test}) {
+    if (!table->source_row.empty()) continue;
+    table->source_row.resize(table->rows);
+    std::iota(table->source_row.begin(), table->source_row.end(), 0);
+  }
+  return data;
+}
+
+// The second pass's reading: the source rows `request` asks for, with the final tables'
+// attributes (`schema`).
+TrainTest read_requested(const DataConfig& config, std::uint64_t seed, const Table& schema,
+                         const RowRequest& request) {
+  if (config.source == "csv")
+    return read_csv_rows(config.path, config.test_path, csv_options(config, ""), schema,
+                         request.train, request.test);
+  if (config.source == "arff")
+    return read_arff_rows(config.path, config.test_path, schema, request.train, request.test);
+  TrainTest raw = read_source(config, seed, "", &request);
+  select_attributes(raw, config.features, config.drop);
+  return raw;
 }
 
 std::vector<std::int64_t> source_rows_of(const Table& table,
@@ -743,13 +795,7 @@ TrainTest load_data(const DataConfig& config, std::uint64_t seed,
 TrainTest load_data_index(const DataConfig& config, std::uint64_t seed,
                           const std::string& client_column) {
   if (!index_only(config, client_column)) return load_data(config, seed, client_column);
-  const RowRequest none;
-  TrainTest data = read_source(config, seed, client_column, &none);
-  for (Table* table : {&data.train, &data.test}) {
-    table->source_row.resize(table->rows);
-    std::iota(table->source_row.begin(), table->source_row.end(), 0);
-  }
-  return prepare(std::move(data), config, seed, client_column);
+  return prepare(read_index(config, seed, client_column), config, seed, client_column);
 }
 
 void hold_rows(TrainTest& data, const DataConfig& config, std::uint64_t seed,
@@ -772,8 +818,7 @@ void hold_rows(TrainTest& data, const DataConfig& config, std::uint64_t seed,
                    test_sources.end(), std::back_inserter(both));
     request.train = std::move(both);
   }
-  TrainTest raw = read_source(config, seed, "", &request);
-  select_attributes(raw, config.features, config.drop);
+  TrainTest raw = read_requested(config, seed, data.train, request);
   if (test_file) {
     fill_values(data.train, train_rows, raw.train);
     fill_values(data.test, test_rows, raw.test);

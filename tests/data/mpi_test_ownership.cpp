@@ -3,12 +3,16 @@
 // rows), its test table those of the test rows it evaluates, each equal bitwise to the row of the
 // whole table as load_data reads it; no row is held twice, none is left out; a row of another
 // rank's client is refused; and the standardization reduced over the ranks equals, bit for bit,
-// the one computed from the whole table on one rank.
+// the one computed from the whole table on one rank. For synthetic data and for files the test
+// writes: HDF5, CSV (plain and gzip, with blank lines, quoted fields, dropped rows, a column
+// partition), ARFF (with '?' categories and a column partition) and NumPy (a stored .npz and a
+// directory of .npy files), whose readers stream the file and keep only the wanted rows.
 #include <fmt/core.h>
 #include <gtest/gtest.h>
 #include <hdf5.h>
 #include <mpi.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cmath>
@@ -21,6 +25,7 @@
 #include "fluence/app/deck_schema.hpp"
 #include "fluence/core/config.hpp"
 #include "fluence/core/mpi.hpp"
+#include "fluence/data/partition.hpp"
 #include "fluence/data/source.hpp"
 #include "fluence/fl/problem.hpp"
 #include "support/synthetic_deck.hpp"
@@ -91,6 +96,160 @@ local_test_fraction = 0.1
                      path);
 }
 
+// A temporary path, the same on every rank.
+std::string temporary(const std::string& name) {
+  return std::filesystem::temp_directory_path() /
+         fmt::format("fluence_ownership_{}_{}", broadcast_string(std::to_string(::getpid())), name);
+}
+
+// A CSV table of 700 rows: two numeric columns (written with the shortest decimal that reads
+// back as the same double, so the values are exact), a categorical colour (some quoted), a site
+// (the clients of partition.scheme = "column"), a text column the decks drop (refused if it were
+// read as a number), and a label "a"/"b"/"c". Every 50th row misses num1 ("NA"), every 97th is
+// followed by a blank line: the rows kept are not the lines.
+std::string csv_text(int rows, double phase) {
+  static const char* colours[] = {"red", "green", "\"blue\""};
+  static const char* labels[] = {"a", "b", "c"};
+  std::string text = "num0,colour,site,unused,num1,label\n";
+  for (int r = 0; r < rows; ++r) {
+    const std::string num1 = r % 50 == 7 ? "NA" : fmt::format("{}", std::cos(phase * r) / 3);
+    text += fmt::format("{},{},s{},x{},{},{}\n", std::sin(0.37 * r + phase) * 3,
+                        colours[(r * 5 / 3) % 3], r / 60, r, num1, labels[(r * 7 + r / 13) % 3]);
+    if (r % 97 == 3) text += "\n";
+  }
+  return text;
+}
+
+// The same kind of table as ARFF: nominal colour (with '?' values, which become a category of
+// their own) and site, comment and blank lines between the rows.
+std::string arff_text(int rows) {
+  static const char* colours[] = {"red", "green", "?"};
+  std::string text =
+      "% a test table\n@relation t\n@attribute num0 numeric\n@attribute colour {red, green, "
+      "blue}\n@attribute site {s0, s1, s2, s3, s4, s5, s6, s7, s8, s9}\n@attribute num1 real\n"
+      "@attribute label {a, b, c}\n@data\n";
+  for (int r = 0; r < rows; ++r) {
+    text += fmt::format("{}, {}, s{}, {}, {}\n", std::sin(0.41 * r) * 3, colours[(r * 5 / 3) % 3],
+                        r / 60, std::cos(0.2 * r) / 3, "abc"[(r * 7 + r / 13) % 3]);
+    if (r % 89 == 5) text += "% a comment\n\n";
+  }
+  return text;
+}
+
+// Writes `text` (gzip-compressed, or as it is); on the calling rank only.
+void write_file(const std::string& path, const std::string& text, bool gzip) {
+  gzFile file = gzopen(path.c_str(), gzip ? "wb" : "wbT");
+  gzwrite(file, text.data(), static_cast<unsigned>(text.size()));
+  gzclose(file);
+}
+
+// Collective: rank 0 writes the file, the others wait for it.
+void write_text(const std::string& path, const std::string& text, bool gzip) {
+  if (world_rank() == 0) write_file(path, text, gzip);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// A .npy array: magic, version 1.0, the header padded to a multiple of 64 bytes, the values.
+std::string npy(const std::string& descr, const std::vector<std::size_t>& shape, const void* data,
+                std::size_t bytes) {
+  std::string dims;
+  for (const auto d : shape) dims += fmt::format("{}, ", d);
+  std::string header =
+      fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({}), }}", descr, dims);
+  header.append(63 - (10 + header.size()) % 64, ' ');
+  header += '\n';
+  std::string out("\x93NUMPY\x01\x00", 8);
+  out += static_cast<char>(header.size() & 0xFF);
+  out += static_cast<char>(header.size() >> 8);
+  return out + header + std::string(static_cast<const char*>(data), bytes);
+}
+
+// A zip archive of stored (uncompressed) members, as numpy.savez writes it.
+std::string stored_zip(const std::vector<std::pair<std::string, std::string>>& members) {
+  std::string out, directory;
+  const auto put = [](std::string& to, std::uint64_t value, int bytes) {
+    for (int i = 0; i < bytes; ++i) to += static_cast<char>((value >> (8 * i)) & 0xFF);
+  };
+  for (const auto& [name, data] : members) {
+    const auto crc =
+        crc32(0L, reinterpret_cast<const Bytef*>(data.data()), static_cast<uInt>(data.size()));
+    std::string common;
+    put(common, 20, 2);  // version needed
+    put(common, 0, 2);   // flags
+    put(common, 0, 2);   // stored
+    put(common, 0, 4);   // time and date
+    put(common, crc, 4);
+    put(common, data.size(), 4);
+    put(common, data.size(), 4);
+    put(common, name.size(), 2);
+    put(common, 0, 2);  // extra
+    const std::size_t offset = out.size();
+    put(out, 0x04034b50, 4);
+    out += common + name + data;
+    put(directory, 0x02014b50, 4);
+    put(directory, 20, 2);  // version made by
+    directory += common;
+    put(directory, 0, 2);  // comment
+    put(directory, 0, 2);  // disk
+    put(directory, 0, 2);  // internal attributes
+    put(directory, 0, 4);  // external attributes
+    put(directory, offset, 4);
+    directory += name;
+  }
+  const std::size_t directory_offset = out.size();
+  out += directory;
+  put(out, 0x06054b50, 4);
+  put(out, 0, 4);
+  put(out, members.size(), 2);
+  put(out, members.size(), 2);
+  put(out, directory.size(), 4);
+  put(out, directory_offset, 4);
+  put(out, 0, 2);
+  return out;
+}
+
+// The arrays of write_hdf5's file as NumPy arrays: 600 rows x 4 float32 features, labels, 12
+// client blocks, and a 200-row test split (x, y, client, test_x, test_y).
+std::vector<std::pair<std::string, std::string>> npy_arrays() {
+  const std::size_t rows = 600, test_rows = 200, width = 4;
+  std::vector<float> x(rows * width), tx(test_rows * width);
+  std::vector<std::int64_t> y(rows), ty(test_rows), client(rows);
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t j = 0; j < width; ++j)
+      x[r * width + j] =
+          static_cast<float>(std::sin(0.53 * static_cast<double>(r * width + j)) * 2);
+    y[r] = static_cast<std::int64_t>((r * 5 + r / 11) % 3);
+    client[r] = static_cast<std::int64_t>(r / 50);
+  }
+  for (std::size_t r = 0; r < test_rows; ++r) {
+    for (std::size_t j = 0; j < width; ++j)
+      tx[r * width + j] = static_cast<float>(std::cos(0.19 * static_cast<double>(r * width + j)));
+    ty[r] = static_cast<std::int64_t>(r % 3);
+  }
+  return {{"x.npy", npy("<f4", {rows, width}, x.data(), 4 * x.size())},
+          {"y.npy", npy("<i8", {rows}, y.data(), 8 * y.size())},
+          {"client.npy", npy("<i8", {rows}, client.data(), 8 * client.size())},
+          {"test_x.npy", npy("<f4", {test_rows, width}, tx.data(), 4 * tx.size())},
+          {"test_y.npy", npy("<i8", {test_rows}, ty.data(), 8 * ty.size())}};
+}
+
+std::string npy_deck(const std::string& path) {
+  return fmt::format(R"(
+seed = 4
+[data]
+source = "npy"
+path = "{}"
+[data.arrays]
+clients = "client"
+test_features = "test_x"
+test_labels = "test_y"
+[partition]
+scheme = "natural"
+local_test_fraction = 0.1
+)",
+                     path);
+}
+
 // This rank's clients' rows (training and local test), ascending: what it must hold.
 std::vector<std::int64_t> hosted_rows(const FederatedProblem& problem) {
   std::vector<std::int64_t> rows;
@@ -120,8 +279,10 @@ void expect_rows_equal(const Table& held, const Table& whole,
 
 void expect_owned(const Deck& deck) {
   const FederatedProblem problem = build_problem(deck);
+  const PartitionConfig partition = PartitionConfig::from_deck(deck);
   const TrainTest whole =
-      load_data(DataConfig::from_deck(deck), static_cast<std::uint64_t>(deck.integer("seed")));
+      load_data(DataConfig::from_deck(deck), static_cast<std::uint64_t>(deck.integer("seed")),
+                partition.scheme == "column" ? partition.column : "");
   const Table& train = problem.data.train;
   ASSERT_TRUE(train.partial);
   ASSERT_EQ(train.rows, whole.train.rows);
@@ -169,6 +330,85 @@ TEST(Ownership, Hdf5RanksReadOnlyTheirClientsRows) {
   expect_owned(Deck::from_string(hdf5_deck(write_hdf5(path)), "test", deck_schema()));
   MPI_Barrier(MPI_COMM_WORLD);
   if (world_rank() == 0) std::filesystem::remove(path);
+}
+
+TEST(Ownership, CsvRanksKeepOnlyTheirClientsRows) {
+  // A column partition with the test rows split off the same file.
+  const std::string column_csv = temporary("column.csv");
+  write_text(column_csv, csv_text(700, 0.0), false);
+  expect_owned(Deck::from_string(fmt::format(R"(
+seed = 5
+[data]
+source = "csv"
+path = "{}"
+categorical = ["colour"]
+missing = "drop"
+drop = ["unused"]
+[partition]
+scheme = "column"
+column = "site"
+local_test_fraction = 0.1
+)",
+                                             column_csv),
+                                 "test", deck_schema()));
+  // A gzip-compressed training file and a separate test file.
+  const std::string train_gz = temporary("train.csv.gz"), test_csv = temporary("test.csv");
+  write_text(train_gz, csv_text(700, 0.3), true);
+  write_text(test_csv, csv_text(150, 0.9), false);
+  expect_owned(Deck::from_string(fmt::format(R"(
+seed = 8
+[data]
+source = "csv"
+path = "{}"
+test_path = "{}"
+categorical = ["colour", "site"]
+missing = "drop"
+features = ["num0", "colour", "num1"]
+[partition]
+clients = 6
+scheme = "dirichlet"
+)",
+                                             train_gz, test_csv),
+                                 "test", deck_schema()));
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank() == 0)
+    for (const auto& path : {column_csv, train_gz, test_csv}) std::filesystem::remove(path);
+}
+
+TEST(Ownership, ArffRanksKeepOnlyTheirClientsRows) {
+  const std::string arff = temporary("table.arff");
+  write_text(arff, arff_text(600), false);
+  expect_owned(Deck::from_string(fmt::format(R"(
+seed = 3
+[data]
+source = "arff"
+path = "{}"
+[partition]
+scheme = "column"
+column = "site"
+local_test_fraction = 0.1
+)",
+                                             arff),
+                                 "test", deck_schema()));
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank() == 0) std::filesystem::remove(arff);
+}
+
+TEST(Ownership, NpyRanksReadOnlyTheirClientsRows) {
+  const std::string npz = temporary("stored.npz"), folder = temporary("npy");
+  if (world_rank() == 0) {
+    write_file(npz, stored_zip(npy_arrays()), false);
+    std::filesystem::create_directory(folder);
+    for (const auto& [name, bytes] : npy_arrays()) write_file(folder + "/" + name, bytes, false);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  for (const auto& path : {npz, folder})
+    expect_owned(Deck::from_string(npy_deck(path), "test", deck_schema()));
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank() == 0) {
+    std::filesystem::remove(npz);
+    std::filesystem::remove_all(folder);
+  }
 }
 
 }  // namespace

@@ -234,6 +234,21 @@ TEST_F(LoadersTest, CsvFieldsAreQuotedShortAndEscaped) {
   expect_input_error([&] { read_arff(arff, "", {}); }, {arff + ":2: a NUL byte"});
 }
 
+// The readers stream a file a line at a time (issue 25), but a NUL byte anywhere in a file is
+// still what they report, before a problem on an earlier line (the file is not text at all), as
+// when they checked the whole text first; the first pass of distributed ownership too.
+TEST_F(LoadersTest, NulByteIsReportedBeforeAnEarlierProblem) {
+  const auto csv = write("late_nul.csv", "a,b,y\n1,2\n3,4,x\n5,\0,y\n"s);
+  for (const bool index : {false, true})
+    expect_input_error([&] { index ? index_csv(csv, "", {}) : read_csv(csv, "", {}); },
+                       {csv + ":4: a NUL byte at character 3"});
+  const auto arff = write(
+      "late_nul.arff", "@relation r\n@attribute a numeric\n@attribute y {x}\n@data\n1,z\n2,\0\n"s);
+  for (const bool index : {false, true})
+    expect_input_error([&] { index ? index_arff(arff, "", {}) : read_arff(arff, "", {}); },
+                       {arff + ":6: a NUL byte at character 3"});
+}
+
 TEST_F(LoadersTest, CsvEmptyFileOrHeaderOnlyIsAnError) {
   const auto empty = write("empty.csv", "");
   expect_input_error([&] { read_default_csv(empty, "", {}); }, {empty, "empty"});

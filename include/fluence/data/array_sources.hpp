@@ -50,8 +50,13 @@ TrainTest read_tff(const std::string& path, const std::string& test_path, const 
 
 /// NumPy arrays: `path` is a .npz file (stored or deflated members) or a directory of .npy files.
 /// Version 1-3 headers, C order, little-endian float32/float64/uint8/int32/int64 (labels and
-/// client ids: the integer types; names: unicode or byte strings).
-TrainTest read_npy(const std::string& path, const std::string& test_path, const ArrayNames& names);
+/// client ids: the integer types; names: unicode or byte strings). Labels, client ids and names
+/// are read whole; the features are streamed, only the rows `rows` asks for kept (all by
+/// default): a .npy file or a stored member is read at the runs of those rows, a deflated member
+/// is decompressed whole in blocks. Its CRC-32 is checked when the member is decompressed or read
+/// whole (not when a stored member is read in part).
+TrainTest read_npy(const std::string& path, const std::string& test_path, const ArrayNames& names,
+                   const RowRequest* rows = nullptr);
 
 /// LEAF's JSON (users, num_samples, user_data: {user: {x, y}}): `path` is a .json file or a
 /// directory whose *.json files are read in name order; users become the natural clients in the

@@ -40,12 +40,41 @@ struct CsvOptions {
 TrainTest read_csv(const std::string& train_path, const std::string& test_path,
                    const ColumnSelection& columns, const CsvOptions& options);
 
+/// Distributed ownership's first pass over CSV files (data/source.hpp, load_data_index): read_csv's
+/// schema and checks (every row's fields, numbers included), with tables holding no values
+/// (partial, Table::held empty): every row's label, its line in its file (Table::source_row) and,
+/// with options.client, that column's codes as Table::client (the column stays an attribute).
+/// The files are streamed: the memory is a line and at most 16 bytes a row.
+TrainTest index_csv(const std::string& train_path, const std::string& test_path,
+                    const ColumnSelection& columns, const CsvOptions& options = {});
+
+/// The second pass: the values of the rows on `train_lines` and `test_lines` (ascending lines from
+/// index_csv's Table::source_row) of the attributes `schema` has (index_csv's table after
+/// load_data's changes: the attributes chosen, the client column moved out), as partial tables
+/// holding those rows (Table::held: the lines). Only the wanted lines are split and parsed.
+TrainTest read_csv_rows(const std::string& train_path, const std::string& test_path,
+                        const CsvOptions& dialect, const Table& schema,
+                        const std::vector<std::int64_t>& train_lines,
+                        const std::vector<std::int64_t>& test_lines);
+
 /// Reads a Weka ARFF file (@relation/@attribute/@data; numeric/real/integer and nominal {..}
 /// attributes; quoted names and values; % comments). Nominal attributes keep their declared value
 /// order. A '?' in a nominal column becomes its own category "?"; in a numeric column it is an
 /// error.
 TrainTest read_arff(const std::string& train_path, const std::string& test_path,
                     const ColumnSelection& columns);
+
+/// Distributed ownership's first pass over ARFF files, as index_csv: read_arff's schema and
+/// checks, every row's label and line (Table::source_row), no values; with `client_column` the
+/// name of a nominal attribute (partition.scheme = "column"), its codes as Table::client.
+TrainTest index_arff(const std::string& train_path, const std::string& test_path,
+                     const ColumnSelection& columns, const std::string& client_column = "");
+
+/// The second pass, as read_csv_rows: the values of the data rows on `train_lines` and
+/// `test_lines` of the attributes `schema` has.
+TrainTest read_arff_rows(const std::string& train_path, const std::string& test_path,
+                         const Table& schema, const std::vector<std::int64_t>& train_lines,
+                         const std::vector<std::int64_t>& test_lines);
 
 /// Reads the four IDX files (train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-...), each
 /// plain or gzip-compressed (.gz), from `directory`. Pixels become numeric attributes scaled to

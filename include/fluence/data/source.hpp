@@ -73,16 +73,18 @@ TrainTest load_data(const DataConfig& config, std::uint64_t seed,
                     const std::string& client_column = "");
 
 /// Distributed ownership, first pass (identical on every rank): load_data's tables, except that for
-/// the sources a rank can read selectively (hdf5, tff, synthetic; not with partition.scheme =
-/// "column" or data.ink_levels) they are partial tables holding no values yet, only the schema,
-/// labels and client ids, with Table::source_row. The other sources are read whole here.
+/// the sources a rank can read selectively (hdf5, tff, npy, synthetic, and csv and arff, which are
+/// streamed; not with data.ink_levels, nor with partition.scheme = "column" but for csv and arff)
+/// they are partial tables holding no values yet, only the schema, labels and client ids, with
+/// Table::source_row (for csv and arff: each row's line). The other sources (idx, leaf) are read
+/// whole here.
 TrainTest load_data_index(const DataConfig& config, std::uint64_t seed,
                           const std::string& client_column = "");
 
 /// Distributed ownership, second pass (per rank): makes `data` (from load_data_index, same
 /// config and seed) hold the values of `train_rows` and `test_rows` (ascending row ids of the
-/// final tables) only: hdf5 and tff read those rows (hyperslabs of runs of rows), synthetic data
-/// generate them, the sources read whole drop the other rows' values.
+/// final tables) only: hdf5, tff and npy read those rows (runs of rows), csv and arff parse only
+/// their lines, synthetic data generate them, the sources read whole drop the other rows' values.
 void hold_rows(TrainTest& data, const DataConfig& config, std::uint64_t seed,
                const std::vector<std::int64_t>& train_rows,
                const std::vector<std::int64_t>& test_rows);
