@@ -240,8 +240,12 @@ TEST_F(LoadersTest, CsvFieldsAreQuotedShortAndEscaped) {
 TEST_F(LoadersTest, NulByteIsReportedBeforeAnEarlierProblem) {
   const auto csv = write("late_nul.csv", "a,b,y\n1,2\n3,4,x\n5,\0,y\n"s);
   for (const bool index : {false, true})
-    expect_input_error([&] { index ? index_csv(csv, "", {}) : read_csv(csv, "", {}); },
-                       {csv + ":4: a NUL byte at character 3"});
+    expect_input_error(
+        [&] {
+          const CsvOptions options = default_data().csv;
+          index ? index_csv(csv, "", {}, options) : read_csv(csv, "", {}, options);
+        },
+        {csv + ":4: a NUL byte at character 3"});
   const auto arff = write(
       "late_nul.arff", "@relation r\n@attribute a numeric\n@attribute y {x}\n@data\n1,z\n2,\0\n"s);
   for (const bool index : {false, true})

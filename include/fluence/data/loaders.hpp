@@ -46,7 +46,7 @@ TrainTest read_csv(const std::string& train_path, const std::string& test_path,
 /// with options.client, that column's codes as Table::client (the column stays an attribute).
 /// The files are streamed: the memory is a line and at most 16 bytes a row.
 TrainTest index_csv(const std::string& train_path, const std::string& test_path,
-                    const ColumnSelection& columns, const CsvOptions& options = {});
+                    const ColumnSelection& columns, const CsvOptions& options);
 
 /// The second pass: the values of the rows on `train_lines` and `test_lines` (ascending lines from
 /// index_csv's Table::source_row) of the attributes `schema` has (index_csv's table after
