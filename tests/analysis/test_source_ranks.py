@@ -6,7 +6,9 @@ a 120-row test file) is written as CSV, HDF5, TFF, LEAF JSON and NumPy arrays, a
 the timings and the rank map is bitwise identical across rank counts, and /model/theta is the same
 bits for every file source (the values are multiples of 2^-10: exact in float32, in double and in
 decimal text). Synthetic data and an HDF5 file without a test split (its test rows split off the
-training rows, so a rank reads the union of both) are checked across rank counts too.
+training rows, so a rank reads the union of both) are checked across rank counts too. The hdf5,
+tff and split-off hdf5 runs are repeated with data.hdf5_driver = "mpio" (collective MPI-IO reads):
+every dataset the same bits as with "posix", on every rank count.
 
 Usage: test_source_ranks.py FLUENCE_BINARY SOURCE_DIR
 """
@@ -71,21 +73,28 @@ class SourceRanks(unittest.TestCase):
         cls.client = np.repeat(np.arange(CLIENTS), PER_CLIENT)
         cls.decks = {name: write(cls, name) for name in
                      ("csv", "hdf5", "tff", "leaf", "npy", "synthetic", "hdf5_split")}
+        cls.done = {}
 
     @classmethod
     def tearDownClass(cls):
         cls.runs.cleanup()
 
-    def across_ranks(self, name):
-        """Runs the deck on 1-4 ranks, checks the datasets equal; the 1-rank results."""
-        results = [datasets(self.runs.run("train", self.decks[name], f"{name}{r}", ranks=r))
+    def across_ranks(self, name, driver="posix"):
+        """Runs the deck on 1-4 ranks, checks the datasets equal; the 1-rank results (each
+        deck and driver run once, then remembered)."""
+        if (name, driver) in self.done:
+            return self.done[name, driver]
+        settings = [f'data.hdf5_driver="{driver}"'] if driver != "posix" else []
+        results = [datasets(self.runs.run("train", self.decks[name], f"{name}_{driver}{r}",
+                                          *settings, ranks=r))
                    for r in RANKS]
         self.assertIn("model/theta", results[0])
         for ranks, other in zip(RANKS[1:], results[1:]):
             self.assertEqual(sorted(other), sorted(results[0]))
             for key in results[0]:
-                with self.subTest(source=name, ranks=ranks, dataset=key):
+                with self.subTest(source=name, driver=driver, ranks=ranks, dataset=key):
                     self.assertEqual(as_bytes(other[key]), as_bytes(results[0][key]))
+        self.done[name, driver] = results[0]
         return results[0]
 
     def test_file_sources_identical_on_1_to_4_ranks_and_to_each_other(self):
@@ -101,6 +110,14 @@ class SourceRanks(unittest.TestCase):
 
     def test_hdf5_with_split_off_test_rows_identical_on_1_to_4_ranks(self):
         self.across_ranks("hdf5_split")
+
+    def test_mpio_driver_identical_to_posix_on_1_to_4_ranks(self):
+        for name in ("hdf5", "tff", "hdf5_split"):
+            posix, mpio = self.across_ranks(name), self.across_ranks(name, "mpio")
+            self.assertEqual(sorted(mpio), sorted(posix))
+            for key in posix:
+                with self.subTest(source=name, dataset=key):
+                    self.assertEqual(as_bytes(mpio[key]), as_bytes(posix[key]))
 
 
 def write(cls, name):

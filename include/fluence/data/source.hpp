@@ -32,7 +32,8 @@ struct DataConfig {
   double test_fraction = 0.2;
   bool standardize = true;
   long max_train_rows = 0, max_test_rows = 0;
-  int ink_levels = 0;         // idx only: levels of the "ink" attribute (0 = none)
+  int ink_levels = 0;                 // idx only: levels of the "ink" attribute (0 = none)
+  std::string hdf5_driver = "posix";  // hdf5, tff: how each rank reads its rows ("mpio", "posix")
   std::vector<long> classes;  // class indices kept, in their new order (empty = every class)
   SyntheticConfig synthetic;
 
@@ -75,8 +76,9 @@ TrainTest load_data_index(const DataConfig& config, std::uint64_t seed,
 
 /// Distributed ownership, second pass (per rank): makes `data` (from load_data_index, same
 /// config and seed) hold the values of `train_rows` and `test_rows` (ascending row ids of the
-/// final tables) only: hdf5 and tff read those rows (hyperslabs of runs of rows), synthetic data
-/// generate them, the sources read whole drop the other rows' values.
+/// final tables) only: hdf5 and tff read those rows (hyperslabs of runs of rows; with
+/// data.hdf5_driver = "mpio" collectively, so every rank of MPI_COMM_WORLD must call it), synthetic
+/// data generate them, the sources read whole drop the other rows' values.
 void hold_rows(TrainTest& data, const DataConfig& config, std::uint64_t seed,
                const std::vector<std::int64_t>& train_rows,
                const std::vector<std::int64_t>& test_rows);
