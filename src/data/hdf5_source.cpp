@@ -20,6 +20,7 @@
 
 #include "arrays.hpp"
 #include "fluence/core/error.hpp"
+#include "fluence/core/memory.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/data/array_sources.hpp"
 
@@ -148,8 +149,9 @@ class Hdf5File {
       const auto raw =
           wanted ? read_rows<unsigned char>(*set, H5T_NATIVE_UCHAR, extent, features.held, name)
                  : read_all<unsigned char>(*set, H5T_NATIVE_UCHAR, extent, name);
-      features.values.reserve(raw.size());
-      for (const unsigned char k : raw) features.values.push_back(k / 255.0);
+      features.values = fresh_array<double>(raw.size());
+      std::transform(raw.begin(), raw.end(), features.values.begin(),
+                     [](unsigned char k) { return k / 255.0; });
     } else {
       features.values =
           wanted ? read_rows<double>(*set, H5T_NATIVE_DOUBLE, extent, features.held, name)
@@ -365,7 +367,7 @@ class Hdf5File {
                            const std::vector<std::int64_t>& rows, const std::string& name) const {
     constexpr std::size_t kReadBytes = std::size_t{16} << 20;
     const std::size_t width = extent.dims[0] > 0 ? extent.elements / extent.dims[0] : 0;
-    std::vector<T> out(rows.size() * width), buffer;
+    std::vector<T> out = fresh_array<T>(rows.size() * width), buffer;
     if (rows.empty() || width == 0) return out;
     const auto block =
         static_cast<std::int64_t>(std::max<std::size_t>(1, kReadBytes / (width * sizeof(T))));
@@ -426,7 +428,7 @@ class Hdf5File {
                                   const Widen& widen) const {
     constexpr std::size_t kReadBytes = std::size_t{16} << 20, kMaxRuns = 4096;
     const std::size_t width = extent.dims[0] > 0 ? extent.elements / extent.dims[0] : 0;
-    std::vector<double> out(rows.size() * width);
+    std::vector<double> out = fresh_array<double>(rows.size() * width);
     if (width == 0) return out;  // the same dataset on every rank: all return here
     const std::size_t block = std::max<std::size_t>(1, kReadBytes / (width * sizeof(Raw)));
     // This rank's rounds: rows[bounds[k], bounds[k + 1]), each of at most `block` rows in at most
