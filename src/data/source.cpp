@@ -143,7 +143,7 @@ void register_data_keys(DeckSchema& schema) {
           "indices, relabelled 0, 1, ... in the listed order (at least 2 distinct; [] = "
           "every class)",
           0),
-      choice("data.hdf5_driver", "\"posix\"", {"posix", "mpio"},
+      choice("data.hdf5_driver", "\"mpio\"", {"mpio", "posix"},
              "hdf5, tff: how each rank reads its clients' rows: independent POSIX reads, or "
              "MPI-IO with collective reads (docs/performance.md compares them)"),
       section("data.arrays", "hdf5, npy, tff: which arrays hold the features, labels and clients"),

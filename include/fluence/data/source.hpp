@@ -32,9 +32,9 @@ struct DataConfig {
   double test_fraction = 0.2;
   bool standardize = true;
   long max_train_rows = 0, max_test_rows = 0;
-  int ink_levels = 0;                 // idx only: levels of the "ink" attribute (0 = none)
-  std::string hdf5_driver = "posix";  // hdf5, tff: how each rank reads its rows ("mpio", "posix")
-  std::vector<long> classes;  // class indices kept, in their new order (empty = every class)
+  int ink_levels = 0;                // idx only: levels of the "ink" attribute (0 = none)
+  std::string hdf5_driver = "mpio";  // hdf5, tff: how each rank reads its rows ("mpio", "posix")
+  std::vector<long> classes;         // class indices kept, in their new order (empty = every class)
   SyntheticConfig synthetic;
 
   static DataConfig from_deck(const Deck& deck);
