@@ -6,7 +6,8 @@
 # written once into FILE (default /tmp/fluence_bench_10m.h5; never the repository) and kept, so a
 # rerun skips the writing; delete it afterwards.
 # Usage: bench/bench_ownership.sh [BUILD] [FILE]     (needs /usr/bin/python3 with h5py)
-# ROWS=200000 makes a smaller file (ROWS / 1,000 clients) for a quick check of the script.
+# ROWS=200000 makes a smaller file (ROWS / 1,000 clients) for a quick check of the script;
+# DRIVER=mpio (or posix) sets data.hdf5_driver (default: the deck's default).
 set -euo pipefail
 build=${1:-build}
 file=${2:-/tmp/fluence_bench_10m.h5}
@@ -44,6 +45,7 @@ seed = 1
 [data]
 source = "hdf5"
 path = "$file"
+${DRIVER:+hdf5_driver = \"$DRIVER\"}
 [data.arrays]
 clients = "client"
 test_features = "test_x"

@@ -2,11 +2,13 @@
 
 #include <fmt/format.h>
 #include <mpi.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <array>
 #include <cctype>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -184,6 +186,16 @@ std::string memory_problem(const std::vector<MemoryTerm>& terms, const MemoryBud
 void check_memory(const std::vector<MemoryTerm>& terms) {
   const std::string problem = memory_problem(terms, measured);
   if (!problem.empty()) throw InputError(problem);
+}
+
+void advise_huge_pages(void* data, std::size_t bytes) {
+  constexpr std::uintptr_t kHugePage = std::uintptr_t{2} << 20;
+  const auto begin = reinterpret_cast<std::uintptr_t>(data);
+  const std::uintptr_t first = (begin + kHugePage - 1) & ~(kHugePage - 1);
+  const std::uintptr_t last = (begin + bytes) & ~(kHugePage - 1);
+  // Advice only: a kernel without transparent huge pages refuses it, and the memory works as is.
+  if (data != nullptr && last > first)
+    madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
 }
 
 std::optional<std::int64_t> peak_resident_bytes() {

@@ -1,6 +1,12 @@
 // data.source = "hdf5" and "tff": arrays read with the HDF5 C API. HDF5's own error printing is off
 // while a file is open, so that a damaged or unexpected file gives one message naming the file,
 // the dataset and what was expected, not HDF5's error stack.
+//
+// With RowRequest::collective (data.hdf5_driver = "mpio") every rank of MPI_COMM_WORLD opens the
+// file with the MPI-IO driver and reads its rows with collective H5Dread calls. Every rank then
+// makes the same HDF5 calls in the same order: a step that can fail on one rank alone (a NaN only
+// that rank reads) is agreed (collective_check) before the next collective call, so that every rank
+// throws at the same point and none waits in a call the others never make.
 #include <fmt/core.h>
 #include <fmt/ranges.h>
 #include <hdf5.h>
@@ -9,9 +15,13 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <optional>
+#include <utility>
 
 #include "arrays.hpp"
 #include "fluence/core/error.hpp"
+#include "fluence/core/memory.hpp"
+#include "fluence/core/mpi.hpp"
 #include "fluence/data/array_sources.hpp"
 
 namespace fluence {
@@ -27,6 +37,7 @@ class Handle {
   Handle(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
   Handle(const Handle&) = delete;
   Handle& operator=(const Handle&) = delete;
+  Handle(Handle&& other) noexcept : id_(std::exchange(other.id_, -1)), close_(other.close_) {}
   ~Handle() {
     if (id_ >= 0) close_(id_);
   }
@@ -77,9 +88,17 @@ struct Extent {
   std::size_t elements = 1;
 };
 
+// How a features dataset's values are read by the collective path: in the file's own type where
+// that is a native one, so that HDF5 converts nothing (HDF5 1.10 reads collectively only without a
+// conversion: H5D_MPIO_DATATYPE_CONVERSION), else as double.
+enum class Stored { float32, float64_or_other, bytes };
+
 class Hdf5File {
  public:
-  explicit Hdf5File(std::string path) : path_(std::move(path)), file_(open(path_), H5Fclose) {}
+  explicit Hdf5File(std::string path, bool collective = false)
+      : collective_(collective),
+        path_(std::move(path)),
+        file_(open(path_, collective_), H5Fclose) {}
 
   const std::string& path() const { return path_; }
 
@@ -105,9 +124,86 @@ class Hdf5File {
   // the wanted rows in [offset, offset + rows) are read and kept (Features::held, from 0).
   Features read_features(const std::string& name, const std::vector<std::int64_t>* wanted = nullptr,
                          std::int64_t offset = 0) const {
-    Handle set = open_dataset(name, "features");
-    Handle type(H5Dget_type(set.get()), H5Tclose);
-    const Extent extent = extent_of(set, name);
+    std::optional<Handle> set;
+    Extent extent;
+    Stored stored = Stored::float64_or_other;
+    Features features;
+    agreed([&] {
+      set.emplace(open_dataset(name, "features"));
+      Handle type(H5Dget_type(set->get()), H5Tclose);
+      extent = extent_of(*set, name);
+      features = features_of(name, extent, type);
+      if (features.pixels) stored = Stored::bytes;
+      if (H5Tequal(type.get(), H5T_NATIVE_FLOAT) > 0) stored = Stored::float32;
+    });
+    if (wanted) {
+      features.partial = true;
+      const auto end = offset + static_cast<std::int64_t>(features.rows);
+      for (auto row = std::lower_bound(wanted->begin(), wanted->end(), offset);
+           row != wanted->end() && *row < end; ++row)
+        features.held.push_back(*row - offset);
+    }
+    if (wanted && collective_) {
+      features.values = read_rows_collective(*set, extent, features.held, name, stored);
+    } else if (features.pixels) {
+      const auto raw =
+          wanted ? read_rows<unsigned char>(*set, H5T_NATIVE_UCHAR, extent, features.held, name)
+                 : read_all<unsigned char>(*set, H5T_NATIVE_UCHAR, extent, name);
+      features.values = fresh_array<double>(raw.size());
+      std::transform(raw.begin(), raw.end(), features.values.begin(),
+                     [](unsigned char k) { return k / 255.0; });
+    } else {
+      features.values =
+          wanted ? read_rows<double>(*set, H5T_NATIVE_DOUBLE, extent, features.held, name)
+                 : read_all<double>(*set, H5T_NATIVE_DOUBLE, extent, name);
+    }
+    if (!features.pixels) agreed([&] { check_finite(features, name); });
+    return features;
+  }
+
+  // Labels or client ids: one integer or string per row.
+  Ids read_ids(const std::string& name, const char* what) const {
+    Ids ids;
+    agreed([&] { ids = read_ids_here(name, what); });
+    return ids;
+  }
+
+  std::vector<std::string> read_names(const std::string& name) const {
+    std::vector<std::string> names;
+    agreed([&] { names = read_names_here(name); });
+    return names;
+  }
+
+  std::vector<std::string> read_names_attribute(const std::string& dataset,
+                                                const std::string& attribute) const {
+    std::vector<std::string> names;
+    agreed([&] { names = read_names_attribute_here(dataset, attribute); });
+    return names;
+  }
+
+  // The members of a group, in name order.
+  std::vector<std::string> members(const std::string& group) const {
+    std::vector<std::string> names;
+    agreed([&] { names = members_here(group); });
+    return names;
+  }
+
+  std::string where(const std::string& name) const {
+    return fmt::format("{}, dataset {}", path_, message_excerpt(name));
+  }
+
+ private:
+  // Runs `step` on this rank; in a collective read, agreed over the ranks (collective_check).
+  template <class Step>
+  void agreed(const Step& step) const {
+    if (collective_)
+      collective_check(step);
+    else
+      step();
+  }
+
+  // What a features dataset of `extent` and file type `type` holds; no values yet.
+  Features features_of(const std::string& name, const Extent& extent, const Handle& type) const {
     Features features;
     features.origin = where(name);
     if (extent.dims.size() < 2 || extent.dims.size() > 4)
@@ -118,36 +214,16 @@ class Hdf5File {
     features.rows = extent.dims[0];
     features.row_shape.assign(extent.dims.begin() + 1, extent.dims.end());
     const H5T_class_t type_class = H5Tget_class(type.get());
-    const bool bytes = type_class == H5T_INTEGER && H5Tget_size(type.get()) == 1 &&
-                       H5Tget_sign(type.get()) == H5T_SGN_NONE;
-    if (type_class != H5T_FLOAT && !bytes)
+    features.pixels = type_class == H5T_INTEGER && H5Tget_size(type.get()) == 1 &&
+                      H5Tget_sign(type.get()) == H5T_SGN_NONE;
+    if (type_class != H5T_FLOAT && !features.pixels)
       throw InputError(fmt::format("{} holds {}: expected float32, float64 or uint8 features",
                                    features.origin, type_name(type.get())));
-    if (wanted) {
-      features.partial = true;
-      const auto end = offset + static_cast<std::int64_t>(features.rows);
-      for (auto row = std::lower_bound(wanted->begin(), wanted->end(), offset);
-           row != wanted->end() && *row < end; ++row)
-        features.held.push_back(*row - offset);
-    }
-    features.pixels = bytes;
-    if (bytes) {
-      const auto raw =
-          wanted ? read_rows<unsigned char>(set, H5T_NATIVE_UCHAR, extent, features.held, name)
-                 : read_all<unsigned char>(set, H5T_NATIVE_UCHAR, extent, name);
-      features.values.reserve(raw.size());
-      for (const unsigned char k : raw) features.values.push_back(k / 255.0);
-    } else {
-      features.values = wanted
-                            ? read_rows<double>(set, H5T_NATIVE_DOUBLE, extent, features.held, name)
-                            : read_all<double>(set, H5T_NATIVE_DOUBLE, extent, name);
-      check_finite(features, name);
-    }
     return features;
   }
 
   // Labels or client ids: one integer or string per row.
-  Ids read_ids(const std::string& name, const char* what) const {
+  Ids read_ids_here(const std::string& name, const char* what) const {
     Handle set = open_dataset(name, what);
     Handle type(H5Dget_type(set.get()), H5Tclose);
     const Extent extent = extent_of(set, name);
@@ -172,7 +248,7 @@ class Hdf5File {
     return ids;
   }
 
-  std::vector<std::string> read_names(const std::string& name) const {
+  std::vector<std::string> read_names_here(const std::string& name) const {
     Handle set = open_dataset(name, "column names");
     Handle type(H5Dget_type(set.get()), H5Tclose);
     const Extent extent = extent_of(set, name);
@@ -184,8 +260,8 @@ class Hdf5File {
     return read_strings(set, type, extent.elements, name);
   }
 
-  std::vector<std::string> read_names_attribute(const std::string& dataset,
-                                                const std::string& attribute) const {
+  std::vector<std::string> read_names_attribute_here(const std::string& dataset,
+                                                     const std::string& attribute) const {
     Handle set = open_dataset(dataset, "features");
     const std::string origin = fmt::format("{}, attribute '{}' of dataset {}", path_,
                                            message_excerpt(attribute), message_excerpt(dataset));
@@ -204,8 +280,7 @@ class Hdf5File {
         [&](hid_t memory, void* buffer) { return H5Aread(held.get(), memory, buffer); }, space);
   }
 
-  // The members of a group, in name order.
-  std::vector<std::string> members(const std::string& group) const {
+  std::vector<std::string> members_here(const std::string& group) const {
     Handle held(H5Gopen2(file_.get(), group.c_str(), H5P_DEFAULT), H5Gclose);
     H5G_info_t info;
     if (!held.valid() || H5Gget_info(held.get(), &info) < 0)
@@ -227,20 +302,26 @@ class Hdf5File {
     return names;
   }
 
-  std::string where(const std::string& name) const {
-    return fmt::format("{}, dataset {}", path_, message_excerpt(name));
-  }
-
- private:
-  static hid_t open(const std::string& path) {
-    std::error_code ignored;
-    if (!std::filesystem::is_regular_file(path, ignored))
-      throw InputError(fmt::format("cannot read data file '{}'", path));
-    if (H5Fis_hdf5(path.c_str()) <= 0) throw InputError(fmt::format("{}: not an HDF5 file", path));
-    const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (file < 0)
-      throw InputError(
-          fmt::format("{}: the HDF5 file cannot be opened (truncated or damaged)", path));
+  // The MPI-IO driver's open is collective: the checks before it are agreed first.
+  static hid_t open(const std::string& path, bool collective) {
+    hid_t file = -1;
+    const auto open_file = [&] {
+      std::error_code ignored;
+      if (!std::filesystem::is_regular_file(path, ignored))
+        throw InputError(fmt::format("cannot read data file '{}'", path));
+      if (H5Fis_hdf5(path.c_str()) <= 0)
+        throw InputError(fmt::format("{}: not an HDF5 file", path));
+      Handle access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+      if (collective) H5Pset_fapl_mpio(access.get(), MPI_COMM_WORLD, MPI_INFO_NULL);
+      file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, access.get());
+      if (file < 0)
+        throw InputError(
+            fmt::format("{}: the HDF5 file cannot be opened (truncated or damaged)", path));
+    };
+    if (collective)
+      collective_check(open_file);
+    else
+      open_file();
     return file;
   }
 
@@ -286,7 +367,7 @@ class Hdf5File {
                            const std::vector<std::int64_t>& rows, const std::string& name) const {
     constexpr std::size_t kReadBytes = std::size_t{16} << 20;
     const std::size_t width = extent.dims[0] > 0 ? extent.elements / extent.dims[0] : 0;
-    std::vector<T> out(rows.size() * width), buffer;
+    std::vector<T> out = fresh_array<T>(rows.size() * width), buffer;
     if (rows.empty() || width == 0) return out;
     const auto block =
         static_cast<std::int64_t>(std::max<std::size_t>(1, kReadBytes / (width * sizeof(T))));
@@ -314,6 +395,97 @@ class Hdf5File {
         std::copy_n(buffer.data() + static_cast<std::size_t>(rows[k] - first) * width, width,
                     out.data() + k * width);
       i = j;
+    }
+    return out;
+  }
+
+  // The rows `rows` (ascending) read by every rank at once through MPI-IO (RowRequest::
+  // collective), widened to double into the result. A rank reads its rows in rounds of at most
+  // kReadBytes and kMaxRuns runs of consecutive rows (HDF5 builds a selection in time growing with
+  // its runs), each round ONE collective H5Dread of the union of the round's runs; every rank takes
+  // part in as many rounds as the rank that needs the most, selecting nothing once it has read all
+  // its rows. The values are read in the file's own type (Stored) and widened here: float32 to
+  // double and uint8 k to k / 255 are exact, so they equal the POSIX path's bit for bit.
+  std::vector<double> read_rows_collective(const Handle& set, const Extent& extent,
+                                           const std::vector<std::int64_t>& rows,
+                                           const std::string& name, Stored stored) const {
+    switch (stored) {
+      case Stored::float32:
+        return read_rounds<float>(set, H5T_NATIVE_FLOAT, extent, rows, name,
+                                  [](float v) { return static_cast<double>(v); });
+      case Stored::bytes:
+        return read_rounds<unsigned char>(set, H5T_NATIVE_UCHAR, extent, rows, name,
+                                          [](unsigned char k) { return k / 255.0; });
+      default:
+        return read_rounds<double>(set, H5T_NATIVE_DOUBLE, extent, rows, name,
+                                   [](double v) { return v; });
+    }
+  }
+
+  template <class Raw, class Widen>
+  std::vector<double> read_rounds(const Handle& set, hid_t memory_type, const Extent& extent,
+                                  const std::vector<std::int64_t>& rows, const std::string& name,
+                                  const Widen& widen) const {
+    constexpr std::size_t kReadBytes = std::size_t{16} << 20, kMaxRuns = 4096;
+    const std::size_t width = extent.dims[0] > 0 ? extent.elements / extent.dims[0] : 0;
+    std::vector<double> out = fresh_array<double>(rows.size() * width);
+    if (width == 0) return out;  // the same dataset on every rank: all return here
+    const std::size_t block = std::max<std::size_t>(1, kReadBytes / (width * sizeof(Raw)));
+    // This rank's rounds: rows[bounds[k], bounds[k + 1]), each of at most `block` rows in at most
+    // kMaxRuns runs.
+    std::vector<std::size_t> bounds{0};
+    std::size_t runs = 0;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const bool new_run = i == bounds.back() || rows[i] != rows[i - 1] + 1;
+      if (i > bounds.back() && (i - bounds.back() == block || (new_run && runs == kMaxRuns))) {
+        bounds.push_back(i);
+        runs = 0;
+      }
+      if (i == bounds.back() || new_run) ++runs;
+    }
+    if (!rows.empty()) bounds.push_back(rows.size());
+    long rounds = static_cast<long>(bounds.size()) - 1;
+    MPI_Allreduce(MPI_IN_PLACE, &rounds, 1, MPI_LONG, MPI_MAX, MPI_COMM_WORLD);
+    std::vector<Raw> buffer(std::min(block, rows.size()) * width + 1);
+    Handle file_space(H5Dget_space(set.get()), H5Sclose);
+    Handle transfer(H5Pcreate(H5P_DATASET_XFER), H5Pclose);
+    H5Pset_dxpl_mpio(transfer.get(), H5FD_MPIO_COLLECTIVE);
+    std::vector<hsize_t> start(extent.dims.size(), 0),
+        count(extent.dims.begin(), extent.dims.end());
+    for (long round = 0; round < rounds; ++round) {
+      const auto k = static_cast<std::size_t>(round);
+      const std::size_t begin = k + 1 < bounds.size() ? bounds[k] : rows.size(),
+                        end = k + 1 < bounds.size() ? bounds[k + 1] : rows.size();
+      const hsize_t elements = std::max<hsize_t>(1, (end - begin) * width);
+      Handle memory(H5Screate_simple(1, &elements, nullptr), H5Sclose);
+      bool selected = true;
+      if (begin == end) {
+        selected = H5Sselect_none(memory.get()) >= 0 && H5Sselect_none(file_space.get()) >= 0;
+      }
+      for (std::size_t i = begin; i < end && selected;) {
+        std::size_t j = i + 1;
+        while (j < end && rows[j] == rows[j - 1] + 1) ++j;
+        start[0] = static_cast<hsize_t>(rows[i]);
+        count[0] = static_cast<hsize_t>(j - i);
+        selected =
+            H5Sselect_hyperslab(file_space.get(), i == begin ? H5S_SELECT_SET : H5S_SELECT_OR,
+                                start.data(), nullptr, count.data(), nullptr) >= 0;
+        i = j;
+      }
+      // Every rank calls H5Dread, whatever its selection did, so that none is left waiting.
+      const bool read = H5Dread(set.get(), memory_type, memory.get(), file_space.get(),
+                                transfer.get(), buffer.data()) >= 0;
+      collective_check([&] {
+        if (begin < end && (!selected || !read))
+          throw InputError(
+              fmt::format("{}: rows {} to {} cannot be read (a truncated or damaged file?)",
+                          where(name), rows[begin], rows[end - 1]));
+        if (!selected || !read)
+          throw InputError(fmt::format("{}: a collective read failed", where(name)));
+      });
+      std::transform(buffer.begin(),
+                     buffer.begin() + static_cast<std::ptrdiff_t>((end - begin) * width),
+                     out.begin() + static_cast<std::ptrdiff_t>(begin * width), widen);
     }
     return out;
   }
@@ -383,6 +555,7 @@ class Hdf5File {
   }
 
   SilentErrors silent_;  // first: HDF5 stays quiet from the open to the last close
+  bool collective_;
   std::string path_;
   Handle file_;
 };
@@ -474,7 +647,7 @@ TrainTest read_hdf5(const std::string& path, const std::string& test_path, const
   const std::vector<std::int64_t>* train_rows = rows ? &rows->train : nullptr;
   const std::vector<std::int64_t>* test_rows = rows ? &rows->test : nullptr;
   {
-    const Hdf5File file(path);
+    const Hdf5File file(path, rows && rows->collective);
     train =
         read_split(file, names.features, names.labels, names.clients, &client_names, train_rows);
     names_of_columns = column_names(file, names, names_origin);
@@ -482,7 +655,7 @@ TrainTest read_hdf5(const std::string& path, const std::string& test_path, const
       test = read_split(file, names.test_features, names.test_labels, "", nullptr, test_rows);
   }
   if (!test_path.empty()) {
-    const Hdf5File file(test_path);
+    const Hdf5File file(test_path, rows && rows->collective);
     const bool own = !names.test_features.empty();
     test = read_split(file, own ? names.test_features : names.features,
                       own ? names.test_labels : names.labels, "", nullptr, test_rows);
@@ -497,11 +670,11 @@ TrainTest read_tff(const std::string& path, const std::string& test_path, const 
   std::vector<std::string> client_names;
   Split train, test;
   {
-    const Hdf5File file(path);
+    const Hdf5File file(path, rows && rows->collective);
     train = read_tff_split(file, names, &client_names, rows ? &rows->train : nullptr);
   }
   if (!test_path.empty()) {
-    const Hdf5File file(test_path);
+    const Hdf5File file(test_path, rows && rows->collective);
     test = read_tff_split(file, names, nullptr, rows ? &rows->test : nullptr);
     test.client.clear();
   }

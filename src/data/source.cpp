@@ -166,6 +166,9 @@ void register_data_keys(DeckSchema& schema) {
           "indices, relabelled 0, 1, ... in the listed order (at least 2 distinct; [] = "
           "every class)",
           0),
+      choice("data.hdf5_driver", "\"mpio\"", {"mpio", "posix"},
+             "hdf5, tff: how each rank reads its clients' rows: independent POSIX reads, or "
+             "MPI-IO with collective reads (docs/performance.md compares them)"),
       section("data.arrays", "hdf5, npy, tff: which arrays hold the features, labels and clients"),
       key("data.arrays.features", T::string, "\"x\"",
           "the features: a dataset path (hdf5), an array name (npy) or a field name (tff)"),
@@ -237,6 +240,8 @@ DataConfig DataConfig::from_deck(const Deck& deck) {
                     deck.where("data.ink_levels"), config.ink_levels, config.source));
   for (const char* key : {"data.delimiter", "data.missing", "data.missing_values"})
     refuse_unless(deck, key, config.source, {"csv"});
+  config.hdf5_driver = deck.string("data.hdf5_driver");
+  refuse_unless(deck, "data.hdf5_driver", config.source, {"hdf5", "tff"});
   refuse_unless(deck, "data.label", config.source, {"csv", "arff"},
                 "; the labels of hdf5, npy and tff data are data.arrays.labels");
   config.csv = read_csv_options(deck);
@@ -807,6 +812,7 @@ void hold_rows(TrainTest& data, const DataConfig& config, std::uint64_t seed,
     return;
   }
   RowRequest request;
+  request.collective = config.hdf5_driver == "mpio";
   request.train = source_rows_of(data.train, train_rows);
   std::vector<std::int64_t> test_sources = source_rows_of(data.test, test_rows);
   const bool test_file = has_test_file(config);

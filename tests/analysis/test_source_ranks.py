@@ -9,7 +9,9 @@ decimal text). Synthetic data and an HDF5 file without a test split (its test ro
 training rows, so a rank reads the union of both) are checked across rank counts too, and so are
 issue 26's numeric scalings that stay inside the protocol: "per_client" (each client's statistics
 on its own rank, the test set's over the ranks' shards, or on every rank for a network) and
-"public" (rows held out of every client, read by every rank).
+"public" (rows held out of every client, read by every rank). The hdf5, tff and split-off hdf5
+runs are repeated with data.hdf5_driver = "mpio" (collective MPI-IO reads): every dataset the
+same bits as with "posix", on every rank count.
 
 Usage: test_source_ranks.py FLUENCE_BINARY SOURCE_DIR
 """
@@ -75,21 +77,29 @@ class SourceRanks(unittest.TestCase):
         cls.decks = {name: write(cls, name) for name in
                      ("csv", "hdf5", "tff", "leaf", "npy", "synthetic", "hdf5_split",
                       "hdf5_per_client", "hdf5_public", "mlp_per_client")}
+        cls.done = {}
 
     @classmethod
     def tearDownClass(cls):
         cls.runs.cleanup()
 
-    def across_ranks(self, name):
-        """Runs the deck on 1-4 ranks, checks the datasets equal; the 1-rank results."""
-        results = [datasets(self.runs.run("train", self.decks[name], f"{name}{r}", ranks=r))
+    def across_ranks(self, name, driver="posix"):
+        """Runs the deck on 1-4 ranks, checks the datasets equal; the 1-rank results (each
+        deck and driver run once, then remembered). The driver is set for hdf5 and tff only."""
+        if (name, driver) in self.done:
+            return self.done[name, driver]
+        hdf5 = name in ("hdf5", "tff", "hdf5_split")
+        settings = [f'data.hdf5_driver="{driver}"'] if hdf5 else []
+        results = [datasets(self.runs.run("train", self.decks[name], f"{name}_{driver}{r}",
+                                          *settings, ranks=r))
                    for r in RANKS]
         self.assertIn("model/theta", results[0])
         for ranks, other in zip(RANKS[1:], results[1:]):
             self.assertEqual(sorted(other), sorted(results[0]))
             for key in results[0]:
-                with self.subTest(source=name, ranks=ranks, dataset=key):
+                with self.subTest(source=name, driver=driver, ranks=ranks, dataset=key):
                     self.assertEqual(as_bytes(other[key]), as_bytes(results[0][key]))
+        self.done[name, driver] = results[0]
         return results[0]
 
     def test_file_sources_identical_on_1_to_4_ranks_and_to_each_other(self):
@@ -112,6 +122,14 @@ class SourceRanks(unittest.TestCase):
 
     def test_public_scaling_identical_on_1_to_4_ranks(self):
         self.across_ranks("hdf5_public")
+
+    def test_mpio_driver_identical_to_posix_on_1_to_4_ranks(self):
+        for name in ("hdf5", "tff", "hdf5_split"):
+            posix, mpio = self.across_ranks(name), self.across_ranks(name, "mpio")
+            self.assertEqual(sorted(mpio), sorted(posix))
+            for key in posix:
+                with self.subTest(source=name, dataset=key):
+                    self.assertEqual(as_bytes(mpio[key]), as_bytes(posix[key]))
 
 
 def write(cls, name):

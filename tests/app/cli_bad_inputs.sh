@@ -107,8 +107,9 @@ for part in ("train", "t10k"):
         f.write(struct.pack(">II", 0x801, 1) + b"\0")
 PY
 # Issue 25's per-source refusals: wrong-typed, misshaped, truncated and non-finite HDF5 arrays
-# (the NaN is in the last row, which only the rank hosting it reads; the same rows as .npy files),
-# a TFF file without its examples group, a ragged LEAF user.
+# (the NaN is in the last row, which only the rank hosting it reads; read through MPI-IO, the
+# other ranks would go on to the test split's collective reads unless the NaN is agreed first), a
+# TFF file without its examples group, a ragged LEAF user.
 "$python" - "$work" <<'PY'
 import json, os, sys
 import h5py, numpy as np
@@ -125,6 +126,8 @@ with h5py.File(f"{work}/h5_nan.h5", "w") as f:
 os.makedirs(f"{work}/npy_nan")
 np.save(f"{work}/npy_nan/x.npy", x)
 np.save(f"{work}/npy_nan/y.npy", y)
+with h5py.File(f"{work}/h5_nan_test.h5", "w") as f:
+    f["y"], f["x"], f["test_y"], f["test_x"] = y, x, y[:100], x[:100]
 with h5py.File(f"{work}/h5_truncated.h5", "w") as f:
     f["y"], f["x"] = y, np.zeros((400, 64))
 os.truncate(f"{work}/h5_truncated.h5", os.path.getsize(f"{work}/h5_truncated.h5") // 2)

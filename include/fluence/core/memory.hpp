@@ -46,6 +46,24 @@ std::string memory_problem(const std::vector<MemoryTerm>& terms, const MemoryBud
 /// "iB" or "B": "512M", "4GiB", "1e9"), or "none" (a budget without bytes). nullopt: malformed.
 std::optional<MemoryBudget> parse_memory_limit(const std::string& text);
 
+/// Asks the kernel to back the 2 MiB-aligned part of [data, data + bytes) with 2 MiB pages
+/// (madvise MADV_HUGEPAGE; nothing where the kernel does not offer them). For arrays of gigabytes
+/// written once into fresh memory, such as the rows a rank loads: where transparent huge pages are
+/// "madvise" only, as on the development VM, each 4 KiB page of fresh memory is otherwise a page
+/// fault of its own, and there a fault costs about 10 us of CPU (docs/performance.md,
+/// "Distributed ownership").
+void advise_huge_pages(void* data, std::size_t bytes);
+
+/// `count` value-initialized elements whose memory was advised huge pages before its first touch.
+template <class T>
+std::vector<T> fresh_array(std::size_t count) {
+  std::vector<T> values;
+  values.reserve(count);
+  advise_huge_pages(values.data(), count * sizeof(T));
+  values.resize(count);
+  return values;
+}
+
 /// This process's peak resident memory so far (VmHWM of /proc/self/status), in bytes; nullopt
 /// where the kernel does not report it.
 std::optional<std::int64_t> peak_resident_bytes();

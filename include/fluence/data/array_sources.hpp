@@ -31,9 +31,14 @@ struct ArrayNames {
 /// labels and client ids of every row, the values of the requested rows only.
 struct RowRequest {
   std::vector<std::int64_t> train, test;
+  /// hdf5, tff (data.hdf5_driver = "mpio"): every rank of MPI_COMM_WORLD reads its rows together,
+  /// the file opened with the MPI-IO driver and each dataset's rows read by collective H5Dread
+  /// calls. Every rank must then call the reader, with the same files and arrays.
+  bool collective = false;
 };
 
-/// An HDF5 file (parallel HDF5's C API; each rank reads what `rows` asks for, all by default): 2-D
+/// An HDF5 file (parallel HDF5's C API; each rank reads what `rows` asks for, all by default,
+/// through MPI-IO when rows->collective, else POSIX): 2-D
 /// (or image-shaped N x h x w [x c]) float32/float64 or uint8 features (uint8 values k are read as
 /// k / 255, pixels as for IDX), 1-D integer or string labels. The test split comes from
 /// `names.test_features` and `names.test_labels` (in `test_path` when given, else in `path`), or,

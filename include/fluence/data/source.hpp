@@ -39,6 +39,7 @@ struct DataConfig {
   double public_fraction{};
   long max_train_rows{}, max_test_rows{};
   int ink_levels{};           // idx only: levels of the "ink" attribute (0 = none)
+  std::string hdf5_driver;    // hdf5, tff: how each rank reads its rows ("mpio", "posix")
   std::vector<long> classes;  // class indices kept, in their new order (empty = every class)
   SyntheticConfig synthetic;
 
@@ -83,8 +84,10 @@ TrainTest load_data_index(const DataConfig& config, std::uint64_t seed,
 
 /// Distributed ownership, second pass (per rank): makes `data` (from load_data_index, same
 /// config and seed) hold the values of `train_rows` and `test_rows` (ascending row ids of the
-/// final tables) only: hdf5, tff and npy read those rows (runs of rows), csv and arff parse only
-/// their lines, synthetic data generate them, the sources read whole drop the other rows' values.
+/// final tables) only: hdf5 and tff read those rows (hyperslabs of runs of rows; with
+/// data.hdf5_driver = "mpio" collectively, so every rank of MPI_COMM_WORLD must call it), npy reads
+/// the runs of those rows, csv and arff parse only their lines, synthetic data generate them, the
+/// sources read whole drop the other rows' values.
 void hold_rows(TrainTest& data, const DataConfig& config, std::uint64_t seed,
                const std::vector<std::int64_t>& train_rows,
                const std::vector<std::int64_t>& test_rows);
