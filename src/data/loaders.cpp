@@ -920,6 +920,51 @@ void read_arff_rows(TextLines& cursor, const std::string& path, ArffSchema& sche
   table.partial = index;
 }
 
+namespace {
+
+// What both text formats' second pass builds: a partial table of `schema`'s attributes holding the
+// rows on `lines`, with each categorical attribute's levels coded as the first pass coded them. The
+// lines were checked by the first pass, so a line or a level that reads differently now means the
+// file changed in between (changed()).
+class SecondPassRows {
+ public:
+  SecondPassRows(std::string path, const Table& schema, const std::vector<std::int64_t>& lines)
+      : path_(std::move(path)), table_(schema.empty_like()) {
+    table_.partial = true;
+    table_.held = lines;
+    for (const auto& attribute : schema.attributes) {
+      auto& lookup = codes_.emplace_back();
+      for (std::size_t k = 0; k < attribute.categories.size(); ++k)
+        lookup.emplace(attribute.categories[k], static_cast<std::int32_t>(k));
+    }
+  }
+
+  InputError changed(std::int64_t line_number) const {
+    return InputError(fmt::format(
+        "{}:{}: the line differs from its first reading (did the file change while it was read?)",
+        path_, line_number));
+  }
+  void add_numeric(double value) { table_.numeric.push_back(value); }
+  void add_category(std::size_t attribute, const std::string& value, std::int64_t line_number) {
+    const auto code = codes_[attribute].find(value);
+    if (code == codes_[attribute].end()) throw changed(line_number);
+    table_.categorical.push_back(code->second);
+  }
+  // The table, once every line was met (`next_wanted` is past the last one).
+  Table finish(std::vector<std::int64_t>::const_iterator next_wanted) {
+    if (next_wanted != table_.held.end()) throw changed(*next_wanted);
+    return std::move(table_);
+  }
+  const std::vector<std::int64_t>& lines() const { return table_.held; }
+
+ private:
+  std::string path_;
+  Table table_;
+  std::vector<std::unordered_map<std::string, std::int32_t>> codes_;
+};
+
+}  // namespace
+
 // The values of the data rows on `lines` (ascending) of the attributes of `schema`, each from the
 // declared column of its name; the lines were checked by the first pass, so a line that no longer
 // reads as then means the file changed in between.
@@ -927,11 +972,8 @@ Table read_arff_lines(const std::string& path, const Table& schema,
                       const std::vector<std::int64_t>& lines) {
   TextLines cursor(path);
   const auto declared = read_arff_header(cursor, path);
-  Table table = schema.empty_like();
-  table.partial = true;
-  table.held = lines;
+  SecondPassRows rows(path, schema, lines);
   std::vector<std::size_t> column;
-  std::vector<std::unordered_map<std::string, std::int32_t>> codes;
   for (const auto& attribute : schema.attributes) {
     const auto found = std::find_if(declared.begin(), declared.end(),
                                     [&](const auto& d) { return d.name == attribute.name; });
@@ -941,35 +983,24 @@ Table read_arff_lines(const std::string& path, const Table& schema,
                       "change while it was read?)",
                       path, shown(attribute.name)));
     column.push_back(static_cast<std::size_t>(found - declared.begin()));
-    auto& lookup = codes.emplace_back();
-    for (std::size_t k = 0; k < attribute.categories.size(); ++k)
-      lookup.emplace(attribute.categories[k], static_cast<std::int32_t>(k));
   }
-  const auto changed = [&](std::int64_t line_number) {
-    return InputError(fmt::format(
-        "{}:{}: the line differs from its first reading (did the file change while it was read?)",
-        path, line_number));
-  };
-  auto wanted = lines.begin();
+  auto wanted = rows.lines().begin();
   for_each_arff_row(cursor, path, declared.size(),
                     [&](std::int64_t line_number, const std::vector<std::string>& values) {
-                      if (wanted == lines.end() || line_number != *wanted) return;
+                      if (wanted == rows.lines().end() || line_number != *wanted) return;
                       ++wanted;
                       for (std::size_t a = 0; a < column.size(); ++a) {
                         const std::string& value = values[column[a]];
                         double number = 0;
-                        if (schema.attributes[a].kind == AttributeKind::numeric) {
-                          if (!parse_number(value, number)) throw changed(line_number);
-                          table.numeric.push_back(number);
-                          continue;
-                        }
-                        const auto code = codes[a].find(value);
-                        if (code == codes[a].end()) throw changed(line_number);
-                        table.categorical.push_back(code->second);
+                        if (schema.attributes[a].kind != AttributeKind::numeric)
+                          rows.add_category(a, value, line_number);
+                        else if (parse_number(value, number))
+                          rows.add_numeric(number);
+                        else
+                          throw rows.changed(line_number);
                       }
                     });
-  if (wanted != lines.end()) throw changed(*wanted);
-  return table;
+  return rows.finish(wanted);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1154,44 +1185,28 @@ TrainTest read_csv_files(const std::string& train_path, const std::string& test_
 Table read_csv_lines(const std::string& path, const CsvOptions& dialect, const Table& schema,
                      const std::vector<std::int64_t>& lines) {
   const CsvFile file(path, dialect);
-  Table table = schema.empty_like();
-  table.partial = true;
-  table.held = lines;
+  SecondPassRows rows(path, schema, lines);
   std::vector<std::size_t> column;
-  std::vector<std::unordered_map<std::string, std::int32_t>> codes;
-  for (const auto& attribute : schema.attributes) {
+  for (const auto& attribute : schema.attributes)
     column.push_back(find_column(file, attribute.name, "data.features"));
-    auto& lookup = codes.emplace_back();
-    for (std::size_t k = 0; k < attribute.categories.size(); ++k)
-      lookup.emplace(attribute.categories[k], static_cast<std::int32_t>(k));
-  }
-  const auto changed = [&](std::int64_t line_number) {
-    return InputError(fmt::format(
-        "{}:{}: the line differs from its first reading (did the file change while it was read?)",
-        path, line_number));
-  };
   TextLines text(path);
   std::string_view line;
   std::vector<std::string> fields;
-  auto wanted = lines.begin();
-  while (wanted != lines.end() && text.next(line)) {
+  auto wanted = rows.lines().begin();
+  while (wanted != rows.lines().end() && text.next(line)) {
     if (text.line_number() != *wanted) continue;
     ++wanted;
     split_csv_line(line, dialect.delimiter, path, text.line_number(), fields);
-    if (fields.size() != file.header().size()) throw changed(text.line_number());
+    if (fields.size() != file.header().size()) throw rows.changed(text.line_number());
     for (std::size_t a = 0; a < column.size(); ++a) {
       const std::string& field = fields[column[a]];
-      if (schema.attributes[a].kind == AttributeKind::numeric) {
-        table.numeric.push_back(parse_csv_number(field, file, text.line_number(), column[a]));
-        continue;
-      }
-      const auto code = codes[a].find(field);
-      if (code == codes[a].end()) throw changed(text.line_number());
-      table.categorical.push_back(code->second);
+      if (schema.attributes[a].kind == AttributeKind::numeric)
+        rows.add_numeric(parse_csv_number(field, file, text.line_number(), column[a]));
+      else
+        rows.add_category(a, field, text.line_number());
     }
   }
-  if (wanted != lines.end()) throw changed(*wanted);
-  return table;
+  return rows.finish(wanted);
 }
 }  // namespace
 
