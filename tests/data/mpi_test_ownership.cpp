@@ -32,6 +32,7 @@
 #include "fluence/data/partition.hpp"
 #include "fluence/data/source.hpp"
 #include "fluence/fl/problem.hpp"
+#include "support/numpy_files.hpp"
 #include "support/synthetic_deck.hpp"
 
 namespace fluence {
@@ -209,65 +210,6 @@ void write_text(const std::string& path, const std::string& text, bool gzip) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
-// A .npy array: magic, version 1.0, the header padded to a multiple of 64 bytes, the values.
-std::string npy(const std::string& descr, const std::vector<std::size_t>& shape, const void* data,
-                std::size_t bytes) {
-  std::string dims;
-  for (const auto d : shape) dims += fmt::format("{}, ", d);
-  std::string header =
-      fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({}), }}", descr, dims);
-  header.append(63 - (10 + header.size()) % 64, ' ');
-  header += '\n';
-  std::string out("\x93NUMPY\x01\x00", 8);
-  out += static_cast<char>(header.size() & 0xFF);
-  out += static_cast<char>(header.size() >> 8);
-  return out + header + std::string(static_cast<const char*>(data), bytes);
-}
-
-// A zip archive of stored (uncompressed) members, as numpy.savez writes it.
-std::string stored_zip(const std::vector<std::pair<std::string, std::string>>& members) {
-  std::string out, directory;
-  const auto put = [](std::string& to, std::uint64_t value, int bytes) {
-    for (int i = 0; i < bytes; ++i) to += static_cast<char>((value >> (8 * i)) & 0xFF);
-  };
-  for (const auto& [name, data] : members) {
-    const auto crc =
-        crc32(0L, reinterpret_cast<const Bytef*>(data.data()), static_cast<uInt>(data.size()));
-    std::string common;
-    put(common, 20, 2);  // version needed
-    put(common, 0, 2);   // flags
-    put(common, 0, 2);   // stored
-    put(common, 0, 4);   // time and date
-    put(common, crc, 4);
-    put(common, data.size(), 4);
-    put(common, data.size(), 4);
-    put(common, name.size(), 2);
-    put(common, 0, 2);  // extra
-    const std::size_t offset = out.size();
-    put(out, 0x04034b50, 4);
-    out += common + name + data;
-    put(directory, 0x02014b50, 4);
-    put(directory, 20, 2);  // version made by
-    directory += common;
-    put(directory, 0, 2);  // comment
-    put(directory, 0, 2);  // disk
-    put(directory, 0, 2);  // internal attributes
-    put(directory, 0, 4);  // external attributes
-    put(directory, offset, 4);
-    directory += name;
-  }
-  const std::size_t directory_offset = out.size();
-  out += directory;
-  put(out, 0x06054b50, 4);
-  put(out, 0, 4);
-  put(out, members.size(), 2);
-  put(out, members.size(), 2);
-  put(out, directory.size(), 4);
-  put(out, directory_offset, 4);
-  put(out, 0, 2);
-  return out;
-}
-
 // The arrays of write_hdf5's file as NumPy arrays: 600 rows x 4 float32 features, labels, 12
 // client blocks, and a 200-row test split (x, y, client, test_x, test_y).
 std::vector<std::pair<std::string, std::string>> npy_arrays() {
@@ -286,11 +228,11 @@ std::vector<std::pair<std::string, std::string>> npy_arrays() {
       tx[r * width + j] = static_cast<float>(std::cos(0.19 * static_cast<double>(r * width + j)));
     ty[r] = static_cast<std::int64_t>(r % 3);
   }
-  return {{"x.npy", npy("<f4", {rows, width}, x.data(), 4 * x.size())},
-          {"y.npy", npy("<i8", {rows}, y.data(), 8 * y.size())},
-          {"client.npy", npy("<i8", {rows}, client.data(), 8 * client.size())},
-          {"test_x.npy", npy("<f4", {test_rows, width}, tx.data(), 4 * tx.size())},
-          {"test_y.npy", npy("<i8", {test_rows}, ty.data(), 8 * ty.size())}};
+  return {{"x.npy", testing::npy("<f4", {rows, width}, x.data(), 4 * x.size())},
+          {"y.npy", testing::npy("<i8", {rows}, y.data(), 8 * y.size())},
+          {"client.npy", testing::npy("<i8", {rows}, client.data(), 8 * client.size())},
+          {"test_x.npy", testing::npy("<f4", {test_rows, width}, tx.data(), 4 * tx.size())},
+          {"test_y.npy", testing::npy("<i8", {test_rows}, ty.data(), 8 * ty.size())}};
 }
 
 std::string npy_deck(const std::string& path) {
@@ -470,7 +412,7 @@ local_test_fraction = 0.1
 TEST(Ownership, NpyRanksReadOnlyTheirClientsRows) {
   const std::string npz = temporary("stored.npz"), folder = temporary("npy");
   if (world_rank() == 0) {
-    write_file(npz, stored_zip(npy_arrays()), false);
+    write_file(npz, testing::zip(npy_arrays(), false), false);
     std::filesystem::create_directory(folder);
     for (const auto& [name, bytes] : npy_arrays()) write_file(folder + "/" + name, bytes, false);
   }

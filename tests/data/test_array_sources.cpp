@@ -21,6 +21,7 @@
 #include "fluence/data/partition.hpp"
 #include "fluence/data/source.hpp"
 #include "support/default_deck.hpp"
+#include "support/numpy_files.hpp"
 #include "support/scratch_files.hpp"
 
 namespace fluence {
@@ -28,7 +29,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using Strings = std::vector<std::string>;
-using Bytes = std::string;
+using testing::Bytes;
+using testing::npy;
+using testing::zip;
 
 // ---------------------------------------------------------------------------------------------
 // The reference rows: float32-exact features, labels 0, 2 and 5 (coded as classes "0", "2", "5"),
@@ -186,25 +189,6 @@ void write_tff(const std::string& path, const Rows& rows) {
   }
 }
 
-// A .npy file: magic, version 1.0, a header padded with spaces to a multiple of 64 bytes, then
-// the raw values.
-Bytes npy(const std::string& descr, const std::vector<std::size_t>& shape, const void* data,
-          std::size_t bytes, const std::string& order = "False") {
-  std::string dims;
-  for (const auto d : shape) dims += fmt::format("{}, ", d);
-  if (shape.size() > 1) dims.resize(dims.size() - 2);
-  std::string header =
-      fmt::format("{{'descr': '{}', 'fortran_order': {}, 'shape': ({}), }}", descr, order, dims);
-  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
-  header += '\n';
-  Bytes out("\x93NUMPY\x01\x00", 8);
-  out += static_cast<char>(header.size() & 0xFF);
-  out += static_cast<char>(header.size() >> 8);
-  out += header;
-  out.append(static_cast<const char*>(data), bytes);
-  return out;
-}
-
 template <class T>
 Bytes npy_of(const std::string& descr, const std::vector<std::size_t>& shape,
              const std::vector<T>& values) {
@@ -217,64 +201,6 @@ Bytes npy_strings(const Strings& values, std::size_t characters) {
     for (std::size_t k = 0; k < values[i].size(); ++k)
       codes[i * characters + k] = static_cast<unsigned char>(values[i][k]);
   return npy_of(fmt::format("<U{}", characters), {values.size()}, codes);
-}
-
-void put(Bytes& out, std::uint64_t value, int bytes) {
-  for (int i = 0; i < bytes; ++i) out += static_cast<char>((value >> (8 * i)) & 0xFF);
-}
-
-// A zip archive (what numpy.savez writes: stored members; savez_compressed: deflated ones).
-Bytes zip(const std::vector<std::pair<std::string, Bytes>>& members, bool deflated) {
-  Bytes out, directory;
-  for (const auto& [name, data] : members) {
-    Bytes stored = data;
-    if (deflated) {
-      z_stream stream{};
-      deflateInit2(&stream, 6, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY);
-      stored.resize(deflateBound(&stream, data.size()));
-      stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-      stream.avail_in = static_cast<uInt>(data.size());
-      stream.next_out = reinterpret_cast<Bytef*>(stored.data());
-      stream.avail_out = static_cast<uInt>(stored.size());
-      deflate(&stream, Z_FINISH);
-      stored.resize(stream.total_out);
-      deflateEnd(&stream);
-    }
-    const auto crc =
-        crc32(0L, reinterpret_cast<const Bytef*>(data.data()), static_cast<uInt>(data.size()));
-    const std::uint64_t offset = out.size();
-    Bytes common;
-    put(common, 20, 2);  // version needed
-    put(common, 0, 2);   // flags
-    put(common, deflated ? 8 : 0, 2);
-    put(common, 0, 4);  // time and date
-    put(common, crc, 4);
-    put(common, stored.size(), 4);
-    put(common, data.size(), 4);
-    put(common, name.size(), 2);
-    put(common, 0, 2);  // extra length
-    put(out, 0x04034b50, 4);
-    out += common + name + stored;
-    put(directory, 0x02014b50, 4);
-    put(directory, 20, 2);  // version made by
-    directory += common;
-    put(directory, 0, 2);  // comment length
-    put(directory, 0, 2);  // disk
-    put(directory, 0, 2);  // internal attributes
-    put(directory, 0, 4);  // external attributes
-    put(directory, offset, 4);
-    directory += name;
-  }
-  const std::uint64_t directory_offset = out.size();
-  out += directory;
-  put(out, 0x06054b50, 4);
-  put(out, 0, 4);
-  put(out, members.size(), 2);
-  put(out, members.size(), 2);
-  put(out, directory.size(), 4);
-  put(out, directory_offset, 4);
-  put(out, 0, 2);
-  return out;
 }
 
 std::vector<std::pair<std::string, Bytes>> npy_members(const Rows& rows, bool clients) {
