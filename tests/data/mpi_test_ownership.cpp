@@ -32,6 +32,7 @@
 #include "fluence/data/partition.hpp"
 #include "fluence/data/source.hpp"
 #include "fluence/fl/problem.hpp"
+#include "support/hdf5_files.hpp"
 #include "support/numpy_files.hpp"
 #include "support/synthetic_deck.hpp"
 
@@ -64,21 +65,12 @@ std::string write_hdf5(const std::string& path) {
       for (hsize_t j = 0; j < width; ++j) tx[r * width + j] = std::cos(0.11f * (r * width + j));
       ty[r] = static_cast<std::int64_t>(r % 3);
     }
-    const hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    const auto put = [&](const char* name, hid_t type, std::vector<hsize_t> dims,
-                         const void* data) {
-      const hid_t space = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
-      const hid_t set = H5Dcreate2(file, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-      H5Dwrite(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
-      H5Dclose(set);
-      H5Sclose(space);
-    };
-    put("x", H5T_NATIVE_FLOAT, {rows, width}, x.data());
-    put("y", H5T_NATIVE_INT64, {rows}, y.data());
-    put("client", H5T_NATIVE_INT64, {rows}, client.data());
-    put("test_x", H5T_NATIVE_FLOAT, {test_rows, width}, tx.data());
-    put("test_y", H5T_NATIVE_INT64, {test_rows}, ty.data());
-    H5Fclose(file);
+    testing::H5Writer file(path);
+    file.write("x", H5T_NATIVE_FLOAT, {rows, width}, x);
+    file.write("y", H5T_NATIVE_INT64, {rows}, y);
+    file.write("client", H5T_NATIVE_INT64, {rows}, client);
+    file.write("test_x", H5T_NATIVE_FLOAT, {test_rows, width}, tx);
+    file.write("test_y", H5T_NATIVE_INT64, {test_rows}, ty);
   }
   MPI_Barrier(MPI_COMM_WORLD);
   return path;
@@ -116,19 +108,10 @@ std::string write_scattered_hdf5(const std::string& path) {
       xb[i] = static_cast<unsigned char>((i * 37 + i / 7) % 256);
     }
     for (hsize_t r = 0; r < rows; ++r) y[r] = static_cast<std::int64_t>((r * 5 + r / 11) % 2);
-    const hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    const auto put = [&](const char* name, hid_t type, std::vector<hsize_t> dims,
-                         const void* data) {
-      const hid_t space = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
-      const hid_t set = H5Dcreate2(file, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-      H5Dwrite(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
-      H5Dclose(set);
-      H5Sclose(space);
-    };
-    put("x", H5T_NATIVE_DOUBLE, {rows, width}, x.data());
-    put("xb", H5T_NATIVE_UCHAR, {rows, width}, xb.data());
-    put("y", H5T_NATIVE_INT64, {rows}, y.data());
-    H5Fclose(file);
+    testing::H5Writer file(path);
+    file.write("x", H5T_NATIVE_DOUBLE, {rows, width}, x);
+    file.write("xb", H5T_NATIVE_UCHAR, {rows, width}, xb);
+    file.write("y", H5T_NATIVE_INT64, {rows}, y);
   }
   MPI_Barrier(MPI_COMM_WORLD);
   return path;
