@@ -76,13 +76,13 @@ std::string write_hdf5(const std::string& path) {
   return path;
 }
 
-std::string hdf5_deck(const std::string& path, const std::string& driver) {
+// A deck on the arrays write_hdf5 (or npy_arrays) wrote, their clients as natural clients;
+// `data_lines` adds keys to [data] (the source, its path, the driver).
+std::string array_deck(const std::string& data_lines) {
   return fmt::format(R"(
 seed = 4
 [data]
-source = "hdf5"
-path = "{}"
-hdf5_driver = "{}"
+{}
 [data.arrays]
 clients = "client"
 test_features = "test_x"
@@ -91,7 +91,12 @@ test_labels = "test_y"
 scheme = "natural"
 local_test_fraction = 0.1
 )",
-                     path, driver);
+                     data_lines);
+}
+
+std::string hdf5_deck(const std::string& path, const std::string& driver) {
+  return array_deck(
+      fmt::format("source = \"hdf5\"\npath = \"{}\"\nhdf5_driver = \"{}\"", path, driver));
 }
 
 // 40,000 rows x 3 columns as float64 ("x") and as uint8 ("xb"), labels 0-1, no test split: an
@@ -219,20 +224,7 @@ std::vector<std::pair<std::string, std::string>> npy_arrays() {
 }
 
 std::string npy_deck(const std::string& path) {
-  return fmt::format(R"(
-seed = 4
-[data]
-source = "npy"
-path = "{}"
-[data.arrays]
-clients = "client"
-test_features = "test_x"
-test_labels = "test_y"
-[partition]
-scheme = "natural"
-local_test_fraction = 0.1
-)",
-                     path);
+  return array_deck(fmt::format("source = \"npy\"\npath = \"{}\"", path));
 }
 
 // This rank's clients' rows (training and local test), ascending: what it must hold.
