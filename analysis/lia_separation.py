@@ -29,7 +29,6 @@ Usage: lia_separation.py [--markdown] [--mean] RUN_DIR [RUN_DIR ...]
 
 import argparse
 import math
-import os
 import sys
 
 import numpy as np
@@ -120,15 +119,6 @@ def separation_table(labels, runs, with_mean):
         rows)
 
 
-def labels_of(directories):
-    """The run directories without their common leading path."""
-    paths = [os.path.normpath(d) for d in directories]
-    if len(paths) == 1:
-        return [os.path.basename(paths[0])]
-    common = os.path.commonpath(paths)
-    return [os.path.relpath(p, common) for p in paths]
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(
         description="Separation of the honest and corrupted vote sums of fluence lia runs")
@@ -137,16 +127,10 @@ def main(argv=None):
     parser.add_argument("--mean", action="store_true", help="add a row of the column means")
     report_common.add_markdown_option(parser)
     args = parser.parse_args(argv)
-    runs = []
-    for directory in args.runs:
-        path = os.path.join(directory, report_common.RESULTS_FILE)
-        if not os.path.isfile(path):
-            return report_common.error(PROG, f"{directory}: no {report_common.RESULTS_FILE}")
-        try:
-            runs.append(report_common.read_results(path, parse_run))
-        except report_common.ResultsError as err:
-            return report_common.error(PROG, str(err))
-    table = separation_table(labels_of(args.runs), runs, args.mean)
+    runs, status = report_common.read_run_directories(PROG, args.runs, parse_run)
+    if runs is None:
+        return status
+    table = separation_table(report_common.run_labels(args.runs), runs, args.mean)
     print(render_markdown(table, MARKDOWN_HEADER) if args.markdown else render_plain(table))
     return 0
 

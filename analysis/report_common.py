@@ -128,6 +128,31 @@ def read_results(path, parse):
         raise ResultsError(f"{path}: unexpected layout ({err})") from err
 
 
+def read_run_directories(prog, directories, parse):
+    """``parse(h5)`` of each ``directory/results.h5``, in the order given:
+    (runs, 0), or (None, 2) after an error message naming the first
+    directory without a usable results file."""
+    runs = []
+    for directory in directories:
+        path = os.path.join(directory, RESULTS_FILE)
+        if not os.path.isfile(path):
+            return None, error(prog, f"{directory}: no {RESULTS_FILE}")
+        try:
+            runs.append(read_results(path, parse))
+        except ResultsError as err:
+            return None, error(prog, str(err))
+    return runs, 0
+
+
+def run_labels(directories):
+    """The run directories without their common leading path."""
+    paths = [os.path.normpath(d) for d in directories]
+    if len(paths) == 1:
+        return [os.path.basename(paths[0])]
+    common = os.path.commonpath(paths)
+    return [os.path.relpath(p, common) for p in paths]
+
+
 def load_results(prog, path, parse):
     """read_results, or None with a note 'skipped: ...' on stderr."""
     try:
