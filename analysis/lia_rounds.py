@@ -13,7 +13,8 @@ per seed of a set-up, say):
   Rounds 1, 2, 5, 10, ... and the last are shown; ``--all-rounds`` shows
   every round;
 * **by run:** each run's recall and precision over its rounds (mean, min and
-  max), the last round's test accuracy of the per-round model, of the oracle,
+  max; a round that rejects nobody has no precision and is left out of it, as
+  a run without it is from the by-round mean), the last round's test accuracy of the per-round model, of the oracle,
   their gap, and that of the single-shot ``lia`` method (filtered once, kept
   for every round: ``/lia/fl/lia/test_accuracy``), then a row of the means.
 
@@ -77,14 +78,25 @@ def by_round_table(runs, every_round):
     for label, key, digits in (("recall %", "recall", 1), ("precision %", "precision", 1),
                                ("per-round LIA, test accuracy %", "test_accuracy", 2),
                                ("oracle, test accuracy %", "oracle", 2)):
-        mean = np.mean([run[key] for run in runs], axis=0)
-        rows.append([label] + [percent(mean[t], digits) for t in rounds])
+        values = np.array([run[key] for run in runs])
+        rows.append([label] + [percent(defined_mean(values[:, t]), digits) for t in rounds])
     return Table(f"By round, mean of {len(runs)} run(s)", ["round"],
                  [("", [str(t + 1) for t in rounds])], rows)
 
 
 def spread(series):
-    return f"{percent(series.mean())} ({percent(series.min())}-{percent(series.max())})"
+    """Mean (min-max) over the rounds where the value is defined (precision is not in a round
+    that rejects nobody)."""
+    defined = series[np.isfinite(series)]
+    if defined.size == 0:
+        return "-"
+    return f"{percent(defined.mean())} ({percent(defined.min())}-{percent(defined.max())})"
+
+
+def defined_mean(values):
+    values = np.asarray(values, dtype=float)
+    values = values[np.isfinite(values)]
+    return float(values.mean()) if values.size else math.nan
 
 
 def by_run_table(labels, runs):
@@ -96,8 +108,8 @@ def by_run_table(labels, runs):
                      percent(run["lia"][-1], 2)])
     last = np.mean([run["test_accuracy"][-1] for run in runs])
     oracle = np.mean([run["oracle"][-1] for run in runs])
-    rows.append(["mean", percent(np.mean([run["recall"].mean() for run in runs])),
-                 percent(np.mean([run["precision"].mean() for run in runs])),
+    rows.append(["mean", percent(defined_mean([defined_mean(run["recall"]) for run in runs])),
+                 percent(defined_mean([defined_mean(run["precision"]) for run in runs])),
                  percent(last, 2), percent(oracle, 2), gap(last, oracle),
                  percent(np.mean([run["lia"][-1] for run in runs]), 2)])
     return Table(

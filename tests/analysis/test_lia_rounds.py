@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """analysis/lia_rounds.py: its tables against the per-round arrays of two tiny `fluence lia`
 runs with lia.mode = "per_round" (two seeds), read with h5py and averaged here; the rounds it
-shows; and its refusals (a single-shot run, runs with different numbers of rounds).
+shows; rounds without a precision; and its refusals (a single-shot run, runs with different
+numbers of rounds).
 
 Usage: test_lia_rounds.py FLUENCE_BINARY SOURCE_DIR
 """
@@ -53,6 +54,11 @@ class ShownRounds(unittest.TestCase):
         self.assertEqual(lia_rounds.shown_rounds(6, False), [0, 1, 4, 5])
         self.assertEqual(lia_rounds.shown_rounds(1, False), [0])
         self.assertEqual(lia_rounds.shown_rounds(4, True), [0, 1, 2, 3])
+
+    def test_rounds_without_precision_are_left_out(self):
+        # A round that rejects nobody has no precision (NaN in /lia/round/precision).
+        self.assertEqual(lia_rounds.spread(np.array([0.5, np.nan, 0.7])), "60.0 (50.0-70.0)")
+        self.assertEqual(lia_rounds.spread(np.array([np.nan, np.nan])), "-")
 
 
 class OnRuns(unittest.TestCase):
