@@ -45,10 +45,19 @@ def parse_run(h5):
         raise report_common.ResultsError(
             f"{h5.filename}: no /lia/round (not a lia.mode = \"per_round\" run)")
     run = {name: np.asarray(lia[f"round/{name}"][()], dtype=float) for name in ROUND_SERIES}
+    rounds = len(run["recall"])
     for method in ("oracle", "lia"):
         name = f"fl/{method}/test_accuracy"
-        run[method] = (np.asarray(lia[name][()], dtype=float) if name in lia
-                       else np.full(len(run["recall"]), math.nan))
+        if name not in lia:
+            run[method] = np.full(rounds, math.nan)
+            continue
+        # M0 first, then one entry per round (docs/outputs.md): entry t + 1 is round t + 1's.
+        series = np.asarray(lia[name][()], dtype=float)
+        if len(series) != rounds + 1:
+            raise report_common.ResultsError(
+                f"{h5.filename}: /lia/{name} has {len(series)} entries, expected {rounds + 1} "
+                "(M0, then one per round)")
+        run[method] = series[1:]
     return run
 
 
