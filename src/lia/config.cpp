@@ -67,7 +67,14 @@ void register_lia_keys(DeckSchema& schema) {
           "DP-SGD expected batch size B (Poisson sampling at rate B / train_size) and the "
           "FL mini-batch",
           1),
-      key("lia.learning_rate", T::real, "0.1", "local step size (DP-SGD and FL)", 0.0, kInf, true),
+      key("lia.learning_rate", T::real, "0.1",
+          "local step size of DP-SGD, and of FL unless `fl_learning_rate` is given", 0.0, kInf,
+          true),
+      key("lia.fl_learning_rate", T::real, "0",
+          "local step size of the FL comparison and of `mode = \"per_round\"`'s aggregated "
+          "updates; 0 = `learning_rate` (a step large enough to separate the votes can be too "
+          "large for FedAvg)",
+          0.0),
       key("lia.clip", T::real, "1.0",
           "DP-SGD per-example clipping norm Δ (0 = none, only with `epsilon_train = "
           "\"inf\"`)",
@@ -237,6 +244,8 @@ LiaConfig LiaConfig::from_deck(const Deck& deck, int classes) {
   c.local_epochs = static_cast<int>(deck.integer("lia.local_epochs"));
   c.batch_size = static_cast<int>(deck.integer("lia.batch_size"));
   c.learning_rate = deck.real("lia.learning_rate");
+  const double fl_learning_rate = deck.real("lia.fl_learning_rate");
+  c.fl_learning_rate = fl_learning_rate > 0.0 ? fl_learning_rate : c.learning_rate;
   c.clip = deck.real("lia.clip");
   c.epsilon_train = single_level(deck, "lia.epsilon_train");
   c.delta = deck.real("lia.delta");

@@ -37,7 +37,7 @@ FlMethodResult run_fl_method(Experiment& e, const std::string& method, const Lia
   LocalTrainingConfig local;
   local.epochs = config.local_epochs;
   local.batch_size = config.batch_size;
-  local.learning_rate = config.learning_rate;
+  local.learning_rate = config.fl_learning_rate;
   // The previous round's aggregate is centered clipping's starting center (the momentum of
   // Karimireddy, He & Jaggi's Algorithm 2).
   std::vector<double> center(p, 0.0);

@@ -46,7 +46,7 @@ void run_per_round(Experiment& e, LiaResult& result) {
   LocalTrainingConfig local;
   local.epochs = config.local_epochs;
   local.batch_size = config.batch_size;
-  local.learning_rate = config.learning_rate;
+  local.learning_rate = config.fl_learning_rate;
   const Federation::UpdateAggregator mean = [&](const double* updates, int n, double* step) {
     mean_update(updates, n, e.p, step);
   };

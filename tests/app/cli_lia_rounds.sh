@@ -7,7 +7,8 @@
 #    model baseline and, coupled, with the median) and the disjoint split (votes dealt in turn);
 #  - lia.mode = "per_round": each round's recall and precision recomputed from the accepted set
 #    and the known corrupted participants, a bound on both, round 1 equal to the single-shot
-#    filtering and to the lia method's first FL round, 1 and 3 ranks bitwise, stop/resume.
+#    filtering and to the lia method's first FL round, 1 and 3 ranks bitwise, stop/resume;
+#  - lia.fl_learning_rate: the FL comparison's step apart from DP-SGD's.
 # Usage: cli_lia_rounds.sh FLUENCE_BINARY SOURCE_DIR
 set -u
 # shellcheck source=tests/app/cli_common.sh
@@ -128,5 +129,23 @@ assert pe["/lia/round/recall"].shape == (2,)
 PY
 then pass "lia per_round: DP-SGD calibrated to eps_train over all rounds"
 else fail "lia per_round with DP-SGD noise"; fi
+
+# lia.fl_learning_rate is the FL comparison's local step, independent of DP-SGD's: the oracle (which
+# no vote affects) with DP-SGD at 0.1 and FL at 0.3 is bitwise the one with both at 0.3, and moves
+# when only FL's step changes.
+ok=1
+fl=(--set lia.rounds=2 --set 'lia.methods=["oracle"]' "${filtering[@]:2}")
+run_on_ranks fa lia "$lia_deck" "2" "${fl[@]}" --set lia.learning_rate=0.3
+run_on_ranks fb lia "$lia_deck" "2" "${fl[@]}" --set lia.learning_rate=0.1 --set lia.fl_learning_rate=0.3
+run_on_ranks fc lia "$lia_deck" "2" "${fl[@]}" --set lia.learning_rate=0.3 --set lia.fl_learning_rate=0.1
+if [ "$ok" -eq 1 ] && "$python" - "$work" <<'PY'
+import sys, h5py, numpy as np
+a, b, c = (h5py.File(f"{sys.argv[1]}/{n}2/results.h5", "r")["/lia/fl/oracle/test_accuracy"][...]
+           for n in ("fa", "fb", "fc"))
+assert np.array_equal(a, b), (a, b)
+assert not np.array_equal(a, c), (a, c)
+PY
+then pass "lia.fl_learning_rate: the FL comparison's step, apart from DP-SGD's"
+else fail "lia.fl_learning_rate"; fi
 
 cli_summary

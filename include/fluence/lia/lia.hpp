@@ -32,7 +32,8 @@ struct LiaConfig {
   int local_epochs{};
   int batch_size{};
   double learning_rate{};
-  double clip{};  // per-example clipping norm Delta (0 = no clipping)
+  double fl_learning_rate{};  // the FL comparison's and per-round mode's local step
+  double clip{};              // per-example clipping norm Delta (0 = no clipping)
   double epsilon_train{};
   double delta{};
   double epsilon_vote{};
