@@ -81,8 +81,8 @@ sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 
 import report_common  # noqa: E402  (first: selects matplotlib's Agg backend)
 from report_common import (  # noqa: E402
-    DELTA, EPS, ResultsError, Table, color_cycle, finite, legend_entries,
-    render_markdown, render_plain, save)
+    DELTA, EPS, ResultsError, Table, color_cycle, finite, fmt_pct,
+    legend_entries, render_markdown, render_plain, save)
 
 import collect  # noqa: E402  (the reader: one table of the runs)
 import style  # noqa: E402
@@ -307,11 +307,6 @@ def load_root(root):
 # --------------------------------------------------------------------------
 
 
-def fmt_pct(fraction):
-    """An accuracy (fraction) in % with 2 decimals, or '-'."""
-    return f"{100 * fraction:.2f}" if finite(fraction) else "-"
-
-
 def fmt_var(variance):
     """A variance of accuracies (fractions) x 100, 3 significant digits."""
     if not finite(variance):
@@ -327,8 +322,8 @@ def fmt_acc_var(accuracy, variance):
     if not finite(accuracy):
         return "-"
     if not finite(variance):
-        return fmt_pct(accuracy)
-    return f"{fmt_pct(accuracy)} ({fmt_var(variance)})"
+        return fmt_pct(accuracy, 2)
+    return f"{fmt_pct(accuracy, 2)} ({fmt_var(variance)})"
 
 
 def fmt_value(value):
@@ -431,13 +426,13 @@ def table_one(setup, runs):
         m = run.final
         rows.append([
             run.name, run.algorithm, hyperparameters(run),
-            fmt_pct(m["acc_g"]),
+            fmt_pct(m["acc_g"], 2),
             fmt_acc_var(m["acc_g_p"], m["var_g_p"]),
             fmt_acc_var(m["acc_g_np"], m["var_g_np"]),
-            fmt_pct(m["delta_g"]),
+            fmt_pct(m["delta_g"], 2),
             fmt_acc_var(m["acc_l_p"], m["var_l_p"]),
             fmt_acc_var(m["acc_l_np"], m["var_l_np"]),
-            fmt_pct(m["delta_l"])])
+            fmt_pct(m["delta_l"], 2)])
     return Table(
         title=f"{setup}: {describe_setup(setup, runs)}; "
               f"{privacy_summary(runs)}; {rounds_summary(runs)}",

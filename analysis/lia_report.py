@@ -86,8 +86,8 @@ sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 
 import report_common  # noqa: E402  (first: selects matplotlib's Agg backend)
 from report_common import (  # noqa: E402
-    EPS, Table, deck_settings, finite, legend_entries, render_markdown,
-    render_plain, save, scalar)
+    EPS, Table, deck_settings, finite, fmt_pct, legend_entries,
+    render_markdown, render_plain, save, scalar)
 
 import numpy as np  # noqa: E402
 import style  # noqa: E402
@@ -344,11 +344,6 @@ def eps_key(value):
 # --------------------------------------------------------------------------
 # Formatting
 # --------------------------------------------------------------------------
-
-
-def fmt_pct(fraction, decimals=1):
-    """A fraction in %, or '-'."""
-    return f"{100 * fraction:.{decimals}f}" if finite(fraction) else "-"
 
 
 def fmt_eps(value):

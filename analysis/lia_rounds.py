@@ -30,7 +30,7 @@ import sys
 import numpy as np
 
 import report_common
-from report_common import Table, render_markdown, render_plain
+from report_common import Table, fmt_pct, render_markdown, render_plain
 
 PROG = "lia_rounds.py"
 ROUND_SERIES = ("recall", "precision", "test_accuracy")
@@ -68,10 +68,6 @@ def shown_rounds(count, every_round):
     return sorted({0, min(1, count - 1), *range(4, count, 5), count - 1})
 
 
-def percent(value, digits=1):
-    return "-" if not report_common.finite(value) else f"{100 * value:.{digits}f}"
-
-
 def gap(value, oracle):
     if not (report_common.finite(value) and report_common.finite(oracle)):
         return "-"
@@ -88,7 +84,7 @@ def by_round_table(runs, every_round):
                                ("per-round LIA, test accuracy %", "test_accuracy", 2),
                                ("oracle, test accuracy %", "oracle", 2)):
         values = np.array([run[key] for run in runs])
-        rows.append([label] + [percent(defined_mean(values[:, t]), digits) for t in rounds])
+        rows.append([label] + [fmt_pct(defined_mean(values[:, t]), digits) for t in rounds])
     return Table(f"By round, mean of {len(runs)} run(s)", ["round"],
                  [("", [str(t + 1) for t in rounds])], rows)
 
@@ -99,7 +95,7 @@ def spread(series):
     defined = series[np.isfinite(series)]
     if defined.size == 0:
         return "-"
-    return f"{percent(defined.mean())} ({percent(defined.min())}-{percent(defined.max())})"
+    return f"{fmt_pct(defined.mean())} ({fmt_pct(defined.min())}-{fmt_pct(defined.max())})"
 
 
 def defined_mean(values):
@@ -113,14 +109,14 @@ def by_run_table(labels, runs):
     for label, run in zip(labels, runs):
         last, oracle = run["test_accuracy"][-1], run["oracle"][-1]
         rows.append([label, spread(run["recall"]), spread(run["precision"]),
-                     percent(last, 2), percent(oracle, 2), gap(last, oracle),
-                     percent(run["lia"][-1], 2)])
+                     fmt_pct(last, 2), fmt_pct(oracle, 2), gap(last, oracle),
+                     fmt_pct(run["lia"][-1], 2)])
     last = np.mean([run["test_accuracy"][-1] for run in runs])
     oracle = np.mean([run["oracle"][-1] for run in runs])
-    rows.append(["mean", percent(defined_mean([defined_mean(run["recall"]) for run in runs])),
-                 percent(defined_mean([defined_mean(run["precision"]) for run in runs])),
-                 percent(last, 2), percent(oracle, 2), gap(last, oracle),
-                 percent(np.mean([run["lia"][-1] for run in runs]), 2)])
+    rows.append(["mean", fmt_pct(defined_mean([defined_mean(run["recall"]) for run in runs])),
+                 fmt_pct(defined_mean([defined_mean(run["precision"]) for run in runs])),
+                 fmt_pct(last, 2), fmt_pct(oracle, 2), gap(last, oracle),
+                 fmt_pct(np.mean([run["lia"][-1] for run in runs]), 2)])
     return Table(
         "By run (recall and precision: mean (min-max) over the rounds)", ["run"],
         [("filtering", ["recall %", "precision %"]),

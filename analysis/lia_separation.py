@@ -34,7 +34,7 @@ import sys
 import numpy as np
 
 import report_common
-from report_common import Table, fmt_num, render_markdown, render_plain
+from report_common import Table, fmt_num, fmt_pct, render_markdown, render_plain
 
 PROG = "lia_separation.py"
 TARGET_RECALL = 0.95
@@ -83,10 +83,6 @@ def parse_run(h5):
     return run
 
 
-def percent(value):
-    return "-" if not report_common.finite(value) else f"{100 * value:.1f}"
-
-
 def accuracy(value, oracle=math.nan):
     text = "-" if not report_common.finite(value) else f"{100 * value:.2f}"
     if report_common.finite(value) and report_common.finite(oracle):
@@ -95,8 +91,8 @@ def accuracy(value, oracle=math.nan):
 
 
 def row(label, run):
-    return [label, percent(run["recall"]), percent(run["precision"]),
-            percent(run["best"]), percent(run["best_true"]),
+    return [label, fmt_pct(run["recall"]), fmt_pct(run["precision"]),
+            fmt_pct(run["best"]), fmt_pct(run["best_true"]),
             fmt_num(run["honest_median"]), fmt_num(run["corrupted_median"]),
             accuracy(run["m0"]), fmt_num(run["sigma"]), accuracy(run["oracle"]),
             accuracy(run["lia"], run["oracle"]), accuracy(run["lia_cc"], run["oracle"]),

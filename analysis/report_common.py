@@ -172,6 +172,12 @@ def finite(value):
     return value is not None and math.isfinite(value)
 
 
+def fmt_pct(fraction, decimals=1):
+    """A fraction in percent with ``decimals`` decimals, or '-' when it is
+    not finite."""
+    return f"{100 * fraction:.{decimals}f}" if finite(fraction) else "-"
+
+
 def fmt_num(value, digits=3, smallest=1e-4):
     """A number with ``digits`` significant digits, or '-' when NaN: fixed
     decimals for ``smallest`` <= |value| < 1e4, else exponent notation."""

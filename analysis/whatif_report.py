@@ -83,8 +83,8 @@ sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 
 import report_common  # noqa: E402  (first: selects matplotlib's Agg backend)
 from report_common import (  # noqa: E402
-    DELTA, EPS, ResultsError, Table, decode, fmt_num, render_markdown, save,
-    scalar)
+    DELTA, EPS, ResultsError, Table, decode, fmt_num, fmt_pct,
+    render_markdown, save, scalar)
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
@@ -369,11 +369,6 @@ def fmt_ratio(value):
     return f"{fmt_num(value)}x" if math.isfinite(value) else "-"
 
 
-def fmt_percent(fraction):
-    """A group fraction in percent with 2 decimals, as in seed Table III."""
-    return f"{100 * fraction:.2f}"
-
-
 def render_plain(table):
     """An aligned plain-text table; an untitled group next to titled ones
     gets a rule of '-' in the line of group titles."""
@@ -453,7 +448,7 @@ def metric_block(runs, metric, keys, label, fmt):
     rows = []
     for i, key in enumerate(keys):
         cells = ["" if col[i] is None else fmt(col[i]) for col in columns]
-        rows.append([label if i == 0 else "", fmt_percent(key)] + cells)
+        rows.append([label if i == 0 else "", fmt_pct(key, 2)] + cells)
     means = [quiet_nanmean(np.array([c for c in col if c is not None],
                                     dtype=float)) for col in columns]
     rows.append([label if not keys else "", "mean"]
@@ -503,7 +498,7 @@ def table_estimates(run, variant):
         title=f"Estimates ({run.label}, {variant.title}): estimated "
               f"{DELTA} test loss (no retraining)",
         keys=[EPS],
-        groups=[("k (%)", [fmt_percent(f) for f in run.fractions])],
+        groups=[("k (%)", [fmt_pct(f, 2) for f in run.fractions])],
         rows=rows,
         footnote=f"Influence estimate of the change of the test loss (base "
                  f"{fmt_num(run.base_test_loss, 4)}) when the records of "
