@@ -69,7 +69,7 @@ class SourceRanks(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.runs = tiny_runs.Runs(FLUENCE, SOURCE)
-        work = cls.work = cls.runs.work
+        cls.work = cls.runs.work
         rng = np.random.default_rng(8)
         cls.x, cls.y = make_rows(rng, CLIENTS * PER_CLIENT)
         cls.tx, cls.ty = make_rows(rng, TEST_ROWS)
