@@ -84,7 +84,7 @@ def parse_run(h5):
 
 
 def accuracy(value, oracle=math.nan):
-    text = "-" if not report_common.finite(value) else f"{100 * value:.2f}"
+    text = fmt_pct(value, 2)
     if report_common.finite(value) and report_common.finite(oracle):
         text += f" ({100 * (value - oracle):+.2f})"
     return text
