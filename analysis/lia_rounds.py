@@ -14,9 +14,10 @@ per seed of a set-up, say):
   every round;
 * **by run:** each run's recall and precision over its rounds (mean, min and
   max; a round that rejects nobody has no precision and is left out of it, as
-  a run without it is from the by-round mean), the last round's test accuracy of the per-round model, of the oracle,
-  their gap, and that of the single-shot ``lia`` method (filtered once, kept
-  for every round: ``/lia/fl/lia/test_accuracy``), then a row of the means.
+  a run without it is from the by-round mean), the last round's test accuracy
+  of the per-round model, of the oracle, their gap, and that of the
+  single-shot ``lia`` method (filtered once, kept for every round:
+  ``/lia/fl/lia/test_accuracy``), then a row of the means.
 
 Plain text, or GitHub markdown with ``--markdown``.
 
