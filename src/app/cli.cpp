@@ -16,6 +16,7 @@
 #include "fluence/core/solver_options.hpp"
 #include "fluence/core/version.hpp"
 #include "fluence/io/results.hpp"
+#include "fluence/privacy/accountant.hpp"
 
 namespace fluence::app {
 
@@ -169,7 +170,7 @@ void add_validate_options(CLI::App* validate, CommandLine& result) {
 void add_privacy_command(CLI::App& app, CommandLine& result) {
   auto* privacy = app.add_subcommand(
       "privacy",
-      "the (eps, delta) of DP-SGD / DP-FedAvg from the RDP accountant of the Poisson-subsampled "
+      "the (eps, delta) of DP-SGD / DP-FedAvg from an accountant of the Poisson-subsampled "
       "Gaussian mechanism (--noise), or the noise multiplier for a target eps (--epsilon)");
   auto& accounting = result.privacy;
   auto* noise = privacy->add_option("--noise", accounting.noise,
@@ -188,9 +189,17 @@ void add_privacy_command(CLI::App& app, CommandLine& result) {
   privacy->add_option("--delta", accounting.delta, "delta of the (eps, delta) guarantee")
       ->required()
       ->check(CLI::Range(0.0, 1.0));
+  std::string accountant_help = "the accountant (default rdp):";
+  for (const AccountantSpec& spec : registered_accountants())
+    accountant_help += " " + spec.name + " = " + spec.help + ";";
+  accountant_help.back() = '.';
+  privacy->add_option("--accountant", accounting.accountant, accountant_help)
+      ->check(CLI::IsMember(accountant_names()));
   privacy->add_flag("--json", accounting.json,
                     "print exactly {\"epsilon\": ..., \"delta\": ..., \"order\": ...} (with "
-                    "--epsilon also \"noise_multiplier\")");
+                    "--epsilon also \"noise_multiplier\"); other accountants print "
+                    "\"accountant\" and their bracket \"epsilon_lower\", \"epsilon_estimate\", "
+                    "\"epsilon_upper\" in place of \"order\"");
 }
 
 }  // namespace

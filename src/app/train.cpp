@@ -109,9 +109,15 @@ int run_train(const CommandLine& command_line) {
   write_training_output(file, problem, result);
   if (private_training && !private_training->history().epsilon.empty()) {
     const auto& history = private_training->history();
-    log::info("privacy: eps = {:.4g} at delta = {} after {} rounds (best RDP order {})",
-              history.epsilon.back(), history.delta, history.epsilon.size(),
-              history.best_order.back());
+    for (const AccountantSeries& series : history.accountants)
+      log::info("privacy: eps = {:.4g} at delta = {} after {} rounds ({} accountant{})",
+                series.epsilon.back(), history.delta, series.epsilon.size(), series.name,
+                series.name == "rdp"
+                    ? (&series == &history.accountants.front()
+                           ? fmt::format(", best order {}", history.best_order.back())
+                           : std::string())
+                    : fmt::format(", bracket [{:.4g}, {:.4g}]", series.lower.back(),
+                                  series.upper.back()));
     write_privacy_output(file, privacy, history);
   }
   if (private_training && !private_training->metrics().acc_g.empty()) {

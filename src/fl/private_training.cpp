@@ -38,6 +38,15 @@ void register_private_training_keys(DeckSchema& schema) {
           "`noise_multiplier`)",
           0.0, kInf, true),
       key("privacy.delta", T::real, "1e-5", "delta of the (eps, delta) guarantee", 0.0, 1.0, true),
+      choice("privacy.accountant", "\"rdp\"", accountant_names(),
+             "the accountant of `/privacy/epsilon` and of the noise solved for "
+             "`privacy.epsilon`: Rényi DP (an upper bound), privacy-loss distributions (a "
+             "tight upper bound) or privacy random variables (an estimate, its bracket's upper "
+             "end reported); docs/math.md §7"),
+      with_choices(key("privacy.report_accountants", T::string_array, "[]",
+                       "further accountants whose eps after every round is written beside "
+                       "`privacy.accountant`'s under `/privacy/accountants/<name>/`"),
+                   accountant_names()),
       key("privacy.clip", T::real, "1.0",
           "S: the clipping norm of client updates (the initial S with adaptive clipping)", 0.0,
           kInf, true),
@@ -90,6 +99,11 @@ PrivacyConfig PrivacyConfig::from_deck(const Deck& deck, int clients, int rounds
   config.sampling_rate = deck.real("privacy.sampling_rate");
   config.noise_multiplier = deck.real("privacy.noise_multiplier");
   config.delta = deck.real("privacy.delta");
+  config.accountants = {deck.string("privacy.accountant")};
+  for (const std::string& name : deck.strings("privacy.report_accountants"))
+    if (std::find(config.accountants.begin(), config.accountants.end(), name) ==
+        config.accountants.end())
+      config.accountants.push_back(name);
   config.clip = deck.real("privacy.clip");
   config.adaptive_clip = deck.boolean("privacy.adaptive_clip");
   config.target_quantile = deck.real("privacy.target_quantile");
@@ -114,7 +128,8 @@ PrivacyConfig PrivacyConfig::from_deck(const Deck& deck, int clients, int rounds
   if (deck.has("privacy.epsilon")) {
     config.target_epsilon = deck.real("privacy.epsilon");
     config.noise_multiplier =
-        noise_for_epsilon(config.sampling_rate, rounds, config.target_epsilon, config.delta);
+        accountant_noise_for_epsilon(config.accountants.front(), config.sampling_rate, rounds,
+                                     config.target_epsilon, config.delta);
   }
   if (config.adaptive_clip && !(2.0 * config.count_noise > config.noise_multiplier))
     throw InputError(fmt::format(
@@ -206,6 +221,11 @@ PrivateTraining::PrivateTraining(Federation& federation, const PrivacyConfig& co
       config_.adaptive_clip ? update_noise_multiplier(config_.noise_multiplier, config_.count_noise)
                             : config_.noise_multiplier;
   history_.delta = config.delta;
+  if (!config_.enabled()) return;
+  for (const std::string& name : config_.accountants) {
+    accountants_.push_back(make_accountant(name));
+    history_.accountants.push_back({name, {}, {}, {}});
+  }
 }
 
 bool PrivateTraining::sampled(int round, int id) const {
@@ -335,13 +355,25 @@ void PrivateTraining::round(int round, std::vector<double>& theta, const LocalTr
     const double noisy = sums_[2 * p + 2] + config_.count_noise * server.normal();
     if (denominator > 0.0) clip_.update(noisy / denominator);
   }
-  if (config_.enabled()) {
-    accountant_.add_steps(config_.sampling_rate, config_.noise_multiplier, 1);
-    const PrivacySpent spent = accountant_.spent(config_.delta);
-    history_.epsilon.push_back(spent.epsilon);
-    history_.best_order.push_back(spent.order);
-  }
+  if (config_.enabled()) account_round();
   if (evaluated(round)) evaluate(round, theta);
+}
+
+void PrivateTraining::account_round() {
+  for (std::size_t k = 0; k < accountants_.size(); ++k) {
+    accountants_[k]->add_steps(config_.sampling_rate, config_.noise_multiplier, 1);
+    const EpsilonReport report = accountants_[k]->epsilon(config_.delta);
+    AccountantSeries& series = history_.accountants[k];
+    series.epsilon.push_back(report.epsilon);
+    series.lower.push_back(report.lower);
+    series.upper.push_back(report.upper);
+    if (k > 0) continue;
+    history_.epsilon.push_back(report.epsilon);
+    // The Rényi order attaining eps; no order belongs to the other accountants' eps.
+    history_.best_order.push_back(accountants_[k]->name() == "rdp"
+                                      ? report.rdp_order
+                                      : std::numeric_limits<double>::quiet_NaN());
+  }
 }
 
 void PrivateTraining::draw_server_normals(int round, std::span<std::int64_t> out) {
@@ -447,7 +479,14 @@ const std::vector<double>& required(const std::map<std::string, std::vector<doub
 
 void PrivateTraining::save_state(std::map<std::string, std::vector<double>>& arrays) const {
   arrays["private/clip"] = {clip_.clip()};
-  arrays["private/rdp"] = accountant_.rdp();
+  for (std::size_t k = 0; k < accountants_.size(); ++k) {
+    const AccountantSeries& series = history_.accountants[k];
+    const std::string prefix = "private/accountants/" + series.name + "/";
+    arrays[prefix + "state"] = accountants_[k]->state();
+    arrays[prefix + "epsilon"] = series.epsilon;
+    arrays[prefix + "lower"] = series.lower;
+    arrays[prefix + "upper"] = series.upper;
+  }
   arrays["private/epsilon"] = history_.epsilon;
   arrays["private/best_order"] = history_.best_order;
   arrays["private/clip_norm"] = history_.clip_norm;
@@ -473,7 +512,22 @@ void PrivateTraining::save_state(std::map<std::string, std::vector<double>>& arr
 
 void PrivateTraining::restore_state(const std::map<std::string, std::vector<double>>& arrays) {
   clip_.set_clip(required(arrays, "private/clip").at(0));
-  accountant_.restore(required(arrays, "private/rdp"));
+  for (std::size_t k = 0; k < accountants_.size(); ++k) {
+    AccountantSeries& series = history_.accountants[k];
+    const std::string prefix = "private/accountants/" + series.name + "/";
+    if (series.name == "rdp" && !arrays.contains(prefix + "state") &&
+        arrays.contains("private/rdp")) {
+      // A checkpoint from before the accountant interface: its RDP vector, its eps history.
+      accountants_[k]->restore(arrays.at("private/rdp"));
+      series.epsilon = series.upper = required(arrays, "private/epsilon");
+      series.lower.assign(series.epsilon.size(), 0.0);
+      continue;
+    }
+    accountants_[k]->restore(required(arrays, prefix + "state"));
+    series.epsilon = required(arrays, prefix + "epsilon");
+    series.lower = required(arrays, prefix + "lower");
+    series.upper = required(arrays, prefix + "upper");
+  }
   history_.epsilon = required(arrays, "private/epsilon");
   history_.best_order = required(arrays, "private/best_order");
   history_.clip_norm = required(arrays, "private/clip_norm");

@@ -42,7 +42,18 @@ void write_privacy_output(ResultsFile& file, const PrivacyConfig& config,
               "noise multiplier of the unclipped-count estimate");
   file.scalar("/privacy/sampling_rate", config.sampling_rate, "1", "client sampling rate q");
   file.dataset("/privacy/best_order", history.best_order,
-               {{"round"}, "1", "Rényi DP order attaining epsilon"});
+               {{"round"}, "1", "Rényi DP order attaining epsilon (NaN for other accountants)"});
+  file.string("/privacy/accountant", history.accountants.front().name,
+              "accountant of /privacy/epsilon");
+  for (const AccountantSeries& series : history.accountants) {
+    const std::string group = "/privacy/accountants/" + series.name;
+    file.dataset(group + "/epsilon", series.epsilon,
+                 {{"round"}, "1", "epsilon after the rounds so far, by this accountant"});
+    file.dataset(group + "/epsilon_lower", series.lower,
+                 {{"round"}, "1", "lower end of the accountant's epsilon bracket (0 = none)"});
+    file.dataset(group + "/epsilon_upper", series.upper,
+                 {{"round"}, "1", "upper end of the accountant's epsilon bracket"});
+  }
   file.dataset("/privacy/clip_norm", history.clip_norm,
                {{"round"}, "1", "clipping norm of the round's updates"});
   file.dataset("/privacy/sampled_private", history.sampled_private,

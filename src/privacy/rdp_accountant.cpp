@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "fluence/core/error.hpp"
+#include "fluence/privacy/accountant.hpp"
 
 namespace fluence {
 
@@ -143,27 +144,9 @@ PrivacySpent dp_sgd_epsilon(double q, double noise_multiplier, long steps, doubl
 
 double noise_for_epsilon(double q, long steps, double target_epsilon, double delta,
                          double tolerance, const std::vector<double>& orders) {
-  if (!(target_epsilon > 0.0))
-    throw InputError(fmt::format("target epsilon {} must be > 0", target_epsilon));
-  auto epsilon = [&](double sigma) {
-    return dp_sgd_epsilon(q, sigma, steps, delta, orders).epsilon;
-  };
-  double high = 1.0;
-  while (epsilon(high) > target_epsilon) {
-    high *= 2.0;
-    if (high > 1e4)
-      throw InputError(fmt::format(
-          "no noise multiplier up to 1e4 reaches epsilon {} (q = {}, steps = {}, delta = {})",
-          target_epsilon, q, steps, delta));
-  }
-  double low = high / 2.0;
-  while (low > 1e-6 && epsilon(low) <= target_epsilon) low /= 2.0;
-  // eps(sigma) decreases in sigma: keep eps(low) > target >= eps(high).
-  while (high - low > tolerance * high) {
-    const double middle = 0.5 * (low + high);
-    (epsilon(middle) > target_epsilon ? low : high) = middle;
-  }
-  return high;
+  return smallest_noise_multiplier(
+      [&](double sigma) { return dp_sgd_epsilon(q, sigma, steps, delta, orders).epsilon; },
+      target_epsilon, tolerance, fmt::format("q = {}, steps = {}, delta = {}", q, steps, delta));
 }
 
 RdpAccountant::RdpAccountant(std::vector<double> orders)

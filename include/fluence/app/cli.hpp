@@ -33,6 +33,7 @@ struct CommandLine {
     double delta = std::nan("");
     long steps = -1;
     bool json = false;
+    std::string accountant = "rdp";
   } privacy;
 };
 

@@ -1,7 +1,8 @@
 #pragma once
 // Client-level differentially private federated training (seed 004): DP-FedAvg with adaptive
 // clipping (§2.1; McMahan et al. 2018, Andrew et al. 2019) and FeO2's opt-out aggregation
-// (Algorithm 1), accounted by the RDP accountant. docs/math.md §8.
+// (Algorithm 1), accounted by the accountant `privacy.accountant` (RDP by default; PLD and PRV
+// beside it, privacy/accountant.hpp). docs/math.md §7-8.
 //
 // Per round t: every client is sampled independently with probability q (stream keyed by round and
 // client, so a restart or another rank count draws the same clients); a sampled client trains
@@ -15,6 +16,7 @@
 // "realized"`). The noise comes from the server's stream (seed, server_noise, round).
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -23,8 +25,8 @@
 #include "fluence/core/node_queue.hpp"
 #include "fluence/core/quantized_sum.hpp"
 #include "fluence/fl/federation.hpp"
+#include "fluence/privacy/accountant.hpp"
 #include "fluence/privacy/adaptive_clip.hpp"
-#include "fluence/privacy/rdp_accountant.hpp"
 
 namespace fluence {
 
@@ -37,6 +39,9 @@ struct PrivacyConfig {
   double noise_multiplier{};  // z (overall, updates and clipped count together)
   double target_epsilon{};    // > 0: z solved for it over the configured rounds
   double delta{};
+  // The accountant whose eps is /privacy/epsilon (and solves z for `target_epsilon`), first, then
+  // the further ones whose eps per round is also written (privacy.report_accountants).
+  std::vector<std::string> accountants;
   double clip{};  // S (the initial S with adaptive clipping)
   bool adaptive_clip{};
   double target_quantile{};     // kappa
@@ -93,12 +98,19 @@ struct Feo2Metrics {
   }
 };
 
+/// One accountant's eps after each round (/privacy/accountants/<name>/*), with its bracket.
+struct AccountantSeries {
+  std::string name;
+  std::vector<double> epsilon, lower, upper;
+};
+
 /// What a private run reports (/privacy/* in docs/outputs.md).
 struct PrivacyHistory {
   double noise_multiplier = 0.0, update_noise_multiplier = 0.0, count_noise = 0.0, delta = 0.0;
   std::vector<int> opt_out_clients;                            // ids, ascending
   std::vector<double> epsilon, best_order, clip_norm;          // per round (S used)
   std::vector<std::int64_t> sampled_private, sampled_opt_out;  // per round
+  std::vector<AccountantSeries> accountants;                   // PrivacyConfig::accountants' order
 };
 
 class PrivateTraining {
@@ -128,6 +140,8 @@ class PrivateTraining {
   // their indices in `out` (the other entries stay zero).
   void draw_server_normals(int round, std::span<std::int64_t> out);
   void evaluate(int round, const std::vector<double>& theta);
+  // Adds the round's step to every accountant and appends their eps to the history.
+  void account_round();
 
   Federation& federation_;
   PrivacyConfig config_;
@@ -135,8 +149,8 @@ class PrivateTraining {
   Feo2Metrics metrics_;
   std::vector<std::vector<double>> personal_;  // per local client; empty until first sampled
   AdaptiveClip clip_;
-  RdpAccountant accountant_;
-  std::vector<char> opt_out_;  // per client id
+  std::vector<std::unique_ptr<Accountant>> accountants_;  // PrivacyConfig::accountants' order
+  std::vector<char> opt_out_;                             // per client id
   std::int64_t private_clients_ = 0;
   bool local_tests_ = false;  // some client holds local test rows (else the metrics stay NaN)
   PrivacyHistory history_;

@@ -4,8 +4,9 @@
 // Accountants are registered by name (PETSc's XRegister pattern): `privacy.accountant` and
 // `fluence privacy --accountant` choose one, and a new accountant is one class and one
 // register_accountant() call. Built in: "rdp" (Mironov et al. 2019, an upper bound), "pld"
-// (privacy-loss distributions composed by FFT with the connect-the-dots discretization of Doroshenko
-// et al. 2022, an upper bound) and "prv" (Gopi et al. 2021: an estimate with its eps bracket).
+// (privacy-loss distributions composed by FFT with the connect-the-dots discretization of
+// Doroshenko et al. 2022, an upper bound) and "prv" (Gopi et al. 2021: an estimate with its eps
+// bracket).
 //
 // Every built-in accountant covers the add/remove adjacency of one record (or one client) and the
 // Poisson-subsampled Gaussian mechanism: each step includes every record independently with
@@ -68,6 +69,12 @@ std::unique_ptr<Accountant> make_accountant(std::string_view name,
 /// eps after `steps` steps at (q, z) by the named accountant.
 EpsilonReport accountant_epsilon(std::string_view name, double sampling_rate,
                                  double noise_multiplier, long steps, double delta);
+
+/// The smallest noise multiplier z whose eps(z) is at most `target_epsilon`, eps decreasing in z:
+/// bracketed by doubling from 1, then bisected to relative precision `tolerance`; InputError
+/// (naming `context`) when no z up to 1e4 reaches it.
+double smallest_noise_multiplier(const std::function<double(double)>& epsilon_of_noise,
+                                 double target_epsilon, double tolerance, std::string_view context);
 
 /// The smallest noise multiplier whose eps (EpsilonReport::epsilon) after `steps` steps at rate q
 /// is at most `target_epsilon`, by the named accountant (bisection to relative precision

@@ -1,0 +1,145 @@
+// The accountant registry and the RDP accountant as a registered part (docs/math.md §7).
+#include "fluence/privacy/accountant.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <mutex>
+
+#include "fluence/core/error.hpp"
+#include "fluence/privacy/pld_accountant.hpp"
+#include "fluence/privacy/prv_accountant.hpp"
+#include "fluence/privacy/rdp_accountant.hpp"
+
+namespace fluence {
+
+namespace {
+
+// RdpAccountant behind the interface: the same calls in the same order as before the interface,
+// so that runs with `privacy.accountant = "rdp"` (the default) keep their bits.
+class RdpPart final : public Accountant {
+ public:
+  std::string_view name() const override { return "rdp"; }
+  void add_steps(double sampling_rate, double noise_multiplier, long steps) override {
+    accountant_.add_steps(sampling_rate, noise_multiplier, steps);
+  }
+  EpsilonReport epsilon(double delta) const override {
+    const PrivacySpent spent = accountant_.spent(delta);
+    EpsilonReport report;
+    report.epsilon = report.estimate = report.upper = spent.epsilon;
+    report.delta = spent.delta;
+    report.rdp_order = spent.order;
+    report.order_at_edge = spent.order_at_edge;
+    return report;
+  }
+  std::vector<double> state() const override { return accountant_.rdp(); }
+  void restore(const std::vector<double>& state) override { accountant_.restore(state); }
+
+ private:
+  RdpAccountant accountant_;
+};
+
+struct Registry {
+  std::mutex mutex;
+  std::vector<AccountantSpec> specs;
+  Registry();
+};
+
+Registry& registry() {
+  static Registry instance;
+  return instance;
+}
+
+// The built-ins are registered on first use, not by static initializers, so that their order
+// is fixed and a static library drops none of them.
+Registry::Registry() {
+  specs.push_back({"rdp",
+                   "Rényi DP of the sampled Gaussian mechanism (Mironov et al. 2019): an upper "
+                   "bound, loose by a few percent to tens of percent",
+                   [] { return std::unique_ptr<Accountant>(new RdpPart()); }});
+  specs.push_back({"pld",
+                   "privacy-loss distributions composed by FFT, pessimistic connect-the-dots "
+                   "discretization (Doroshenko et al. 2022): a tight upper bound",
+                   make_pld_accountant});
+  specs.push_back({"prv",
+                   "privacy random variables composed by FFT (Gopi et al. 2021): an estimate "
+                   "with its eps bracket; the upper end is reported",
+                   make_prv_accountant});
+}
+
+}  // namespace
+
+void register_accountant(AccountantSpec spec) {
+  if (spec.name.empty() || !spec.create)
+    throw InputError("register_accountant: an accountant needs a name and a factory");
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  for (auto& existing : r.specs)
+    if (existing.name == spec.name) {
+      existing = std::move(spec);
+      return;
+    }
+  r.specs.push_back(std::move(spec));
+}
+
+std::vector<AccountantSpec> registered_accountants() {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  return r.specs;
+}
+
+std::vector<std::string> accountant_names() {
+  std::vector<std::string> names;
+  for (const auto& spec : registered_accountants()) names.push_back(spec.name);
+  return names;
+}
+
+std::unique_ptr<Accountant> make_accountant(std::string_view name, std::string_view what) {
+  for (const auto& spec : registered_accountants())
+    if (spec.name == name) return spec.create();
+  throw InputError(fmt::format("{} = \"{}\" is not an accountant; allowed: \"{}\"", what, name,
+                               fmt::join(accountant_names(), "\", \"")));
+}
+
+EpsilonReport accountant_epsilon(std::string_view name, double sampling_rate,
+                                 double noise_multiplier, long steps, double delta) {
+  const auto accountant = make_accountant(name, "accountant");
+  accountant->add_steps(sampling_rate, noise_multiplier, steps);
+  return accountant->epsilon(delta);
+}
+
+double smallest_noise_multiplier(const std::function<double(double)>& epsilon_of_noise,
+                                 double target_epsilon, double tolerance,
+                                 std::string_view context) {
+  if (!(target_epsilon > 0.0))
+    throw InputError(fmt::format("target epsilon {} must be > 0", target_epsilon));
+  double high = 1.0;
+  while (epsilon_of_noise(high) > target_epsilon) {
+    high *= 2.0;
+    if (high > 1e4)
+      throw InputError(fmt::format("no noise multiplier up to 1e4 reaches epsilon {} ({})",
+                                   target_epsilon, context));
+  }
+  double low = high / 2.0;
+  while (low > 1e-6 && epsilon_of_noise(low) <= target_epsilon) low /= 2.0;
+  // eps(z) decreases in z: keep eps(low) > target >= eps(high).
+  while (high - low > tolerance * high) {
+    const double middle = 0.5 * (low + high);
+    (epsilon_of_noise(middle) > target_epsilon ? low : high) = middle;
+  }
+  return high;
+}
+
+double accountant_noise_for_epsilon(std::string_view name, double sampling_rate, long steps,
+                                    double target_epsilon, double delta, double tolerance) {
+  make_accountant(name, "accountant");  // an unknown name fails before the search
+  return smallest_noise_multiplier(
+      [&](double sigma) {
+        return accountant_epsilon(name, sampling_rate, sigma, steps, delta).epsilon;
+      },
+      target_epsilon, tolerance,
+      fmt::format("{} accountant, q = {}, steps = {}, delta = {}", name, sampling_rate, steps,
+                  delta));
+}
+
+}  // namespace fluence
