@@ -79,7 +79,8 @@ int run_train(const CommandLine& command_line) {
         round, checkpoints.due(round - 1, round),
         [&] {
           return training_state(round, theta, history,
-                                private_training ? &*private_training : nullptr)
+                                private_training ? &*private_training : nullptr,
+                                federation.server_optimizer_state())
               .arrays;
         },
         fmt::format("round {}", round));

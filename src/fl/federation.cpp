@@ -451,8 +451,16 @@ TrainingResult Federation::train(
   abandon_on_stop_ = static_cast<bool>(after_round);
   struct Reset {
     bool& flag;
-    ~Reset() { flag = false; }
-  } reset{abandon_on_stop_};
+    std::unique_ptr<ServerOptimizer>& optimizer;
+    ~Reset() {
+      flag = false;
+      optimizer.reset();
+    }
+  } reset{abandon_on_stop_, server_optimizer_};
+  // The server's step from each round's aggregate (docs/math.md §8.4): a part of its own, so that
+  // FedAvg, private training and any round step share it.
+  server_optimizer_ = make_server_optimizer(config.server, parameters());
+  const bool optimized = !server_optimizer_->identity();
   result.theta.resize(parameters());
   problem_.model->initialize(problem_.seed, result.theta.data());
   int first_round = 1;
@@ -462,6 +470,7 @@ TrainingResult Federation::train(
     result.history = resume->history;
     first_round = resume->completed_rounds + 1;
     if (!result.history.empty()) elapsed = result.history.back().wall_time;
+    if (!resume->server_optimizer.empty()) server_optimizer_->restore(resume->server_optimizer);
   }
   Stopwatch clock;
   // The curve of every round is evaluated fast, the final metrics in double.
@@ -496,6 +505,7 @@ TrainingResult Federation::train(
       };
     }
     round_abandoned_ = false;
+    if (optimized) theta_before_ = result.theta;
     if (round_step)
       round_step(round, result.theta, evaluate_previous);
     else
@@ -509,6 +519,7 @@ TrainingResult Federation::train(
       result.stopped = true;
       return result;
     }
+    if (optimized) server_optimizer_->step(theta_before_, result.theta);
     produced_at = elapsed + clock.seconds();
     // theta is the same on every rank, so every rank stops here together (exit 3), before a
     // checkpoint or results could hold the NaN.

@@ -54,6 +54,21 @@ void register_federation_keys(DeckSchema& schema) {
       key("federation.sampling_rate", T::real, "0.1",
           "`client_sampling` poisson or fixed: the rate q (ignored with `\"all\"`)", 0.0, 1.0,
           true),
+      choice("federation.server_optimizer", "\"sgd\"", server_optimizer_names(),
+             "the server's step from each round's aggregate Δ (FedAvg's, DP-FedAvg's, FeO2's): "
+             "`\"sgd\"` θ += η Δ (η = 1: the plain round, bit for bit); `\"momentum\"` "
+             "(FedAvgM); `\"adagrad\"`, `\"adam\"`, `\"yogi\"` (Reddi et al. 2021, "
+             "Algorithm 2); docs/math.md §8.4"),
+      key("federation.server_learning_rate", T::real, "1.0", "η: the server's step size", 0.0, kInf,
+          true),
+      below_maximum(key("federation.server_momentum", T::real, "0.9",
+                        "β₁: decay of the server's first moment m (momentum, adagrad, adam, yogi)",
+                        0.0, 1.0)),
+      below_maximum(key("federation.server_beta2", T::real, "0.99",
+                        "β₂: decay of the second moment v (adam, yogi)", 0.0, 1.0)),
+      key("federation.server_tau", T::real, "1e-3",
+          "τ: adaptivity of adagrad, adam and yogi (v starts at τ², τ is added to √v)", 0.0, kInf,
+          true),
       choice("federation.optimizer", "\"sgd\"", {"sgd", "gd"},
              "local optimizer: mini-batch SGD or full-batch gradient descent"),
       choice("federation.polish", "\"none\"", {"none", "newton"},
@@ -85,6 +100,11 @@ FederationConfig FederationConfig::from_deck(const Deck& deck) {
   config.tolerance = deck.real("federation.tolerance");
   config.polish_max_steps = static_cast<int>(deck.integer("federation.polish_max_steps"));
   config.eval_train_loss = deck.boolean("federation.eval_train_loss");
+  config.server.name = deck.string("federation.server_optimizer");
+  config.server.learning_rate = deck.real("federation.server_learning_rate");
+  config.server.beta1 = deck.real("federation.server_momentum");
+  config.server.beta2 = deck.real("federation.server_beta2");
+  config.server.tau = deck.real("federation.server_tau");
   const std::string sampling = deck.string("federation.client_sampling");
   config.sampling.kind = sampling == "poisson" ? ClientSampling::Kind::poisson
                          : sampling == "fixed" ? ClientSampling::Kind::fixed

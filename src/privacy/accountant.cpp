@@ -4,9 +4,9 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <mutex>
 
 #include "fluence/core/error.hpp"
+#include "fluence/core/registry.hpp"
 #include "fluence/privacy/pld_accountant.hpp"
 #include "fluence/privacy/prv_accountant.hpp"
 #include "fluence/privacy/rdp_accountant.hpp"
@@ -39,66 +39,42 @@ class RdpPart final : public Accountant {
   RdpAccountant accountant_;
 };
 
-struct Registry {
-  std::mutex mutex;
-  std::vector<AccountantSpec> specs;
-  Registry();
-};
-
-Registry& registry() {
-  static Registry instance;
+Registry<AccountantSpec>& registry() {
+  // The built-ins, in a fixed order, registered on first use (a static library drops none).
+  static Registry<AccountantSpec> instance(
+      "an accountant",
+      {{"rdp",
+        "Rényi DP of the sampled Gaussian mechanism (Mironov et al. 2019): an upper bound, loose "
+        "by a few percent to tens of percent",
+        [] { return std::unique_ptr<Accountant>(new RdpPart()); }},
+       {"pld",
+        "privacy-loss distributions composed by FFT, pessimistic connect-the-dots "
+        "discretization (Doroshenko et al. 2022): a tight upper bound",
+        make_pld_accountant},
+       {"prv",
+        "privacy random variables composed by FFT (Gopi et al. 2021): an estimate with its eps "
+        "bracket; the upper end is reported",
+        make_prv_accountant}});
   return instance;
-}
-
-// The built-ins are registered on first use, not by static initializers, so that their order
-// is fixed and a static library drops none of them.
-Registry::Registry() {
-  specs.push_back({"rdp",
-                   "Rényi DP of the sampled Gaussian mechanism (Mironov et al. 2019): an upper "
-                   "bound, loose by a few percent to tens of percent",
-                   [] { return std::unique_ptr<Accountant>(new RdpPart()); }});
-  specs.push_back({"pld",
-                   "privacy-loss distributions composed by FFT, pessimistic connect-the-dots "
-                   "discretization (Doroshenko et al. 2022): a tight upper bound",
-                   make_pld_accountant});
-  specs.push_back({"prv",
-                   "privacy random variables composed by FFT (Gopi et al. 2021): an estimate "
-                   "with its eps bracket; the upper end is reported",
-                   make_prv_accountant});
 }
 
 }  // namespace
 
 void register_accountant(AccountantSpec spec) {
-  if (spec.name.empty() || !spec.create)
-    throw InputError("register_accountant: an accountant needs a name and a factory");
-  Registry& r = registry();
-  std::lock_guard lock(r.mutex);
-  for (auto& existing : r.specs)
-    if (existing.name == spec.name) {
-      existing = std::move(spec);
-      return;
-    }
-  r.specs.push_back(std::move(spec));
+  if (!spec.create) throw InputError("register_accountant: an accountant needs a factory");
+  registry().add(std::move(spec));
 }
 
 std::vector<AccountantSpec> registered_accountants() {
-  Registry& r = registry();
-  std::lock_guard lock(r.mutex);
-  return r.specs;
+  return registry().specs();
 }
 
 std::vector<std::string> accountant_names() {
-  std::vector<std::string> names;
-  for (const auto& spec : registered_accountants()) names.push_back(spec.name);
-  return names;
+  return registry().names();
 }
 
 std::unique_ptr<Accountant> make_accountant(std::string_view name, std::string_view what) {
-  for (const auto& spec : registered_accountants())
-    if (spec.name == name) return spec.create();
-  throw InputError(fmt::format("{} = \"{}\" is not an accountant; allowed: \"{}\"", what, name,
-                               fmt::join(accountant_names(), "\", \"")));
+  return registry().find(name, what).create();
 }
 
 EpsilonReport accountant_epsilon(std::string_view name, double sampling_rate,

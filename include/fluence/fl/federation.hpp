@@ -30,6 +30,7 @@ struct TrainingResume {
   int completed_rounds = 0;
   std::vector<double> theta;
   std::vector<RoundMetrics> history;
+  std::vector<double> server_optimizer;  // its state() (empty: a fresh optimizer)
 };
 
 struct TrainingResult {
@@ -167,6 +168,11 @@ class Federation {
       const TrainingResume* resume = nullptr);
 
   FederatedProblem& problem() { return problem_; }
+  /// The state of train()'s server optimizer after the last finished round (for after_round's
+  /// checkpoints; empty outside train() and for stateless optimizers).
+  std::vector<double> server_optimizer_state() const {
+    return server_optimizer_ ? server_optimizer_->state() : std::vector<double>{};
+  }
 
  private:
   double inverse_n() const { return 1.0 / static_cast<double>(train_rows_); }
@@ -213,6 +219,9 @@ class Federation {
   // until the round's reduction, then agreed), or kNoClient.
   static constexpr int kNoClient = std::numeric_limits<int>::max();
   int diverged_client_ = kNoClient;
+  // train()'s server optimizer (federation.server_optimizer) and theta before the round.
+  std::unique_ptr<ServerOptimizer> server_optimizer_;
+  std::vector<double> theta_before_;
 };
 
 /// z = M^{-1} r for a symmetric positive definite M close to the Hessian. Every rank runs the same

@@ -12,6 +12,7 @@
 #include "fluence/data/dataset.hpp"
 #include "fluence/fl/client.hpp"
 #include "fluence/fl/layout.hpp"
+#include "fluence/fl/server_optimizer.hpp"
 #include "fluence/model/model.hpp"
 #include "fluence/model/softmax_regression.hpp"
 #include "fluence/privacy/randomized_response.hpp"
@@ -37,8 +38,9 @@ struct FederationConfig {
   double tolerance{};
   int polish_max_steps{};
   bool eval_train_loss{};
-  bool polish_verbose = true;   // a line per Newton step (retrains inside other commands: off)
-  bool evaluate_rounds = true;  // the per-round curve (retrains inside other commands: off)
+  bool polish_verbose = true;    // a line per Newton step (retrains inside other commands: off)
+  bool evaluate_rounds = true;   // the per-round curve (retrains inside other commands: off)
+  ServerOptimizerConfig server;  // the step taken from each round's aggregate
 
   static FederationConfig from_deck(const Deck& deck);
 };
