@@ -35,6 +35,27 @@ done
 if [ "$ok" -eq 1 ]; then pass "train checkpoints from 1 and 3 ranks resume on 2 and 1 ranks bitwise identically"
 else fail "train restart across rank counts"; fi
 
+# The server optimizer's moments and the accountants' state are part of the checkpoint: FedAdam
+# with DP-FedAvg, accounted by RDP and PLD, restarted from round 6 on 3 ranks, ends bitwise as the
+# uninterrupted run on 2 (a moment or an accountant left out of the checkpoint restarts from zero).
+adam='--set federation.server_optimizer="adam" --set federation.server_learning_rate=0.05 --set privacy.mode="dp-fedavg" --set privacy.sampling_rate=0.5 --set privacy.noise_multiplier=0.8 --set privacy.report_accountants=["pld"]'
+rm -rf "$work/ckO" "$work/ckO6" && mkdir -p "$work/ckO6"
+# shellcheck disable=SC2086
+"$mpirun" -n 2 "$fluence" train "$work/ck.toml" --out "$work/ckO" --quiet --set federation.polish='"none"' $adam --set output.checkpoint_every=6 >"$work/ckO.log" 2>&1
+cp "$work/ckO/chk_000006.h5" "$work/ckO6/" 2>/dev/null
+# shellcheck disable=SC2086
+if "$mpirun" -n 3 "$fluence" train "$work/ck.toml" --out "$work/ckO6" --quiet --set federation.polish='"none"' $adam --restart latest >"$work/ckO6.log" 2>&1 &&
+  compare_runs "$work/ckO/results.h5" "$work/ckO6/results.h5" &&
+  "$python" - "$work/ckO/results.h5" <<'PY'
+import sys, h5py, numpy as np
+f = h5py.File(sys.argv[1], "r")
+rdp, pld = (f[f"/privacy/accountants/{n}/epsilon"][...] for n in ("rdp", "pld"))
+assert rdp.shape == pld.shape == (12,) and np.all(pld <= rdp) and np.all(np.diff(pld) > 0), (rdp, pld)
+assert np.array_equal(f["/privacy/epsilon"][...], rdp) and f["/privacy/accountant"][()] == b"rdp"
+PY
+then pass "train: FedAdam + DP-FedAvg (RDP and PLD) restarted from round 6 on 3 ranks is bitwise the uninterrupted run"
+else fail "train: server optimizer / accountant state across a restart"; tail -5 "$work/ckO6.log"; fi
+
 # A stop signal to one rank only (what a node-local signal or `kill` of one rank does): that rank's
 # handler raises the stop flag, every rank agrees at the end of the round, a checkpoint is written
 # and the run exits 4; `--restart latest` on another rank count ends exactly as the uninterrupted
