@@ -80,7 +80,7 @@ int run_train(const CommandLine& command_line) {
         [&] {
           return training_state(round, theta, history,
                                 private_training ? &*private_training : nullptr,
-                                federation.server_optimizer_state())
+                                federation.part_states())
               .arrays;
         },
         fmt::format("round {}", round));

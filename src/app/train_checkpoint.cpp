@@ -31,11 +31,11 @@ const HistoryColumn kHistoryColumns[] = {{"history/round", &RoundMetrics::round}
 CheckpointState training_state(int round, const std::vector<double>& theta,
                                const std::vector<RoundMetrics>& history,
                                const PrivateTraining* private_training,
-                               const std::vector<double>& server_optimizer) {
+                               const std::map<std::string, std::vector<double>>& parts) {
   CheckpointState state;
   state.round = round;
   state.arrays["theta"] = theta;
-  if (!server_optimizer.empty()) state.arrays["server_optimizer"] = server_optimizer;
+  for (const auto& [part, values] : parts) state.arrays["parts/" + part] = values;
   for (const HistoryColumn& column : kHistoryColumns) {
     auto& values = state.arrays[column.name];
     for (const RoundMetrics& m : history)
@@ -51,8 +51,8 @@ TrainingResume resume_training(const CheckpointState& state, std::size_t paramet
   TrainingResume resume;
   resume.completed_rounds = state.round;
   resume.theta = array(state, "theta");
-  if (const auto found = state.arrays.find("server_optimizer"); found != state.arrays.end())
-    resume.server_optimizer = found->second;
+  for (const auto& [name, values] : state.arrays)
+    if (name.rfind("parts/", 0) == 0) resume.parts[name.substr(6)] = values;
   if (resume.theta.size() != parameters)
     throw InputError(fmt::format("checkpoint: the model has {} parameters, this run {}",
                                  resume.theta.size(), parameters));

@@ -10,7 +10,7 @@ namespace fluence::app {
 CheckpointState training_state(int round, const std::vector<double>& theta,
                                const std::vector<RoundMetrics>& history,
                                const PrivateTraining* private_training,
-                               const std::vector<double>& server_optimizer = {});
+                               const std::map<std::string, std::vector<double>>& parts = {});
 
 /// The resume point of a checkpoint (restores `private_training` when given). InputError when the
 /// checkpoint does not fit this run (model size, rounds).

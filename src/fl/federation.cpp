@@ -405,6 +405,14 @@ void Federation::fedavg_round(int round, std::vector<double>& theta,
   for (std::size_t k = 0; k < p; ++k) theta[k] += sum[k] * inverse;
 }
 
+std::map<std::string, std::vector<double>> Federation::part_states() const {
+  std::map<std::string, std::vector<double>> states;
+  if (aggregator_) states["aggregator"] = aggregator_->state();
+  if (server_optimizer_) states["server_optimizer"] = server_optimizer_->state();
+  std::erase_if(states, [](const auto& entry) { return entry.second.empty(); });
+  return states;
+}
+
 bool Federation::stop_requested() const {
   return abandon_on_stop_ && stop_signal_received();
 }
@@ -421,11 +429,14 @@ bool Federation::give_up_round() {
 
 void Federation::aggregated_round(int round, std::vector<double>& theta,
                                   const LocalTrainingConfig& config,
-                                  const UpdateAggregator& aggregate,
-                                  const ClientSampling& sampling) {
+                                  const UpdateAggregator& aggregate, const ClientSampling& sampling,
+                                  const std::function<void()>& before_reduction) {
   const std::size_t p = parameters();
   std::vector<std::size_t> chosen;
   train_cohort(round, theta, config, sampling, chosen);
+  round_abandoned_ = false;
+  if (before_reduction) before_reduction();
+  if (give_up_round()) return;  // a stop signal inside train(): theta stays the previous round's
   // Every rank holds every update, in client-id order (clients live on ranks in ascending id
   // ranges), so every rank applies the rule to the same rows and gets the same step.
   const auto updates =
@@ -450,15 +461,19 @@ TrainingResult Federation::train(
   // may give up the round in progress rather than wait for its end (docs/operations.md).
   abandon_on_stop_ = static_cast<bool>(after_round);
   struct Reset {
-    bool& flag;
-    std::unique_ptr<ServerOptimizer>& optimizer;
+    Federation& federation;
     ~Reset() {
-      flag = false;
-      optimizer.reset();
+      federation.abandon_on_stop_ = false;
+      federation.aggregator_.reset();
+      federation.server_optimizer_.reset();
     }
-  } reset{abandon_on_stop_, server_optimizer_};
-  // The server's step from each round's aggregate (docs/math.md §8.4): a part of its own, so that
-  // FedAvg, private training and any round step share it.
+  } reset{*this};
+  // The round's parts (docs/architecture.md "Extension points"): the aggregator of FedAvg's round
+  // (the weighted mean is summed exactly, any other rule gathers the updates), and the server's
+  // step from each round's aggregate (docs/math.md §8.4), which FedAvg, private training and any
+  // round step share.
+  aggregator_ = make_aggregator(config.aggregator);
+  const bool gathered = !aggregator_->weighted_mean();
   server_optimizer_ = make_server_optimizer(config.server, parameters());
   const bool optimized = !server_optimizer_->identity();
   result.theta.resize(parameters());
@@ -470,7 +485,10 @@ TrainingResult Federation::train(
     result.history = resume->history;
     first_round = resume->completed_rounds + 1;
     if (!result.history.empty()) elapsed = result.history.back().wall_time;
-    if (!resume->server_optimizer.empty()) server_optimizer_->restore(resume->server_optimizer);
+    if (const auto found = resume->parts.find("aggregator"); found != resume->parts.end())
+      aggregator_->restore(found->second);
+    if (const auto found = resume->parts.find("server_optimizer"); found != resume->parts.end())
+      server_optimizer_->restore(found->second);
   }
   Stopwatch clock;
   // The curve of every round is evaluated fast, the final metrics in double.
@@ -506,10 +524,19 @@ TrainingResult Federation::train(
     }
     round_abandoned_ = false;
     if (optimized) theta_before_ = result.theta;
-    if (round_step)
+    if (round_step) {
       round_step(round, result.theta, evaluate_previous);
-    else
+    } else if (gathered) {
+      const std::size_t p = parameters();
+      aggregated_round(
+          round, result.theta, config.local,
+          [&](const double* updates, int n, double* step) {
+            aggregator_->aggregate(updates, n, p, step);
+          },
+          config.sampling, evaluate_previous);
+    } else {
       fedavg_round(round, result.theta, config.local, config.sampling, evaluate_previous);
+    }
     if (round_abandoned_) {
       // A stop signal during the round: the checkpoint of the previous round, as after_round
       // wrote or would have written it (the overlapped evaluation of that round is dropped with

@@ -54,6 +54,22 @@ void register_federation_keys(DeckSchema& schema) {
       key("federation.sampling_rate", T::real, "0.1",
           "`client_sampling` poisson or fixed: the rate q (ignored with `\"all\"`)", 0.0, 1.0,
           true),
+      choice("federation.aggregator", "\"mean\"", aggregator_names(),
+             "the server's rule over the cohort's updates (docs/math.md §8.5): FedAvg's mean "
+             "weighted by rows (summed exactly, no gathering), or a robust rule over the gathered "
+             "unweighted updates: `\"median\"`, `\"trimmed_mean\"`, `\"krum\"`, "
+             "`\"multi_krum\"`, `\"centered_clipping\"`. Plain FedAvg only: private "
+             "training and Ditto refuse a rule other than `\"mean\"`"),
+      key("federation.byzantine", T::integer, "0",
+          "f: the Byzantine clients KRUM assumes (needs a cohort n > 2f + 2), and the values the "
+          "trimmed mean drops at each end (needs n > 2f)",
+          0),
+      key("federation.krum_selected", T::integer, "1",
+          "m: multi-KRUM averages the m updates of lowest score (1 = KRUM's choice)", 1),
+      key("federation.cc_tau", T::real, "1.0",
+          "τ: centered clipping's radius around the previous round's aggregate", 0.0, kInf, true),
+      key("federation.cc_iterations", T::integer, "1", "centered clipping's iterations per round",
+          1),
       choice("federation.server_optimizer", "\"sgd\"", server_optimizer_names(),
              "the server's step from each round's aggregate Δ (FedAvg's, DP-FedAvg's, FeO2's): "
              "`\"sgd\"` θ += η Δ (η = 1: the plain round, bit for bit); `\"momentum\"` "
@@ -100,6 +116,11 @@ FederationConfig FederationConfig::from_deck(const Deck& deck) {
   config.tolerance = deck.real("federation.tolerance");
   config.polish_max_steps = static_cast<int>(deck.integer("federation.polish_max_steps"));
   config.eval_train_loss = deck.boolean("federation.eval_train_loss");
+  config.aggregator.name = deck.string("federation.aggregator");
+  config.aggregator.byzantine = static_cast<int>(deck.integer("federation.byzantine"));
+  config.aggregator.selected = static_cast<int>(deck.integer("federation.krum_selected"));
+  config.aggregator.tau = deck.real("federation.cc_tau");
+  config.aggregator.iterations = static_cast<int>(deck.integer("federation.cc_iterations"));
   config.server.name = deck.string("federation.server_optimizer");
   config.server.learning_rate = deck.real("federation.server_learning_rate");
   config.server.beta1 = deck.real("federation.server_momentum");
@@ -117,6 +138,15 @@ FederationConfig FederationConfig::from_deck(const Deck& deck) {
         "training and Ditto sample them with privacy.sampling_rate (Poisson, as their accounting "
         "assumes): leave federation.client_sampling = \"all\"",
         sampling));
+  if (config.aggregator.name != "mean" &&
+      (deck.string("privacy.mode") != "none" || deck.string("personalization.method") != "none"))
+    throw InputError(fmt::format(
+        "federation.aggregator = \"{}\" replaces FedAvg's mean in plain FedAvg; private "
+        "training (privacy.mode = \"{}\") calibrates its noise to the mean's sensitivity, and "
+        "Ditto (personalization.method = \"{}\") averages as it does: leave "
+        "federation.aggregator = \"mean\" there",
+        config.aggregator.name, deck.string("privacy.mode"),
+        deck.string("personalization.method")));
   return config;
 }
 

@@ -2,9 +2,11 @@
 // (fl/federation.hpp) from M0 on the participants' batches. Every round each included participant
 // runs local SGD from theta_t and the server aggregates the updates with FedAvg's mean, KRUM, the
 // trimmed mean or centered clipping.
+#include <map>
+
 #include "experiment.hpp"
+#include "fluence/fl/aggregators.hpp"
 #include "fluence/fl/federation.hpp"
-#include "fluence/lia/aggregators.hpp"
 
 namespace fluence::lia {
 
@@ -38,20 +40,23 @@ FlMethodResult run_fl_method(Experiment& e, const std::string& method, const Lia
   local.epochs = config.local_epochs;
   local.batch_size = config.batch_size;
   local.learning_rate = config.fl_learning_rate;
-  // The previous round's aggregate is centered clipping's starting center (the momentum of
-  // Karimireddy, He & Jaggi's Algorithm 2).
-  std::vector<double> center(p, 0.0);
+  // The method's server rule from fl/'s aggregators (the filter methods aggregate what they
+  // accept with FedAvg's mean, "lia_cc" with centered clipping); f is the corrupted participants
+  // still included, the oracle knowledge seed 002's baselines are given.
+  static const std::map<std::string, std::string> rule_of_method = {
+      {"krum", "krum"},
+      {"trimmed_mean", "trimmed_mean"},
+      {"centered_clipping", "centered_clipping"},
+      {"lia_cc", "centered_clipping"}};
+  AggregatorConfig rule;
+  if (const auto found = rule_of_method.find(method); found != rule_of_method.end())
+    rule.name = found->second;
+  rule.byzantine = byzantine;
+  rule.tau = config.cc_tau;
+  rule.iterations = config.cc_iterations;
+  const std::unique_ptr<Aggregator> aggregator = make_aggregator(rule, "lia.methods");
   const Federation::UpdateAggregator aggregate = [&](const double* updates, int n, double* step) {
-    if (method == "krum") {
-      krum(updates, n, p, byzantine, step);
-    } else if (method == "trimmed_mean") {
-      trimmed_mean(updates, n, p, byzantine, step);
-    } else if (method == "centered_clipping" || method == "lia_cc") {
-      centered_clipping(updates, n, p, config.cc_tau, config.cc_iterations, center.data());
-      std::copy(center.begin(), center.end(), step);
-    } else {
-      mean_update(updates, n, p, step);
-    }
+    aggregator->aggregate(updates, n, p, step);
   };
   std::vector<double> theta(e.theta0);
   for (int round = 1; round <= config.rounds; ++round) {

@@ -9,8 +9,8 @@
 
 #include "experiment.hpp"
 #include "fluence/core/log.hpp"
+#include "fluence/fl/aggregators.hpp"
 #include "fluence/fl/federation.hpp"
-#include "fluence/lia/aggregators.hpp"
 
 namespace fluence::lia {
 

@@ -4,13 +4,16 @@
 // number of ranks (client and test-chunk contributions are reduced in id order).
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "fluence/core/node_queue.hpp"
 #include "fluence/core/quantized_sum.hpp"
 #include "fluence/core/vector_ops.hpp"
+#include "fluence/fl/aggregators.hpp"
 #include "fluence/fl/local_objective.hpp"
 #include "fluence/fl/problem.hpp"
 
@@ -30,7 +33,9 @@ struct TrainingResume {
   int completed_rounds = 0;
   std::vector<double> theta;
   std::vector<RoundMetrics> history;
-  std::vector<double> server_optimizer;  // its state() (empty: a fresh optimizer)
+  // The round's parts' state() by part ("aggregator", "server_optimizer"); a part missing here
+  // starts fresh.
+  std::map<std::string, std::vector<double>> parts;
 };
 
 struct TrainingResult {
@@ -117,12 +122,14 @@ class Federation {
   /// be deterministic: every rank applies it to the same rows.
   using UpdateAggregator = std::function<void(const double* updates, int n, double* step)>;
   /// A FedAvg round with another server rule (the Byzantine-robust aggregators of seed 002 Fig. 3,
-  /// lia/aggregators.hpp): the cohort trains locally as in fedavg_round, every rank gathers the n
+  /// fl/aggregators.hpp): the cohort trains locally as in fedavg_round, every rank gathers the n
   /// updates and theta <- theta + aggregate(updates) (unchanged for an empty cohort). Gathering
   /// costs n p doubles on every rank, which the rules that compare updates (KRUM's distances, a
   /// coordinate-wise trimmed mean) need.
+  /// `before_reduction` and a stop signal inside train() as in fedavg_round.
   void aggregated_round(int round, std::vector<double>& theta, const LocalTrainingConfig& config,
-                        const UpdateAggregator& aggregate, const ClientSampling& sampling = {});
+                        const UpdateAggregator& aggregate, const ClientSampling& sampling = {},
+                        const std::function<void()>& before_reduction = {});
   /// Is client `id` in round `round`'s cohort? The same on every rank.
   bool in_cohort(const ClientSampling& sampling, int round, int id);
 
@@ -168,11 +175,10 @@ class Federation {
       const TrainingResume* resume = nullptr);
 
   FederatedProblem& problem() { return problem_; }
-  /// The state of train()'s server optimizer after the last finished round (for after_round's
-  /// checkpoints; empty outside train() and for stateless optimizers).
-  std::vector<double> server_optimizer_state() const {
-    return server_optimizer_ ? server_optimizer_->state() : std::vector<double>{};
-  }
+  /// The state of train()'s parts with state after the last finished round, by part
+  /// ("aggregator", "server_optimizer"), for after_round's checkpoints (TrainingResume::parts
+  /// takes it back); empty outside train().
+  std::map<std::string, std::vector<double>> part_states() const;
 
  private:
   double inverse_n() const { return 1.0 / static_cast<double>(train_rows_); }
@@ -219,7 +225,9 @@ class Federation {
   // until the round's reduction, then agreed), or kNoClient.
   static constexpr int kNoClient = std::numeric_limits<int>::max();
   int diverged_client_ = kNoClient;
-  // train()'s server optimizer (federation.server_optimizer) and theta before the round.
+  // train()'s aggregator (federation.aggregator), server optimizer (federation.server_optimizer)
+  // and theta before the round.
+  std::unique_ptr<Aggregator> aggregator_;
   std::unique_ptr<ServerOptimizer> server_optimizer_;
   std::vector<double> theta_before_;
 };

@@ -10,6 +10,7 @@
 #include "fluence/core/config.hpp"
 #include "fluence/core/memory.hpp"
 #include "fluence/data/dataset.hpp"
+#include "fluence/fl/aggregators.hpp"
 #include "fluence/fl/client.hpp"
 #include "fluence/fl/layout.hpp"
 #include "fluence/fl/server_optimizer.hpp"
@@ -40,6 +41,7 @@ struct FederationConfig {
   bool eval_train_loss{};
   bool polish_verbose = true;    // a line per Newton step (retrains inside other commands: off)
   bool evaluate_rounds = true;   // the per-round curve (retrains inside other commands: off)
+  AggregatorConfig aggregator;   // FedAvg's rule over the cohort's updates
   ServerOptimizerConfig server;  // the step taken from each round's aggregate
 
   static FederationConfig from_deck(const Deck& deck);

@@ -14,9 +14,9 @@
 #include "fluence/core/error.hpp"
 #include "fluence/core/rng.hpp"
 #include "fluence/data/purposes.hpp"
-#include "fluence/lia/aggregators.hpp"
+#include "fluence/fl/aggregators.hpp"
 
-namespace fluence::lia {
+namespace fluence {
 namespace {
 
 std::vector<double> random_updates(int n, std::size_t p, std::uint64_t seed, double scale = 1.0) {
@@ -296,4 +296,4 @@ TEST(Aggregators, MeanUpdateRejectsEmptyInput) {
 }
 
 }  // namespace
-}  // namespace fluence::lia
+}  // namespace fluence
