@@ -12,6 +12,7 @@
 #include "fluence/core/error.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/fl/private_training.hpp"
+#include "fluence/privacy/rdp_accountant.hpp"
 #include "support/default_deck.hpp"
 #include "support/synthetic_deck.hpp"
 
