@@ -38,11 +38,13 @@ void print_bracketed(const EpsilonReport& spent, double noise, bool inverse,
         a.accountant, spent.lower, spent.estimate, spent.upper);
     return;
   }
-  log::info(
-      "eps = {:.10g} at delta = {:g} ({} accountant; bracket [{:.10g}, {:.10g}], estimate "
-      "{:.10g}); q = {:g}, {} steps, noise {:g}",
-      spent.epsilon, spent.delta, a.accountant, spent.lower, spent.upper, spent.estimate,
-      a.sampling_rate, a.steps, noise);
+  // A lower end of 0 means the accountant knows none: only its upper bound is shown then.
+  const std::string bracket = spent.lower > 0.0
+                                  ? fmt::format("bracket [{:.10g}, {:.10g}], estimate {:.10g}",
+                                                spent.lower, spent.upper, spent.estimate)
+                                  : std::string("an upper bound");
+  log::info("eps = {:.10g} at delta = {:g} ({} accountant, {}); q = {:g}, {} steps, noise {:g}",
+            spent.epsilon, spent.delta, a.accountant, bracket, a.sampling_rate, a.steps, noise);
 }
 
 }  // namespace
