@@ -38,7 +38,7 @@ else fail "train restart across rank counts"; fi
 # The server optimizer's moments and the accountants' state are part of the checkpoint: FedAdam
 # with DP-FedAvg, accounted by RDP and PLD, restarted from round 6 on 3 ranks, ends bitwise as the
 # uninterrupted run on 2 (a moment or an accountant left out of the checkpoint restarts from zero).
-adam='--set federation.server_optimizer="adam" --set federation.server_learning_rate=0.05 --set privacy.mode="dp-fedavg" --set privacy.sampling_rate=0.5 --set privacy.noise_multiplier=0.8 --set privacy.report_accountants=["pld"]'
+adam='--set federation.server_optimizer="adam" --set federation.server_learning_rate=0.05 --set privacy.mode="dp-fedavg" --set privacy.sampling_rate=0.5 --set privacy.noise_multiplier=0.8 --set privacy.adaptive_clip=false --set privacy.report_accountants=["pld"]'
 rm -rf "$work/ckO" "$work/ckO6" && mkdir -p "$work/ckO6"
 # shellcheck disable=SC2086
 "$mpirun" -n 2 "$fluence" train "$work/ck.toml" --out "$work/ckO" --quiet --set federation.polish='"none"' $adam --set output.checkpoint_every=6 >"$work/ckO.log" 2>&1
