@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "fluence/core/error.hpp"
@@ -82,6 +83,52 @@ EpsilonReport accountant_epsilon(std::string_view name, double sampling_rate,
   const auto accountant = make_accountant(name, "accountant");
   accountant->add_steps(sampling_rate, noise_multiplier, steps);
   return accountant->epsilon(delta);
+}
+
+void GaussianPhases::add(double q, double z, long steps) {
+  if (!(q >= 0.0 && q <= 1.0))
+    throw InputError(fmt::format("sampling rate q = {} is outside [0, 1]", q));
+  if (!(z >= 0.0)) throw InputError(fmt::format("noise multiplier z = {} must be >= 0", z));
+  if (steps < 0) throw InputError(fmt::format("steps = {} must be >= 0", steps));
+  if (steps == 0 || q == 0.0) return;
+  if (!phases_.empty() && phases_.back().q == q && phases_.back().z == z) {
+    phases_.back().steps += steps;
+    return;
+  }
+  phases_.push_back({q, z, steps});
+}
+
+bool GaussianPhases::noiseless() const {
+  return std::any_of(phases_.begin(), phases_.end(), [](const Phase& p) { return p.z == 0.0; });
+}
+
+long GaussianPhases::total_steps() const {
+  long steps = 0;
+  for (const Phase& p : phases_) steps += p.steps;
+  return steps;
+}
+
+std::vector<double> GaussianPhases::state() const {
+  std::vector<double> out;
+  for (const Phase& p : phases_) out.insert(out.end(), {p.q, p.z, static_cast<double>(p.steps)});
+  return out;
+}
+
+void GaussianPhases::restore(const std::vector<double>& state, std::string_view accountant) {
+  if (state.size() % 3 != 0)
+    throw InputError(
+        fmt::format("checkpoint: {} accountant state has {} values, not (q, z, steps) "
+                    "triples",
+                    accountant, state.size()));
+  GaussianPhases restored;
+  for (std::size_t i = 0; i < state.size(); i += 3) {
+    const double steps = state[i + 2];
+    if (steps != std::floor(steps))
+      throw InputError(
+          fmt::format("checkpoint: {} accountant steps {} is not whole", accountant, steps));
+    restored.add(state[i], state[i + 1], static_cast<long>(steps));
+  }
+  *this = std::move(restored);
 }
 
 double smallest_noise_multiplier(const std::function<double(double)>& epsilon_of_noise,

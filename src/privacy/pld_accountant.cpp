@@ -142,13 +142,6 @@ Step discretize(pl::Direction direction, double q, double z, double h) {
   return step;
 }
 
-void check_step(double q, double z, long steps) {
-  if (!(q >= 0.0 && q <= 1.0))
-    throw InputError(fmt::format("sampling rate q = {} is outside [0, 1]", q));
-  if (!(z >= 0.0)) throw InputError(fmt::format("noise multiplier z = {} must be >= 0", z));
-  if (steps < 0) throw InputError(fmt::format("steps = {} must be >= 0", steps));
-}
-
 void check_delta(double delta) {
   if (!(delta > 0.0 && delta < 1.0))
     throw InputError(fmt::format("delta = {} is outside (0, 1)", delta));
@@ -178,20 +171,13 @@ PldAccountant::PldAccountant(PldAccountant&&) noexcept = default;
 PldAccountant& PldAccountant::operator=(PldAccountant&&) noexcept = default;
 
 void PldAccountant::add_steps(double sampling_rate, double noise_multiplier, long steps) {
-  check_step(sampling_rate, noise_multiplier, steps);
-  if (steps == 0 || sampling_rate == 0.0) return;
-  if (!phases_.empty() && phases_.back().q == sampling_rate &&
-      phases_.back().z == noise_multiplier) {
-    phases_.back().steps += steps;
-    return;
-  }
-  phases_.push_back({sampling_rate, noise_multiplier, steps});
+  phases_.add(sampling_rate, noise_multiplier, steps);
 }
 
 double PldAccountant::value_mesh() const {
   if (fixed_mesh_ > 0.0) return fixed_mesh_;
   double steps = 0.0, spread = 0.0;
-  for (const Phase& p : phases_) {
+  for (const GaussianPhases::Phase& p : phases_.phases()) {
     if (p.z == 0.0) continue;
     steps += static_cast<double>(p.steps);
     spread += static_cast<double>(p.steps) * step_spread_squared(p.q, p.z);
@@ -206,7 +192,7 @@ double PldAccountant::eps_for_direction(int direction, double h, double delta) c
   std::array<double, kOrders> up{}, down{};
   long lowest = 0, highest = 0;
   double log_finite = 0.0;  // log of the probability that no step's loss is +inf
-  for (const Phase& p : phases_) {
+  for (const GaussianPhases::Phase& p : phases_.phases()) {
     const Step& step = cache_->get(static_cast<pl::Direction>(direction), p.q, p.z, h);
     parts.emplace_back(&step.pmf, p.steps);
     for (int j = 0; j < kOrders; ++j) {
@@ -252,7 +238,7 @@ EpsilonReport PldAccountant::epsilon(double delta) const {
   report.delta = delta;
   if (phases_.empty()) return report;
   double eps = 0.0;
-  if (std::any_of(phases_.begin(), phases_.end(), [](const Phase& p) { return p.z == 0.0; })) {
+  if (phases_.noiseless()) {
     eps = kInf;
   } else {
     const double h = value_mesh();
@@ -263,24 +249,11 @@ EpsilonReport PldAccountant::epsilon(double delta) const {
 }
 
 std::vector<double> PldAccountant::state() const {
-  std::vector<double> out;
-  for (const Phase& p : phases_) out.insert(out.end(), {p.q, p.z, static_cast<double>(p.steps)});
-  return out;
+  return phases_.state();
 }
 
 void PldAccountant::restore(const std::vector<double>& state) {
-  if (state.size() % 3 != 0)
-    throw InputError(fmt::format(
-        "checkpoint: PLD accountant state has {} values, not (q, z, steps) triples", state.size()));
-  std::vector<Phase> phases;
-  for (std::size_t i = 0; i < state.size(); i += 3) {
-    const double steps = state[i + 2];
-    if (steps != std::floor(steps))
-      throw InputError(fmt::format("checkpoint: PLD accountant steps {} is not whole", steps));
-    check_step(state[i], state[i + 1], static_cast<long>(steps));
-    phases.push_back({state[i], state[i + 1], static_cast<long>(steps)});
-  }
-  phases_ = std::move(phases);
+  phases_.restore(state, "PLD");
 }
 
 std::unique_ptr<Accountant> make_pld_accountant() {

@@ -22,13 +22,6 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // The largest mesh the accountant will build (2^25 points, 256 MiB of doubles per array).
 constexpr long kMaxPoints = 1L << 25;
 
-void check_step(double q, double z, long steps) {
-  if (!(q >= 0.0 && q <= 1.0))
-    throw InputError(fmt::format("sampling rate q = {} is outside [0, 1]", q));
-  if (!(z >= 0.0)) throw InputError(fmt::format("noise multiplier z = {} must be >= 0", z));
-  if (steps < 0) throw InputError(fmt::format("steps = {} must be >= 0", steps));
-}
-
 // Adaptive Simpson quadrature of a smooth integrand to absolute tolerance `tolerance`.
 template <class F>
 Real simpson_step(F& f, Real a, Real b, Real fa, Real fm, Real fb, Real whole, Real tolerance,
@@ -135,14 +128,7 @@ PrvAccountant::PrvAccountant(double eps_error, double delta_error_ratio)
 }
 
 void PrvAccountant::add_steps(double sampling_rate, double noise_multiplier, long steps) {
-  check_step(sampling_rate, noise_multiplier, steps);
-  if (steps == 0 || sampling_rate == 0.0) return;
-  if (!phases_.empty() && phases_.back().q == sampling_rate &&
-      phases_.back().z == noise_multiplier) {
-    phases_.back().steps += steps;
-    return;
-  }
-  phases_.push_back({sampling_rate, noise_multiplier, steps});
+  phases_.add(sampling_rate, noise_multiplier, steps);
 }
 
 EpsilonReport PrvAccountant::epsilon(double delta) const {
@@ -151,19 +137,18 @@ EpsilonReport PrvAccountant::epsilon(double delta) const {
   EpsilonReport report;
   report.delta = delta;
   if (phases_.empty()) return report;
-  if (std::any_of(phases_.begin(), phases_.end(), [](const Phase& p) { return p.z == 0.0; })) {
+  if (phases_.noiseless()) {
     report.epsilon = report.lower = report.estimate = report.upper = kInf;
     return report;
   }
   const double delta_error = delta * delta_error_ratio_;
-  long steps = 0;
-  for (const Phase& p : phases_) steps += p.steps;
+  const long steps = phases_.total_steps();
   // The domain (Gopi et al. 2021 Remark 5.6): the RDP eps of the whole composition at
   // delta_error / 4 and of any one step at delta_error / (8 T), plus 3.
   const std::vector<double> orders = default_rdp_orders();
   std::vector<double> total(orders.size(), 0.0);
   double one_step = 0.0;
-  for (const Phase& p : phases_) {
+  for (const GaussianPhases::Phase& p : phases_.phases()) {
     std::vector<double> step(orders.size());
     for (std::size_t k = 0; k < orders.size(); ++k) {
       step[k] = sampled_gaussian_rdp(p.q, p.z, orders[k]);
@@ -187,9 +172,9 @@ EpsilonReport PrvAccountant::epsilon(double delta) const {
   report.lower = report.estimate = report.upper = -kInf;
   for (pl::Direction direction : {pl::Direction::remove, pl::Direction::add}) {
     std::vector<pl::GridPmf> pmfs;
-    pmfs.reserve(phases_.size());
+    pmfs.reserve(phases_.phases().size());
     std::vector<std::pair<const pl::GridPmf*, long>> parts;
-    for (const Phase& p : phases_) {
+    for (const GaussianPhases::Phase& p : phases_.phases()) {
       pmfs.push_back(discretize(direction, p.q, p.z, h, n));
       parts.emplace_back(&pmfs.back(), p.steps);
     }
@@ -210,24 +195,11 @@ EpsilonReport PrvAccountant::epsilon(double delta) const {
 }
 
 std::vector<double> PrvAccountant::state() const {
-  std::vector<double> out;
-  for (const Phase& p : phases_) out.insert(out.end(), {p.q, p.z, static_cast<double>(p.steps)});
-  return out;
+  return phases_.state();
 }
 
 void PrvAccountant::restore(const std::vector<double>& state) {
-  if (state.size() % 3 != 0)
-    throw InputError(fmt::format(
-        "checkpoint: PRV accountant state has {} values, not (q, z, steps) triples", state.size()));
-  std::vector<Phase> phases;
-  for (std::size_t i = 0; i < state.size(); i += 3) {
-    const double steps = state[i + 2];
-    if (steps != std::floor(steps))
-      throw InputError(fmt::format("checkpoint: PRV accountant steps {} is not whole", steps));
-    check_step(state[i], state[i + 1], static_cast<long>(steps));
-    phases.push_back({state[i], state[i + 1], static_cast<long>(steps)});
-  }
-  phases_ = std::move(phases);
+  phases_.restore(state, "PRV");
 }
 
 std::unique_ptr<Accountant> make_prv_accountant() {

@@ -49,6 +49,30 @@ class Accountant {
   virtual void restore(const std::vector<double>& state) = 0;
 };
 
+/// The steps an accountant composes, as phases of equal (q, z) in the order added (the FFT
+/// accountants' input and their checkpoint state: flat (q, z, steps) triples).
+class GaussianPhases {
+ public:
+  struct Phase {
+    double q, z;
+    long steps;
+  };
+  /// Validates q in [0, 1], z >= 0 and steps >= 0 (InputError naming the value); steps = 0 or
+  /// q = 0 add nothing; a phase of the last phase's (q, z) extends it.
+  void add(double sampling_rate, double noise_multiplier, long steps);
+  const std::vector<Phase>& phases() const { return phases_; }
+  bool empty() const { return phases_.empty(); }
+  /// Some phase has z = 0: no noise, eps = inf.
+  bool noiseless() const;
+  long total_steps() const;
+  std::vector<double> state() const;
+  /// InputError naming `accountant` when `state` is not whole (q, z, steps) triples.
+  void restore(const std::vector<double>& state, std::string_view accountant);
+
+ private:
+  std::vector<Phase> phases_;
+};
+
 struct AccountantSpec {
   std::string name;
   std::string help;  // one line for `--help` and inputs/README.md

@@ -37,14 +37,10 @@ class PldAccountant final : public Accountant {
   double value_mesh() const;
 
  private:
-  struct Phase {
-    double q, z;
-    long steps;
-  };
   struct Cache;
   double eps_for_direction(int direction, double h, double delta) const;
 
-  std::vector<Phase> phases_;
+  GaussianPhases phases_;
   double fixed_mesh_ = 0.0;
   // One step's discretized PMF and its cumulant generating function per (direction, q, z, h): a
   // training run asks for eps after every round, and these do not change between rounds.

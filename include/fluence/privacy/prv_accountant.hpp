@@ -28,11 +28,7 @@ class PrvAccountant final : public Accountant {
   void restore(const std::vector<double>& state) override;
 
  private:
-  struct Phase {
-    double q, z;
-    long steps;
-  };
-  std::vector<Phase> phases_;
+  GaussianPhases phases_;
   double eps_error_, delta_error_ratio_;
 };
 
