@@ -110,15 +110,17 @@ int run_train(const CommandLine& command_line) {
   write_training_output(file, problem, result);
   if (private_training && !private_training->history().epsilon.empty()) {
     const auto& history = private_training->history();
-    for (const AccountantSeries& series : history.accountants)
+    for (const AccountantSeries& series : history.accountants) {
+      // RDP's order for the run's own accountant; a bracket where the accountant has a lower end.
+      std::string detail;
+      if (series.name == "rdp" && &series == &history.accountants.front())
+        detail = fmt::format(", best order {}", history.best_order.back());
+      else if (series.lower.back() > 0.0)
+        detail =
+            fmt::format(", bracket [{:.4g}, {:.4g}]", series.lower.back(), series.upper.back());
       log::info("privacy: eps = {:.4g} at delta = {} after {} rounds ({} accountant{})",
-                series.epsilon.back(), history.delta, series.epsilon.size(), series.name,
-                series.name == "rdp"
-                    ? (&series == &history.accountants.front()
-                           ? fmt::format(", best order {}", history.best_order.back())
-                           : std::string())
-                    : fmt::format(", bracket [{:.4g}, {:.4g}]", series.lower.back(),
-                                  series.upper.back()));
+                series.epsilon.back(), history.delta, series.epsilon.size(), series.name, detail);
+    }
     write_privacy_output(file, privacy, history);
   }
   if (private_training && !private_training->metrics().acc_g.empty()) {

@@ -226,6 +226,11 @@ PrivateTraining::PrivateTraining(Federation& federation, const PrivacyConfig& co
     accountants_.push_back(make_accountant(name));
     history_.accountants.push_back({name, {}, {}, {}});
   }
+  // FeO2's opt-out clients send their clipped updates without noise: no eps bounds them.
+  ledger_ = std::make_unique<ClientLedger>(clients, config_.accountants.front());
+  const std::vector<std::int64_t> opt_out(history_.opt_out_clients.begin(),
+                                          history_.opt_out_clients.end());
+  if (!opt_out.empty()) ledger_->unprotect(opt_out);
 }
 
 bool PrivateTraining::sampled(int round, int id) const {
@@ -355,11 +360,14 @@ void PrivateTraining::round(int round, std::vector<double>& theta, const LocalTr
     const double noisy = sums_[2 * p + 2] + config_.count_noise * server.normal();
     if (denominator > 0.0) clip_.update(noisy / denominator);
   }
-  if (config_.enabled()) account_round();
+  if (config_.enabled()) account_round(round);
   if (evaluated(round)) evaluate(round, theta);
 }
 
-void PrivateTraining::account_round() {
+void PrivateTraining::account_round(int round) {
+  // Every client is sampled with the same q: every private client's history is the run's.
+  ledger_->add_steps({}, config_.sampling_rate, config_.noise_multiplier, 1);
+  if (round == personalization_.rounds) history_.client_epsilon = ledger_->epsilon(config_.delta);
   for (std::size_t k = 0; k < accountants_.size(); ++k) {
     accountants_[k]->add_steps(config_.sampling_rate, config_.noise_multiplier, 1);
     const EpsilonReport report = accountants_[k]->epsilon(config_.delta);
@@ -479,6 +487,7 @@ const std::vector<double>& required(const std::map<std::string, std::vector<doub
 
 void PrivateTraining::save_state(std::map<std::string, std::vector<double>>& arrays) const {
   arrays["private/clip"] = {clip_.clip()};
+  if (ledger_) arrays["private/ledger"] = ledger_->state();
   for (std::size_t k = 0; k < accountants_.size(); ++k) {
     const AccountantSeries& series = history_.accountants[k];
     const std::string prefix = "private/accountants/" + series.name + "/";
@@ -512,6 +521,12 @@ void PrivateTraining::save_state(std::map<std::string, std::vector<double>>& arr
 
 void PrivateTraining::restore_state(const std::map<std::string, std::vector<double>>& arrays) {
   clip_.set_clip(required(arrays, "private/clip").at(0));
+  // A checkpoint from before the ledger: every private client's history is the run's rounds.
+  if (ledger_ && arrays.contains("private/ledger"))
+    ledger_->restore(arrays.at("private/ledger"));
+  else if (ledger_)
+    ledger_->add_steps({}, config_.sampling_rate, config_.noise_multiplier,
+                       static_cast<long>(required(arrays, "private/epsilon").size()));
   for (std::size_t k = 0; k < accountants_.size(); ++k) {
     AccountantSeries& series = history_.accountants[k];
     const std::string prefix = "private/accountants/" + series.name + "/";

@@ -43,6 +43,15 @@ void write_privacy_output(ResultsFile& file, const PrivacyConfig& config,
   file.scalar("/privacy/sampling_rate", config.sampling_rate, "1", "client sampling rate q");
   file.dataset("/privacy/best_order", history.best_order,
                {{"round"}, "1", "Rényi DP order attaining epsilon (NaN for other accountants)"});
+  if (!history.client_epsilon.empty()) {
+    std::vector<std::int64_t> ids(history.client_epsilon.size());
+    std::iota(ids.begin(), ids.end(), 0);
+    file.coordinate("/privacy/client", ids, "1", "client id");
+    file.dataset("/privacy/client_epsilon", history.client_epsilon,
+                 {{"client"},
+                  "1",
+                  "each client's epsilon at /privacy/delta after the last round (inf: opted out)"});
+  }
   file.string("/privacy/accountant", history.accountants.front().name,
               "accountant of /privacy/epsilon");
   for (const AccountantSeries& series : history.accountants) {

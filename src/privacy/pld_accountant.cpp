@@ -150,14 +150,17 @@ void check_delta(double delta) {
 }  // namespace
 
 struct PldAccountant::Cache {
-  std::vector<Step> steps;
+  // Held by pointer: epsilon() keeps a reference to every phase's step while it asks for the next
+  // one, which may add a step (a vector of steps would move them).
+  std::vector<std::unique_ptr<Step>> steps;
   const Step& get(pl::Direction direction, double q, double z, double h) {
-    // Steps of another mesh will not be asked for again until the mesh changes back.
-    std::erase_if(steps, [&](const Step& s) { return s.h != h; });
-    for (const Step& s : steps)
-      if (s.direction == static_cast<int>(direction) && s.q == q && s.z == z) return s;
-    steps.push_back(discretize(direction, q, z, h));
-    return steps.back();
+    // Steps of another mesh will not be asked for again until the mesh changes back (one
+    // epsilon() call uses one mesh, so no step it holds is dropped here).
+    std::erase_if(steps, [&](const std::unique_ptr<Step>& s) { return s->h != h; });
+    for (const auto& s : steps)
+      if (s->direction == static_cast<int>(direction) && s->q == q && s->z == z) return *s;
+    steps.push_back(std::make_unique<Step>(discretize(direction, q, z, h)));
+    return *steps.back();
   }
 };
 

@@ -57,11 +57,18 @@ for name in ("epsilon", "best_order", "clip_norm", "sampled_private", "sampled_o
 assert np.all(np.diff(f["/privacy/epsilon"][...]) > 0)
 assert len(f["/privacy/opt_out_clients"][...]) == 12
 assert f["/privacy/clip_norm"][0] == 0.3 and len(set(f["/privacy/clip_norm"][...])) > 1
-for path in ("/model/theta", "/privacy/epsilon", "/privacy/clip_norm", "/metrics/test_loss", "/privacy/opt_out_clients"):
+# The ledger: the opt-out clients are unprotected (inf), every other client's eps is the run's.
+client = f["/privacy/client_epsilon"][...]
+opt_out = f["/privacy/opt_out_clients"][...]
+assert client.shape == (60,) and np.all(np.isinf(client[opt_out]))
+private = np.setdiff1d(np.arange(60), opt_out)
+assert np.all(client[private] == f["/privacy/epsilon"][-1]), client
+for path in ("/model/theta", "/privacy/epsilon", "/privacy/clip_norm", "/metrics/test_loss", "/privacy/opt_out_clients",
+             "/privacy/client_epsilon"):
     for other in files[1:]:
         assert np.array_equal(f[path][...], other[path][...]), path
 PY
-then pass "private train (FeO2, adaptive clipping): /privacy contract, bitwise identical on 1-4 ranks"; else fail "private train determinism/contract"; fi
+then pass "private train (FeO2, adaptive clipping): /privacy contract and per-client ledger, bitwise identical on 1-4 ranks"; else fail "private train determinism/contract"; fi
 
 if FLUENCE="$fluence" bash "$source_dir/scripts/run_feo2_experiments.sh" --out "$work/feo2_dry" --dry-run \
   >"$work/feo2_dry.txt" 2>&1 && [ "$(grep -c "fluence train" "$work/feo2_dry.txt")" -eq 10 ] &&

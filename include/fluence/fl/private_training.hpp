@@ -27,6 +27,7 @@
 #include "fluence/fl/federation.hpp"
 #include "fluence/privacy/accountant.hpp"
 #include "fluence/privacy/adaptive_clip.hpp"
+#include "fluence/privacy/client_ledger.hpp"
 
 namespace fluence {
 
@@ -111,6 +112,8 @@ struct PrivacyHistory {
   std::vector<double> epsilon, best_order, clip_norm;          // per round (S used)
   std::vector<std::int64_t> sampled_private, sampled_opt_out;  // per round
   std::vector<AccountantSeries> accountants;                   // PrivacyConfig::accountants' order
+  // Each client's eps after the last round by the ledger (inf for opt-out clients).
+  std::vector<double> client_epsilon;
 };
 
 class PrivateTraining {
@@ -140,8 +143,9 @@ class PrivateTraining {
   // their indices in `out` (the other entries stay zero).
   void draw_server_normals(int round, std::span<std::int64_t> out);
   void evaluate(int round, const std::vector<double>& theta);
-  // Adds the round's step to every accountant and appends their eps to the history.
-  void account_round();
+  // Adds the round's step to every accountant and the ledger and appends their eps to the
+  // history (the ledger's per-client eps after the last round).
+  void account_round(int round);
 
   Federation& federation_;
   PrivacyConfig config_;
@@ -150,7 +154,8 @@ class PrivateTraining {
   std::vector<std::vector<double>> personal_;  // per local client; empty until first sampled
   AdaptiveClip clip_;
   std::vector<std::unique_ptr<Accountant>> accountants_;  // PrivacyConfig::accountants' order
-  std::vector<char> opt_out_;                             // per client id
+  std::unique_ptr<ClientLedger> ledger_;  // every client's own eps, by the first accountant
+  std::vector<char> opt_out_;             // per client id
   std::int64_t private_clients_ = 0;
   bool local_tests_ = false;  // some client holds local test rows (else the metrics stay NaN)
   PrivacyHistory history_;
