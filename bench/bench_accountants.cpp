@@ -1,12 +1,17 @@
 // Accountant benchmarks (issue 38): PLD from scratch for 10^4 steps (q = 0.01, z = 1, delta =
 // 1e-5), PLD's per-round epsilon() over a 1,000-round run (what a training run asks after every
-// round), and PRV and RDP on Opacus's case (z = 1.5, q = 0.04, 2249 steps, delta = 1e-5).
+// round), PRV and RDP on Opacus's case (z = 1.5, q = 0.04, 2249 steps, delta = 1e-5), and the
+// per-client ledger of 10^6 clients: a round on every client, a round on half of them (which
+// splits the class), and the per-client eps.
 //   build/bench/bench_accountants
 // Times are wall clock, best of three (the per-round run once).
 #include <fmt/core.h>
 
 #include <chrono>
+#include <cstdint>
+#include <vector>
 
+#include "fluence/privacy/client_ledger.hpp"
 #include "fluence/privacy/pld_accountant.hpp"
 #include "fluence/privacy/prv_accountant.hpp"
 #include "fluence/privacy/rdp_accountant.hpp"
@@ -68,5 +73,20 @@ int main() {
   fmt::print("pld  Opacus case: eps {:.6f}, {:.4f} s\n", eps, t);
   t = best_of_three([&] { eps = dp_sgd_epsilon(0.04, 1.5, 2249, 1e-5).epsilon; });
   fmt::print("rdp  Opacus case: eps {:.6f}, {:.4f} s\n", eps, t);
+
+  const std::int64_t clients = 1'000'000;
+  ClientLedger ledger(clients, "pld");
+  t = best_of_three([&] { ledger.add_steps({}, 0.01, 1.0, 1); });
+  fmt::print("ledger 1e6 clients: a round on every client {:.2e} s\n", t);
+  std::vector<std::int64_t> half;
+  for (std::int64_t i = 0; i < clients; i += 2) half.push_back(i);
+  auto start_half = std::chrono::steady_clock::now();
+  ledger.add_steps(half, 0.01, 1.0, 1);
+  fmt::print("ledger 1e6 clients: a round on half of them (splits the class) {:.4f} s\n",
+             seconds_since(start_half));
+  start_half = std::chrono::steady_clock::now();
+  const std::vector<double> each = ledger.epsilon(1e-5);
+  fmt::print("ledger 1e6 clients: every client's eps ({} classes) {:.4f} s\n", ledger.classes(),
+             seconds_since(start_half));
   return 0;
 }
