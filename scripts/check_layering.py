@@ -3,9 +3,9 @@
 include/fluence/<module>/ may include the headers of its own module and of the modules below it,
 never of one above it. The order, bottom to top:
 
-    core -> data -> model -> privacy -> fl -> {influence, lia, fldp, whatif} -> io -> app
+    core -> data -> model -> privacy -> fl -> {influence, lia, fldp, whatif, audit} -> io -> app
 
-The four command modules of one level do not include each other, except that fldp and whatif use
+The command modules of one level do not include each other, except that fldp and whatif use
 influence's solvers and estimators.
 
 Usage: check_layering.py SOURCE_DIR
@@ -17,8 +17,8 @@ import os
 import re
 import sys
 
-ORDER = ["core", "data", "model", "privacy", "fl", ("influence", "lia", "fldp", "whatif"), "io",
-         "app"]
+ORDER = ["core", "data", "model", "privacy", "fl", ("influence", "lia", "fldp", "whatif", "audit"),
+         "io", "app"]
 PEERS = {"fldp": {"influence"}, "whatif": {"influence"}}  # the allowed includes within a level
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 

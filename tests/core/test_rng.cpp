@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "fluence/audit/purposes.hpp"
 #include "fluence/core/rng.hpp"
 #include "fluence/data/purposes.hpp"
 #include "fluence/fl/purposes.hpp"
@@ -155,7 +156,7 @@ TEST(Stream, NoTwoModulesSharePurposeNumbers) {
   const std::span<const Purpose> modules[] = {
       purpose::data_purposes,   purpose::privacy_purposes,   purpose::model_purposes,
       purpose::fl_purposes,     purpose::influence_purposes, purpose::fldp_purposes,
-      purpose::whatif_purposes, purpose::lia_purposes};
+      purpose::whatif_purposes, purpose::lia_purposes,       purpose::audit_purposes};
   std::set<std::uint64_t> seen = {7, 27};  // retired (core/rng.hpp)
   std::size_t count = 0;
   for (const auto& purposes : modules) {
@@ -164,8 +165,9 @@ TEST(Stream, NoTwoModulesSharePurposeNumbers) {
       ++count;
     }
   }
-  // Every purpose of issue 28's inventory, none lost in the move, and issue 26's public_split.
-  EXPECT_EQ(count, 32u);
+  // Every purpose of issue 28's inventory, none lost in the move, issue 26's public_split and the
+  // LDP audit's draws.
+  EXPECT_EQ(count, 33u);
 }
 
 }  // namespace

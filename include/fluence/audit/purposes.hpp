@@ -1,0 +1,13 @@
+#pragma once
+// The random streams of audit/ (each a Purpose, core/rng.hpp, keyed with the run seed). The numbers
+// are part of the reproducibility contract: never renumber or reuse one (tests/core/test_rng.cpp).
+#include "fluence/core/rng.hpp"
+
+namespace fluence::purpose {
+
+inline constexpr Purpose ldp_audit_draws{42};  // the LDP audit's runs of the mechanism
+
+/// Every purpose above (for the check that no two modules share a number).
+inline constexpr Purpose audit_purposes[] = {ldp_audit_draws};
+
+}  // namespace fluence::purpose
