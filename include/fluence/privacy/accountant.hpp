@@ -4,8 +4,9 @@
 // Accountants are registered by name (PETSc's XRegister pattern): `privacy.accountant` and
 // `fluence privacy --accountant` choose one, and a new accountant is one class and one
 // register_accountant() call. Built in: "rdp" (Mironov et al. 2019, an upper bound), "pld"
-// (privacy-loss distributions composed by FFT with the connect-the-dots discretization of Doroshenko
-// et al. 2022, an upper bound) and "prv" (Gopi et al. 2021: an estimate with its eps bracket).
+// (privacy-loss distributions composed by FFT with the connect-the-dots discretization of
+// Doroshenko et al. 2022, an upper bound) and "prv" (Gopi et al. 2021: an estimate with its eps
+// bracket).
 //
 // Every built-in accountant covers the add/remove adjacency of one record (or one client) and the
 // Poisson-subsampled Gaussian mechanism: each step includes every record independently with
