@@ -41,6 +41,7 @@ printf '[partition]\nclients = 5.0\n' | write_deck clients_float
 printf '[data]\nsource = "csv"\npath = "%s/go\\u0000od.csv"\n' "$work" | write_deck nul_string
 "$python" -c "import sys; open(sys.argv[1], 'w').write('[data]\nsource = \"csv\"\npath = \"' + 'p' * 20000000 + '\"\n')" "$work/long_string.toml"
 "$python" -c "import sys; open(sys.argv[1], 'w').write('\"' + 'k' * 1000000 + '\" = 1\n')" "$work/long_key.toml"
+printf '[influence]\ndamping = inf\n' | write_deck damping_inf
 write_small_deck small 4
 write_deck private <<'EOF'
 seed = 4
