@@ -264,7 +264,11 @@ CommandLine parse_command_line(int argc, char** argv) {
     return result;
   }
   for (const auto* command : app.get_subcommands({}))
-    if (command->parsed()) result.command = command->get_name();
+    if (command->parsed()) {
+      result.command = command->get_name();
+      const auto* out = command->get_option_no_throw("--out");
+      result.out_given = out != nullptr && out->count() > 0;
+    }
   return result;
 }
 
@@ -322,6 +326,12 @@ void warn_ignored_sections(const Deck& deck, const std::string& command) {
 }
 
 Deck read_command_deck(const CommandLine& command_line) {
+  // `--out ""` (an unset shell variable: --out "$DIR") was ignored, and the run wrote to
+  // output.dir.
+  if (command_line.out_given && command_line.out.empty())
+    throw InputError(
+        "--out \"\": expected an output directory name (an empty --out would leave the run in "
+        "output.dir)");
   std::vector<std::string> sets = command_line.sets;
   if (!command_line.out.empty()) sets.push_back("output.dir=" + toml_string(command_line.out));
   Deck deck = Deck::from_file(command_line.deck, deck_schema(), sets);

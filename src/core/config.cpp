@@ -291,12 +291,25 @@ toml::table parse_override_value(const std::string& value) {
   }
 }
 
-void apply_override(toml::table& root, const std::string& assignment) {
+void apply_override(toml::table& root, const std::string& assignment, const DeckSchema& schema) {
+  // One --set is one value on one line: parsed as TOML, a line break ended the value and what
+  // followed it was dropped in silence.
+  if (assignment.find_first_of("\n\r") != std::string::npos)
+    throw InputError(
+        fmt::format("--set {}: a --set holds one section.key=value on one line, not a line break",
+                    message_excerpt(assignment)));
   const auto equals = assignment.find('=');
   if (equals == std::string::npos || equals == 0)
     throw InputError(
         fmt::format("--set {}: expected section.key=value", message_excerpt(assignment)));
   const std::string path = assignment.substr(0, equals);
+  // A whole section (`--set 'federation={rounds=2}'`) would replace the deck's section, its other
+  // keys falling back to their defaults.
+  if (const KeySpec* spec = schema.find(path); spec && spec->type == KeyType::section)
+    throw InputError(
+        fmt::format("--set {}: [{}] is a section: set its keys one by one (--set {}.KEY=VALUE); "
+                    "a whole table would reset the keys it does not name to their defaults",
+                    message_excerpt(assignment), message_excerpt(path), message_excerpt(path)));
   const auto parts = split_path(path);
   toml::table* table = &root;
   for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
@@ -409,7 +422,7 @@ Deck Deck::from_string(const std::string& text, const std::string& origin, const
                                  error.source().begin.line, error.source().begin.column,
                                  message_excerpt(error.description(), 2 * kPathExcerptBytes)));
   }
-  for (const auto& assignment : overrides) apply_override(deck.impl_->root, assignment);
+  for (const auto& assignment : overrides) apply_override(deck.impl_->root, assignment, schema);
   Validator(schema, deck.origin_).table(deck.impl_->root, "");
   // The values given, before the defaults join them (what a "has no effect" warning may name).
   std::function<void(const toml::table&, const std::string&)> collect =

@@ -193,13 +193,15 @@ export OMPI_MCA_odls_base_sigkill_timeout=0
 run_case() {
   local name=$1 command=$2 ranks=$3 expected_code=$4 fragment=$5
   shift 5
-  local environment=() words=() out="" existed=0 word i
+  local environment=() words=() out="" out_given=0 existed=0 word i
   for word in "$@"; do
     if [ ${#words[@]} -eq 0 ] && [[ "$word" =~ ^[A-Z_]+= ]]; then environment+=("$word"); else words+=("$word"); fi
   done
-  for ((i = 0; i < ${#words[@]}; i++)); do [ "${words[$i]}" = "--out" ] && out=${words[$((i + 1))]}; done
+  for ((i = 0; i < ${#words[@]}; i++)); do
+    [ "${words[$i]}" = "--out" ] && out=${words[$((i + 1))]} && out_given=1
+  done
   local own_out=()
-  if [ -z "$out" ] && [ "$command" != validate ] && [ "$command" != privacy ]; then
+  if [ "$out_given" -eq 0 ] && [ "$command" != validate ] && [ "$command" != privacy ]; then
     out="$work/out_${name}_$runs"
     own_out=(--out "$out")
   fi

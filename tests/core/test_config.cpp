@@ -212,6 +212,25 @@ TEST(Deck, SetOverridesAreValidatedLikeTheDeck) {
   EXPECT_NE(error_of("", {"novalue"}).find("section.key=value"), std::string::npos);
 }
 
+// Issue 41: a --set with a line break dropped what followed it, and a whole section reset the
+// section's other keys to their defaults; both are refused, naming the --set.
+TEST(Deck, SetRefusesLineBreaksAndWholeSections) {
+  const auto line_break = error_of("", {"federation.rounds=2\nfederation.learning_rate=5"});
+  EXPECT_NE(line_break.find("--set federation.rounds=2\\x0afederation.learning_rate=5: a --set "
+                            "holds one section.key=value on one line"),
+            std::string::npos)
+      << line_break;
+  EXPECT_NE(error_of("", {"data.path=\"a\"\r"}).find("line break"), std::string::npos);
+  const auto section = error_of("[federation]\nlearning_rate = 0.5\n", {"federation={rounds=2}"});
+  EXPECT_NE(section.find("--set federation={rounds=2}: [federation] is a section"),
+            std::string::npos)
+      << section;
+  EXPECT_NE(error_of("", {"data.synthetic={rows=100}"}).find("[data.synthetic] is a section"),
+            std::string::npos);
+  // A table where the key takes one (a privacy level per attribute) is still a value.
+  EXPECT_EQ(error_of("", {"ldp.epsilon={label=1.0}"}), "");
+}
+
 TEST(Deck, ArraysOfTablesAreValidatedPerElement) {
   const Deck deck = Deck::from_string(
       "[ldp]\nattributes=[\"label\"]\n[[ldp.client]]\nid = 2\nepsilon = 0.5\n[[ldp.client]]\n"
