@@ -43,11 +43,11 @@ PETSc and SLEPc options come last and pass through to the solvers, e.g.
   mpirun -n 4 fluence lia inputs/lia_fashion_mnist.toml --set lia.participants=1000
 
 Long commands (train, influence, fldp, whatif) write <out>/chk_*.h5 every output.checkpoint_every
-rounds or units of work and on SIGTERM/SIGUSR1/SIGINT; --restart latest continues one
+rounds or units of work and on SIGTERM/SIGUSR1/SIGINT/SIGHUP; --restart latest continues one
 (docs/operations.md).
 Exit codes: 0 success, 1 usage error, 2 bad input (deck, data, output directory, refused checkpoint),
-3 runtime failure, 4 stopped by SIGTERM/SIGUSR1/SIGINT after writing a checkpoint (resume with
---restart latest).
+3 runtime failure, 4 stopped by SIGTERM/SIGUSR1/SIGINT/SIGHUP after writing a checkpoint
+(resume with --restart latest).
 Deck keys: inputs/README.md. Output datasets: docs/outputs.md. The papers (FLDP-FL, LIA, FeO2, ...):
 docs/references.md.)";
 
