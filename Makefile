@@ -3,7 +3,10 @@
 BUILD_DIR ?= build
 SANITIZE_DIR ?= build-sanitize
 BUILD_TYPE ?= Release
-JOBS ?= $(shell nproc)
+# The CPUs this process may run on. GNU nproc honours OMP_NUM_THREADS and OMP_THREAD_LIMIT (HPC
+# module set-ups export OMP_NUM_THREADS=1, and nproc then prints 1): the count ignores them, but
+# still honours CPU affinity (taskset, a batch job's cgroup).
+JOBS ?= $(shell env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 RANKS ?= 2
 SKIP_DEPS ?= 0
 CTEST_ARGS ?=

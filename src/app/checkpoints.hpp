@@ -1,7 +1,8 @@
 #pragma once
 // The checkpoints of one command run (docs/operations.md), shared by train, whatif, fldp and
 // influence: --restart (a checkpoint file or "latest"), output.checkpoint_every and output.keep,
-// and the stop signals (SIGTERM, SIGUSR1, SIGINT: finish the unit, write a checkpoint, exit 4).
+// and the stop signals (SIGTERM, SIGUSR1, SIGINT, SIGHUP: finish the unit, write a checkpoint,
+// exit 4).
 #include <functional>
 #include <optional>
 #include <string>

@@ -44,11 +44,11 @@ PETSc and SLEPc options come last and pass through to the solvers, e.g.
   mpirun -n 4 fluence lia inputs/lia_fashion_mnist.toml --set lia.participants=1000
 
 Long commands (train, influence, fldp, whatif) write <out>/chk_*.h5 every output.checkpoint_every
-rounds or units of work and on SIGTERM/SIGUSR1/SIGINT; --restart latest continues one
+rounds or units of work and on SIGTERM/SIGUSR1/SIGINT/SIGHUP; --restart latest continues one
 (docs/operations.md).
 Exit codes: 0 success, 1 usage error, 2 bad input (deck, data, output directory, refused checkpoint),
-3 runtime failure, 4 stopped by SIGTERM/SIGUSR1/SIGINT after writing a checkpoint (resume with
---restart latest).
+3 runtime failure, 4 stopped by SIGTERM/SIGUSR1/SIGINT/SIGHUP after writing a checkpoint
+(resume with --restart latest).
 Deck keys: inputs/README.md. Output datasets: docs/outputs.md. The papers (FLDP-FL, LIA, FeO2, ...):
 docs/references.md.)";
 
@@ -273,7 +273,11 @@ CommandLine parse_command_line(int argc, char** argv) {
     return result;
   }
   for (const auto* command : app.get_subcommands({}))
-    if (command->parsed()) result.command = command->get_name();
+    if (command->parsed()) {
+      result.command = command->get_name();
+      const auto* out = command->get_option_no_throw("--out");
+      result.out_given = out != nullptr && out->count() > 0;
+    }
   return result;
 }
 
@@ -331,6 +335,12 @@ void warn_ignored_sections(const Deck& deck, const std::string& command) {
 }
 
 Deck read_command_deck(const CommandLine& command_line) {
+  // `--out ""` (an unset shell variable: --out "$DIR") was ignored, and the run wrote to
+  // output.dir.
+  if (command_line.out_given && command_line.out.empty())
+    throw InputError(
+        "--out \"\": expected an output directory name (an empty --out would leave the run in "
+        "output.dir)");
   std::vector<std::string> sets = command_line.sets;
   if (!command_line.out.empty()) sets.push_back("output.dir=" + toml_string(command_line.out));
   Deck deck = Deck::from_file(command_line.deck, deck_schema(), sets);

@@ -3,8 +3,10 @@
 // write <out>/results.h5.
 #include <fmt/format.h>
 
+#include <cmath>
 #include <functional>
 #include <optional>
+#include <utility>
 
 #include "checkpoints.hpp"
 #include "fluence/app/cli.hpp"
@@ -21,6 +23,25 @@
 #include "train_checkpoint.hpp"
 
 namespace fluence::app {
+
+namespace {
+
+// The final round's FeO2 metrics that were computed: a client-level mean is NaN without clients of
+// its group that hold local test data (no opt-out clients in DP-FedAvg; no
+// partition.local_test_fraction), and is left out. Without any, Acc_g alone repeats the final test
+// accuracy: no line.
+void log_final_feo2_metrics(const Feo2Metrics& m) {
+  const std::pair<const char*, double> client_level[] = {{"Acc_g,p", m.acc_g_p.back()},
+                                                         {"Acc_g,np", m.acc_g_np.back()},
+                                                         {"Acc_l,p", m.acc_l_p.back()},
+                                                         {"Acc_l,np", m.acc_l_np.back()}};
+  std::string fields;
+  for (const auto& [name, value] : client_level)
+    if (!std::isnan(value)) fields += fmt::format("  {} {:.4f}", name, value);
+  if (!fields.empty()) log::info("feo2 metrics (final): Acc_g {:.4f}{}", m.acc_g.back(), fields);
+}
+
+}  // namespace
 
 int run_train(const CommandLine& command_line) {
   install_stop_handlers();  // first: a signal during set-up stops after the first round
@@ -90,18 +111,23 @@ int run_train(const CommandLine& command_line) {
         config,
         [&](const RoundMetrics& m) {
           if (command_line.quiet) return;
-          log::info(
-              "round {:>5d}/{}  train loss {:.5f}  test loss {:.5f}  test acc {:6.2f}%  "
-              "elapsed {}  ETA {}",
-              m.round, config.rounds, m.train_loss, m.test_loss, 100.0 * m.test_accuracy,
-              format_duration(m.wall_time), format_eta(m.wall_time, m.round, config.rounds));
+          // The training loss is evaluated only with federation.eval_train_loss: no "nan" field.
+          log::info("round {:>5d}/{}  {}test loss {:.5f}  test acc {:6.2f}%  elapsed {}  ETA {}",
+                    m.round, config.rounds,
+                    config.eval_train_loss ? fmt::format("train loss {:.5f}  ", m.train_loss) : "",
+                    m.test_loss, 100.0 * m.test_accuracy, format_duration(m.wall_time),
+                    format_eta(m.wall_time, m.round, config.rounds));
         },
         round_step, checkpoint, resume ? &*resume : nullptr);
   });
   if (result.stopped) return kExitStopped;
-  log::info("final: test loss {:.6f}  test accuracy {:.2f}%  |grad h| {:.3e}",
-            result.final_metrics.test_loss, 100.0 * result.final_metrics.test_accuracy,
-            result.gradient_norm);
+  // A network computes the final gradient only with federation.eval_train_loss (a pass over every
+  // training row): without it the norm is NaN, and the line leaves it out.
+  log::info("final: test loss {:.6f}  test accuracy {:.2f}%{}", result.final_metrics.test_loss,
+            100.0 * result.final_metrics.test_accuracy,
+            std::isnan(result.gradient_norm)
+                ? ""
+                : fmt::format("  |grad h| {:.3e}", result.gradient_norm));
 
   LogStage output(Stage::output);
   ResultsFile file(out_dir);
@@ -125,12 +151,8 @@ int run_train(const CommandLine& command_line) {
   }
   if (private_training && !private_training->metrics().acc_g.empty()) {
     private_training->take_server_accuracy(result.history);
-    const auto& m = private_training->metrics();
-    log::info(
-        "feo2 metrics (final): Acc_g {:.4f}  Acc_g,p {:.4f}  Acc_g,np {:.4f}  Acc_l,p {:.4f}  "
-        "Acc_l,np {:.4f}",
-        m.acc_g.back(), m.acc_g_p.back(), m.acc_g_np.back(), m.acc_l_p.back(), m.acc_l_np.back());
-    write_feo2_output(file, m);
+    log_final_feo2_metrics(private_training->metrics());
+    write_feo2_output(file, private_training->metrics());
   }
   log::info("results: {}", file.commit());
   return 0;

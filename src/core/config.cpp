@@ -109,8 +109,12 @@ std::string nearest_key(const DeckSchema& schema, const std::string& path) {
   return best_distance <= std::max<std::size_t>(3, normalized.size() / 3) ? best : "";
 }
 
+// A number key takes finite values only, unless it allows +inf (KeySpec::infinity_allowed): a nan
+// or an inf given where it means nothing ran on (influence.damping = inf ended in a CG "relative
+// residual -nan") or became a silently meaningless result.
 bool in_range(const KeySpec& spec, double value) {
   if (std::isnan(value)) return false;
+  if (std::isinf(value) && !(spec.infinity_allowed && value > 0)) return false;
   if (spec.minimum_exclusive ? !(value > spec.minimum) : !(value >= spec.minimum)) return false;
   return spec.maximum_exclusive ? value < spec.maximum : value <= spec.maximum;
 }
@@ -135,6 +139,15 @@ bool acceptable_text(const toml::node& node, bool tab_allowed = false) {
 
 bool is_number(const toml::node& node) {
   return node.is_integer() || node.is_floating_point();
+}
+
+// Does the value hold a nan, an inf or a -inf (itself, or an element of an array)?
+bool holds_non_finite(const toml::node& node) {
+  if (const auto* f = node.as_floating_point()) return !std::isfinite(f->get());
+  if (const auto* array = node.as_array())
+    return std::any_of(array->begin(), array->end(),
+                       [](const toml::node& element) { return holds_non_finite(element); });
+  return false;
 }
 
 double number_of(const toml::node& node) {
@@ -177,12 +190,25 @@ class Validator {
                                  suggestion.empty() ? "" : "; did you mean '" + suggestion + "'?"));
   }
 
+  // The value as a message shows it: an array on one line, element by element ("[0.5, inf]"; toml++
+  // would spread an array holding a nan over several lines).
+  static std::string shown_value(const toml::node& node) {
+    const auto* array = node.as_array();
+    if (!array) return value_text(node);
+    std::string text;
+    for (const auto& element : *array) text += (text.empty() ? "" : ", ") + shown_value(element);
+    return "[" + text + "]";
+  }
+
   [[noreturn]] void bad(const KeySpec& spec, const std::string& path, const toml::node& node) {
+    // A nan or an inf refused by a number key: the message says the number must be finite.
+    const bool say_finite =
+        (spec.type == KeyType::real || spec.type == KeyType::real_array) && holds_non_finite(node);
     throw InputError(fmt::format("{}: {} = {} is not allowed: expected {}",
                                  source_of(node, origin_), message_excerpt(path),
-                                 message_excerpt(value_text(node)),
+                                 message_excerpt(shown_value(node)),
                                  acceptable_text(node, spec.tab_allowed)
-                                     ? allowed_text(spec)
+                                     ? allowed_text(spec, say_finite)
                                      : fmt::format("a string of at most {} bytes without control "
                                                    "characters",
                                                    kLongestDeckString)));
@@ -265,12 +291,25 @@ toml::table parse_override_value(const std::string& value) {
   }
 }
 
-void apply_override(toml::table& root, const std::string& assignment) {
+void apply_override(toml::table& root, const std::string& assignment, const DeckSchema& schema) {
+  // One --set is one value on one line: parsed as TOML, a line break ended the value and what
+  // followed it was dropped in silence.
+  if (assignment.find_first_of("\n\r") != std::string::npos)
+    throw InputError(
+        fmt::format("--set {}: a --set holds one section.key=value on one line, not a line break",
+                    message_excerpt(assignment)));
   const auto equals = assignment.find('=');
   if (equals == std::string::npos || equals == 0)
     throw InputError(
         fmt::format("--set {}: expected section.key=value", message_excerpt(assignment)));
   const std::string path = assignment.substr(0, equals);
+  // A whole section (`--set 'federation={rounds=2}'`) would replace the deck's section, its other
+  // keys falling back to their defaults.
+  if (const KeySpec* spec = schema.find(path); spec && spec->type == KeyType::section)
+    throw InputError(
+        fmt::format("--set {}: [{}] is a section: set its keys one by one (--set {}.KEY=VALUE); "
+                    "a whole table would reset the keys it does not name to their defaults",
+                    message_excerpt(assignment), message_excerpt(path), message_excerpt(path)));
   const auto parts = split_path(path);
   toml::table* table = &root;
   for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
@@ -383,7 +422,7 @@ Deck Deck::from_string(const std::string& text, const std::string& origin, const
                                  error.source().begin.line, error.source().begin.column,
                                  message_excerpt(error.description(), 2 * kPathExcerptBytes)));
   }
-  for (const auto& assignment : overrides) apply_override(deck.impl_->root, assignment);
+  for (const auto& assignment : overrides) apply_override(deck.impl_->root, assignment, schema);
   Validator(schema, deck.origin_).table(deck.impl_->root, "");
   // The values given, before the defaults join them (what a "has no effect" warning may name).
   std::function<void(const toml::table&, const std::string&)> collect =
@@ -550,7 +589,7 @@ std::string key_type_name(KeyType type) {
   return "?";
 }
 
-std::string allowed_text(const KeySpec& spec) {
+std::string allowed_text(const KeySpec& spec, bool say_finite) {
   auto range = [&]() -> std::string {
     std::string lower, upper;
     if (std::isfinite(spec.minimum))
@@ -570,7 +609,8 @@ std::string allowed_text(const KeySpec& spec) {
     case KeyType::integer:
       return "an integer" + range();
     case KeyType::real:
-      return "a number" + range();
+      return (say_finite ? "a finite number" : "a number") + range() +
+             (spec.infinity_allowed ? ", or inf" : "");
     case KeyType::boolean:
       return "true or false";
     case KeyType::string:
@@ -579,7 +619,8 @@ std::string allowed_text(const KeySpec& spec) {
       return spec.choices.empty() ? "an array of strings"
                                   : "an array of strings, each one of: " + choices();
     case KeyType::real_array:
-      return "an array of numbers, each" + range();
+      return (say_finite ? "an array of finite numbers, each" : "an array of numbers, each") +
+             range() + (spec.infinity_allowed ? " or inf" : "");
     case KeyType::integer_array:
       return "an array of integers, each" + range();
     case KeyType::epsilon:

@@ -35,6 +35,11 @@ KeySpec below_maximum(KeySpec spec) {
   return spec;
 }
 
+KeySpec with_infinity(KeySpec spec) {
+  spec.infinity_allowed = true;
+  return spec;
+}
+
 KeySpec choice(std::string path, std::string default_value, std::vector<std::string> choices,
                std::string description) {
   KeySpec spec =

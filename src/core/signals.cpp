@@ -37,7 +37,10 @@ void install_stop_handlers() {
   action.sa_handler = record_stop_signal;
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART;
-  for (int signal : {SIGTERM, SIGUSR1, SIGINT}) sigaction(signal, &action, nullptr);
+  // SIGHUP too: a rank whose terminal or ssh session goes away (a run started by hand on a node)
+  // was ended by its default action, losing the work since the last checkpoint; it is a stop
+  // request like TERM.
+  for (int signal : {SIGTERM, SIGUSR1, SIGINT, SIGHUP}) sigaction(signal, &action, nullptr);
 }
 
 bool stop_requested_anywhere() {

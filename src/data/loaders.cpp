@@ -429,7 +429,8 @@ void check_label_values(const std::set<std::string>& values, const CsvFile& file
 }
 
 // Orders category names numerically when every one is a number (so "2" comes before "10"), else
-// lexicographically; ties ("1" and "1.0") keep lexicographic order so the result is deterministic.
+// lexicographically; ties ("1" and "1.0") keep lexicographic order so the result is deterministic
+// (a label column's ties are then one class: code_categories).
 std::vector<std::string> sorted_categories(const std::set<std::string>& values) {
   std::vector<std::string> names(values.begin(), values.end());
   std::vector<std::pair<double, std::string>> numbered;
@@ -442,6 +443,32 @@ std::vector<std::string> sorted_categories(const std::set<std::string>& values) 
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   for (std::size_t i = 0; i < names.size(); ++i) names[i] = numbered[i].second;
   return names;
+}
+
+// A categorical column's categories in sorted_categories' order, each value's code in `codes`.
+// For the label column (`merge_equal_numbers`) numerically equal numbers are one class ("1", "1.0"
+// and "1e0" were three), named by the shortest of them, the lexicographically first among as short
+// ("1"; "01" and "1" give "1"): as LEAF's JSON labels, which are numbers, and as the documented
+// numeric order of numeric labels reads them.
+std::vector<std::string> code_categories(const std::set<std::string>& values,
+                                         bool merge_equal_numbers,
+                                         std::unordered_map<std::string, std::int32_t>& codes) {
+  const std::vector<std::string> sorted = sorted_categories(values);
+  std::vector<double> numbers(sorted.size());
+  bool numeric = merge_equal_numbers;
+  for (std::size_t k = 0; numeric && k < sorted.size(); ++k)
+    numeric = parse_number(sorted[k], numbers[k]);
+  std::vector<std::string> categories;
+  for (std::size_t k = 0; k < sorted.size(); ++k) {
+    // sorted_categories put numerically equal numbers next to each other, in lexicographic order.
+    if (numeric && k > 0 && numbers[k] == numbers[k - 1]) {
+      if (sorted[k].size() < categories.back().size()) categories.back() = sorted[k];
+    } else {
+      categories.push_back(sorted[k]);
+    }
+    codes.emplace(sorted[k], static_cast<std::int32_t>(categories.size() - 1));
+  }
+  return categories;
 }
 
 // The shared schema of the training and test tables, with each categorical column's value lookup.
@@ -537,9 +564,8 @@ CsvSchema build_csv_schema(CsvFiles& files, const CsvLayout& layout) {
   for (std::size_t c = 0; c < header.size(); ++c) {
     if (!layout.read[c]) continue;
     std::vector<std::string> categories;
-    if (layout.categorical[c]) categories = sorted_categories(values[c]);
-    for (std::size_t k = 0; k < categories.size(); ++k)
-      schema.codes[c].emplace(categories[k], static_cast<std::int32_t>(k));
+    if (layout.categorical[c])
+      categories = code_categories(values[c], c == layout.label, schema.codes[c]);
     if (c == layout.label) {
       schema.layout.label_name = header[c];
       schema.layout.class_names = std::move(categories);

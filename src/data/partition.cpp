@@ -30,11 +30,12 @@ void register_partition_keys(DeckSchema& schema) {
           "/ McMahan et al.)",
           1),
       key("partition.column", T::string, "", "column: the categorical attribute to split on"),
-      key("partition.local_test_fraction", T::real, "0.0",
-          "fraction of every client's rows held out as its own test data "
-          "([FeO2](../docs/references.md#feo2)'s Acc_g,p, Acc_l,p metrics; a seeded "
-          "shuffle per client)",
-          0.0, 1.0),
+      // Below 1: a client with every row held out has nothing to train on (1 was taken as 0).
+      below_maximum(key("partition.local_test_fraction", T::real, "0.0",
+                        "fraction of every client's rows held out as its own test data "
+                        "([FeO2](../docs/references.md#feo2)'s Acc_g,p, Acc_l,p metrics; a seeded "
+                        "shuffle per client); a client keeps at least one training row",
+                        0.0, 1.0)),
       key("partition.sizes", T::real_array, "[]",
           "optional size skew: fraction of training rows per client (iid, dirichlet, "
           "label_shards)",

@@ -212,8 +212,11 @@ void split_local_test_rows(FederatedProblem& problem, double fraction) {
   if (fraction <= 0.0) return;
   for (std::size_t id = 0; id < problem.client_rows.size(); ++id) {
     auto& rows = problem.client_rows[id];
-    const auto held = static_cast<std::size_t>(std::llround(fraction * rows.size()));
-    if (held == 0 || held >= rows.size()) continue;
+    // A client keeps a training row: a fraction that rounds to all of its rows (0.9 of 5) holds
+    // out all but one, where it used to hold out none in silence.
+    const auto held = std::min(static_cast<std::size_t>(std::llround(fraction * rows.size())),
+                               rows.empty() ? std::size_t{0} : rows.size() - 1);
+    if (held == 0) continue;
     Stream stream(problem.seed, purpose::local_test_split, id);
     stream.shuffle(std::span<std::int64_t>(rows));
     std::vector<std::int64_t> test(rows.end() - static_cast<std::ptrdiff_t>(held), rows.end());

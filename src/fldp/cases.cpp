@@ -181,8 +181,10 @@ void register_fldp_keys(DeckSchema& schema) {
           "the clients in the order they join the change (default 0, 1, …)", 0),
       key("fldp.sweep.counts", T::integer_array, "[1]",
           "numbers of changing clients: a case per count takes the first ones of `clients`", 1),
-      key("fldp.sweep.epsilon", T::real_array, "[]", "new eps′ values, one case each (per count)",
-          0.0, kInf, true),
+      with_infinity(key("fldp.sweep.epsilon", T::real_array, "[]",
+                        "new eps′ values, one case each (per count); `inf`: the clients stop "
+                        "randomizing (as `\"inf\"` in `[[fldp.change]]`)",
+                        0.0, kInf, true)),
       with_note(key("fldp.sweep.attributes", T::string_array, "[]",
                     "attributes the new eps′ applies to (default: every `ldp.attributes` entry)"),
                 "attributes of `ldp.attributes`"),

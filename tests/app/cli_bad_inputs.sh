@@ -41,6 +41,7 @@ printf '[partition]\nclients = 5.0\n' | write_deck clients_float
 printf '[data]\nsource = "csv"\npath = "%s/go\\u0000od.csv"\n' "$work" | write_deck nul_string
 "$python" -c "import sys; open(sys.argv[1], 'w').write('[data]\nsource = \"csv\"\npath = \"' + 'p' * 20000000 + '\"\n')" "$work/long_string.toml"
 "$python" -c "import sys; open(sys.argv[1], 'w').write('\"' + 'k' * 1000000 + '\" = 1\n')" "$work/long_key.toml"
+printf '[influence]\ndamping = inf\n' | write_deck damping_inf
 write_small_deck small 4
 write_deck private <<'EOF'
 seed = 4
@@ -192,13 +193,15 @@ export OMPI_MCA_odls_base_sigkill_timeout=0
 run_case() {
   local name=$1 command=$2 ranks=$3 expected_code=$4 fragment=$5
   shift 5
-  local environment=() words=() out="" existed=0 word i
+  local environment=() words=() out="" out_given=0 existed=0 word i
   for word in "$@"; do
     if [ ${#words[@]} -eq 0 ] && [[ "$word" =~ ^[A-Z_]+= ]]; then environment+=("$word"); else words+=("$word"); fi
   done
-  for ((i = 0; i < ${#words[@]}; i++)); do [ "${words[$i]}" = "--out" ] && out=${words[$((i + 1))]}; done
+  for ((i = 0; i < ${#words[@]}; i++)); do
+    [ "${words[$i]}" = "--out" ] && out=${words[$((i + 1))]} && out_given=1
+  done
   local own_out=()
-  if [ -z "$out" ] && [ "$command" != validate ] && [ "$command" != privacy ]; then
+  if [ "$out_given" -eq 0 ] && [ "$command" != validate ] && [ "$command" != privacy ]; then
     out="$work/out_${name}_$runs"
     own_out=(--out "$out")
   fi

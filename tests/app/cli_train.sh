@@ -85,9 +85,24 @@ qs="$source_dir/inputs/quickstart.toml"
 
 # An --out path with a quote and a backslash is taken as it is (it was spliced into TOML unescaped).
 odd="$work/o\"ut\\x"
-"$mpirun" -n 2 "$fluence" train "$qs" --out "$odd" --quiet --set federation.rounds=2 >"$work/odd.log" 2>&1
+"$mpirun" -n 2 "$fluence" train "$qs" --out "$odd" --set federation.rounds=2 >"$work/odd.log" 2>&1
 code=$?
 if [ "$code" -eq 0 ] && [ -e "$odd/results.h5" ]; then pass "--out with a quote and a backslash in the path"
 else fail "--out with a quote and a backslash (exit $code)"; sed 's/^/    /' "$work/odd.log" | head -3; fi
+
+# No console field for a metric that was not computed (issue 41): with federation.eval_train_loss =
+# false every round line printed "train loss nan"; it leaves the field out, and a run that
+# evaluates it (the --out run above) shows it.
+"$mpirun" -n 2 "$fluence" train "$qs" --out "$work/no_train_loss" --set federation.rounds=2 \
+  --set federation.eval_train_loss=false >"$work/no_train_loss.log" 2>&1
+code=$?
+if [ "$code" -eq 0 ] && [ "$(grep -c "^round .*/2  test loss [0-9.]*  test acc" "$work/no_train_loss.log")" -eq 2 ] &&
+  ! grep -qiw "nan" "$work/no_train_loss.log" && ! grep -q "train loss" "$work/no_train_loss.log" &&
+  grep -q "^round .*train loss [0-9.]*  test loss" "$work/odd.log"; then
+  pass "round lines without federation.eval_train_loss: no train loss field, no nan"
+else
+  fail "round lines without federation.eval_train_loss (exit $code)"
+  grep "^round\|^final" "$work/no_train_loss.log" | head -3 | sed 's/^/    /'
+fi
 
 cli_summary

@@ -75,6 +75,16 @@ assert np.isfinite(mlp["/model/gradient_norm"][()]) and np.isfinite(mlp["/metric
 PY
 then pass "networks: CNN (single, fixed cohort) and MLP (tanh, Poisson): bitwise identical on 1-3 ranks, results contract"
 else fail "networks: rank-count determinism or contract"; fi
+# The CNN (federation.eval_train_loss = false) computes no final gradient: its final line has no
+# "|grad h| nan" (issue 41); the MLP's, which evaluates the training loss, shows the norm.
+if grep -q "^final: test loss [0-9.]*  test accuracy [0-9.]*%$" "$work/cnn1.log" &&
+  ! grep -qiw "nan" "$work/cnn1.log" &&
+  grep -q "^final: test loss .*  |grad h| [0-9.e+-]*$" "$work/mlp1.log"; then
+  pass "networks: no |grad h| field where the final gradient was not computed"
+else
+  fail "networks: the final line"
+  grep -h "^final" "$work/cnn1.log" "$work/mlp1.log" | sed 's/^/    /'
+fi
 
 "$mpirun" -n 2 "$fluence" train "$work/net_cnn.toml" --out "$work/cnnS" --quiet --test-stop-at 3 \
   >"$work/cnnS.log" 2>&1
@@ -90,7 +100,10 @@ for ranks in 2 3; do
   "$mpirun" -n "$ranks" "$fluence" train "$work/net_cnn.toml" --out "$work/cnndp$ranks" --quiet \
     "${net_dp[@]}" >"$work/cnndp$ranks.log" 2>&1 || { ok=0; tail -3 "$work/cnndp$ranks.log" | sed 's/^/    /'; }
 done
+# Plain DP-FedAvg (no opt-out clients, no local test data) computes no client-level FeO2 metric:
+# no "feo2 metrics" line of NaNs (issue 41).
 if [ "$ok" -eq 1 ] && compare_runs "$work/cnndp2/results.h5" "$work/cnndp3/results.h5" &&
+  ! grep -q "feo2 metrics" "$work/cnndp2.log" && ! grep -qiw "nan" "$work/cnndp2.log" &&
   "$python" -c "import h5py,sys; f=h5py.File(sys.argv[1]); assert f['/privacy/epsilon'][-1] > 0" \
     "$work/cnndp2/results.h5"; then
   pass "networks: DP-FedAvg with the CNN is bitwise identical on 2 and 3 ranks"

@@ -69,6 +69,12 @@ for path in ("/model/theta", "/privacy/epsilon", "/privacy/clip_norm", "/metrics
         assert np.array_equal(f[path][...], other[path][...]), path
 PY
 then pass "private train (FeO2, adaptive clipping): /privacy contract and per-client ledger, bitwise identical on 1-4 ranks"; else fail "private train determinism/contract"; fi
+# Without local test data no client-level FeO2 metric is computed: no "feo2 metrics" line of NaNs
+# (issue 41; Acc_g alone would repeat the final test accuracy).
+if grep -q "^final: test loss" "$work/private2.log" && ! grep -q "feo2 metrics" "$work/private2.log" &&
+  ! grep -qiw "nan" "$work/private2.log"; then
+  pass "FeO2 without local test data: no feo2 metrics line, no nan"
+else fail "FeO2 without local test data: console"; grep "feo2\|nan" "$work/private2.log" | sed 's/^/    /'; fi
 
 if FLUENCE="$fluence" bash "$source_dir/scripts/run_feo2_experiments.sh" --out "$work/feo2_dry" --dry-run \
   >"$work/feo2_dry.txt" 2>&1 && [ "$(grep -c "fluence train" "$work/feo2_dry.txt")" -eq 10 ] &&
@@ -88,7 +94,9 @@ ditto=(--set 'personalization.method="ditto"' --set partition.local_test_fractio
   --set output.checkpoint_every=5 --set output.keep=3 >/dev/null 2>&1
 rm -rf "$work/dittoR" && mkdir -p "$work/dittoR" && cp "$work/dittoB/chk_000005.h5" "$work/dittoR/"
 if "$mpirun" -n 3 "$fluence" train "$work/private_train.toml" --out "$work/dittoR" "${ditto[@]}" --restart latest \
-  >"$work/dittoR.log" 2>&1 && compare_runs "$work/dittoA/results.h5" "$work/dittoR/results.h5"; then
+  >"$work/dittoR.log" 2>&1 && compare_runs "$work/dittoA/results.h5" "$work/dittoR/results.h5" &&
+  grep -q "^feo2 metrics (final): Acc_g [0-9.]*  Acc_g,p [0-9.]*  Acc_g,np [0-9.]*  Acc_l,p [0-9.]*  Acc_l,np [0-9.]*$" \
+    "$work/dittoR.log"; then
   pass "FeO2 + Ditto + adaptive clipping: restart from round 5 on 3 ranks is bitwise identical"
 else fail "FeO2/Ditto restart"; tail -3 "$work/dittoR.log" | sed 's/^/    /'; fi
 
@@ -140,7 +148,12 @@ assert abs(fast - exact) <= 1e-6 * exact, (fast, exact)
 assert f["/metrics/test_accuracy"][-1] == f["/model/test_accuracy"][()]
 assert np.all(np.isfinite(f["/feo2/acc_l_p"][...]))
 PY
-then pass "private training on IDX byte codes (ink, Ditto): bitwise identical on 1-4 ranks and across a 2 -> 3 rank restart"
+then
+  # DP-FedAvg has no opt-out clients: the line shows the private means only, no "nan" (issue 41).
+  grep -q "^feo2 metrics (final): Acc_g [0-9.]*  Acc_g,p [0-9.]*  Acc_l,p [0-9.]*$" "$work/idxp1.log" &&
+    ! grep -qiw "nan" "$work/idxp1.log" || { ok=0; grep "feo2" "$work/idxp1.log" | sed 's/^/    /'; }
+else ok=0; fi
+if [ "$ok" -eq 1 ]; then pass "private training on IDX byte codes (ink, Ditto): bitwise identical on 1-4 ranks and across a 2 -> 3 rank restart"
 else fail "private training on IDX byte codes"; fi
 
 # The same in float local SGD (federation.local_precision = "single"): bitwise identical on 1 and 3

@@ -59,7 +59,9 @@ else fail "train: server optimizer / accountant state across a restart"; tail -5
 # A stop signal to one rank only (what a node-local signal or `kill` of one rank does): that rank's
 # handler raises the stop flag, every rank agrees at the end of the round, a checkpoint is written
 # and the run exits 4; `--restart latest` on another rank count ends exactly as the uninterrupted
-# run. The case must not pass or fail by timing, so:
+# run. USR1, and HUP (what a rank gets when its terminal or ssh session goes away), which ended the
+# rank at once without a checkpoint (exit 59 from mpirun) before it was a stop request (issue 41).
+# The case must not pass or fail by timing, so:
 #  - the signal goes to a rank process found as a child of mpirun (the wrapper execs mpirun, so $!
 #    is mpirun) whose environment says OMPI_COMM_WORLD_RANK=1, never to mpirun itself (which would
 #    forward it to every rank) or to a process that merely has a matching command line;
@@ -70,39 +72,43 @@ else fail "train: server optimizer / accountant state across a restart"; tail -5
 #  - the exit code must be 4 exactly: 0 would mean the signal was lost or came after the last round
 #    (the log's last lines and the rank signalled are printed then).
 "$mpirun" -n 2 "$fluence" train "$work/ck.toml" --out "$work/ckS0" --quiet --set federation.rounds=20000 >/dev/null 2>&1
-"$mpirun" -n 2 "$fluence" train "$work/ck.toml" --out "$work/ckS" --quiet --set federation.rounds=20000 \
-  --set output.checkpoint_every=100 --set output.keep=1 >"$work/ckS.log" 2>&1 &
-launcher=$!
-# A checkpoint file (or its .partial while being written) is looked for once per poll and what was
-# seen is remembered: with output.keep = 1 a checkpoint every ~30 ms replaces the previous one, so a
-# second look a moment later can find none (it failed 3 runs in 4 that way on a loaded machine).
-deadline=$((SECONDS + 120))
-in_rounds=no
-until [ "$SECONDS" -ge "$deadline" ]; do
-  if compgen -G "$work/ckS/chk_*.h5*" >/dev/null; then in_rounds=yes && break; fi
-  sleep 0.05
-done
-rank_pid=""
-for child in $(pgrep -P "$launcher"); do
-  if tr '\0' '\n' <"/proc/$child/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then
-    rank_pid=$child
+for signal in USR1 HUP; do
+  out="$work/ckS$signal"
+  "$mpirun" -n 2 "$fluence" train "$work/ck.toml" --out "$out" --quiet --set federation.rounds=20000 \
+    --set output.checkpoint_every=100 --set output.keep=1 >"$out.log" 2>&1 &
+  launcher=$!
+  # A checkpoint file (or its .partial while being written) is looked for once per poll and what
+  # was seen is remembered: with output.keep = 1 a checkpoint every ~30 ms replaces the previous
+  # one, so a second look a moment later can find none (it failed 3 runs in 4 that way on a loaded
+  # machine).
+  deadline=$((SECONDS + 120))
+  in_rounds=no
+  until [ "$SECONDS" -ge "$deadline" ]; do
+    if compgen -G "$out/chk_*.h5*" >/dev/null; then in_rounds=yes && break; fi
+    sleep 0.05
+  done
+  rank_pid=""
+  for child in $(pgrep -P "$launcher"); do
+    if tr '\0' '\n' <"/proc/$child/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then
+      rank_pid=$child
+    fi
+  done
+  signalled=no
+  if [ "$in_rounds" = yes ] && [ -n "$rank_pid" ] && kill "-$signal" "$rank_pid"; then
+    signalled="rank 1 (pid $rank_pid)"
+  fi
+  wait "$launcher"
+  code=$?
+  if [ "$signalled" != no ] && [ "$code" -eq 4 ] && grep -q "stop signal received: checkpoint" "$out.log" &&
+    ls "$out"/chk_*.h5 >/dev/null 2>&1 && [ ! -e "$out/results.h5" ] &&
+    "$mpirun" -n 3 "$fluence" train "$work/ck.toml" --out "$out" --quiet --set federation.rounds=20000 --restart latest >/dev/null 2>&1 &&
+    compare_runs "$work/ckS0/results.h5" "$out/results.h5"; then
+    pass "SIG$signal to rank 1 only: checkpoint, exit 4, restart latest on 3 ranks is bitwise identical"
+  else
+    fail "SIG$signal to one rank (signalled: $signalled; exit $code, expected 4)"
+    tail -3 "$out.log" | sed 's/^/    /'
   fi
 done
-signalled=no
-if [ "$in_rounds" = yes ] && [ -n "$rank_pid" ] && kill -USR1 "$rank_pid"; then
-  signalled="rank 1 (pid $rank_pid)"
-fi
-wait "$launcher"
-code=$?
-if [ "$signalled" != no ] && [ "$code" -eq 4 ] && grep -q "stop signal received: checkpoint" "$work/ckS.log" &&
-  ls "$work/ckS"/chk_*.h5 >/dev/null 2>&1 && [ ! -e "$work/ckS/results.h5" ] &&
-  "$mpirun" -n 3 "$fluence" train "$work/ck.toml" --out "$work/ckS" --quiet --set federation.rounds=20000 --restart latest >/dev/null 2>&1 &&
-  compare_runs "$work/ckS0/results.h5" "$work/ckS/results.h5"; then
-  pass "SIGUSR1 to rank 1 only: checkpoint, exit 4, restart latest on 3 ranks is bitwise identical"
-else
-  fail "stop signal to one rank (signalled: $signalled; exit $code, expected 4)"
-  tail -3 "$work/ckS.log" | sed 's/^/    /'
-fi
 
 # A corrupted newest checkpoint: latest falls back to the previous valid one (the refused
 # checkpoints are cases of cli_bad_inputs.sh).

@@ -144,6 +144,51 @@ TEST(Deck, EpsilonMustBePositiveOrInf) {
   EXPECT_TRUE(std::isinf(spec.for_attribute("label")));
 }
 
+// Issue 41: a number key refuses nan, inf and -inf, in the deck and through --set, naming the
+// key, the value and that it must be finite (influence.damping = inf ran into a CG "relative
+// residual -nan"); only a key declared with_infinity takes inf, and never -inf or nan.
+TEST(Deck, NumberKeysRefuseNonFiniteValuesUnlessInfIsDocumented) {
+  const auto damping = error_of("[influence]\ndamping = inf\n");
+  EXPECT_NE(damping.find("deck.toml:2: influence.damping = inf is not allowed: expected a finite "
+                         "number >= 0"),
+            std::string::npos)
+      << damping;
+  EXPECT_NE(error_of("", {"feo2_theory.gamma2=inf"}).find("feo2_theory.gamma2 = inf"),
+            std::string::npos);
+  EXPECT_NE(error_of("", {"model.l2=nan"}).find("model.l2 = nan"), std::string::npos);
+  const auto offset = error_of("[data.synthetic]\nlabel_offset = -inf\n");
+  EXPECT_NE(offset.find("label_offset = -inf is not allowed: expected a finite number"),
+            std::string::npos)
+      << offset;
+  const auto ratios = error_of("[feo2_theory]\nratios = [0.5, inf]\n");
+  EXPECT_NE(ratios.find("feo2_theory.ratios = [0.5, inf] is not allowed: expected an array of "
+                        "finite numbers, each >= 0"),
+            std::string::npos)
+      << ratios;
+  EXPECT_NE(error_of("[whatif]\nepsilons = [nan]\n").find("whatif.epsilons = [nan]"),
+            std::string::npos);
+  // A finite value out of range keeps the plain wording.
+  EXPECT_NE(error_of("[influence]\ndamping = -1.0\n").find("expected a number >= 0"),
+            std::string::npos);
+  // fldp.sweep.epsilon documents inf (the clients stop randomizing): inf passes, -inf and nan not.
+  EXPECT_EQ(error_of("[fldp.sweep]\nepsilon = [0.5, inf]\n"), "");
+  const auto sweep = error_of("[fldp.sweep]\nepsilon = [-inf]\n");
+  EXPECT_NE(sweep.find("expected an array of finite numbers, each > 0 or inf"), std::string::npos)
+      << sweep;
+  EXPECT_NE(error_of("[fldp.sweep]\nepsilon = [nan]\n").find("fldp.sweep.epsilon = [nan]"),
+            std::string::npos);
+  // Every number key but the documented ones refuses inf; the documented ones say so.
+  for (const auto& spec : deck_schema()) {
+    if (spec.type != KeyType::real && spec.type != KeyType::real_array) continue;
+    if (spec.path.find("[]") != std::string::npos) continue;  // inside an array of tables
+    const std::string value = spec.type == KeyType::real ? "inf" : "[inf]";
+    const bool refused = !error_of("", {spec.path + "=" + value}).empty();
+    EXPECT_EQ(refused, !spec.infinity_allowed) << spec.path;
+    EXPECT_EQ(allowed_text(spec).find("inf") != std::string::npos, spec.infinity_allowed)
+        << spec.path;
+  }
+}
+
 TEST(Deck, SyntaxErrorGivesLineAndColumn) {
   const auto message = error_of("seed = 1\n[data\nsource = \"csv\"\n");
   EXPECT_NE(message.find("deck.toml:2:"), std::string::npos) << message;
@@ -165,6 +210,25 @@ TEST(Deck, SetOverridesAreValidatedLikeTheDeck) {
   EXPECT_NE(error_of("", {"federation.rounds=-2"}).find("federation.rounds"), std::string::npos);
   EXPECT_NE(error_of("", {"federaton.rounds=2"}).find("did you mean"), std::string::npos);
   EXPECT_NE(error_of("", {"novalue"}).find("section.key=value"), std::string::npos);
+}
+
+// Issue 41: a --set with a line break dropped what followed it, and a whole section reset the
+// section's other keys to their defaults; both are refused, naming the --set.
+TEST(Deck, SetRefusesLineBreaksAndWholeSections) {
+  const auto line_break = error_of("", {"federation.rounds=2\nfederation.learning_rate=5"});
+  EXPECT_NE(line_break.find("--set federation.rounds=2\\x0afederation.learning_rate=5: a --set "
+                            "holds one section.key=value on one line"),
+            std::string::npos)
+      << line_break;
+  EXPECT_NE(error_of("", {"data.path=\"a\"\r"}).find("line break"), std::string::npos);
+  const auto section = error_of("[federation]\nlearning_rate = 0.5\n", {"federation={rounds=2}"});
+  EXPECT_NE(section.find("--set federation={rounds=2}: [federation] is a section"),
+            std::string::npos)
+      << section;
+  EXPECT_NE(error_of("", {"data.synthetic={rows=100}"}).find("[data.synthetic] is a section"),
+            std::string::npos);
+  // A table where the key takes one (a privacy level per attribute) is still a value.
+  EXPECT_EQ(error_of("", {"ldp.epsilon={label=1.0}"}), "");
 }
 
 TEST(Deck, ArraysOfTablesAreValidatedPerElement) {

@@ -137,6 +137,21 @@ TEST_F(LoadersTest, CsvCategoriesComeFromTrainAndTestTogether) {
   EXPECT_EQ(data.test.label, (std::vector<std::int32_t>{1}));
 }
 
+// Issue 41: numerically equal numeric labels ("1", "1.0", "01", "1e0", in the training and the
+// test file) were a class each; they are one class, named by the shortest spelling. A categorical
+// attribute keeps its values as written.
+TEST_F(LoadersTest, CsvNumericallyEqualLabelsAreOneClass) {
+  const auto train_file =
+      write("eq_train.csv", "v,c,y\n1,1,1.0\n2,1.0,2\n3,2,01\n4,2,10\n5,1,2.00\n6,1,1\n");
+  const auto test_file = write("eq_test.csv", "v,c,y\n7,1,1e0\n8,2,10.0\n9,1,2\n");
+  const auto data = read_default_csv(train_file, test_file, {"y", {"c"}});
+  EXPECT_EQ(data.train.class_names, (Strings{"1", "2", "10"}));
+  EXPECT_EQ(data.test.class_names, data.train.class_names);
+  EXPECT_EQ(data.train.label, (std::vector<std::int32_t>{0, 1, 0, 2, 1, 0}));
+  EXPECT_EQ(data.test.label, (std::vector<std::int32_t>{0, 2, 1}));
+  EXPECT_EQ(data.train.attributes[1].categories, (Strings{"1", "1.0", "2"}));
+}
+
 TEST_F(LoadersTest, CsvSortsMixedCategoriesLexicographically) {
   const auto file = write("m.csv", "v,y\n1,b\n2,10\n3,9\n");
   EXPECT_EQ(read_default_csv(file, "", {}).train.class_names, (Strings{"10", "9", "b"}));

@@ -191,6 +191,24 @@ TEST(PrivateTraining, LocalTestMetricsMatchDirectEvaluation) {
   EXPECT_GT(run.metrics().acc_l_np[1], 0.0);
 }
 
+// A fraction that rounds to all of a client's rows (0.999 of the ~50 rows of each client here)
+// holds out all but one: a client keeps a training row. It used to hold out none, as if the
+// fraction were 0 (issue 41; a fraction of 1 is refused by the schema).
+TEST(PrivateTraining, LocalTestSplitKeepsOneTrainingRow) {
+  const Deck deck = Deck::from_string(
+      deck_text("mode = \"none\"\n", "local_test_fraction = 0.999\n"), "test", deck_schema());
+  FederatedProblem problem = build_problem(deck);
+  for (std::size_t id = 0; id < problem.client_rows.size(); ++id) {
+    const std::size_t rows = problem.client_rows[id].size() + problem.client_test_rows[id].size();
+    ASSERT_LT(rows, 500u);  // so that 0.999 x rows rounds to rows
+    EXPECT_EQ(problem.client_rows[id].size(), 1u) << "client " << id;
+    EXPECT_EQ(problem.client_test_rows[id].size(), rows - 1) << "client " << id;
+  }
+  EXPECT_EQ(problem.total_train_rows, static_cast<std::int64_t>(problem.client_rows.size()));
+  EXPECT_THROW(Deck::from_string("[partition]\nlocal_test_fraction = 1.0\n", "test", deck_schema()),
+               InputError);
+}
+
 // One noise-free DP-FedAvg round with every client sampled is theta + sum_k Clip(d_k, S) / (q N),
 // recomputed here: each client's update d_k from the same local training, clipped and summed in
 // long double, the ranks' partial sums added by MPI. The fixed-point sum quantizes with the bound

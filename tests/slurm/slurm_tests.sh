@@ -120,7 +120,10 @@ print(*ports)
 PY
 )
 host=$(hostname -s)
-cpus=$(nproc)
+# The CPUs this test may use, whatever OMP_NUM_THREADS or OMP_THREAD_LIMIT say: GNU nproc honours
+# them (an HPC module set-up's OMP_NUM_THREADS=1 made it print 1, and a 1-CPU node left the 2-task
+# jobs PENDING); CPU affinity still counts.
+cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 memory=$(awk '/^MemTotal:/ { print int($2 / 1024 * 0.9) }' /proc/meminfo)
 mkdir -p "$work/state" "$work/spool"
 

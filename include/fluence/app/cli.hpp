@@ -14,6 +14,7 @@ struct CommandLine {
                         // "feo2-theory", "keys"
   std::string deck;
   std::string out;                // --out overrides output.dir
+  bool out_given = false;         // --out was on the command line (an empty one is refused)
   std::string model;              // influence --model results.h5
   std::string restart;            // --restart chk.h5 | latest (train, influence, fldp, whatif)
   int test_stop_at = -1;          // hidden --test-stop-at N: SIGUSR1 at checkpoint N (tests)

@@ -43,6 +43,9 @@ struct KeySpec {
   bool maximum_exclusive = false;
   std::vector<std::string> choices;  // allowed values for strings and string arrays
   bool tab_allowed = false;          // a string key whose value may hold a tab (a delimiter)
+  // A number key (real or real array) that takes +inf: only where inf has a documented meaning
+  // (deck_keys::with_infinity). Every other number key refuses nan, inf and -inf.
+  bool infinity_allowed = false;
   // What the table in inputs/README.md adds to the allowed values that the schema cannot check
   // itself (a bound set by another key, a format); the config struct's from_deck checks it.
   std::string allowed_note;
@@ -67,8 +70,10 @@ class DeckSchema {
 void register_core_keys(DeckSchema& schema);
 
 std::string key_type_name(KeyType type);
-/// Human-readable statement of what a key allows ("a number > 0", "one of: iid, dirichlet").
-std::string allowed_text(const KeySpec& spec);
+/// Human-readable statement of what a key allows ("a number > 0", "one of: iid, dirichlet"). A
+/// number is finite unless the key allows inf ("a number > 0, or inf"); with `say_finite` the text
+/// says so ("a finite number > 0"), for the message that refuses a non-finite value.
+std::string allowed_text(const KeySpec& spec, bool say_finite = false);
 
 /// Per-attribute privacy levels parsed from an `epsilon` key; +inf means "not randomized".
 struct EpsilonSpec {

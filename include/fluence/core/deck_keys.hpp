@@ -18,6 +18,10 @@ KeySpec key(std::string path, KeyType type, std::string default_value, std::stri
             double minimum = -kInf, double maximum = kInf, bool minimum_exclusive = false);
 /// The spec with its maximum excluded from the range.
 KeySpec below_maximum(KeySpec spec);
+/// The spec with +inf among its allowed values: for a number key (or array) whose meaning gives inf
+/// a sense (an epsilon: "not randomized"), stated in its description. Any other number key refuses
+/// nan, inf and -inf.
+KeySpec with_infinity(KeySpec spec);
 /// A string key that takes one of `choices`.
 KeySpec choice(std::string path, std::string default_value, std::vector<std::string> choices,
                std::string description);

@@ -1,8 +1,8 @@
 #pragma once
 // Graceful stops (docs/operations.md): SIGTERM, SIGUSR1 (SLURM's warning before the time limit,
-// `--signal=B:USR1@...`) and SIGINT only set a flag; a long command polls it collectively between
-// units of work, writes a checkpoint and exits with kExitStopped. Every rank learns of a signal
-// delivered to any one of them, so none is left waiting in a collective.
+// `--signal=B:USR1@...`), SIGINT and SIGHUP only set a flag; a long command polls it collectively
+// between units of work, writes a checkpoint and exits with kExitStopped. Every rank learns of a
+// signal delivered to any one of them, so none is left waiting in a collective.
 
 namespace fluence {
 
