@@ -1,4 +1,5 @@
 #include "fluence/app/cli.hpp"
+#include "fluence/app/commands.hpp"
 #include "fluence/app/deck_schema.hpp"
 
 #include <CLI/CLI.hpp>
@@ -16,7 +17,6 @@
 #include "fluence/core/solver_options.hpp"
 #include "fluence/core/version.hpp"
 #include "fluence/io/results.hpp"
-#include "fluence/privacy/accountant.hpp"
 
 namespace fluence::app {
 
@@ -52,156 +52,6 @@ Exit codes: 0 success, 1 usage error, 2 bad input (deck, data, output directory,
 Deck keys: inputs/README.md. Output datasets: docs/outputs.md. The papers (FLDP-FL, LIA, FeO2, ...):
 docs/references.md.)";
 
-// The options a command shares with others: which it takes, and the help texts that differ.
-struct CommonOptions {
-  std::string deck = "input deck (TOML)";  // the positional deck argument's help
-  bool output = true;                      // --out and --force
-  std::string quiet;                       // --quiet's help (what it silences); empty: no --quiet
-  bool model = false;                      // --model results.h5
-  std::string restart;  // --restart's help (what is not redone); empty: no --restart
-};
-
-// The deck, --set, and the options `options` names: --out and --force to replace a finished run's
-// results (docs/operations.md "The output directory"), --quiet, --model, --restart and the hidden
-// testing aid --test-stop-at (docs/operations.md).
-void add_common_options(CLI::App* command, CommandLine& result, const CommonOptions& options) {
-  command->add_option("deck", result.deck, options.deck)->required();
-  if (options.output) {
-    command->add_option("--out", result.out, "output directory (overrides output.dir)");
-    command->add_flag("--force", result.force,
-                      "overwrite a finished results.h5 in the output directory (refused without)");
-  }
-  command->add_option("--set", result.sets, "override a deck key: section.key=value (repeatable)");
-  if (options.model)
-    command->add_option("--model", result.model,
-                        "results.h5 of an earlier `fluence train` with the same deck: use its "
-                        "/model/theta instead of training");
-  if (!options.quiet.empty()) command->add_flag("--quiet", result.quiet, options.quiet);
-  if (!options.restart.empty()) {
-    command->add_option("--restart", result.restart, options.restart);
-    command
-        ->add_option("--test-stop-at", result.test_stop_at,
-                     "testing aid: raise SIGUSR1 on the last rank at checkpoint number N")
-        ->group("");
-  }
-}
-
-// A command that reads a deck: its name, what it does (--help), and the common options it takes.
-struct DeckCommand {
-  std::string name, description;
-  CommonOptions options;
-};
-
-// In --help's order (`privacy`, which reads no deck, follows them).
-const std::vector<DeckCommand>& deck_command_table() {
-  static const std::vector<DeckCommand> commands = {
-      {"validate",
-       "check a deck (and its data) without running it; echo the resolved settings",
-       {.output = false}},
-      {"train",
-       "train a federation (FedAvg with randomized-response LDP) and write <out>/results.h5",
-       {.quiet = "no per-round progress lines",
-        .restart = "continue from a checkpoint: a chk_*.h5 file, or \"latest\" (the newest valid "
-                   "one in the output directory); the finished rounds are not redone"}},
-      {"influence",
-       "train (or load --model) and score every client by the estimated change of the global "
-       "test loss if it were removed (influence functions: PETSc IHVP, SLEPc spectrum), "
-       "optionally against exact retraining; write <out>/results.h5",
-       {.quiet = "no per-round or per-client progress lines",
-        .model = true,
-        .restart = "continue from a checkpoint (a chk_*.h5 file, or \"latest\" in the output "
-                   "directory): the model and the finished per-client solves and retrains are "
-                   "not redone"}},
-      {"fldp",
-       "train (or load --model), then estimate the global model after clients change their "
-       "privacy level eps -> eps' or leave (FLDP-FL, influence functions), against the exact "
-       "expected retrain and re-randomized retrains; write <out>/results.h5",
-       {.deck = "input deck (TOML) with [fldp] cases",
-        .quiet = "no per-round or per-case progress lines",
-        .model = true,
-        .restart = "continue from a checkpoint (a chk_*.h5 file, or \"latest\" in the output "
-                   "directory): the model and the finished cases are not redone"}},
-      {"whatif",
-       "train (or load --model), then estimate how the test loss would change if a fraction of "
-       "a group's records were randomized with eps-LDP (Carey et al. 2023), for a grid of "
-       "fractions and eps from one IHVP; optionally against randomized retrains; write "
-       "<out>/results.h5",
-       {.deck = "input deck (TOML) with a [whatif] section",
-        .quiet = "no per-round or retrain progress lines",
-        .model = true,
-        .restart = "continue from a checkpoint (a chk_*.h5 file, or \"latest\" in the output "
-                   "directory): the model, the finished second-order rows and retrain chains "
-                   "are not redone"}},
-      {"lia",
-       "lazy-influence data filtering (LIA): contributors' DP-SGD last layers, every "
-       "validator's randomized votes, the center's k-means threshold, filtration metrics, and "
-       "FL after filtering against robust aggregators; write <out>/results.h5",
-       {.deck = "input deck (TOML) with [data] and [lia]",
-        .quiet = "no per-stage progress lines",
-        .restart = "continue from a checkpoint (a chk_*.h5 of this deck, or \"latest\" in the "
-                   "output directory): the filtering outcome and finished FL methods are kept"}},
-      {"feo2-theory",
-       "simulate FeO2's federated point estimation: the server's variance for each FeO2 ratio "
-       "r against Lemma 1's sigma_s^2(r) and r*; write <out>/results.h5",
-       {.deck = "input deck (TOML) with [feo2_theory]"}},
-  };
-  return commands;
-}
-
-void add_deck_command(CLI::App& app, CommandLine& result, const DeckCommand& command) {
-  add_common_options(app.add_subcommand(command.name, command.description), result,
-                     command.options);
-}
-
-// validate's own options, beyond the deck and --set.
-void add_validate_options(CLI::App* validate, CommandLine& result) {
-  validate->add_flag("--no-data", result.skip_data, "check the deck only, do not load the data");
-  std::vector<std::string> commands;
-  for (const DeckCommand& command : deck_command_table())
-    if (command.name != "validate") commands.push_back(command.name);
-  validate
-      ->add_option("--command", result.for_command,
-                   "check the deck for this command only: its sections and checks, and a warning "
-                   "for the sections it does not read")
-      ->check(CLI::IsMember(commands));
-}
-
-// fluence privacy: the accountant's inputs, no deck.
-void add_privacy_command(CLI::App& app, CommandLine& result) {
-  auto* privacy = app.add_subcommand(
-      "privacy",
-      "the (eps, delta) of DP-SGD / DP-FedAvg from an accountant of the Poisson-subsampled "
-      "Gaussian mechanism (--noise), or the noise multiplier for a target eps (--epsilon)");
-  auto& accounting = result.privacy;
-  auto* noise = privacy->add_option("--noise", accounting.noise,
-                                    "noise multiplier z (noise std / clipping norm)");
-  auto* target = privacy->add_option("--epsilon", accounting.epsilon,
-                                     "target eps: print the smallest noise multiplier reaching it");
-  noise->excludes(target);
-  privacy
-      ->add_option("--sampling-rate", accounting.sampling_rate,
-                   "Poisson sampling rate q per step (batch / N, or clients sampled / N)")
-      ->required()
-      ->check(CLI::Range(0.0, 1.0));
-  privacy->add_option("--steps", accounting.steps, "number of steps (rounds) composed")
-      ->required()
-      ->check(CLI::NonNegativeNumber);
-  privacy->add_option("--delta", accounting.delta, "delta of the (eps, delta) guarantee")
-      ->required()
-      ->check(CLI::Range(0.0, 1.0));
-  std::string accountant_help = "the accountant (default rdp):";
-  for (const AccountantSpec& spec : registered_accountants())
-    accountant_help += " " + spec.name + " = " + spec.help + ";";
-  accountant_help.back() = '.';
-  privacy->add_option("--accountant", accounting.accountant, accountant_help)
-      ->check(CLI::IsMember(accountant_names()));
-  privacy->add_flag("--json", accounting.json,
-                    "print exactly {\"epsilon\": ..., \"delta\": ..., \"order\": ...} (with "
-                    "--epsilon also \"noise_multiplier\"); other accountants print "
-                    "\"accountant\" and their bracket \"epsilon_lower\", \"epsilon_estimate\", "
-                    "\"epsilon_upper\" in place of \"order\"");
-}
-
 }  // namespace
 
 CommandLine parse_command_line(int argc, char** argv) {
@@ -225,15 +75,12 @@ CommandLine parse_command_line(int argc, char** argv) {
                        std::string("fluence ") + version() + " (" + git_revision() + ")");
   app.require_subcommand(1);
 
-  for (const DeckCommand& command : deck_command_table()) add_deck_command(app, result, command);
-  add_validate_options(app.get_subcommand("validate"), result);
-  add_privacy_command(app, result);
-
-  auto* keys =
-      app.add_subcommand("keys", "list every deck key with its type, default and allowed values");
-  keys->add_flag("--markdown", result.markdown,
-                 "print inputs/README.md's key tables (Markdown, meanings included), one per "
-                 "deck section");
+  // Every command from the table (commands.hpp): its common options, then its own.
+  for (const CommandSpec& spec : registered_commands()) {
+    CLI::App* command = app.add_subcommand(spec.name, spec.help);
+    if (spec.reads_deck) add_common_options(command, result, spec.options);
+    if (spec.add_options) spec.add_options(command, result);
+  }
 
   std::vector<const char*> args;
   args.push_back(argv[0]);
@@ -303,16 +150,13 @@ std::string toml_string(const std::string& text) {
 }  // namespace
 
 const std::map<std::string, std::vector<std::string>>& deck_commands() {
-  static const std::map<std::string, std::vector<std::string>> read = {
-      {"train",
-       {"data", "partition", "model", "ldp", "federation", "privacy", "personalization", "output"}},
-      {"influence", {"data", "partition", "model", "ldp", "federation", "influence", "output"}},
-      {"fldp", {"data", "partition", "model", "ldp", "federation", "influence", "fldp", "output"}},
-      {"whatif",
-       {"data", "partition", "model", "ldp", "federation", "influence", "whatif", "output"}},
-      {"lia", {"data", "model", "lia", "output"}},
-      {"feo2-theory", {"feo2_theory", "output"}},
-  };
+  // Derived from the command table once (commands are registered before the first parse).
+  static const std::map<std::string, std::vector<std::string>> read = [] {
+    std::map<std::string, std::vector<std::string>> sections;
+    for (const CommandSpec& spec : registered_commands())
+      if (!spec.sections.empty()) sections[spec.name] = spec.sections;
+    return sections;
+  }();
   return read;
 }
 
@@ -352,18 +196,10 @@ int run_command(const CommandLine& command_line) {
   try {
     // Before any deck is read: what each rank may allocate (check_memory), and the solvers'
     // PETSc options, refused now rather than when a solver is first made.
-    if (command_line.command != "privacy" && command_line.command != "keys")
-      measure_memory_budget();
+    const CommandSpec spec = command_spec(command_line.command);
+    if (spec.measures_memory) measure_memory_budget();
     check_solver_options({command_line.petsc_args.begin() + 1, command_line.petsc_args.end()});
-    if (command_line.command == "validate") return run_validate(command_line);
-    if (command_line.command == "influence") return run_influence(command_line);
-    if (command_line.command == "fldp") return run_fldp(command_line);
-    if (command_line.command == "whatif") return run_whatif(command_line);
-    if (command_line.command == "lia") return run_lia(command_line);
-    if (command_line.command == "privacy") return run_privacy(command_line);
-    if (command_line.command == "feo2-theory") return run_feo2_theory(command_line);
-    if (command_line.command == "keys") return run_keys(command_line);
-    return run_train(command_line);
+    return spec.run(command_line);
   } catch (const InputError& error) {
     // Input errors are raised identically (or agreed) on every rank: all ranks exit cleanly.
     if (log::is_root()) log::write_error("error: " + std::string(error.what()));

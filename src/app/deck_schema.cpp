@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "checkpoints.hpp"
+#include "fluence/app/commands.hpp"
 #include "fluence/data/partition.hpp"
 #include "fluence/data/source.hpp"
 #include "fluence/fl/private_training.hpp"
@@ -37,6 +38,9 @@ DeckSchema assemble_schema() {
   register_whatif_keys(schema);
   lia::register_lia_keys(schema);
   app::register_output_keys(schema);
+  // Commands registered with keys of their own (commands.hpp), after every module's.
+  for (const app::CommandSpec& command : app::registered_commands())
+    if (command.register_keys) command.register_keys(schema);
   return schema;
 }
 

@@ -36,6 +36,8 @@ struct CommandLine {
     bool json = false;
     std::string accountant = "rdp";
   } privacy;
+  // The own options of a command registered outside src/app (commands.hpp), by name.
+  std::map<std::string, std::string> options;
 };
 
 /// Parses argv; prints help/version/usage errors itself (once, even under mpirun).

@@ -1,0 +1,220 @@
+// The built-in commands (commands.hpp): their help, options, the sections they read and the
+// function that runs each. --help lists them in this order.
+#include "fluence/app/commands.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include "fluence/core/registry.hpp"
+#include "fluence/privacy/accountant.hpp"
+
+namespace fluence::app {
+
+// The deck, --set, and the options `options` names: --out and --force to replace a finished run's
+// results (docs/operations.md "The output directory"), --quiet, --model, --restart and the hidden
+// testing aid --test-stop-at (docs/operations.md).
+void add_common_options(CLI::App* command, CommandLine& result, const CommonOptions& options) {
+  command->add_option("deck", result.deck, options.deck)->required();
+  if (options.output) {
+    command->add_option("--out", result.out, "output directory (overrides output.dir)");
+    command->add_flag("--force", result.force,
+                      "overwrite a finished results.h5 in the output directory (refused without)");
+  }
+  command->add_option("--set", result.sets, "override a deck key: section.key=value (repeatable)");
+  if (options.model)
+    command->add_option("--model", result.model,
+                        "results.h5 of an earlier `fluence train` with the same deck: use its "
+                        "/model/theta instead of training");
+  if (!options.quiet.empty()) command->add_flag("--quiet", result.quiet, options.quiet);
+  if (!options.restart.empty()) {
+    command->add_option("--restart", result.restart, options.restart);
+    command
+        ->add_option("--test-stop-at", result.test_stop_at,
+                     "testing aid: raise SIGUSR1 on the last rank at checkpoint number N")
+        ->group("");
+  }
+}
+
+namespace {
+
+// validate's own options, beyond the deck and --set.
+void add_validate_options(CLI::App* validate, CommandLine& result) {
+  validate->add_flag("--no-data", result.skip_data, "check the deck only, do not load the data");
+  std::vector<std::string> commands;
+  for (const CommandSpec& spec : registered_commands())
+    if (spec.reads_deck && spec.name != "validate") commands.push_back(spec.name);
+  validate
+      ->add_option("--command", result.for_command,
+                   "check the deck for this command only: its sections and checks, and a warning "
+                   "for the sections it does not read")
+      ->check(CLI::IsMember(commands));
+}
+
+// fluence privacy: the accountant's inputs, no deck.
+void add_privacy_options(CLI::App* privacy, CommandLine& result) {
+  auto& accounting = result.privacy;
+  auto* noise = privacy->add_option("--noise", accounting.noise,
+                                    "noise multiplier z (noise std / clipping norm)");
+  auto* target = privacy->add_option("--epsilon", accounting.epsilon,
+                                     "target eps: print the smallest noise multiplier reaching it");
+  noise->excludes(target);
+  privacy
+      ->add_option("--sampling-rate", accounting.sampling_rate,
+                   "Poisson sampling rate q per step (batch / N, or clients sampled / N)")
+      ->required()
+      ->check(CLI::Range(0.0, 1.0));
+  privacy->add_option("--steps", accounting.steps, "number of steps (rounds) composed")
+      ->required()
+      ->check(CLI::NonNegativeNumber);
+  privacy->add_option("--delta", accounting.delta, "delta of the (eps, delta) guarantee")
+      ->required()
+      ->check(CLI::Range(0.0, 1.0));
+  std::string accountant_help = "the accountant (default rdp):";
+  for (const AccountantSpec& spec : registered_accountants())
+    accountant_help += " " + spec.name + " = " + spec.help + ";";
+  accountant_help.back() = '.';
+  privacy->add_option("--accountant", accounting.accountant, accountant_help)
+      ->check(CLI::IsMember(accountant_names()));
+  privacy->add_flag("--json", accounting.json,
+                    "print exactly {\"epsilon\": ..., \"delta\": ..., \"order\": ...} (with "
+                    "--epsilon also \"noise_multiplier\"); other accountants print "
+                    "\"accountant\" and their bracket \"epsilon_lower\", \"epsilon_estimate\", "
+                    "\"epsilon_upper\" in place of \"order\"");
+}
+
+void add_keys_options(CLI::App* keys, CommandLine& result) {
+  keys->add_flag("--markdown", result.markdown,
+                 "print inputs/README.md's key tables (Markdown, meanings included), one per "
+                 "deck section");
+}
+
+// The sections every federated command reads, before its own.
+std::vector<std::string> federated(std::vector<std::string> own) {
+  std::vector<std::string> sections = {"data", "partition", "model", "ldp", "federation"};
+  sections.insert(sections.end(), own.begin(), own.end());
+  return sections;
+}
+
+std::vector<CommandSpec> built_in_commands() {
+  // The deck commands' help and common options, as --help shows them.
+  struct Entry {
+    std::string name, description;
+    CommonOptions options;
+  };
+  const std::vector<Entry> deck = {
+      {"validate",
+       "check a deck (and its data) without running it; echo the resolved settings",
+       {.output = false}},
+      {"train",
+       "train a federation (FedAvg with randomized-response LDP) and write <out>/results.h5",
+       {.quiet = "no per-round progress lines",
+        .restart = "continue from a checkpoint: a chk_*.h5 file, or \"latest\" (the newest valid "
+                   "one in the output directory); the finished rounds are not redone"}},
+      {"influence",
+       "train (or load --model) and score every client by the estimated change of the global "
+       "test loss if it were removed (influence functions: PETSc IHVP, SLEPc spectrum), "
+       "optionally against exact retraining; write <out>/results.h5",
+       {.quiet = "no per-round or per-client progress lines",
+        .model = true,
+        .restart = "continue from a checkpoint (a chk_*.h5 file, or \"latest\" in the output "
+                   "directory): the model and the finished per-client solves and retrains are "
+                   "not redone"}},
+      {"fldp",
+       "train (or load --model), then estimate the global model after clients change their "
+       "privacy level eps -> eps' or leave (FLDP-FL, influence functions), against the exact "
+       "expected retrain and re-randomized retrains; write <out>/results.h5",
+       {.deck = "input deck (TOML) with [fldp] cases",
+        .quiet = "no per-round or per-case progress lines",
+        .model = true,
+        .restart = "continue from a checkpoint (a chk_*.h5 file, or \"latest\" in the output "
+                   "directory): the model and the finished cases are not redone"}},
+      {"whatif",
+       "train (or load --model), then estimate how the test loss would change if a fraction of "
+       "a group's records were randomized with eps-LDP (Carey et al. 2023), for a grid of "
+       "fractions and eps from one IHVP; optionally against randomized retrains; write "
+       "<out>/results.h5",
+       {.deck = "input deck (TOML) with a [whatif] section",
+        .quiet = "no per-round or retrain progress lines",
+        .model = true,
+        .restart = "continue from a checkpoint (a chk_*.h5 file, or \"latest\" in the output "
+                   "directory): the model, the finished second-order rows and retrain chains "
+                   "are not redone"}},
+      {"lia",
+       "lazy-influence data filtering (LIA): contributors' DP-SGD last layers, every "
+       "validator's randomized votes, the center's k-means threshold, filtration metrics, and "
+       "FL after filtering against robust aggregators; write <out>/results.h5",
+       {.deck = "input deck (TOML) with [data] and [lia]",
+        .quiet = "no per-stage progress lines",
+        .restart = "continue from a checkpoint (a chk_*.h5 of this deck, or \"latest\" in the "
+                   "output directory): the filtering outcome and finished FL methods are kept"}},
+      {"feo2-theory",
+       "simulate FeO2's federated point estimation: the server's variance for each FeO2 ratio "
+       "r against Lemma 1's sigma_s^2(r) and r*; write <out>/results.h5",
+       {.deck = "input deck (TOML) with [feo2_theory]"}},
+  };
+  const std::map<std::string, std::vector<std::string>> sections = {
+      {"train", federated({"privacy", "personalization", "output"})},
+      {"influence", federated({"influence", "output"})},
+      {"fldp", federated({"influence", "fldp", "output"})},
+      {"whatif", federated({"influence", "whatif", "output"})},
+      {"lia", {"data", "model", "lia", "output"}},
+      {"feo2-theory", {"feo2_theory", "output"}},
+  };
+  const std::map<std::string, std::function<int(const CommandLine&)>> run = {
+      {"validate", run_validate},      {"train", run_train},
+      {"influence", run_influence},    {"fldp", run_fldp},
+      {"whatif", run_whatif},          {"lia", run_lia},
+      {"feo2-theory", run_feo2_theory}};
+  std::vector<CommandSpec> commands;
+  for (const Entry& entry : deck) {
+    CommandSpec spec;
+    spec.name = entry.name;
+    spec.help = entry.description;
+    spec.options = entry.options;
+    if (const auto found = sections.find(entry.name); found != sections.end())
+      spec.sections = found->second;
+    spec.run = run.at(entry.name);
+    commands.push_back(spec);
+  }
+  commands.front().add_options = add_validate_options;  // validate
+  CommandSpec privacy;
+  privacy.name = "privacy";
+  privacy.help =
+      "the (eps, delta) of DP-SGD / DP-FedAvg from an accountant of the Poisson-subsampled "
+      "Gaussian mechanism (--noise), or the noise multiplier for a target eps (--epsilon)";
+  privacy.reads_deck = false;
+  privacy.measures_memory = false;
+  privacy.add_options = add_privacy_options;
+  privacy.run = run_privacy;
+  commands.push_back(privacy);
+  CommandSpec keys;
+  keys.name = "keys";
+  keys.help = "list every deck key with its type, default and allowed values";
+  keys.reads_deck = false;
+  keys.measures_memory = false;
+  keys.add_options = add_keys_options;
+  keys.run = run_keys;
+  commands.push_back(keys);
+  return commands;
+}
+
+Registry<CommandSpec>& registry() {
+  static Registry<CommandSpec> instance("a command", built_in_commands());
+  return instance;
+}
+
+}  // namespace
+
+void register_command(CommandSpec spec) {
+  if (!spec.run) throw InputError("register_command: a command needs a run function");
+  registry().add(std::move(spec));
+}
+
+std::vector<CommandSpec> registered_commands() {
+  return registry().specs();
+}
+
+CommandSpec command_spec(const std::string& name) {
+  return registry().find(name, "command");
+}
+
+}  // namespace fluence::app
