@@ -3,6 +3,7 @@
 // run.
 #include <gtest/gtest.h>
 
+#include "fluence/app/deck_schema.hpp"
 #include "fluence/core/blas_tuning.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/mpi.hpp"
@@ -11,6 +12,10 @@ int main(int argc, char** argv) {
   fluence::select_blas_core(argv);
   ::testing::InitGoogleTest(&argc, argv);
   fluence::Environment environment(&argc, &argv);
+  // The deck schema is built once, now, from the built-in parts: tests that register a part of
+  // their own (an accountant, an aggregator, ...) then leave inputs/README.md's tables as they are
+  // whatever order the tests run in.
+  fluence::deck_schema();
   if (fluence::world_rank() != 0) {
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
     delete listeners.Release(listeners.default_result_printer());

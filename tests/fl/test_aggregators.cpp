@@ -15,6 +15,7 @@
 #include "fluence/core/rng.hpp"
 #include "fluence/data/purposes.hpp"
 #include "fluence/fl/aggregators.hpp"
+#include "support/scratch_files.hpp"
 
 namespace fluence {
 namespace {
@@ -293,6 +294,44 @@ TEST(Aggregators, CenteredClippingRejectsBadArguments) {
 TEST(Aggregators, MeanUpdateRejectsEmptyInput) {
   std::vector<double> out(2);
   EXPECT_THROW(mean_update(out.data(), 0, 2, out.data()), InputError);
+}
+
+}  // namespace
+}  // namespace fluence
+
+namespace fluence {
+namespace {
+
+// docs/extending.md "An aggregator": a new rule is one class and one registration; the built-ins
+// come first, and an unknown name lists the registered ones.
+class FirstRow final : public Aggregator {
+ public:
+  std::string_view name() const override { return "first_row_test"; }
+  void aggregate(const double* updates, int, std::size_t p, double* step) override {
+    std::copy(updates, updates + p, step);
+  }
+};
+
+TEST(AggregatorRegistry, TakesANewRuleAndNamesTheAllowedOnes) {
+  const auto names = aggregator_names();
+  ASSERT_GE(names.size(), 6u);
+  EXPECT_EQ(std::vector<std::string>(names.begin(), names.begin() + 6),
+            (std::vector<std::string>{"mean", "median", "trimmed_mean", "krum", "multi_krum",
+                                      "centered_clipping"}));
+  register_aggregator({"first_row_test", "the first update", [](const AggregatorConfig&) {
+                         return std::unique_ptr<Aggregator>(new FirstRow());
+                       }});
+  AggregatorConfig config;
+  config.name = "first_row_test";
+  const std::vector<double> updates = {1.0, 2.0, 3.0, 4.0};
+  std::vector<double> step(2);
+  make_aggregator(config)->aggregate(updates.data(), 2, 2, step.data());
+  EXPECT_EQ(step, (std::vector<double>{1.0, 2.0}));
+  EXPECT_TRUE(make_aggregator({})->weighted_mean());
+  config.name = "bulyan";
+  testing::expect_input_error(
+      [&] { make_aggregator(config); },
+      {"federation.aggregator = \"bulyan\"", "\"krum\"", "\"first_row_test\""});
 }
 
 }  // namespace
