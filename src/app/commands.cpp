@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "fluence/audit/ldp_audit.hpp"
 #include "fluence/core/registry.hpp"
 #include "fluence/privacy/accountant.hpp"
 
@@ -176,6 +177,19 @@ std::vector<CommandSpec> built_in_commands() {
     commands.push_back(spec);
   }
   commands.front().add_options = add_validate_options;  // validate
+  // fluence audit: the empirical privacy of the deck's mechanisms (its keys are [audit]).
+  CommandSpec audit;
+  audit.name = "audit";
+  audit.help =
+      "measure the privacy of the deck's local randomizers as they run (LDP audit of randomized "
+      "response: empirical eps, its lower bound, attribute inference against the Bayes bound); "
+      "write <out>/results.h5";
+  audit.options = {.deck = "input deck (TOML) with [ldp] and [audit]",
+                   .quiet = "no table of the audited cases"};
+  audit.sections = {"data", "partition", "model", "ldp", "audit", "output"};
+  audit.register_keys = register_audit_keys;
+  audit.run = run_audit;
+  commands.push_back(audit);
   CommandSpec privacy;
   privacy.name = "privacy";
   privacy.help =

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "fluence/audit/purposes.hpp"
+#include "fluence/core/deck_keys.hpp"
 #include "fluence/core/error.hpp"
 #include "fluence/privacy/randomized_response.hpp"
 
@@ -144,6 +145,57 @@ LdpAuditResult audit_randomized_response(int domain, double epsilon, long draws,
   result.inference_accuracy = static_cast<double>(correct) / n;
   result.bayes_accuracy = std::exp(epsilon) / (std::exp(epsilon) + domain - 1.0);
   return result;
+}
+
+void register_audit_keys(DeckSchema& schema) {
+  using namespace deck_keys;
+  using T = KeyType;
+  schema.add({
+      section("audit",
+              "privacy measured, not only bounded: the LDP audit of the deck's randomized "
+              "response ([ldp]) as it runs (docs/math.md §11)"),
+      key("audit.draws", T::integer, "0",
+          "runs of the mechanism per input (0 = enough for three standard errors within "
+          "`relative_error` of each configured eps)",
+          0),
+      below_maximum(key("audit.confidence", T::real, "0.95",
+                        "confidence 1 − β of `epsilon_lower` (Clopper–Pearson, Bonferroni over "
+                        "outputs)",
+                        0.0, 1.0, true)),
+      below_maximum(key("audit.relative_error", T::real, "0.05",
+                        "with `draws = 0`: the target relative error of `epsilon_estimate`", 0.0,
+                        1.0, true)),
+  });
+}
+
+AuditConfig AuditConfig::from_deck(const Deck& deck) {
+  AuditConfig config;
+  config.draws = static_cast<long>(deck.integer("audit.draws"));
+  config.confidence = deck.real("audit.confidence");
+  config.relative_error = deck.real("audit.relative_error");
+  return config;
+}
+
+std::vector<LdpAuditCase> audit_ldp_plan(const LdpPlan& plan, const AuditConfig& config,
+                                         std::uint64_t seed) {
+  std::vector<LdpAuditCase> cases;
+  for (std::size_t a = 0; a < plan.attributes.size(); ++a) {
+    std::vector<double> levels;
+    for (int client = 0; client < plan.clients; ++client) {
+      const double eps = plan.epsilon_of(client, static_cast<int>(a));
+      if (std::isfinite(eps)) levels.push_back(eps);
+    }
+    std::sort(levels.begin(), levels.end());
+    levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
+    for (const double eps : levels) {
+      const int domain = plan.domain[a];
+      const long draws =
+          config.draws > 0 ? config.draws : ldp_audit_draws(domain, eps, config.relative_error);
+      cases.push_back({plan.attributes[a], audit_randomized_response(domain, eps, draws, seed,
+                                                                     1.0 - config.confidence)});
+    }
+  }
+  return cases;
 }
 
 }  // namespace fluence

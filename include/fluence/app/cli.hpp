@@ -70,6 +70,7 @@ int run_lia(const CommandLine& command_line);
 int run_privacy(const CommandLine& command_line);
 int run_feo2_theory(const CommandLine& command_line);
 int run_keys(const CommandLine& command_line);
+int run_audit(const CommandLine& command_line);
 
 /// Exit codes (documented in README.md).
 inline constexpr int kExitUsage = 1;

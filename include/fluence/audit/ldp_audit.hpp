@@ -15,8 +15,12 @@
 // its accuracy is compared with the Bayes bound e^eps / (e^eps + k - 1).
 #include <cstdint>
 #include <functional>
+#include <string>
+#include <vector>
 
+#include "fluence/core/config.hpp"
 #include "fluence/core/rng.hpp"
+#include "fluence/privacy/randomized_response.hpp"
 
 namespace fluence {
 
@@ -51,5 +55,26 @@ LdpAuditResult audit_randomized_response(int domain, double epsilon, long draws,
 /// alpha for `successes` of `trials` (0 for none), and the upper bound (1 for all).
 double clopper_pearson_lower(long successes, long trials, double alpha);
 double clopper_pearson_upper(long successes, long trials, double alpha);
+
+/// What `fluence audit` does with a deck's [ldp] plan: one audit per attribute and distinct finite
+/// epsilon some client uses, in the plan's attribute order and ascending epsilon.
+struct LdpAuditCase {
+  std::string attribute;  // as the deck names it ("label" for the label)
+  LdpAuditResult result;
+};
+
+struct AuditConfig {
+  long draws = 0;            // per input; 0: ldp_audit_draws at relative_error
+  double confidence = 0.95;  // 1 - beta of the lower bound
+  double relative_error = 0.05;
+
+  static AuditConfig from_deck(const Deck& deck);
+};
+
+/// Declares the [audit] keys AuditConfig::from_deck reads (inputs/README.md's tables).
+void register_audit_keys(DeckSchema& schema);
+
+std::vector<LdpAuditCase> audit_ldp_plan(const LdpPlan& plan, const AuditConfig& config,
+                                         std::uint64_t seed);
 
 }  // namespace fluence
