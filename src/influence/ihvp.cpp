@@ -228,7 +228,7 @@ IhvpPreconditioner command_line_preconditioner(IhvpPreconditioner deck) {
               "PetscOptionsGetString");
   if (set != PETSC_TRUE) return deck;
   const std::string type = name;
-  if (type == "kronecker") return IhvpPreconditioner::kronecker;
+  if (type == kKroneckerPcType) return IhvpPreconditioner::kronecker;
   if (type == "jacobi") return IhvpPreconditioner::jacobi;
   return IhvpPreconditioner::none;  // PETSc's own PC, set up by KSPSetFromOptions
 }
@@ -253,7 +253,7 @@ class KrylovSolver final : public IhvpSolver {
               preconditioner_ == IhvpPreconditioner::jacobi      ? CgPreconditioner::jacobi
               : preconditioner_ == IhvpPreconditioner::kronecker ? CgPreconditioner::custom
                                                                  : CgPreconditioner::none;
-          settings.custom_name = "kronecker";
+          settings.custom_name = kKroneckerPcType;
           settings.apply_preconditioner = [this](const double* r, double* z) {
             kronecker_->apply(r, z);
           };
