@@ -6,6 +6,8 @@
 
 #include "fluence/core/error.hpp"
 
+extern "C" PetscErrorCode PCCreate_Shell(PC pc);  // libpetsc's, not in the public headers
+
 namespace fluence {
 
 namespace {
@@ -95,11 +97,12 @@ ConjugateGradient::ConjugateGradient(LinearOperator op, CgSettings settings)
       petsc_check(PCSetType(pc, PCJACOBI), "PCSetType");
       break;
     case CgPreconditioner::custom:
-      petsc_check(PCSetType(pc, PCSHELL), "PCSetType");
-      petsc_check(PCShellSetContext(pc, &settings_), "PCShellSetContext");
-      petsc_check(PCShellSetApply(pc, apply_custom_preconditioner), "PCShellSetApply");
+      use_custom_shell(pc);
       break;
   }
+  // -<prefix>pc_type NAME must parse: NAME is registered as a shell (PETSc keeps one registry).
+  if (!settings_.custom_name.empty())
+    petsc_check(PCRegister(settings_.custom_name.c_str(), PCCreate_Shell), "PCRegister");
   // Converge on the true residual ||b - A x|| / ||b||, the quantity callers report.
   petsc_check(KSPSetNormType(ksp_, KSP_NORM_UNPRECONDITIONED), "KSPSetNormType");
   const PetscInt most = settings_.max_iterations > 0 ? settings_.max_iterations : 10 * p + 100;
@@ -108,10 +111,29 @@ ConjugateGradient::ConjugateGradient(LinearOperator op, CgSettings settings)
               "KSPSetInitialGuessNonzero");
   petsc_check(KSPSetOptionsPrefix(ksp_, settings_.prefix.c_str()), "KSPSetOptionsPrefix");
   petsc_check(KSPSetFromOptions(ksp_), "KSPSetFromOptions");
+  PetscBool named = PETSC_FALSE;
+  if (!settings_.custom_name.empty())
+    petsc_check(PetscObjectTypeCompare(reinterpret_cast<PetscObject>(pc),
+                                       settings_.custom_name.c_str(), &named),
+                "PetscObjectTypeCompare");
+  if (named == PETSC_TRUE) {  // chosen by -<prefix>pc_type NAME
+    if (!settings_.apply_preconditioner)
+      throw std::logic_error("-" + settings_.prefix + "pc_type " + settings_.custom_name +
+                             " without its application");
+    use_custom_shell(pc);
+  }
   PetscBool user_rtol = PETSC_FALSE;
   petsc_check(PetscOptionsHasName(nullptr, settings_.prefix.c_str(), "-ksp_rtol", &user_rtol),
               "PetscOptionsHasName");
   user_rtol_ = user_rtol == PETSC_TRUE;
+}
+
+void ConjugateGradient::use_custom_shell(PC pc) {
+  petsc_check(PCSetType(pc, PCSHELL), "PCSetType");
+  petsc_check(PCShellSetContext(pc, &settings_), "PCShellSetContext");
+  petsc_check(PCShellSetApply(pc, apply_custom_preconditioner), "PCShellSetApply");
+  if (!settings_.custom_name.empty())
+    petsc_check(PCShellSetName(pc, settings_.custom_name.c_str()), "PCShellSetName");
 }
 
 ConjugateGradient::~ConjugateGradient() {

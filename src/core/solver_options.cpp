@@ -10,6 +10,8 @@
 #include "fluence/core/error.hpp"
 #include "fluence/core/mpi.hpp"
 
+extern "C" PetscErrorCode PCCreate_Shell(PC pc);  // libpetsc's, not in the public headers
+
 namespace fluence {
 
 namespace {
@@ -44,6 +46,8 @@ PetscErrorCode configure_ksp(const char* prefix) {
   if (!code) code = KSPSetType(ksp, KSPCG);
   if (!code) code = KSPGetPC(ksp, &pc);
   if (!code) code = PCSetType(pc, PCNONE);
+  // The run's CG registers its shell preconditioners' names before it reads the options.
+  if (!code) code = PCRegister(kKroneckerPcType, PCCreate_Shell);
   if (!code) code = KSPSetOptionsPrefix(ksp, prefix);
   if (!code) code = KSPSetFromOptions(ksp);
   KSPDestroy(&ksp);

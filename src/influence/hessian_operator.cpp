@@ -4,6 +4,7 @@
 
 #include "fluence/core/error.hpp"
 #include "fluence/core/mpi.hpp"
+#include "fluence/core/quantized_sum.hpp"
 #include "fluence/core/rng.hpp"
 #include "fluence/influence/purposes.hpp"
 
@@ -19,7 +20,16 @@ std::string to_string(HessianScope scope) {
   return scope == HessianScope::federated ? "federated" : "client";
 }
 
+KroneckerFactors HessianOperator::kronecker_factors() {
+  throw InputError(
+      "influence.preconditioner = \"kronecker\" needs the Kronecker factors of the logistic "
+      "model's Hessian, which this Hessian does not have; use \"jacobi\", \"none\" or \"auto\"");
+}
+
 namespace {
+
+constexpr const char* kKroneckerUse =
+    "the Kronecker preconditioner (influence.preconditioner = \"kronecker\")";
 
 // Adds the sampled rows' Hessian-vector products of one client: rows are gathered into a batch so
 // that the product is one pass over contiguous memory.
@@ -58,6 +68,8 @@ class ClientProducts {
       linear->probabilities(client.features(), client.size(), theta.data(), probabilities_.data());
     }
   }
+  /// The cached softmax probabilities (client rows x C; the linear model only).
+  const double* probabilities() const { return probabilities_.data(); }
   void apply(const double* v, double* out, Workspace& work) const {
     if (const SoftmaxRegression* linear = model_.linear())
       return linear->hessian_vector_sum_at(client_.features(), client_.size(),
@@ -145,6 +157,49 @@ class FederatedHessian final : public HessianOperator {
     for (auto& value : out) value += damping_;
   }
 
+  // The feature factor is a sum of PSD client matrices: summed exactly in fixed point like the
+  // explicit Hessian (docs/math.md §8.3); the class factor in client order. Both are then the same
+  // bits for any rank count.
+  KroneckerFactors kronecker_factors() override {
+    auto& problem = federation_.problem();
+    const SoftmaxRegression& linear = problem.linear_model(kKroneckerUse);
+    int objectives = 0;  // every rank must refuse together, not leave the others in a reduction
+    for (std::size_t k = 0; k < problem.clients.size(); ++k)
+      if (federation_.included(k) && federation_.local_objective(k)) ++objectives;
+    MPI_Allreduce(MPI_IN_PLACE, &objectives, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (objectives > 0)
+      throw InputError(
+          "influence.preconditioner = \"kronecker\": clients with an expected-loss objective "
+          "(FLDP) have no Kronecker factors; use \"jacobi\", \"none\" or \"auto\"");
+    const auto C = static_cast<std::size_t>(linear.classes());
+    const auto D = static_cast<std::size_t>(linear.features());
+    std::vector<double> class_sums(problem.clients.size() * C * C, 0.0), class_sum(C * C);
+    std::vector<double> feature_sum;
+    psd_matrix_sum(
+        static_cast<int>(problem.clients.size()), D, feature_sum,
+        [&](int k, double* diagonal) {
+          if (!federation_.included(k)) return false;
+          const auto& client = problem.clients[k];
+          linear.kronecker_feature_diagonal_sum(client.features(), client.size(),
+                                                products_[k]->probabilities(), diagonal);
+          return true;
+        },
+        [&](int k, double* matrix) {
+          if (!federation_.included(k)) return false;
+          const auto& client = problem.clients[k];
+          linear.kronecker_factor_sums(
+              client.features(), client.size(), products_[k]->probabilities(),
+              class_sums.data() + static_cast<std::size_t>(k) * C * C, matrix);
+          return true;
+        });
+    federation_.sum_over_clients(class_sum, [&](std::size_t k, double* sum) {
+      std::copy_n(class_sums.begin() + static_cast<std::ptrdiff_t>(k * C * C), C * C, sum);
+    });
+    return normalized_kronecker_factors(
+        linear.classes(), linear.features(), std::move(class_sum), std::move(feature_sum),
+        static_cast<double>(federation_.train_rows()), linear.l2() + damping_);
+  }
+
   void dense(std::vector<double>& out) override {
     if (!federation_.problem().model->linear()) return dense_from_products(*this, out);
     federation_.explicit_hessian(theta_, out);
@@ -205,6 +260,18 @@ class ClientHessian final : public HessianOperator {
     for (auto& value : out) value = value * scale + model_.l2() + damping_;
   }
 
+  KroneckerFactors kronecker_factors() override {
+    const SoftmaxRegression& linear = problem_.linear_model(kKroneckerUse);
+    const auto C = static_cast<std::size_t>(linear.classes());
+    const auto D = static_cast<std::size_t>(linear.features());
+    std::vector<double> class_sum(C * C), feature_sum(D * D);
+    linear.kronecker_factor_sums(client_.features(), client_.size(), products_->probabilities(),
+                                 class_sum.data(), feature_sum.data());
+    return normalized_kronecker_factors(linear.classes(), linear.features(), std::move(class_sum),
+                                        std::move(feature_sum), static_cast<double>(client_.size()),
+                                        linear.l2() + damping_);
+  }
+
   void dense(std::vector<double>& out) override {
     if (!model_.linear()) return dense_from_products(*this, out);
     const std::size_t p = parameters();
@@ -261,6 +328,16 @@ class FirstBlockHessian final : public HessianOperator {
     base_->diagonal(out);
     for (int c = 1; c < classes_; ++c)
       std::copy_n(out.begin(), block_, out.begin() + static_cast<std::ptrdiff_t>(c * block_));
+  }
+
+  // I ⊗ H_00 with H_00 ≈ G_00 A: the class factor becomes G_00 I.
+  KroneckerFactors kronecker_factors() override {
+    KroneckerFactors factors = base_->kronecker_factors();
+    const double first = factors.class_factor.at(0);
+    std::fill(factors.class_factor.begin(), factors.class_factor.end(), 0.0);
+    for (int c = 0; c < factors.classes; ++c)
+      factors.class_factor[static_cast<std::size_t>(c) * factors.classes + c] = first;
+    return factors;
   }
 
   void dense(std::vector<double>& out) override {

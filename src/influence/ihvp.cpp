@@ -42,6 +42,25 @@ std::string to_string(IhvpMethod method) {
   return "?";
 }
 
+IhvpPreconditioner parse_ihvp_preconditioner(const std::string& name) {
+  if (name == "none") return IhvpPreconditioner::none;
+  if (name == "jacobi") return IhvpPreconditioner::jacobi;
+  if (name == "kronecker") return IhvpPreconditioner::kronecker;
+  throw InputError("unknown IHVP preconditioner '" + name + "' (allowed: none, jacobi, kronecker)");
+}
+
+std::string to_string(IhvpPreconditioner preconditioner) {
+  switch (preconditioner) {
+    case IhvpPreconditioner::none:
+      return "none";
+    case IhvpPreconditioner::jacobi:
+      return "jacobi";
+    case IhvpPreconditioner::kronecker:
+      return "kronecker";
+  }
+  return "?";
+}
+
 void register_ihvp_keys(DeckSchema& schema) {
   using namespace deck_keys;
   using T = KeyType;
@@ -51,10 +70,11 @@ void register_ihvp_keys(DeckSchema& schema) {
                         "cg: stop when ‖b − Hx‖ ≤ rtol ‖b‖ (PETSc `-ihvp_ksp_rtol` overrides)", 0.0,
                         1.0, true)),
       key("influence.max_iterations", T::integer, "0", "cg: most iterations (0 = 10 p + 100)", 0),
-      choice("influence.preconditioner", "\"auto\"", {"auto", "jacobi", "none"},
-             "cg: Jacobi from the exact Hessian diagonal, which only the logistic model "
-             "computes (refused for networks), or none; `auto` = jacobi for logistic, none "
-             "for mlp and cnn"),
+      choice("influence.preconditioner", "\"auto\"", {"auto", "jacobi", "kronecker", "none"},
+             "cg: Jacobi from the exact Hessian diagonal, or kronecker: (G ⊗ A + (l2 + damping) "
+             "I)⁻¹ from the softmax and feature factors (docs/math.md §3.1); both only "
+             "for the logistic model (refused for networks), or none; `auto` = jacobi for "
+             "logistic, none for mlp and cnn"),
       key("influence.warm_start", T::boolean, "true",
           "cg: start each solve from the projection onto earlier solutions"),
       key("influence.explicit_max_parameters", T::integer, "6000",
@@ -83,16 +103,21 @@ IhvpConfig IhvpConfig::from_deck(const Deck& deck) {
   config.method = parse_ihvp_method(deck.string("influence.solver"));
   config.rtol = deck.real("influence.rtol");
   config.max_iterations = static_cast<int>(deck.integer("influence.max_iterations"));
-  // Jacobi needs the exact Hessian diagonal, which only the logistic model computes.
+  // Jacobi needs the exact Hessian diagonal, Kronecker the softmax and feature factors, which only
+  // the logistic model computes.
   const std::string preconditioner = deck.string("influence.preconditioner");
-  config.jacobi = preconditioner == "jacobi" ||
-                  (preconditioner == "auto" && deck.string("model.type") == "logistic");
-  if (preconditioner == "jacobi" && deck.string("model.type") != "logistic")
+  const bool logistic = deck.string("model.type") == "logistic";
+  config.preconditioner = preconditioner == "auto"
+                              ? (logistic ? IhvpPreconditioner::jacobi : IhvpPreconditioner::none)
+                              : parse_ihvp_preconditioner(preconditioner);
+  if (config.preconditioner != IhvpPreconditioner::none && !logistic)
     throw InputError(fmt::format(
-        "{}: influence.preconditioner = \"jacobi\" needs the exact Hessian diagonal, which "
-        "model.type = \"{}\" does not compute (it would take p Hessian products); use \"auto\" "
-        "or \"none\"",
-        deck.where("influence.preconditioner"), deck.string("model.type")));
+        "{}: influence.preconditioner = \"{}\" needs {}, which model.type = \"{}\" does not "
+        "compute (it would take p Hessian products); use \"auto\" or \"none\"",
+        deck.where("influence.preconditioner"), preconditioner,
+        preconditioner == "jacobi" ? "the exact Hessian diagonal"
+                                   : "the Kronecker factors of the Hessian",
+        deck.string("model.type")));
   config.warm_start = deck.boolean("influence.warm_start");
   config.explicit_max_parameters =
       static_cast<int>(deck.integer("influence.explicit_max_parameters"));
@@ -194,21 +219,44 @@ class SolutionRecycler {
   std::vector<std::vector<double>> basis_, images_;
 };
 
+// The preconditioner `-ihvp_pc_type` names, when it names one of ours (the command line wins
+// over the deck); the deck's otherwise.
+IhvpPreconditioner command_line_preconditioner(IhvpPreconditioner deck) {
+  char name[64] = "";
+  PetscBool set = PETSC_FALSE;
+  petsc_check(PetscOptionsGetString(nullptr, kIhvpPrefix, "-pc_type", name, sizeof name, &set),
+              "PetscOptionsGetString");
+  if (set != PETSC_TRUE) return deck;
+  const std::string type = name;
+  if (type == kKroneckerPcType) return IhvpPreconditioner::kronecker;
+  if (type == "jacobi") return IhvpPreconditioner::jacobi;
+  return IhvpPreconditioner::none;  // PETSc's own PC, set up by KSPSetFromOptions
+}
+
 // CG on the exact products (core/krylov.hpp, options prefix "ihvp_"), each solve started from
-// the projection onto earlier solutions (warm_start).
+// the projection onto earlier solutions (warm_start). The Kronecker preconditioner is a PCSHELL
+// whose factors are taken at the first solve (a collective for the federated Hessian, as the
+// solves are), like PETSc's Jacobi takes the diagonal.
 class KrylovSolver final : public IhvpSolver {
  public:
   KrylovSolver(const IhvpConfig& config, HessianOperator& hessian)
       : hessian_(hessian),
         recycler_(hessian.parameters(), 32),
         config_(config),
+        preconditioner_(command_line_preconditioner(config.preconditioner)),
         cg_(as_linear_operator(hessian), [&] {
           CgSettings settings;
           settings.prefix = kIhvpPrefix;
           settings.rtol = config.rtol;
           settings.max_iterations = config.max_iterations;
           settings.preconditioner =
-              config.jacobi ? CgPreconditioner::jacobi : CgPreconditioner::none;
+              preconditioner_ == IhvpPreconditioner::jacobi      ? CgPreconditioner::jacobi
+              : preconditioner_ == IhvpPreconditioner::kronecker ? CgPreconditioner::custom
+                                                                 : CgPreconditioner::none;
+          settings.custom_name = kKroneckerPcType;
+          settings.apply_preconditioner = [this](const double* r, double* z) {
+            kronecker_->apply(r, z);
+          };
           settings.initial_guess = true;
           return settings;
         }()) {}
@@ -228,6 +276,8 @@ class KrylovSolver final : public IhvpSolver {
       recycler_.initial_guess(b, x);
     else
       std::fill(x, x + p, 0.0);
+    if (preconditioner_ == IhvpPreconditioner::kronecker && !kronecker_)
+      kronecker_ = std::make_unique<KroneckerPreconditioner>(hessian_.kronecker_factors());
     const CgOutcome outcome = cg_.solve(b, x);
     report.iterations = outcome.iterations;
     report.relative_residual = relative_residual(hessian_, b, x);
@@ -245,6 +295,8 @@ class KrylovSolver final : public IhvpSolver {
   HessianOperator& hessian_;
   SolutionRecycler recycler_;
   IhvpConfig config_;
+  IhvpPreconditioner preconditioner_;
+  std::unique_ptr<KroneckerPreconditioner> kronecker_;  // built at the first solve
   ConjugateGradient cg_;
 };
 

@@ -278,6 +278,56 @@ void SoftmaxRegression::hessian_diagonal_sum(const double* x, std::size_t rows, 
   }
 }
 
+namespace {
+// t_r = 1 - ||p_r||^2, the trace of row r's softmax covariance diag(p_r) - p_r p_r^T.
+double covariance_trace(const double* p, int classes) {
+  double squares = 0.0;
+  for (int c = 0; c < classes; ++c) squares += p[c] * p[c];
+  return std::max(0.0, 1.0 - squares);
+}
+}  // namespace
+
+void SoftmaxRegression::kronecker_factor_sums(const double* x, std::size_t rows,
+                                              const double* probabilities, double* class_sum,
+                                              double* feature_sum) const {
+  const int C = classes_, D = features_;
+  const auto DD = static_cast<std::size_t>(D);
+  std::fill(class_sum, class_sum + static_cast<std::size_t>(C) * C, 0.0);
+  std::fill(feature_sum, feature_sum + DD * DD, 0.0);
+  std::vector<double> scaled(std::min(rows, kChunkRows) * DD);
+  for (std::size_t start = 0; start < rows; start += kChunkRows) {
+    const std::size_t n = std::min(kChunkRows, rows - start);
+    for (std::size_t r = 0; r < n; ++r) {
+      const double* p = probabilities + (start + r) * C;
+      for (int c = 0; c < C; ++c) {
+        class_sum[c * C + c] += p[c];
+        for (int cp = 0; cp < C; ++cp) class_sum[c * C + cp] -= p[c] * p[cp];
+      }
+      // sum_r t_r x_r x_r^T as one SYRK of the rows scaled by sqrt(t_r) (t_r >= 0).
+      const double root = std::sqrt(covariance_trace(p, C));
+      const double* xr = x + (start + r) * DD;
+      for (std::size_t j = 0; j < DD; ++j) scaled[r * DD + j] = root * xr[j];
+    }
+    cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, D, static_cast<int>(n), 1.0, scaled.data(),
+                D, 1.0, feature_sum, D);
+  }
+  for (std::size_t i = 0; i < DD; ++i)
+    for (std::size_t j = 0; j < i; ++j) feature_sum[i * DD + j] = feature_sum[j * DD + i];
+}
+
+void SoftmaxRegression::kronecker_feature_diagonal_sum(const double* x, std::size_t rows,
+                                                       const double* probabilities,
+                                                       double* out) const {
+  const int C = classes_;
+  const auto D = static_cast<std::size_t>(features_);
+  std::fill(out, out + D, 0.0);
+  for (std::size_t r = 0; r < rows; ++r) {
+    const double t = covariance_trace(probabilities + r * C, C);
+    const double* xr = x + r * D;
+    for (std::size_t j = 0; j < D; ++j) out[j] += t * xr[j] * xr[j];
+  }
+}
+
 void SoftmaxRegression::hessian_sum(const double* x, std::size_t rows, const double* theta,
                                     double* out) const {
   const int C = classes_, D = features_;

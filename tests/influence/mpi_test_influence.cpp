@@ -3,12 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "fluence/app/deck_schema.hpp"
 #include "fluence/core/config.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/influence/client_influence.hpp"
 #include "fluence/influence/hessian_operator.hpp"
+#include "fluence/influence/ihvp.hpp"
+#include "pooled_hessian.hpp"
 #include "support/default_deck.hpp"
 #include "support/dense_reference.hpp"
 #include "support/synthetic_deck.hpp"
@@ -159,6 +162,84 @@ TEST_F(InfluenceMpi, ConjugateGradientOnTheShellMatchesPooledDenseSolve) {
   // cond(H) <= lambda_max / l2 ~ 1e2 here, so 1e-12 residual -> ~1e-10 relative error.
   for (std::size_t k = 0; k < p; ++k)
     EXPECT_NEAR(x_solved[k], expected[k], 1e-9 * (1 + std::abs(expected[k]))) << k;
+}
+
+TEST_F(InfluenceMpi, KroneckerFactorsAreThePooledOnesAndEveryRanksSame) {
+  auto hessian = make_federated_hessian(federation, theta);
+  hessian->set_damping(0.25);
+  const KroneckerFactors f = hessian->kronecker_factors();
+  std::vector<double> x;
+  std::vector<std::int32_t> y;
+  pooled_rows(problem, {}, x, y);
+  testing::PooledHessian pooled(*problem.model->linear(), x, y.size(), theta);
+  pooled.set_damping(0.25);
+  const KroneckerFactors expected = pooled.kronecker_factors();
+  ASSERT_EQ(f.classes, expected.classes);
+  ASSERT_EQ(f.features, expected.features);
+  // Per-client sums (the feature factor in fixed point) against pooled row-by-row loops: rounding.
+  for (std::size_t k = 0; k < expected.class_factor.size(); ++k)
+    EXPECT_NEAR(f.class_factor[k], expected.class_factor[k], 1e-13) << k;
+  for (std::size_t k = 0; k < expected.feature_factor.size(); ++k)
+    EXPECT_NEAR(f.feature_factor[k], expected.feature_factor[k], 1e-12) << k;
+  EXPECT_EQ(f.shift, problem.model->l2() + 0.25);
+  // Every rank holds the same bits (rank 0's broadcast compared on the others).
+  for (const auto* factor : {&f.class_factor, &f.feature_factor}) {
+    std::vector<double> root = *factor;
+    MPI_Bcast(root.data(), static_cast<int>(root.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    EXPECT_EQ(std::memcmp(root.data(), factor->data(), root.size() * sizeof(double)), 0);
+  }
+}
+
+TEST_F(InfluenceMpi, KroneckerPreconditionedSolveMatchesPooledDenseSolve) {
+  auto hessian = make_federated_hessian(federation, theta);
+  IhvpConfig config = IhvpConfig::from_deck(default_deck());
+  config.rtol = 1e-12;
+  config.warm_start = false;
+  const std::size_t p = federation.parameters();
+  const auto b = test_point(p, 2.0);
+  std::vector<double> x;
+  std::vector<std::int32_t> y;
+  pooled_rows(problem, {}, x, y);
+  const auto expected = testing::dense_solve(
+      testing::dense_objective_hessian(*problem.model->linear(), x.data(), y.size(), theta.data()),
+      b);
+  int iterations[3] = {};
+  for (auto kind :
+       {IhvpPreconditioner::none, IhvpPreconditioner::jacobi, IhvpPreconditioner::kronecker}) {
+    config.preconditioner = kind;
+    auto solver = make_ihvp_solver(config, *hessian);
+    std::vector<double> solved(p);
+    const auto report = solver->solve(b.data(), solved.data());
+    iterations[static_cast<int>(kind)] = report.iterations;
+    EXPECT_LE(report.relative_residual, 1e-12) << to_string(kind);
+    // cond(H) <= lambda_max / l2 ~ 1e2 here, so 1e-12 residual -> ~1e-10 relative error.
+    for (std::size_t k = 0; k < p; ++k)
+      EXPECT_NEAR(solved[k], expected[k], 1e-9 * (1 + std::abs(expected[k])))
+          << to_string(kind) << " " << k;
+    // The same iterates on every rank (replicated CG, rank-independent products and factors).
+    std::vector<double> root = solved;
+    MPI_Bcast(root.data(), static_cast<int>(p), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    EXPECT_EQ(std::memcmp(root.data(), solved.data(), p * sizeof(double)), 0) << to_string(kind);
+  }
+  EXPECT_LT(iterations[2], iterations[1]) << "Kronecker vs Jacobi";
+  EXPECT_LT(iterations[2], iterations[0]) << "Kronecker vs none";
+}
+
+TEST_F(InfluenceMpi, KroneckerFactorsOfOneClientUseOnlyItsRows) {
+  for (std::size_t local = 0; local < problem.clients.size(); ++local) {
+    if (problem.clients[local].size() == 0) continue;
+    auto hessian = make_client_hessian(federation, local, theta);
+    const KroneckerFactors f = hessian->kronecker_factors();
+    std::vector<double> x;
+    std::vector<std::int32_t> y;
+    pooled_rows(problem, {problem.clients[local].id()}, x, y);
+    testing::PooledHessian pooled(*problem.model->linear(), x, y.size(), theta);
+    const KroneckerFactors expected = pooled.kronecker_factors();
+    for (std::size_t k = 0; k < expected.class_factor.size(); ++k)
+      EXPECT_NEAR(f.class_factor[k], expected.class_factor[k], 1e-13) << k;
+    for (std::size_t k = 0; k < expected.feature_factor.size(); ++k)
+      EXPECT_NEAR(f.feature_factor[k], expected.feature_factor[k], 1e-12) << k;
+  }
 }
 
 TEST_F(InfluenceMpi, SampledHessianAveragesToTheHessian) {

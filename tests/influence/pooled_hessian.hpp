@@ -41,6 +41,35 @@ class PooledHessian final : public HessianOperator {
     out.resize(parameters());
     for (std::size_t k = 0; k < parameters(); ++k) out[k] = full[k * parameters() + k];
   }
+  // Written from the definitions (docs/math.md §3.1), row by row: G = sum_r S_r / sum_r tr S_r,
+  // A = (1/n) sum_r tr(S_r) x_r x_r^T with S_r = diag(p_r) - p_r p_r^T.
+  KroneckerFactors kronecker_factors() override {
+    const int C = model_.classes(), D = model_.features();
+    std::vector<double> p(rows_ * C);
+    model_.probabilities(x_.data(), rows_, theta_.data(), p.data());
+    KroneckerFactors f;
+    f.classes = C;
+    f.features = D;
+    f.class_factor.assign(static_cast<std::size_t>(C) * C, 0.0);
+    f.feature_factor.assign(static_cast<std::size_t>(D) * D, 0.0);
+    double trace = 0.0;
+    for (std::size_t r = 0; r < rows_; ++r) {
+      const double* pr = p.data() + r * C;
+      const double* xr = x_.data() + r * D;
+      double t = 0.0;
+      for (int c = 0; c < C; ++c) {
+        t += pr[c] * (1.0 - pr[c]);
+        for (int e = 0; e < C; ++e)
+          f.class_factor[c * C + e] += (c == e ? pr[c] : 0.0) - pr[c] * pr[e];
+      }
+      trace += t;
+      for (int i = 0; i < D; ++i)
+        for (int j = 0; j < D; ++j) f.feature_factor[i * D + j] += t * xr[i] * xr[j] / rows_;
+    }
+    for (auto& g : f.class_factor) g /= trace;
+    f.shift = model_.l2() + damping_;
+    return f;
+  }
   void dense(std::vector<double>& out) override {
     out = dense_objective_hessian(model_, x_.data(), rows_, theta_.data());
     for (std::size_t k = 0; k < parameters(); ++k) out[k * parameters() + k] += damping_;

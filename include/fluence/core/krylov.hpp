@@ -54,6 +54,9 @@ struct CgSettings {
   int max_iterations = 0;  // 0 = 10 p + 100
   CgPreconditioner preconditioner = CgPreconditioner::none;
   std::function<void(const double* r, double* z)> apply_preconditioner;  // custom: z = M^-1 r
+  // custom: a PC type name ("kronecker") registered for the custom preconditioner, so that
+  // -<prefix>pc_type NAME selects it too (as a PCSHELL); empty: only PCSHELL.
+  std::string custom_name;
   bool initial_guess = false;  // solve() starts from x's contents (else from 0)
 };
 
@@ -81,6 +84,8 @@ class ConjugateGradient {
   CgOutcome solve(const double* b, double* x);
 
  private:
+  void use_custom_shell(PC pc);
+
   OperatorShell shell_;
   CgSettings settings_;
   KSP ksp_ = nullptr;

@@ -10,6 +10,9 @@ namespace fluence {
 inline constexpr const char* kNewtonPrefix = "newton_";
 inline constexpr const char* kIhvpPrefix = "ihvp_";
 inline constexpr const char* kSpectrumPrefix = "hessian_";
+/// The IHVP's Kronecker preconditioner as a PC type name (-ihvp_pc_type kronecker): a PCSHELL
+/// (core/krylov.hpp, CgSettings::custom_name).
+inline constexpr const char* kKroneckerPcType = "kronecker";
 
 /// Sets up a throwaway solver of each prefix that `arguments` (the PETSc part of the command line)
 /// gives options for, as the run's own solver reads them, so that a bad type or value

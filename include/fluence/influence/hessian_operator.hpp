@@ -12,6 +12,7 @@
 
 #include "fluence/core/krylov.hpp"
 #include "fluence/fl/federation.hpp"
+#include "fluence/influence/kronecker.hpp"
 
 namespace fluence {
 
@@ -36,6 +37,10 @@ class HessianOperator {
   virtual void diagonal(std::vector<double>& out) = 0;
   /// H as a dense p x p row-major matrix (small p only).
   virtual void dense(std::vector<double>& out) = 0;
+  /// The factors of the Kronecker preconditioner at theta (influence/kronecker.hpp), shift =
+  /// l2 + damping. A collective when the operator is. InputError where there are none: only the
+  /// logistic model's own data term has them (not a network, not FLDP's expected-loss clients).
+  virtual KroneckerFactors kronecker_factors();
 
   double damping() const { return damping_; }
   void set_damping(double damping) { damping_ = damping; }

@@ -2,8 +2,10 @@
 // Inverse-Hessian-vector products x = H^{-1} b (docs/math.md §3). Four methods, chosen by
 // `[influence] solver`:
 //   cg       PETSc KSP (CG by default) on a matrix-free MatShell of the Hessian operator, options
-//            prefix "ihvp_", Jacobi preconditioner from the exact diagonal, warm-started across
-//            right-hand sides by an H-orthogonal projection onto earlier solutions;
+//            prefix "ihvp_", preconditioned by Jacobi from the exact diagonal or by the Kronecker
+//            factors (influence/kronecker.hpp; a PCSHELL, also `-ihvp_pc_type kronecker`),
+//            warm-started across right-hand sides by an H-orthogonal projection onto earlier
+//            solutions;
 //   explicit the dense Hessian, Cholesky-factored once (LAPACK), for small p;
 //   lissa    stochastic Neumann-series estimation (Agarwal et al.; seed 001 Table I "SE");
 //   lowrank  projection onto the top-k eigenpairs from SLEPc (an Arnoldi-style approximation to
@@ -22,6 +24,10 @@ enum class IhvpMethod { cg, explicit_cholesky, lissa, lowrank };
 IhvpMethod parse_ihvp_method(const std::string& name);
 std::string to_string(IhvpMethod method);
 
+enum class IhvpPreconditioner { none, jacobi, kronecker };
+IhvpPreconditioner parse_ihvp_preconditioner(const std::string& name);
+std::string to_string(IhvpPreconditioner preconditioner);
+
 // Filled in by IhvpConfig::from_deck; the defaults are the declared keys' (register_ihvp_keys).
 struct LissaConfig {
   double scale{};  // 0: 1.5 x the largest eigenvalue estimated by power iteration
@@ -34,10 +40,10 @@ struct LissaConfig {
 // Filled in by from_deck; the defaults are the declared keys' (register_ihvp_keys).
 struct IhvpConfig {
   IhvpMethod method{};
-  double rtol{};         // CG: stop when ||b - H x|| <= rtol ||b||
-  int max_iterations{};  // CG: 0 = 10 p + 100
-  bool jacobi{};         // CG: Jacobi preconditioner from diag(H)
-  bool warm_start{};     // CG: H-orthogonal projection onto earlier solutions
+  double rtol{};                        // CG: stop when ||b - H x|| <= rtol ||b||
+  int max_iterations{};                 // CG: 0 = 10 p + 100
+  IhvpPreconditioner preconditioner{};  // CG: none, Jacobi from diag(H), Kronecker factors
+  bool warm_start{};                    // CG: H-orthogonal projection onto earlier solutions
   int explicit_max_parameters{};
   LissaConfig lissa;
   int lowrank_rank{};

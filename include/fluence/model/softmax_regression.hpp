@@ -91,6 +91,15 @@ class SoftmaxRegression final : public Model {
                              const double* v, double* out, Workspace& work) const;
   /// Sum of per-row Hessians, p x p row-major with p = C*D (small p only); exactly symmetric.
   void hessian_sum(const double* x, std::size_t rows, const double* theta, double* out) const;
+  /// The Kronecker preconditioner's factor sums (docs/math.md §3.1) at the given probabilities
+  /// (rows x C): `class_sum` (C x C) = sum_r diag(p_r) - p_r p_r^T and `feature_sum` (D x D, both
+  /// triangles) = sum_r t_r x_r x_r^T with t_r = tr(diag(p_r) - p_r p_r^T) = 1 - ||p_r||^2.
+  /// Overwritten; the same bits for the same rows whatever else the process holds.
+  void kronecker_factor_sums(const double* x, std::size_t rows, const double* probabilities,
+                             double* class_sum, double* feature_sum) const;
+  /// diag(feature_sum) of kronecker_factor_sums (D values) in one cheap pass.
+  void kronecker_feature_diagonal_sum(const double* x, std::size_t rows,
+                                      const double* probabilities, double* out) const;
   /// Diagonal of the sum of per-row Hessians (p values): the Jacobi preconditioner's input.
   void hessian_diagonal_sum(const double* x, std::size_t rows, const double* theta, double* out,
                             Workspace& work) const;
