@@ -60,6 +60,12 @@ int run_train(const CommandLine& command_line) {
       problem.client_rows.size(), world_size(), problem.total_train_rows,
       problem.model->parameters(), setup_seconds);
 
+  if (config.client_update.rule != ClientUpdateRule::sgd)
+    log::info("client update: {}{}", deck.string("federation.client_update"),
+              config.client_update.rule == ClientUpdateRule::fedprox
+                  ? fmt::format(" with mu = {}", config.client_update.proximal_mu)
+                  : std::string(" (control variates c and c_i)"));
+
   const PrivacyConfig privacy =
       PrivacyConfig::from_deck(deck, static_cast<int>(problem.client_rows.size()), config.rounds);
   Federation federation(problem);

@@ -34,21 +34,39 @@ void Client::prefetch() const {
     __builtin_prefetch(begin + offset, 0, 1);  // read, keep in the outer caches
 }
 
+int Client::local_steps(const LocalTrainingConfig& config) const {
+  if (config.full_batch) return config.epochs;
+  const auto batch = static_cast<std::size_t>(std::max(config.batch_size, 1));
+  return config.epochs * static_cast<int>((size() + batch - 1) / batch);
+}
+
 void Client::train_round(const Model& model, const LocalTrainingConfig& config, std::uint64_t seed,
-                         int round, double* theta, Workspace& work, const double* start) {
+                         int round, double* theta, Workspace& work, const double* start,
+                         const double* correction) {
   const std::size_t p = model.parameters();
+  // FedProx's center: the model training starts from (kept aside when theta is trained in place).
+  const double* center = nullptr;
+  if (config.proximal_mu > 0.0) {
+    if (start) {
+      center = start;
+    } else {
+      center_.assign(theta, theta + p);
+      center = center_.data();
+    }
+  }
   if (trains_single(model, config)) {
     // The model rounded to float, trained, and returned as start + the exact float change.
     if (!start) start = theta;
     std::vector<float>& start_single = work.single_start;
     start_single.assign(start, start + p);
-    train_single(model, config, seed, round, work, start_single.data());
+    train_single(model, config, seed, round, work, start_single.data(), center, correction);
     for (std::size_t k = 0; k < p; ++k)
       theta[k] = start[k] +
                  (static_cast<double>(work.single_theta[k]) - static_cast<double>(start_single[k]));
     return;
   }
   const TrainingRows data = training_rows();
+  const StepTerms terms{center, config.proximal_mu, correction};
   if (start && (config.full_batch || config.epochs == 0)) {
     std::copy(start, start + p, theta);
     start = nullptr;
@@ -56,7 +74,7 @@ void Client::train_round(const Model& model, const LocalTrainingConfig& config, 
   for (int epoch = 0; epoch < config.epochs; ++epoch) {
     if (config.abandon_on_stop && stop_signal_received()) return;
     if (config.full_batch) {
-      model.gradient_step(data, config.learning_rate, theta, work);
+      model.gradient_step(data, config.learning_rate, theta, work, terms);
       continue;
     }
     std::iota(order_.begin(), order_.end(), 0);
@@ -64,14 +82,16 @@ void Client::train_round(const Model& model, const LocalTrainingConfig& config, 
                   static_cast<std::uint64_t>(round), static_cast<std::uint64_t>(epoch));
     stream.shuffle(std::span<std::int64_t>(order_));
     model.sgd_epoch(data, order_.data(), config.batch_size, config.learning_rate, theta, work,
-                    nullptr, 0.0, epoch == 0 ? start : nullptr);
+                    terms, epoch == 0 ? start : nullptr);
   }
 }
 
 void Client::train_single(const Model& model, const LocalTrainingConfig& config, std::uint64_t seed,
-                          int round, Workspace& work, const float* start_single) {
+                          int round, Workspace& work, const float* start_single,
+                          const double* center, const double* correction) {
   work.single_theta.resize(model.parameters());
   const TrainingRows data = training_rows();
+  const StepTerms terms{center, config.proximal_mu, correction};
   for (int epoch = 0; epoch < config.epochs; ++epoch) {
     if (config.abandon_on_stop && stop_signal_received()) return;
     std::iota(order_.begin(), order_.end(), 0);
@@ -79,7 +99,7 @@ void Client::train_single(const Model& model, const LocalTrainingConfig& config,
                   static_cast<std::uint64_t>(round), static_cast<std::uint64_t>(epoch));
     stream.shuffle(std::span<std::int64_t>(order_));
     model.sgd_epoch(data, order_.data(), config.batch_size, config.learning_rate,
-                    work.single_theta.data(), work, epoch == 0 ? start_single : nullptr);
+                    work.single_theta.data(), work, terms, epoch == 0 ? start_single : nullptr);
   }
 }
 
@@ -137,13 +157,15 @@ struct FloatDifference {  // trained - start_single, both floats: exact in doubl
 
 UpdateSize Client::train_update(const Model& model, const LocalTrainingConfig& config,
                                 std::uint64_t seed, int round, double* update, Workspace& work,
-                                const double* start, const float* start_single) {
+                                const double* start, const float* start_single,
+                                const double* correction) {
   const std::size_t p = model.parameters();
   if (start_single && trains_single(model, config)) {
-    train_single(model, config, seed, round, work, start_single);
+    train_single(model, config, seed, round, work, start_single,
+                 config.proximal_mu > 0.0 ? start : nullptr, correction);
     return write_and_measure(update, p, FloatDifference{work.single_theta.data(), start_single});
   }
-  train_round(model, config, seed, round, update, work, start);
+  train_round(model, config, seed, round, update, work, start, correction);
   return write_and_measure(update, p, DoubleDifference{update, start});
 }
 
@@ -157,7 +179,7 @@ void Client::train_personal(const Model& model, const LocalTrainingConfig& confi
                   static_cast<std::uint64_t>(round), static_cast<std::uint64_t>(epoch));
     stream.shuffle(std::span<std::int64_t>(order_));
     model.sgd_epoch(data, order_.data(), config.batch_size, config.learning_rate, theta, work,
-                    center, lambda);
+                    {center, lambda});
   }
 }
 

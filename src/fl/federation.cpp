@@ -342,6 +342,11 @@ double Federation::train_cohort(int round, const std::vector<double>& theta,
   LocalTrainingConfig local = config;
   local.abandon_on_stop = abandon_on_stop_;
   local_buffer_.resize(chosen.size() * p);
+  if (scaffold_) {
+    control_buffer_.resize(chosen.size() * p);
+    control_scratch_.resize(p);
+  }
+  control_bound_ = 0.0;
   diverged_client_ = kNoClient;
   double largest = 0.0;
   for (std::size_t j = 0; j < chosen.size(); ++j) {
@@ -349,12 +354,22 @@ double Federation::train_cohort(int round, const std::vector<double>& theta,
     if (abandon_on_stop_ && stop_signal_received()) break;
     auto& client = problem_.clients[chosen[j]];
     if (j + 1 < chosen.size()) problem_.clients[chosen[j + 1]].prefetch();
+    double* update = local_buffer_.data() + j * p;
+    const double* correction = nullptr;
+    if (scaffold_) {
+      scaffold_->correction(chosen[j], control_scratch_.data());
+      correction = control_scratch_.data();
+    }
     const UpdateSize size = client.train_update(
-        *problem_.model, local, problem_.seed, round, local_buffer_.data() + j * p, work_,
-        theta.data(), config.single_precision ? theta_single_.data() : nullptr);
+        *problem_.model, local, problem_.seed, round, update, work_, theta.data(),
+        config.single_precision ? theta_single_.data() : nullptr, correction);
+    if (scaffold_)
+      control_bound_ = std::max(
+          control_bound_, scaffold_->next(chosen[j], update, client.local_steps(local),
+                                          local.learning_rate, control_buffer_.data() + j * p));
     // A diverged client (a non-finite update) makes the bound +inf, which the callers report.
     // (Infinity, not NaN: MPI_MAX need not carry a NaN through.)
-    largest = std::max(largest, static_cast<double>(client.size()) * size.max_abs);
+    largest = std::max(largest, weight_of(client) * size.max_abs);
     if (!std::isfinite(size.max_abs)) {
       largest = std::numeric_limits<double>::infinity();
       diverged_client_ = std::min(diverged_client_, client.id());
@@ -374,10 +389,14 @@ void Federation::fedavg_round(int round, std::vector<double>& theta,
   // max over all ranks), so the sum has the same bits for any rank count.
   round_abandoned_ = false;
   if (before_reduction) before_reduction();
-  // The bound and whether any rank gave the round up for a stop signal, in one reduction.
-  double agreed[2] = {largest, abandon_on_stop_ && stop_signal_received() ? 1.0 : 0.0};
-  MPI_Allreduce(MPI_IN_PLACE, agreed, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  // The bound, whether any rank gave the round up for a stop signal, and SCAFFOLD's bound on the
+  // control variates' changes, in one reduction.
+  double agreed[3] = {largest, abandon_on_stop_ && stop_signal_received() ? 1.0 : 0.0,
+                      control_bound_};
+  MPI_Allreduce(MPI_IN_PLACE, agreed, scaffold_ ? 3 : 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   largest = agreed[0];
+  control_bound_ = agreed[2];
+  if (!std::isfinite(control_bound_)) largest = std::numeric_limits<double>::infinity();
   if (agreed[1] != 0.0) {
     round_abandoned_ = true;  // theta stays the previous round's
     return;
@@ -391,24 +410,42 @@ void Federation::fedavg_round(int round, std::vector<double>& theta,
   update_sum_.reset(p, 1, largest, static_cast<std::int64_t>(problem_.client_rows.size()));
   std::int64_t weight = 0;
   for (std::size_t j = 0; j < chosen.size(); ++j) {
-    const auto n = static_cast<std::int64_t>(problem_.clients[chosen[j]].size());
-    update_sum_.add(0, local_buffer_.data() + j * p, static_cast<double>(n), p);
-    weight += n;
+    const double w = weight_of(problem_.clients[chosen[j]]);
+    update_sum_.add(0, local_buffer_.data() + j * p, w, p);
+    weight += static_cast<std::int64_t>(w);
   }
   update_sum_.counts()[0] = weight;
   std::vector<double>& sum = local_buffer_;
   sum.resize(p);
   update_sum_.allreduce(sum);
+  if (scaffold_) advance_controls(chosen);
   const std::int64_t total = update_sum_.counts()[0];
   if (total == 0) return;  // an empty cohort leaves theta as it is
   const double inverse = 1.0 / static_cast<double>(total);
   for (std::size_t k = 0; k < p; ++k) theta[k] += sum[k] * inverse;
 }
 
+void Federation::advance_controls(const std::vector<std::size_t>& chosen) {
+  // The sum of the c_i+ - c_i over the cohort, exactly in fixed point as the updates (the same bits
+  // for any rank count), with the bound every rank agreed on in fedavg_round's reduction.
+  const std::size_t p = parameters();
+  control_sum_.reset(p, 0, control_bound_, static_cast<std::int64_t>(problem_.client_rows.size()));
+  for (std::size_t j = 0; j < chosen.size(); ++j) {
+    scaffold_->difference(chosen[j], control_buffer_.data() + j * p, control_scratch_.data());
+    control_sum_.add(0, control_scratch_.data(), 1.0, p);
+  }
+  control_scratch_.resize(p);
+  control_sum_.allreduce(control_scratch_);
+  scaffold_->advance(control_scratch_.data());
+  for (std::size_t j = 0; j < chosen.size(); ++j)
+    scaffold_->commit(chosen[j], control_buffer_.data() + j * p);
+}
+
 std::map<std::string, std::vector<double>> Federation::part_states() const {
   std::map<std::string, std::vector<double>> states;
   if (aggregator_) states["aggregator"] = aggregator_->state();
   if (server_optimizer_) states["server_optimizer"] = server_optimizer_->state();
+  if (scaffold_) states["client_update"] = scaffold_->state();
   std::erase_if(states, [](const auto& entry) { return entry.second.empty(); });
   return states;
 }
@@ -466,6 +503,8 @@ TrainingResult Federation::train(
       federation.abandon_on_stop_ = false;
       federation.aggregator_.reset();
       federation.server_optimizer_.reset();
+      federation.scaffold_.reset();
+      federation.uniform_weights_ = false;
     }
   } reset{*this};
   // The round's parts (docs/architecture.md "Extension points"): the aggregator of FedAvg's round
@@ -476,6 +515,19 @@ TrainingResult Federation::train(
   const bool gathered = !aggregator_->weighted_mean();
   server_optimizer_ = make_server_optimizer(config.server, parameters());
   const bool optimized = !server_optimizer_->identity();
+  // The client update rule (docs/math.md §8.6): FedProx is in config.local; SCAFFOLD's control
+  // variates live here, in FedAvg's round.
+  uniform_weights_ = config.uniform_weights;
+  if (config.client_update.rule == ClientUpdateRule::scaffold) {
+    if (round_step || gathered)
+      throw InputError(
+          "federation.client_update = \"scaffold\" runs in plain FedAvg's round only (no "
+          "privacy, no Ditto, federation.aggregator = \"mean\")");
+    std::vector<int> ids;
+    for (const Client& client : problem_.clients) ids.push_back(client.id());
+    scaffold_ = std::make_unique<ScaffoldControls>(
+        parameters(), std::move(ids), static_cast<std::int64_t>(problem_.client_rows.size()));
+  }
   result.theta.resize(parameters());
   problem_.model->initialize(problem_.seed, result.theta.data());
   int first_round = 1;
@@ -489,6 +541,9 @@ TrainingResult Federation::train(
       aggregator_->restore(found->second);
     if (const auto found = resume->parts.find("server_optimizer"); found != resume->parts.end())
       server_optimizer_->restore(found->second);
+    if (const auto found = resume->parts.find("client_update");
+        scaffold_ && found != resume->parts.end())
+      scaffold_->restore(found->second);
   }
   Stopwatch clock;
   // The curve of every round is evaluated fast, the final metrics in double.

@@ -85,6 +85,21 @@ void register_federation_keys(DeckSchema& schema) {
       key("federation.server_tau", T::real, "1e-3",
           "τ: adaptivity of adagrad, adam and yogi (v starts at τ², τ is added to √v)", 0.0, kInf,
           true),
+      choice("federation.client_update", "\"sgd\"", client_update_names(),
+             "the clients' update rule (docs/math.md §8.6): `\"sgd\"` local SGD (FedAvg); "
+             "`\"fedprox\"` every local step's gradient gains μ (y − θ_t) (Li et al. 2020; any "
+             "model, precision and privacy mode); `\"scaffold\"` every local step's gradient "
+             "gains c − c_i, the server's and the client's control variates (Karimireddy et al. "
+             "2020, option II; plain FedAvg with `aggregator = \"mean\"` only: refused with "
+             "privacy, Ditto and robust aggregators)"),
+      key("federation.proximal_mu", T::real, "0.01",
+          "μ: FedProx's proximal weight (0 = `\"sgd\"`, bit for bit; Li et al. tune it in "
+          "{0.001, 0.01, 0.1, 1})",
+          0.0),
+      choice("federation.update_weights", "\"rows\"", {"rows", "uniform"},
+             "FedAvg's mean of the cohort's updates weighted by the clients' rows, or the plain "
+             "mean over the cohort (SCAFFOLD's and FedProx's papers); plain FedAvg with "
+             "`aggregator = \"mean\"` only"),
       choice("federation.optimizer", "\"sgd\"", {"sgd", "gd"},
              "local optimizer: mini-batch SGD or full-batch gradient descent"),
       choice("federation.polish", "\"none\"", {"none", "newton"},
@@ -112,6 +127,11 @@ FederationConfig FederationConfig::from_deck(const Deck& deck) {
   config.local.learning_rate = deck.real("federation.learning_rate");
   config.local.full_batch = deck.string("federation.optimizer") == "gd";
   config.local.single_precision = deck.string("federation.local_precision") == "single";
+  config.client_update.rule = client_update_rule(deck.string("federation.client_update"));
+  config.client_update.proximal_mu = deck.real("federation.proximal_mu");
+  if (config.client_update.rule == ClientUpdateRule::fedprox)
+    config.local.proximal_mu = config.client_update.proximal_mu;
+  config.uniform_weights = deck.string("federation.update_weights") == "uniform";
   config.newton_polish = deck.string("federation.polish") == "newton";
   config.tolerance = deck.real("federation.tolerance");
   config.polish_max_steps = static_cast<int>(deck.integer("federation.polish_max_steps"));
@@ -147,6 +167,34 @@ FederationConfig FederationConfig::from_deck(const Deck& deck) {
         "federation.aggregator = \"mean\" there",
         config.aggregator.name, deck.string("privacy.mode"),
         deck.string("personalization.method")));
+  const bool private_or_ditto =
+      deck.string("privacy.mode") != "none" || deck.string("personalization.method") != "none";
+  if (config.uniform_weights && (private_or_ditto || config.aggregator.name != "mean"))
+    throw InputError(
+        "federation.update_weights = \"uniform\" changes plain FedAvg's mean; private training, "
+        "Ditto and the robust aggregators weight the updates their own way: leave "
+        "federation.update_weights = \"rows\" there");
+  if (config.client_update.rule == ClientUpdateRule::scaffold) {
+    if (deck.string("privacy.mode") != "none")
+      throw InputError(fmt::format(
+          "federation.client_update = \"scaffold\" cannot run with privacy.mode = \"{}\": "
+          "SCAFFOLD's control variates c_i carry each client's gradients to the server outside "
+          "the clipped and noised update, which DP-FedAvg's and FeO2's analysis does not cover "
+          "(use \"fedprox\" or \"sgd\")",
+          deck.string("privacy.mode")));
+    if (deck.string("personalization.method") != "none")
+      throw InputError(
+          "federation.client_update = \"scaffold\" runs in plain FedAvg's round; Ditto "
+          "(personalization.method) trains its clients in its own round without the control "
+          "variates: use \"fedprox\" or \"sgd\"");
+    if (config.aggregator.name != "mean")
+      throw InputError(fmt::format(
+          "federation.client_update = \"scaffold\" with federation.aggregator = \"{}\": "
+          "SCAFFOLD's server averages the updates and the control variates alike, and a robust "
+          "rule over the updates alone would leave c inconsistent with them; use "
+          "federation.aggregator = \"mean\"",
+          config.aggregator.name));
+  }
   return config;
 }
 

@@ -640,13 +640,15 @@ LossAndAccuracy loss_sum_in(const Network& network, const double* x, const std::
 template <class T>
 void sgd_epoch_in(const Network& network, const TrainingRows& data, const std::int64_t* order,
                   int batch_size, double learning_rate, T* theta, Workspace& work,
-                  const double* center, double proximal) {
+                  const StepTerms& terms) {
   const int D = network.features(), C = network.classes();
   Passes<T> passes(network.layers(), C, true, false, pass_buffers<T>(work),
                    static_cast<std::size_t>(batch_size));
   const std::size_t p = network.parameters();
-  // theta <- (1 - lr (l2 + proximal)) theta - (lr / |B|) sum_B grad + lr proximal center, every
-  // term at the old theta (as the logistic model's step).
+  // theta <- (1 - lr (l2 + proximal)) theta - (lr / |B|) sum_B grad + lr proximal center
+  // - lr correction, every term at the old theta (as the logistic model's step).
+  const double* center = terms.center;
+  const double proximal = terms.proximal;
   const T shrink = static_cast<T>(1.0 - learning_rate * (network.l2() + (center ? proximal : 0.0)));
   for (std::size_t start = 0; start < data.rows; start += batch_size) {
     const int batch = static_cast<int>(std::min<std::size_t>(batch_size, data.rows - start));
@@ -660,6 +662,9 @@ void sgd_epoch_in(const Network& network, const TrainingRows& data, const std::i
     if (center)
       for (std::size_t k = 0; k < p; ++k)
         theta[k] += static_cast<T>(learning_rate * proximal) * static_cast<T>(center[k]);
+    if (terms.correction)
+      for (std::size_t k = 0; k < p; ++k)
+        theta[k] -= static_cast<T>(learning_rate) * static_cast<T>(terms.correction[k]);
   }
 }
 
@@ -979,30 +984,28 @@ void Network::clipped_gradient_sum(const double* x, const std::int32_t* y, std::
 }
 
 void Network::sgd_epoch(const TrainingRows& data, const std::int64_t* order, int batch_size,
-                        double learning_rate, double* theta, Workspace& work, const double* center,
-                        double proximal, const double* start) const {
+                        double learning_rate, double* theta, Workspace& work,
+                        const StepTerms& terms, const double* start) const {
   if (start) std::copy(start, start + parameters_, theta);
   grow(work.batch_labels, static_cast<std::size_t>(batch_size));
-  sgd_epoch_in<double>(*this, data, order, batch_size, learning_rate, theta, work, center,
-                       proximal);
+  sgd_epoch_in<double>(*this, data, order, batch_size, learning_rate, theta, work, terms);
 }
 
 void Network::sgd_epoch(const TrainingRows& data, const std::int64_t* order, int batch_size,
-                        double learning_rate, float* theta, Workspace& work,
+                        double learning_rate, float* theta, Workspace& work, const StepTerms& terms,
                         const float* start) const {
   if (start) std::copy(start, start + parameters_, theta);
   grow(work.batch_labels, static_cast<std::size_t>(batch_size));
-  sgd_epoch_in<float>(*this, data, order, batch_size, learning_rate, theta, work, nullptr, 0.0);
+  sgd_epoch_in<float>(*this, data, order, batch_size, learning_rate, theta, work, terms);
 }
 
 void Network::gradient_step(const TrainingRows& data, double learning_rate, double* theta,
-                            Workspace& work) const {
+                            Workspace& work, const StepTerms& terms) const {
   std::vector<double>& gradient = work.gradient;
   gradient.resize(parameters_);
   gradient_sum(data.features, data.labels, data.rows, theta, gradient.data(), work);
-  const double inverse_n = 1.0 / static_cast<double>(data.rows);
-  for (std::size_t k = 0; k < parameters_; ++k)
-    theta[k] -= learning_rate * (gradient[k] * inverse_n + l2_ * theta[k]);
+  full_batch_step(gradient.data(), 1.0 / static_cast<double>(data.rows), l2_, learning_rate, terms,
+                  parameters_, theta);
 }
 
 }  // namespace fluence

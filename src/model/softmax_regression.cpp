@@ -30,6 +30,13 @@ inline void axpy(double alpha, const double* x, double* y, int n) {
   for (int j = 0; j < n; ++j) y[j] += alpha * x[j];
 }
 
+// The step terms after a double step (softmax_regression.hpp): + lr proximal center, - lr
+// correction.
+void add_step_terms(const StepTerms& terms, double learning_rate, int p, double* theta) {
+  if (terms.center) axpy(learning_rate * terms.proximal, terms.center, theta, p);
+  if (terms.correction) axpy(-learning_rate, terms.correction, theta, p);
+}
+
 // One epoch's mini-batches in `order`: each batch's row pointers (into `x`, D values per row) and
 // labels are gathered into the workspace vectors and handed to train(pointers, labels, batch).
 template <class Value, class Train>
@@ -101,25 +108,26 @@ void SoftmaxRegression::clipped_gradient_sum(const double* x, const std::int32_t
 
 void SoftmaxRegression::sgd_epoch(const TrainingRows& data, const std::int64_t* order,
                                   int batch_size, double learning_rate, double* theta,
-                                  Workspace& work, const double* center, double proximal,
+                                  Workspace& work, const StepTerms& terms,
                                   const double* start) const {
   if (data.codes) {
     sgd_epoch(data.codes, *data.coding, data.labels, order, data.rows, batch_size, learning_rate,
-              theta, work, center, proximal, start);
+              theta, work, terms, start);
     return;
   }
   if (start) std::copy(start, start + parameters(), theta);
   sgd_epoch(data.features, data.labels, order, data.rows, batch_size, learning_rate, theta, work,
-            center, proximal);
+            terms);
 }
 
 void SoftmaxRegression::sgd_epoch(const TrainingRows& data, const std::int64_t* order,
                                   int batch_size, double learning_rate, float* theta,
-                                  Workspace& work, const float* start) const {
+                                  Workspace& work, const StepTerms& terms,
+                                  const float* start) const {
   if (!data.codes)
     throw std::logic_error("the logistic model's float SGD runs on byte-coded rows only");
   sgd_epoch(data.codes, *data.coding, data.labels, order, data.rows, batch_size, learning_rate,
-            theta, work, start);
+            theta, work, terms, start);
 }
 
 void SoftmaxRegression::compute_logits(const double* x, std::size_t rows, const double* theta,
@@ -390,12 +398,12 @@ void SoftmaxRegression::hessian_sum(const double* x, std::size_t rows, const dou
 
 void SoftmaxRegression::sgd_batch(const double* const* rows_x, const std::int32_t* labels,
                                   int batch, double learning_rate, double* theta, Workspace& work,
-                                  const double* center, double proximal) const {
-  // theta <- (1 - lr (l2 + proximal)) theta - lr grad + lr proximal center: the L2 and proximal
-  // gradients are taken at the old theta, as the data gradient is.
-  const double shrink = 1.0 - learning_rate * (l2_ + (center ? proximal : 0.0));
+                                  const StepTerms& terms) const {
+  // theta <- (1 - lr (l2 + proximal)) theta - lr grad + lr proximal center - lr correction: the L2,
+  // proximal and correction terms are taken at the old theta, as the data gradient is.
+  const double shrink = 1.0 - learning_rate * (l2_ + (terms.center ? terms.proximal : 0.0));
   sgd_batch_update(rows_x, labels, batch, learning_rate, shrink, theta, work);
-  if (center) axpy(learning_rate * proximal, center, theta, static_cast<int>(parameters()));
+  add_step_terms(terms, learning_rate, static_cast<int>(parameters()), theta);
 }
 
 void SoftmaxRegression::sgd_batch_update(const double* const* rows_x, const std::int32_t* labels,
@@ -432,22 +440,20 @@ void SoftmaxRegression::sgd_batch_update(const double* const* rows_x, const std:
 
 void SoftmaxRegression::sgd_epoch(const double* x, const std::int32_t* y, const std::int64_t* order,
                                   std::size_t rows, int batch_size, double learning_rate,
-                                  double* theta, Workspace& work, const double* center,
-                                  double proximal) const {
+                                  double* theta, Workspace& work, const StepTerms& terms) const {
   work.reserve(static_cast<std::size_t>(batch_size), classes_, features_);
   for_each_batch(x, features_, y, order, rows, batch_size, work.batch_rows, work.batch_labels,
                  [&](const double* const* batch_rows, const std::int32_t* labels, int batch) {
-                   sgd_batch(batch_rows, labels, batch, learning_rate, theta, work, center,
-                             proximal);
+                   sgd_batch(batch_rows, labels, batch, learning_rate, theta, work, terms);
                  });
 }
 
 void SoftmaxRegression::sgd_batch(const std::uint8_t* const* rows_k, const std::int32_t* labels,
                                   int batch, const ByteCoding& coding, double learning_rate,
                                   const double* source, double* theta, Workspace& work,
-                                  const double* center, double proximal) const {
+                                  const StepTerms& terms) const {
   const int C = classes_, D = features_;
-  const double shrink = 1.0 - learning_rate * (l2_ + (center ? proximal : 0.0));
+  const double shrink = 1.0 - learning_rate * (l2_ + (terms.center ? terms.proximal : 0.0));
   const double step = learning_rate / batch;
   // theta x = bias + (theta * step) k: the kernels read the codes (a batch of 16 rows is 12.5 KB
   // at D = 785, in L1) where they lie, and no BLAS call or packing is paid on a 16-row batch.
@@ -457,17 +463,17 @@ void SoftmaxRegression::sgd_batch(const std::uint8_t* const* rows_k, const std::
   softmax_probabilities(g, batch, C);
   for (int b = 0; b < batch; ++b) g[b * C + labels[b]] -= 1.0;
   for (int k = 0; k < batch * C; ++k) g[k] *= -step;
-  // theta <- shrink theta - step (P - Y)^T X, then the proximal pull as in the double path.
+  // theta <- shrink theta - step (P - Y)^T X, then the step terms as in the double path.
   byte_rank_update(rows_k, batch, D, g, C, shrink, coding.step.data(), coding.offset.data(), theta,
                    source);
-  if (center) axpy(learning_rate * proximal, center, theta, static_cast<int>(parameters()));
+  add_step_terms(terms, learning_rate, static_cast<int>(parameters()), theta);
 }
 
 void SoftmaxRegression::sgd_epoch(const std::uint8_t* codes, const ByteCoding& coding,
                                   const std::int32_t* y, const std::int64_t* order,
                                   std::size_t rows, int batch_size, double learning_rate,
-                                  double* theta, Workspace& work, const double* center,
-                                  double proximal, const double* start) const {
+                                  double* theta, Workspace& work, const StepTerms& terms,
+                                  const double* start) const {
   work.reserve(static_cast<std::size_t>(batch_size), classes_, 0);
   work.folded.resize(classes_);
   if (start && rows == 0) std::copy(start, start + parameters(), theta);
@@ -475,7 +481,7 @@ void SoftmaxRegression::sgd_epoch(const std::uint8_t* codes, const ByteCoding& c
   for_each_batch(codes, features_, y, order, rows, batch_size, work.batch_codes, work.batch_labels,
                  [&](const std::uint8_t* const* batch_rows, const std::int32_t* labels, int batch) {
                    sgd_batch(batch_rows, labels, batch, coding, learning_rate, source, theta, work,
-                             center, proximal);
+                             terms);
                    source = theta;
                  });
 }
@@ -483,7 +489,8 @@ void SoftmaxRegression::sgd_epoch(const std::uint8_t* codes, const ByteCoding& c
 void SoftmaxRegression::sgd_batch(const std::uint8_t* const* rows_k, const std::int32_t* labels,
                                   int batch, const float* step, const float* offset,
                                   double learning_rate, const float* source, float* theta,
-                                  Workspace& work, bool source_folded, bool fold_result) const {
+                                  Workspace& work, bool source_folded, bool fold_result,
+                                  const StepTerms& terms) const {
   const int C = classes_, D = features_;
   const auto count = static_cast<std::size_t>(batch) * C;
   // The logits as the fast test evaluation takes them (block_logits_by_class): the batch's rows
@@ -520,15 +527,25 @@ void SoftmaxRegression::sgd_batch(const std::uint8_t* const* rows_k, const std::
   const double scale = -learning_rate / batch;
   float* a = work.single_coefficients.data();
   for (std::size_t k = 0; k < count; ++k) a[k] = static_cast<float>(scale * g[k]);
-  byte_rank_update(rows_k, static_cast<std::size_t>(batch), D, a, C,
-                   static_cast<float>(1.0 - learning_rate * l2_), step, offset, theta, source,
-                   fold_result ? folded : nullptr, fold_result ? bias : nullptr);
+  const double shrink = 1.0 - learning_rate * (l2_ + (terms.center ? terms.proximal : 0.0));
+  byte_rank_update(rows_k, static_cast<std::size_t>(batch), D, a, C, static_cast<float>(shrink),
+                   step, offset, theta, source, fold_result ? folded : nullptr,
+                   fold_result ? bias : nullptr);
+  const std::size_t p = parameters();
+  if (terms.center)
+    for (std::size_t k = 0; k < p; ++k)
+      theta[k] +=
+          static_cast<float>(learning_rate * terms.proximal) * static_cast<float>(terms.center[k]);
+  if (terms.correction)
+    for (std::size_t k = 0; k < p; ++k)
+      theta[k] -= static_cast<float>(learning_rate) * static_cast<float>(terms.correction[k]);
 }
 
 void SoftmaxRegression::sgd_epoch(const std::uint8_t* codes, const ByteCoding& coding,
                                   const std::int32_t* y, const std::int64_t* order,
                                   std::size_t rows, int batch_size, double learning_rate,
-                                  float* theta, Workspace& work, const float* start) const {
+                                  float* theta, Workspace& work, const StepTerms& terms,
+                                  const float* start) const {
   if (coding.single_step.size() != static_cast<std::size_t>(features_))
     throw std::logic_error("single-precision SGD needs ByteCoding::with_single()");
   work.reserve(static_cast<std::size_t>(batch_size), classes_, 0);
@@ -540,7 +557,9 @@ void SoftmaxRegression::sgd_epoch(const std::uint8_t* codes, const ByteCoding& c
   work.block_logits.resize(static_cast<std::size_t>(kCodeBlockRows) * classes_);
   if (start && rows == 0) std::copy(start, start + parameters(), theta);
   const float* source = start ? start : theta;
-  // Each update but the last folds its result for the next batch's logits.
+  // Each update but the last folds its result for the next batch's logits, unless step terms
+  // change theta after the update (the next batch then folds theta itself).
+  const bool fused = terms.empty();
   std::size_t done = 0;
   for_each_batch(codes, features_, y, order, rows, batch_size, work.batch_codes, work.batch_labels,
                  [&](const std::uint8_t* const* batch_rows, const std::int32_t* labels, int batch) {
@@ -548,7 +567,7 @@ void SoftmaxRegression::sgd_epoch(const std::uint8_t* codes, const ByteCoding& c
                    done += static_cast<std::size_t>(batch);
                    sgd_batch(batch_rows, labels, batch, coding.single_step.data(),
                              coding.single_offset.data(), learning_rate, source, theta, work,
-                             !first, done < rows);
+                             !first && fused, fused && done < rows, terms);
                    source = theta;
                  });
 }
@@ -583,13 +602,13 @@ LossAndAccuracy SoftmaxRegression::loss_sum_blocked(const std::uint8_t* blocked,
 }
 
 void SoftmaxRegression::gradient_step(const double* x, const std::int32_t* y, std::size_t rows,
-                                      double learning_rate, double* theta, Workspace& work) const {
+                                      double learning_rate, double* theta, Workspace& work,
+                                      const StepTerms& terms) const {
   std::vector<double>& gradient = work.gradient;
   gradient.resize(parameters());
   gradient_sum(x, y, rows, theta, gradient.data(), work);
-  const double inverse_n = 1.0 / static_cast<double>(rows);
-  for (std::size_t k = 0; k < parameters(); ++k)
-    theta[k] -= learning_rate * (gradient[k] * inverse_n + l2_ * theta[k]);
+  full_batch_step(gradient.data(), 1.0 / static_cast<double>(rows), l2_, learning_rate, terms,
+                  parameters(), theta);
 }
 
 }  // namespace fluence

@@ -56,6 +56,31 @@ PY
 then pass "train: FedAdam + DP-FedAvg (RDP and PLD) restarted from round 6 on 3 ranks is bitwise the uninterrupted run"
 else fail "train: server optimizer / accountant state across a restart"; tail -5 "$work/ckO6.log"; fi
 
+# SCAFFOLD's control variates (the server's c and every client's c_i, issue 38) are part of the
+# checkpoint: a run with a fixed cohort of half the clients (so that some c_i wait unsampled across
+# the restart) and server momentum, restarted from round 6 on 3 ranks, ends bitwise as the
+# uninterrupted run on 2; the checkpoint holds c and the 6 clients' c_i, and the run is not FedAvg's.
+scaffold='--set federation.client_update="scaffold" --set federation.client_sampling="fixed" --set federation.sampling_rate=0.5 --set federation.server_optimizer="momentum" --set federation.polish="none"'
+rm -rf "$work/ckC" "$work/ckC6" "$work/ckC0" && mkdir -p "$work/ckC6"
+# shellcheck disable=SC2086
+"$mpirun" -n 2 "$fluence" train "$work/ck.toml" --out "$work/ckC" --quiet $scaffold --set output.checkpoint_every=6 >"$work/ckC.log" 2>&1
+# shellcheck disable=SC2086
+"$mpirun" -n 2 "$fluence" train "$work/ck.toml" --out "$work/ckC0" --quiet $scaffold --set federation.client_update='"sgd"' >/dev/null 2>&1
+cp "$work/ckC/chk_000006.h5" "$work/ckC6/" 2>/dev/null
+# shellcheck disable=SC2086
+if "$mpirun" -n 3 "$fluence" train "$work/ck.toml" --out "$work/ckC6" --quiet $scaffold --restart latest >"$work/ckC6.log" 2>&1 &&
+  compare_runs "$work/ckC/results.h5" "$work/ckC6/results.h5" &&
+  ! compare_runs "$work/ckC/results.h5" "$work/ckC0/results.h5" 2>/dev/null &&
+  "$python" - "$work/ckC6/chk_000006.h5" "$work/ckC/results.h5" <<'PY'
+import sys, h5py, numpy as np
+found = []
+h5py.File(sys.argv[1], "r").visititems(lambda n, o: found.append((n, o.shape)) if n.endswith("parts.client_update") else None)
+p = h5py.File(sys.argv[2], "r")["/model/theta"].size
+assert len(found) == 1 and found[0][1] == ((6 + 1) * p,), (found, p)
+PY
+then pass "train: SCAFFOLD (control variates c and c_i) restarted from round 6 on 3 ranks is bitwise the uninterrupted run on 2"
+else fail "train: SCAFFOLD's control variates across a restart"; tail -5 "$work/ckC6.log"; fi
+
 # A stop signal to one rank only (what a node-local signal or `kill` of one rank does): that rank's
 # handler raises the stop flag, every rank agrees at the end of the round, a checkpoint is written
 # and the run exits 4; `--restart latest` on another rank count ends exactly as the uninterrupted

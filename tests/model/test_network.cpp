@@ -268,7 +268,7 @@ TEST_P(NetworkTest, SgdStepsEqualStepsBuiltFromTheGradient) {
   }
   const TrainingRows rows{data.x.data(), data.y.data(), data.rows};
   std::vector<double> theta(p, 0.0);
-  network.sgd_epoch(rows, order.data(), batch, lr, theta.data(), work, center.data(), proximal,
+  network.sgd_epoch(rows, order.data(), batch, lr, theta.data(), work, {center.data(), proximal},
                     start.data());
   const double scale = max_abs(expected);
   for (std::size_t k = 0; k < p; ++k) EXPECT_NEAR(theta[k], expected[k], 1e-12 * scale) << k;

@@ -190,7 +190,7 @@ TEST(SoftmaxRegression, ProximalSgdEpochAddsThePullTowardTheCenter) {
     auto theta = p.theta;
     Workspace work;
     model.sgd_epoch(p.x.data(), p.y.data(), order.data(), p.rows, batch, lr, theta.data(), work,
-                    center.data(), lambda);
+                    {center.data(), lambda});
     auto expected = p.theta;
     for (int start = 0; start < p.rows; start += batch) {
       std::vector<int> rows;
@@ -248,7 +248,7 @@ TEST(SoftmaxRegression, ByteSgdEpochMatchesNaiveUpdatesOfTheDecodedRows) {
       auto theta = p.decoded.theta;
       Workspace work;
       model.sgd_epoch(p.codes.data(), p.coding, p.decoded.y.data(), order.data(), p.decoded.rows,
-                      batch, lr, theta.data(), work, proximal ? center.data() : nullptr, lambda);
+                      batch, lr, theta.data(), work, {proximal ? center.data() : nullptr, lambda});
       auto expected = p.decoded.theta;
       for (int start = 0; start < p.decoded.rows; start += batch) {
         std::vector<int> rows;
@@ -282,10 +282,10 @@ TEST(SoftmaxRegression, ByteSgdEpochFromAStartEqualsCopyingItFirst) {
       Workspace work;
       auto copied = p.decoded.theta;
       model.sgd_epoch(p.codes.data(), p.coding, p.decoded.y.data(), order.data(), rows, 16, 0.05,
-                      copied.data(), work, proximal ? center.data() : nullptr, 0.2);
+                      copied.data(), work, {proximal ? center.data() : nullptr, 0.2});
       std::vector<double> written(copied.size(), std::nan(""));
       model.sgd_epoch(p.codes.data(), p.coding, p.decoded.y.data(), order.data(), rows, 16, 0.05,
-                      written.data(), work, proximal ? center.data() : nullptr, 0.2,
+                      written.data(), work, {proximal ? center.data() : nullptr, 0.2},
                       p.decoded.theta.data());
       for (std::size_t k = 0; k < copied.size(); ++k)
         ASSERT_EQ(written[k], copied[k]) << "rows " << rows << " prox " << proximal << " k " << k;

@@ -28,6 +28,10 @@ struct LocalTrainingConfig {
   // model can (Model::trains_single: a network always, the logistic model on byte-coded rows);
   // full-batch steps and Ditto's personal steps stay double.
   bool single_precision{};
+  // FedProx's mu (federation.client_update = "fedprox", docs/math.md §8.6): every local step's
+  // gradient gains mu (y - theta_t), theta_t the model the round starts from; 0 = plain SGD. Full
+  // batch and single precision alike; Ditto's personal steps have their own lambda instead.
+  double proximal_mu = 0.0;
   // Set by Federation::train when a stop signal may give up the round: local training then ends
   // at the next epoch once this rank has received one (the update is discarded with the round).
   bool abandon_on_stop = false;
@@ -73,15 +77,21 @@ class Client {
   /// copying start into theta first (byte-coded SGD reads start directly and skips the copy).
   /// With config.single_precision (and codes), the model is rounded to float, trained in float,
   /// and theta = start + (trained - rounded start), the difference taken exactly in double.
+  /// With config.proximal_mu > 0, every step is pulled towards the starting model (FedProx); with
+  /// a `correction` (p values), every step's gradient gains it (SCAFFOLD's c - c_i).
   void train_round(const Model& model, const LocalTrainingConfig& config, std::uint64_t seed,
-                   int round, double* theta, Workspace& work, const double* start = nullptr);
+                   int round, double* theta, Workspace& work, const double* start = nullptr,
+                   const double* correction = nullptr);
   /// train_round from `start`, written as the update d = trained - start (`update`, p values) with
   /// its size, in one pass. In single precision `start_single` is start rounded to float (the
   /// caller rounds it once for all its clients of a round), training reads it directly, and
   /// d = trained - start_single exactly; without it, or without codes, the double path.
   UpdateSize train_update(const Model& model, const LocalTrainingConfig& config, std::uint64_t seed,
                           int round, double* update, Workspace& work, const double* start,
-                          const float* start_single = nullptr);
+                          const float* start_single = nullptr, const double* correction = nullptr);
+  /// The local SGD steps train_round takes: epochs x ceil(size / batch), or epochs full-batch
+  /// (SCAFFOLD's K).
+  int local_steps(const LocalTrainingConfig& config) const;
   /// Ditto's personal step (seed 004 Eq. 2): SGD on f(theta) + lambda/2 ||theta - center||^2 from
   /// `theta` (the client's persistent personal model, in/out), its own shuffle stream.
   void train_personal(const Model& model, const LocalTrainingConfig& config, std::uint64_t seed,
@@ -109,10 +119,13 @@ class Client {
     return config.single_precision && !config.full_batch && config.epochs > 0 &&
            model.trains_single(training_rows());
   }
-  // The float epochs from start_single into work.single_theta.
+  // The float epochs from start_single into work.single_theta; `center` is the double model
+  // start_single rounds (FedProx's, read through float).
   void train_single(const Model& model, const LocalTrainingConfig& config, std::uint64_t seed,
-                    int round, Workspace& work, const float* start_single);
+                    int round, Workspace& work, const float* start_single, const double* center,
+                    const double* correction);
   std::vector<std::int64_t> order_;  // shuffle buffer
+  std::vector<double> center_;       // FedProx's theta_t when train_round trains theta in place
   std::vector<double> local_test_features_;
   std::vector<std::int32_t> local_test_labels_;
 };

@@ -33,8 +33,8 @@ struct TrainingResume {
   int completed_rounds = 0;
   std::vector<double> theta;
   std::vector<RoundMetrics> history;
-  // The round's parts' state() by part ("aggregator", "server_optimizer"); a part missing here
-  // starts fresh.
+  // The round's parts' state() by part ("aggregator", "server_optimizer", "client_update"); a
+  // part missing here starts fresh.
   std::map<std::string, std::vector<double>> parts;
 };
 
@@ -176,15 +176,18 @@ class Federation {
 
   FederatedProblem& problem() { return problem_; }
   /// The state of train()'s parts with state after the last finished round, by part
-  /// ("aggregator", "server_optimizer"), for after_round's checkpoints (TrainingResume::parts
-  /// takes it back); empty outside train().
+  /// ("aggregator", "server_optimizer", "client_update": SCAFFOLD's c and every c_i), for
+  /// after_round's checkpoints (TrainingResume::parts takes it back); empty outside train().
+  /// Collective (SCAFFOLD's c_i are gathered in client order).
   std::map<std::string, std::vector<double>> part_states() const;
 
  private:
   double inverse_n() const { return 1.0 / static_cast<double>(train_rows_); }
   // Trains the round's cohort among this rank's included clients from theta: their local indices
   // in `chosen`, their updates in local_buffer_ (chosen.size() x p). Returns this rank's bound
-  // max_i n_i max|d_i| (not finite when a client diverged).
+  // max_i w_i max|d_i| (not finite when a client diverged), w_i the client's weight. Under
+  // SCAFFOLD, each client trains with its correction c - c_i, and its c_i+ is kept in
+  // control_buffer_ (chosen.size() x p) with max |c_i+ - c_i| in control_bound_.
   double train_cohort(int round, const std::vector<double>& theta,
                       const LocalTrainingConfig& config, const ClientSampling& sampling,
                       std::vector<std::size_t>& chosen);
@@ -230,6 +233,20 @@ class Federation {
   std::unique_ptr<Aggregator> aggregator_;
   std::unique_ptr<ServerOptimizer> server_optimizer_;
   std::vector<double> theta_before_;
+  // train()'s SCAFFOLD control variates (federation.client_update = "scaffold"), or null; the
+  // round's c_i+ until the round is kept, and the sum of the c_i+ - c_i.
+  std::unique_ptr<ScaffoldControls> scaffold_;
+  std::vector<double> control_buffer_, control_scratch_;
+  double control_bound_ = 0.0;
+  QuantizedSum control_sum_;
+  // federation.update_weights = "uniform" inside train(): the cohort's plain mean.
+  bool uniform_weights_ = false;
+  double weight_of(const Client& client) const {
+    return uniform_weights_ ? 1.0 : static_cast<double>(client.size());
+  }
+  // SCAFFOLD's server step after the round's reduction: c += (1/N) sum (c_i+ - c_i) and every
+  // c_i <- c_i+ (collective).
+  void advance_controls(const std::vector<std::size_t>& chosen);
 };
 
 /// z = M^{-1} r for a symmetric positive definite M close to the Hessian. Every rank runs the same

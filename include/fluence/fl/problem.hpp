@@ -12,6 +12,7 @@
 #include "fluence/data/dataset.hpp"
 #include "fluence/fl/aggregators.hpp"
 #include "fluence/fl/client.hpp"
+#include "fluence/fl/client_update.hpp"
 #include "fluence/fl/layout.hpp"
 #include "fluence/fl/server_optimizer.hpp"
 #include "fluence/model/model.hpp"
@@ -39,8 +40,12 @@ struct FederationConfig {
   double tolerance{};
   int polish_max_steps{};
   bool eval_train_loss{};
-  bool polish_verbose = true;    // a line per Newton step (retrains inside other commands: off)
-  bool evaluate_rounds = true;   // the per-round curve (retrains inside other commands: off)
+  bool polish_verbose = true;        // a line per Newton step (retrains inside other commands: off)
+  bool evaluate_rounds = true;       // the per-round curve (retrains inside other commands: off)
+  ClientUpdateConfig client_update;  // how a sampled client trains (docs/math.md §8.6)
+  // FedAvg's mean of the cohort's updates: weighted by rows (false) or plain (SCAFFOLD's and
+  // FedProx's papers; federation.update_weights = "uniform").
+  bool uniform_weights = false;
   AggregatorConfig aggregator;   // FedAvg's rule over the cohort's updates
   ServerOptimizerConfig server;  // the step taken from each round's aggregate
 

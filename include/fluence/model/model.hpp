@@ -78,6 +78,22 @@ struct TrainingRows {
   const ByteCoding* coding = nullptr;
 };
 
+/// What a local SGD step adds to the gradient of its data and L2 terms (docs/math.md §8.6), every
+/// term taken at the step's old theta as the data gradient is: proximal (theta - center) when
+/// `center` is given (FedProx's mu, Ditto's lambda) and the constant `correction` when given
+/// (SCAFFOLD's c - c_i). Without either, the step is plain SGD, bit for bit.
+struct StepTerms {
+  const double* center = nullptr;
+  double proximal = 0.0;
+  const double* correction = nullptr;
+  bool empty() const { return !center && !correction; }
+};
+
+/// theta -= learning_rate (gradient / n + l2 theta + the step terms): a full-batch step from the
+/// data gradient's sum over n rows (p values).
+void full_batch_step(const double* gradient, double inverse_n, double l2, double learning_rate,
+                     const StepTerms& terms, std::size_t p, double* theta);
+
 /// A named block of theta: a layer's weights or biases, with its shape (outermost first).
 struct ParameterBlock {
   std::string name;
@@ -167,22 +183,23 @@ class Model {
                                     double* norms = nullptr) const = 0;
 
   /// One epoch of mini-batch SGD on (1/|B|) sum_B loss + l2/2 ||theta||^2 over the rows in `order`
-  /// (data.rows indices), updating theta in place. With a `center`, the objective gains
-  /// proximal/2 ||theta - center||^2 (Ditto, seed 004 Eq. 2). With `start`, the epoch begins from
-  /// start instead of theta's contents (the same bits as copying start into theta first).
+  /// (data.rows indices), updating theta in place, each step's gradient with the step `terms`
+  /// (a proximal pull: Ditto, seed 004 Eq. 2, and FedProx; SCAFFOLD's correction). With `start`,
+  /// the epoch begins from start instead of theta's contents (the same bits as copying start into
+  /// theta first).
   virtual void sgd_epoch(const TrainingRows& data, const std::int64_t* order, int batch_size,
                          double learning_rate, double* theta, Workspace& work,
-                         const double* center = nullptr, double proximal = 0.0,
-                         const double* start = nullptr) const = 0;
+                         const StepTerms& terms = {}, const double* start = nullptr) const = 0;
   /// Can these rows be trained in float (federation.local_precision = "single")?
   virtual bool trains_single(const TrainingRows& data) const = 0;
-  /// The float SGD epoch (without a proximal term); `start` as in the double version.
+  /// The float SGD epoch; the step terms' vectors are rounded to float as they are read. `start`
+  /// as in the double version.
   virtual void sgd_epoch(const TrainingRows& data, const std::int64_t* order, int batch_size,
                          double learning_rate, float* theta, Workspace& work,
-                         const float* start = nullptr) const = 0;
-  /// One full-batch gradient step on (1/n) sum loss + l2/2 ||theta||^2.
+                         const StepTerms& terms = {}, const float* start = nullptr) const = 0;
+  /// One full-batch gradient step on (1/n) sum loss + l2/2 ||theta||^2 and the step terms.
   virtual void gradient_step(const TrainingRows& data, double learning_rate, double* theta,
-                             Workspace& work) const = 0;
+                             Workspace& work, const StepTerms& terms = {}) const = 0;
 
   /// The linear model's fast paths (one-hot kernels, explicit Hessian, byte-coded evaluation), or
   /// null for a model without them.

@@ -120,15 +120,14 @@ class Network final : public Model {
                             double* norms = nullptr) const override;
 
   void sgd_epoch(const TrainingRows& data, const std::int64_t* order, int batch_size,
-                 double learning_rate, double* theta, Workspace& work,
-                 const double* center = nullptr, double proximal = 0.0,
+                 double learning_rate, double* theta, Workspace& work, const StepTerms& terms = {},
                  const double* start = nullptr) const override;
   bool trains_single(const TrainingRows&) const override { return true; }
   void sgd_epoch(const TrainingRows& data, const std::int64_t* order, int batch_size,
-                 double learning_rate, float* theta, Workspace& work,
+                 double learning_rate, float* theta, Workspace& work, const StepTerms& terms = {},
                  const float* start = nullptr) const override;
-  void gradient_step(const TrainingRows& data, double learning_rate, double* theta,
-                     Workspace& work) const override;
+  void gradient_step(const TrainingRows& data, double learning_rate, double* theta, Workspace& work,
+                     const StepTerms& terms = {}) const override;
 
  private:
   NetworkSpec spec_;

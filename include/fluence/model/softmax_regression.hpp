@@ -69,17 +69,16 @@ class SoftmaxRegression final : public Model {
                             double* norms = nullptr) const override;
   /// The byte-coded kernels when the rows have codes, else the double rows.
   void sgd_epoch(const TrainingRows& data, const std::int64_t* order, int batch_size,
-                 double learning_rate, double* theta, Workspace& work,
-                 const double* center = nullptr, double proximal = 0.0,
+                 double learning_rate, double* theta, Workspace& work, const StepTerms& terms = {},
                  const double* start = nullptr) const override;
   /// Float SGD runs on byte-coded rows only.
   bool trains_single(const TrainingRows& data) const override { return data.codes != nullptr; }
   void sgd_epoch(const TrainingRows& data, const std::int64_t* order, int batch_size,
-                 double learning_rate, float* theta, Workspace& work,
+                 double learning_rate, float* theta, Workspace& work, const StepTerms& terms = {},
                  const float* start = nullptr) const override;
-  void gradient_step(const TrainingRows& data, double learning_rate, double* theta,
-                     Workspace& work) const override {
-    gradient_step(data.features, data.labels, data.rows, learning_rate, theta, work);
+  void gradient_step(const TrainingRows& data, double learning_rate, double* theta, Workspace& work,
+                     const StepTerms& terms = {}) const override {
+    gradient_step(data.features, data.labels, data.rows, learning_rate, theta, work, terms);
   }
   /// Sum of per-row Hessian-vector products H_r v (overwritten into `out`).
   void hessian_vector_sum(const double* x, std::size_t rows, const double* theta, const double* v,
@@ -105,25 +104,26 @@ class SoftmaxRegression final : public Model {
                             Workspace& work) const;
 
   /// One pass of mini-batch SGD over the rows in `order` on
-  /// (1/|B|) sum_B loss + l2/2 ||theta||^2, updating theta in place. With a `center`, the
-  /// objective gains proximal/2 ||theta - center||^2 (Ditto's personal objective, seed 004 Eq. 2).
+  /// (1/|B|) sum_B loss + l2/2 ||theta||^2, updating theta in place, each step with the step
+  /// `terms` (model.hpp: a proximal pull, a constant correction).
   void sgd_epoch(const double* x, const std::int32_t* y, const std::int64_t* order,
                  std::size_t rows, int batch_size, double learning_rate, double* theta,
-                 Workspace& work, const double* center = nullptr, double proximal = 0.0) const;
+                 Workspace& work, const StepTerms& terms = {}) const;
   /// sgd_epoch on rows stored as 8-bit codes of `coding` (size() x D, row-major): the same
   /// update up to rounding, with an eighth of the memory traffic.
   /// With `start`, the epoch begins from start instead of theta's contents and writes theta (the
   /// same bits as copying start into theta first: the first step reads start, the others theta).
   void sgd_epoch(const std::uint8_t* codes, const ByteCoding& coding, const std::int32_t* y,
                  const std::int64_t* order, std::size_t rows, int batch_size, double learning_rate,
-                 double* theta, Workspace& work, const double* center = nullptr,
-                 double proximal = 0.0, const double* start = nullptr) const;
+                 double* theta, Workspace& work, const StepTerms& terms = {},
+                 const double* start = nullptr) const;
   /// The byte-coded sgd_epoch in float (federation.local_precision = "single"): logits and the
-  /// rank-B update in float (row_kernels.hpp), the softmax in double; theta is float. `start` as
-  /// in the double version.
+  /// rank-B update in float (row_kernels.hpp), the softmax in double; theta is float. The step
+  /// terms' vectors are rounded to float as they are read; `start` as in the double version.
   void sgd_epoch(const std::uint8_t* codes, const ByteCoding& coding, const std::int32_t* y,
                  const std::int64_t* order, std::size_t rows, int batch_size, double learning_rate,
-                 float* theta, Workspace& work, const float* start = nullptr) const;
+                 float* theta, Workspace& work, const StepTerms& terms = {},
+                 const float* start = nullptr) const;
   /// loss_sum over rows stored as codes of `coding` in the blocked layout of block_codes()
   /// (row_kernels.hpp), starting at a block; each row's loss does not depend on the blocking. With
   /// `fast`, the logits come from float weights (block_logits: a mean loss within about 1e-8
@@ -133,7 +133,7 @@ class SoftmaxRegression final : public Model {
                                    Workspace& work, bool fast = false) const;
   /// One full-batch gradient step on (1/n) sum loss + l2/2 ||theta||^2.
   void gradient_step(const double* x, const std::int32_t* y, std::size_t rows, double learning_rate,
-                     double* theta, Workspace& work) const;
+                     double* theta, Workspace& work, const StepTerms& terms = {}) const;
 
  private:
   // logits = x theta^T for `rows` rows (row_logits: the tiled kernels for C <= 16, else BLAS).
@@ -142,21 +142,22 @@ class SoftmaxRegression final : public Model {
   void hessian_vector_chunk(const double* x, std::size_t n, const double* p, const double* v,
                             double* out, double* a) const;
   void sgd_batch(const double* const* rows_x, const std::int32_t* labels, int batch,
-                 double learning_rate, double* theta, Workspace& work, const double* center,
-                 double proximal) const;
+                 double learning_rate, double* theta, Workspace& work,
+                 const StepTerms& terms) const;
   void sgd_batch_update(const double* const* rows_x, const std::int32_t* labels, int batch,
                         double learning_rate, double shrink, double* theta, Workspace& work) const;
 
   // One byte-coded step from `source` (theta itself unless given) into theta.
   void sgd_batch(const std::uint8_t* const* rows_k, const std::int32_t* labels, int batch,
                  const ByteCoding& coding, double learning_rate, const double* source,
-                 double* theta, Workspace& work, const double* center, double proximal) const;
+                 double* theta, Workspace& work, const StepTerms& terms) const;
 
   // The float step: `source_folded` when work.folded_float and work.single_bias already hold the
   // source folded (the previous step's `fold_result`).
   void sgd_batch(const std::uint8_t* const* rows_k, const std::int32_t* labels, int batch,
                  const float* step, const float* offset, double learning_rate, const float* source,
-                 float* theta, Workspace& work, bool source_folded, bool fold_result) const;
+                 float* theta, Workspace& work, bool source_folded, bool fold_result,
+                 const StepTerms& terms) const;
 
   int features_, classes_;
   double l2_;
