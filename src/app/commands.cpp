@@ -190,24 +190,25 @@ std::vector<CommandSpec> built_in_commands() {
   audit.register_keys = register_audit_keys;
   audit.run = run_audit;
   commands.push_back(audit);
-  CommandSpec privacy;
-  privacy.name = "privacy";
-  privacy.help =
-      "the (eps, delta) of DP-SGD / DP-FedAvg from an accountant of the Poisson-subsampled "
-      "Gaussian mechanism (--noise), or the noise multiplier for a target eps (--epsilon)";
-  privacy.reads_deck = false;
-  privacy.measures_memory = false;
-  privacy.add_options = add_privacy_options;
-  privacy.run = run_privacy;
-  commands.push_back(privacy);
-  CommandSpec keys;
-  keys.name = "keys";
-  keys.help = "list every deck key with its type, default and allowed values";
-  keys.reads_deck = false;
-  keys.measures_memory = false;
-  keys.add_options = add_keys_options;
-  keys.run = run_keys;
-  commands.push_back(keys);
+  // The two commands without a deck: only their own options, nothing to measure.
+  auto deckless = [&](std::string name, std::string help,
+                      std::function<void(CLI::App*, CommandLine&)> add_options,
+                      std::function<int(const CommandLine&)> run_it) {
+    CommandSpec spec;
+    spec.name = std::move(name);
+    spec.help = std::move(help);
+    spec.reads_deck = false;
+    spec.measures_memory = false;
+    spec.add_options = std::move(add_options);
+    spec.run = std::move(run_it);
+    commands.push_back(spec);
+  };
+  deckless("privacy",
+           "the (eps, delta) of DP-SGD / DP-FedAvg from an accountant of the Poisson-subsampled "
+           "Gaussian mechanism (--noise), or the noise multiplier for a target eps (--epsilon)",
+           add_privacy_options, run_privacy);
+  deckless("keys", "list every deck key with its type, default and allowed values",
+           add_keys_options, run_keys);
   return commands;
 }
 

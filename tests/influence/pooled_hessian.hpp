@@ -2,6 +2,7 @@
 // A HessianOperator over pooled rows, written for the tests without the federation: the IHVP
 // solvers and estimators are checked against it and against dense references.
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "fluence/core/rng.hpp"
@@ -11,6 +12,16 @@
 #include "support/dense_reference.hpp"
 
 namespace fluence::testing {
+
+/// ||x - reference|| / ||reference|| (Euclidean).
+inline double relative_error(const std::vector<double>& x, const std::vector<double>& reference) {
+  double error = 0.0, size = 0.0;
+  for (std::size_t k = 0; k < x.size(); ++k) {
+    error += (x[k] - reference[k]) * (x[k] - reference[k]);
+    size += reference[k] * reference[k];
+  }
+  return std::sqrt(error / size);
+}
 
 class PooledHessian final : public HessianOperator {
  public:

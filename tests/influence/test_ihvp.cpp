@@ -16,15 +16,7 @@ namespace {
 
 using testing::PooledData;
 using testing::PooledHessian;
-
-double relative_error(const std::vector<double>& x, const std::vector<double>& reference) {
-  double error = 0.0, size = 0.0;
-  for (std::size_t k = 0; k < x.size(); ++k) {
-    error += (x[k] - reference[k]) * (x[k] - reference[k]);
-    size += reference[k] * reference[k];
-  }
-  return std::sqrt(error / size);
-}
+using testing::relative_error;
 
 struct Fixture {
   PooledData data;

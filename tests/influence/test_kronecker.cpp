@@ -20,15 +20,7 @@ namespace fluence {
 namespace {
 
 using testing::PooledHessian;
-
-double relative_error(const std::vector<double>& x, const std::vector<double>& reference) {
-  double error = 0.0, size = 0.0;
-  for (std::size_t k = 0; k < x.size(); ++k) {
-    error += (x[k] - reference[k]) * (x[k] - reference[k]);
-    size += reference[k] * reference[k];
-  }
-  return std::sqrt(error / size);
-}
+using testing::relative_error;
 
 std::vector<double> random_vector(std::size_t n, std::uint64_t key) {
   Stream stream(7, purpose::synthetic_model, key);
