@@ -31,11 +31,11 @@ done
 fluence=${FLUENCE:-"$here/build/fluence"}
 # method | grid variable | grid | fixed settings
 methods=(
-  "fedavg|federation.learning_rate|0.02 0.05 0.1|"
-  "fedprox|federation.learning_rate|0.02 0.05 0.1|federation.client_update=\"fedprox\" federation.proximal_mu=0.01"
-  "scaffold|federation.learning_rate|0.02 0.05 0.1|federation.client_update=\"scaffold\""
-  "fedadam|federation.server_learning_rate|0.003 0.01 0.03|federation.server_optimizer=\"adam\""
-  "fedyogi|federation.server_learning_rate|0.003 0.01 0.03|federation.server_optimizer=\"yogi\""
+  "fedavg|federation.learning_rate|0.01 0.02 0.05 0.1|"
+  "fedprox|federation.learning_rate|0.01 0.02 0.05 0.1|federation.client_update=\"fedprox\" federation.proximal_mu=0.01"
+  "scaffold|federation.learning_rate|0.01 0.02 0.05 0.1|federation.client_update=\"scaffold\""
+  "fedadam|federation.server_learning_rate|0.003 0.01 0.03 0.1|federation.server_optimizer=\"adam\""
+  "fedyogi|federation.server_learning_rate|0.003 0.01 0.03 0.1|federation.server_optimizer=\"yogi\""
 )
 if [ "$report_only" -eq 0 ]; then
   for entry in "${methods[@]}"; do
@@ -44,17 +44,24 @@ if [ "$report_only" -eq 0 ]; then
       for seed in $seeds; do
         sets=(--set "federation.rounds=$rounds" --set "seed=$seed" --set "$variable=$value")
         for setting in $fixed; do sets+=(--set "$setting"); done
+        run_dir="$out/$method/$value/seed$seed"
+        # A finished run is kept (rerunning the script resumes the grid); a run that diverges (exit
+        # 3: too large a step) leaves a marker and counts as never reaching the target.
+        [ -f "$run_dir/results.h5" ] || [ -f "$run_dir/diverged" ] && continue
         echo "$method $variable=$value seed $seed" >&2
         bash "$here/scripts/mpirun.sh" -n "$ranks" "$fluence" train "$here/inputs/fmnist_2nn.toml" \
-          --out "$out/$method/$value/seed$seed" --quiet --force "${sets[@]}" >/dev/null
+          --out "$run_dir" --quiet --force "${sets[@]}" >/dev/null ||
+          { mkdir -p "$run_dir" && touch "$run_dir/diverged"; }
       done
     done
   done
 fi
 /usr/bin/python3 - "$out" "$rounds" "$target" "$seeds" "${methods[@]}" <<'PY'
-import sys, h5py, numpy as np
+import os, sys, h5py, numpy as np
 out, rounds, target, seeds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4].split()
 def rounds_to_target(path):
+    if not os.path.exists(path):  # diverged (the script's marker): never reaches the target
+        return rounds + 1, float("nan"), float("nan")
     with h5py.File(path, "r") as f:
         acc, r = f["/metrics/test_accuracy"][...], f["/metrics/round"][...]
         reached = np.nonzero(acc >= target)[0]
@@ -71,7 +78,8 @@ for entry in sys.argv[5:]:
             best = (mean, value, results)
     mean, value, results = best
     reached = sum(r[0] <= rounds for r in results)
-    per_seed = ", ".join(str(r[0]) if r[0] <= rounds else f">{rounds}" for r in results)
+    per_seed = ", ".join(str(r[0]) if r[0] <= rounds else ("diverged" if np.isnan(r[1]) else f">{rounds}")
+                         for r in results)
     print(f"| {method} | {variable.split('.')[-1]} = {value} | {mean:.1f} | {reached}/{len(results)} | {per_seed} | "
-          f"{100 * np.mean([r[1] for r in results]):.2f}% | {np.median([r[2] for r in results]):.3f} |")
+          f"{100 * np.nanmean([r[1] for r in results]):.2f}% | {np.nanmedian([r[2] for r in results]):.3f} |")
 PY
