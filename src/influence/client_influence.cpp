@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <string>
 
 #include "fluence/core/deck_keys.hpp"
 #include "fluence/core/error.hpp"
@@ -354,25 +356,40 @@ bool retrain_without_each_client(Federation& federation, const std::vector<doubl
 
 void check_hessian_spectrum(HessianOperator& hessian, const InfluenceConfig& config,
                             std::optional<HessianSpectrum>& result, double& damping) {
+  // SLEPc sees the operator the solves use, with the deck's damping added; the extra damping a
+  // non-positive-definite Hessian needs is decided on that, and the spectrum is kept undamped
+  // (what /hessian/eigenvalue_* promise: the curvature of the objective itself).
+  const double applied = damping;
   result = hessian_spectrum(hessian, config.ihvp.eigen_tolerance);
-  const auto& spectrum = *result;
-  log::info("Hessian spectrum: lambda_min {:.6e}  lambda_max {:.6e}  condition number {:.3e}",
-            spectrum.eigenvalue_min, spectrum.eigenvalue_max, spectrum.condition_number);
-  const double extra = damping_for(spectrum);
+  const double extra = damping_for(*result);
+  auto& spectrum = *result;
+  spectrum.eigenvalue_min -= applied;
+  spectrum.eigenvalue_max -= applied;
+  spectrum.condition_number = spectrum.eigenvalue_min > 0.0
+                                  ? spectrum.eigenvalue_max / spectrum.eigenvalue_min
+                                  : std::numeric_limits<double>::infinity();
+  const std::string with_damping =
+      applied != 0.0
+          ? fmt::format(", undamped (influence.damping = {:g} added in the solves)", applied)
+          : std::string();
+  log::info("Hessian spectrum: lambda_min {:.6e}  lambda_max {:.6e}  condition number {:.3e}{}",
+            spectrum.eigenvalue_min, spectrum.eigenvalue_max, spectrum.condition_number,
+            with_damping);
   if (extra == 0.0) return;
   if (config.auto_damping) {
     damping += extra;
     hessian.set_damping(damping);
     log::warn(
-        "the Hessian is not positive definite (lambda_min = {:.3e}, lambda_max = {:.3e}): adding "
-        "damping {:.3e} (rule: 1e-8 lambda_max - lambda_min; docs/math.md)",
-        spectrum.eigenvalue_min, spectrum.eigenvalue_max, extra);
+        "the Hessian is not positive definite (lambda_min = {:.3e}, lambda_max = {:.3e}{}): "
+        "adding damping {:.3e} (rule: 1e-8 lambda_max - lambda_min of the damped operator; "
+        "docs/math.md)",
+        spectrum.eigenvalue_min, spectrum.eigenvalue_max, with_damping, extra);
   } else {
     log::warn(
-        "the Hessian is not positive definite (lambda_min = {:.3e}, lambda_max = {:.3e}); IHVPs "
+        "the Hessian is not positive definite (lambda_min = {:.3e}, lambda_max = {:.3e}{}); IHVPs "
         "may fail or be meaningless: set influence.damping >= {:.3e} or influence.auto_damping = "
         "true",
-        spectrum.eigenvalue_min, spectrum.eigenvalue_max, extra);
+        spectrum.eigenvalue_min, spectrum.eigenvalue_max, with_damping, applied + extra);
   }
 }
 
