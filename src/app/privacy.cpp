@@ -57,7 +57,6 @@ int run_privacy(const CommandLine& command_line) {
         "noise multiplier)");
   if (!(a.delta > 0.0 && a.delta < 1.0))
     throw InputError(fmt::format("--delta {} is outside (0, 1)", a.delta));
-  make_accountant(a.accountant, "--accountant");  // an unknown name fails first
   const bool inverse = !std::isnan(a.epsilon);
   const double noise = inverse ? accountant_noise_for_epsilon(a.accountant, a.sampling_rate,
                                                               a.steps, a.epsilon, a.delta)

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <vector>
 
 #include "fluence/audit/purposes.hpp"
@@ -143,7 +142,7 @@ LdpAuditResult audit_randomized_response(int domain, double epsilon, long draws,
   result.epsilon_estimate = estimate;
   result.epsilon_lower = lower;
   result.inference_accuracy = static_cast<double>(correct) / n;
-  result.bayes_accuracy = std::exp(epsilon) / (std::exp(epsilon) + domain - 1.0);
+  result.bayes_accuracy = rr_keep_probability(epsilon, domain);  // e^eps / (e^eps + k - 1)
   return result;
 }
 

@@ -1,6 +1,7 @@
 #include "fluence/fl/aggregators.hpp"
 
 #include <cblas.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <climits>
@@ -271,6 +272,7 @@ class KrumRule final : public Aggregator {
   std::string_view name() const override { return multi_ ? "multi_krum" : "krum"; }
   void aggregate(const double* u, int n, std::size_t p, double* step) override {
     if (multi_)
+      // A Poisson or fixed cohort can be smaller than m: then every update is averaged.
       multi_krum(u, n, p, byzantine_, std::min(selected_, n), step);
     else
       krum(u, n, p, byzantine_, step);
@@ -288,7 +290,12 @@ class CenteredClippingRule final : public Aggregator {
   explicit CenteredClippingRule(const AggregatorConfig& config) : config_(config) {}
   std::string_view name() const override { return "centered_clipping"; }
   void aggregate(const double* u, int n, std::size_t p, double* step) override {
-    if (center_.size() != p) center_.assign(p, 0.0);
+    if (center_.empty()) center_.assign(p, 0.0);  // round 1: the center starts at 0
+    if (center_.size() != p)
+      throw InputError(fmt::format(
+          "centered clipping: the restored center has {} values, the updates {} (a checkpoint of "
+          "another model?)",
+          center_.size(), p));
     centered_clipping(u, n, p, config_.tau, config_.iterations, center_.data());
     std::copy(center_.begin(), center_.end(), step);
   }

@@ -3,7 +3,6 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
 #include <limits>
 
 #include "fluence/core/error.hpp"

@@ -2,7 +2,6 @@
 // Opacus's published PRV value, and the RDP bound (docs/math.md §7.1, §7.2).
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cmath>
 #include <vector>
 

@@ -21,8 +21,8 @@ namespace fluence {
 
 /// eps at one delta. `epsilon` is the value a privacy claim may quote: a guaranteed upper bound for
 /// "rdp" and "pld", and the upper end of the bracket for "prv". `lower` and `upper` bracket the
-/// true eps of the composed mechanism where the accountant knows such a bracket (PRV; PLD gives
-/// [its value - discretization error bound, its value]); otherwise lower = 0 and upper = epsilon.
+/// true eps of the composed mechanism where the accountant knows such a bracket (PRV's); otherwise
+/// lower = 0 and upper = epsilon (RDP, and PLD, whose discretization error bound is not derived).
 struct EpsilonReport {
   double epsilon = 0.0;
   double lower = 0.0;
