@@ -5,8 +5,7 @@
 #include <vector>
 
 #include "fluence/core/error.hpp"
-
-extern "C" PetscErrorCode PCCreate_Shell(PC pc);  // libpetsc's, not in the public headers
+#include "fluence/core/solver_options.hpp"
 
 namespace fluence {
 
@@ -102,7 +101,7 @@ ConjugateGradient::ConjugateGradient(LinearOperator op, CgSettings settings)
   }
   // -<prefix>pc_type NAME must parse: NAME is registered as a shell (PETSc keeps one registry).
   if (!settings_.custom_name.empty())
-    petsc_check(PCRegister(settings_.custom_name.c_str(), PCCreate_Shell), "PCRegister");
+    petsc_check(register_named_pc_type(settings_.custom_name.c_str()), "PCRegister");
   // Converge on the true residual ||b - A x|| / ||b||, the quantity callers report.
   petsc_check(KSPSetNormType(ksp_, KSP_NORM_UNPRECONDITIONED), "KSPSetNormType");
   const PetscInt most = settings_.max_iterations > 0 ? settings_.max_iterations : 10 * p + 100;

@@ -10,9 +10,19 @@
 #include "fluence/core/error.hpp"
 #include "fluence/core/mpi.hpp"
 
-extern "C" PetscErrorCode PCCreate_Shell(PC pc);  // libpetsc's, not in the public headers
-
 namespace fluence {
+
+namespace {
+// A PC type that only names a choice: the solver that reads -<prefix>pc_type NAME replaces the PC
+// by its own PCSHELL (ConjugateGradient::use_custom_shell), so creating one sets nothing up.
+PetscErrorCode create_named_pc(PC) {
+  return 0;
+}
+}  // namespace
+
+int register_named_pc_type(const char* name) {
+  return PCRegister(name, create_named_pc);
+}
 
 namespace {
 
@@ -47,7 +57,7 @@ PetscErrorCode configure_ksp(const char* prefix) {
   if (!code) code = KSPGetPC(ksp, &pc);
   if (!code) code = PCSetType(pc, PCNONE);
   // The run's CG registers its shell preconditioners' names before it reads the options.
-  if (!code) code = PCRegister(kKroneckerPcType, PCCreate_Shell);
+  if (!code) code = register_named_pc_type(kKroneckerPcType);
   if (!code) code = KSPSetOptionsPrefix(ksp, prefix);
   if (!code) code = KSPSetFromOptions(ksp);
   KSPDestroy(&ksp);

@@ -14,6 +14,10 @@ inline constexpr const char* kSpectrumPrefix = "hessian_";
 /// (core/krylov.hpp, CgSettings::custom_name).
 inline constexpr const char* kKroneckerPcType = "kronecker";
 
+/// Registers `name` as a PC type that only names a choice (its solver installs its own PCSHELL
+/// when the option selects it), so that -<prefix>pc_type NAME parses. Returns PETSc's error code.
+int register_named_pc_type(const char* name);
+
 /// Sets up a throwaway solver of each prefix that `arguments` (the PETSc part of the command line)
 /// gives options for, as the run's own solver reads them, so that a bad type or value
 /// (-ihvp_ksp_type nosuch, -ihvp_ksp_rtol abc) is refused before the run starts: an InputError,
