@@ -96,120 +96,120 @@ std::vector<std::string> federated(std::vector<std::string> own) {
 }
 
 std::vector<CommandSpec> built_in_commands() {
-  // The deck commands' help and common options, as --help shows them.
-  struct Entry {
-    std::string name, description;
-    CommonOptions options;
+  // A deck-less command: only its own options, nothing to measure.
+  auto deckless = [](std::string name, std::string help,
+                     std::function<void(CLI::App*, CommandLine&)> add_options,
+                     std::function<int(const CommandLine&)> run) {
+    return CommandSpec{.name = std::move(name),
+                       .help = std::move(help),
+                       .reads_deck = false,
+                       .add_options = std::move(add_options),
+                       .run = std::move(run),
+                       .measures_memory = false};
   };
-  const std::vector<Entry> deck = {
-      {"validate",
-       "check a deck (and its data) without running it; echo the resolved settings",
-       {.output = false}},
-      {"train",
-       "train a federation (FedAvg with randomized-response LDP) and write <out>/results.h5",
-       {.quiet = "no per-round progress lines",
-        .restart = "continue from a checkpoint: a chk_*.h5 file, or \"latest\" (the newest valid "
-                   "one in the output directory); the finished rounds are not redone"}},
-      {"influence",
-       "train (or load --model) and score every client by the estimated change of the global "
-       "test loss if it were removed (influence functions: PETSc IHVP, SLEPc spectrum), "
-       "optionally against exact retraining; write <out>/results.h5",
-       {.quiet = "no per-round or per-client progress lines",
-        .model = true,
-        .restart = "continue from a checkpoint (a chk_*.h5 file, or \"latest\" in the output "
+  return {
+      {.name = "validate",
+       .help = "check a deck (and its data) without running it; echo the resolved settings",
+       .options = CommonOptions{.output = false},
+       .add_options = add_validate_options,
+       .run = run_validate},
+      {.name = "train",
+       .help =
+           "train a federation (FedAvg with randomized-response LDP) and write <out>/results.h5",
+       .options =
+           CommonOptions{
+               .quiet = "no per-round progress lines",
+               .restart =
+                   "continue from a checkpoint: a chk_*.h5 file, or \"latest\" (the newest valid "
+                   "one in the output directory); the finished rounds are not redone"},
+       .sections = federated({"privacy", "personalization", "output"}),
+       .run = run_train},
+      {.name = "influence",
+       .help =
+           "train (or load --model) and score every client by the estimated change of the global "
+           "test loss if it were removed (influence functions: PETSc IHVP, SLEPc spectrum), "
+           "optionally against exact retraining; write <out>/results.h5",
+       .options =
+           CommonOptions{
+               .quiet = "no per-round or per-client progress lines",
+               .model = true,
+               .restart =
+                   "continue from a checkpoint (a chk_*.h5 file, or \"latest\" in the output "
                    "directory): the model and the finished per-client solves and retrains are "
-                   "not redone"}},
-      {"fldp",
-       "train (or load --model), then estimate the global model after clients change their "
-       "privacy level eps -> eps' or leave (FLDP-FL, influence functions), against the exact "
-       "expected retrain and re-randomized retrains; write <out>/results.h5",
-       {.deck = "input deck (TOML) with [fldp] cases",
-        .quiet = "no per-round or per-case progress lines",
-        .model = true,
-        .restart = "continue from a checkpoint (a chk_*.h5 file, or \"latest\" in the output "
-                   "directory): the model and the finished cases are not redone"}},
-      {"whatif",
-       "train (or load --model), then estimate how the test loss would change if a fraction of "
-       "a group's records were randomized with eps-LDP (Carey et al. 2023), for a grid of "
-       "fractions and eps from one IHVP; optionally against randomized retrains; write "
-       "<out>/results.h5",
-       {.deck = "input deck (TOML) with a [whatif] section",
-        .quiet = "no per-round or retrain progress lines",
-        .model = true,
-        .restart = "continue from a checkpoint (a chk_*.h5 file, or \"latest\" in the output "
+                   "not redone"},
+       .sections = federated({"influence", "output"}),
+       .run = run_influence},
+      {.name = "fldp",
+       .help =
+           "train (or load --model), then estimate the global model after clients change their "
+           "privacy level eps -> eps' or leave (FLDP-FL, influence functions), against the exact "
+           "expected retrain and re-randomized retrains; write <out>/results.h5",
+       .options =
+           CommonOptions{
+               .deck = "input deck (TOML) with [fldp] cases",
+               .quiet = "no per-round or per-case progress lines",
+               .model = true,
+               .restart =
+                   "continue from a checkpoint (a chk_*.h5 file, or \"latest\" in the output "
+                   "directory): the model and the finished cases are not redone"},
+       .sections = federated({"influence", "fldp", "output"}),
+       .run = run_fldp},
+      {.name = "whatif",
+       .help =
+           "train (or load --model), then estimate how the test loss would change if a fraction of "
+           "a group's records were randomized with eps-LDP (Carey et al. 2023), for a grid of "
+           "fractions and eps from one IHVP; optionally against randomized retrains; write "
+           "<out>/results.h5",
+       .options =
+           CommonOptions{
+               .deck = "input deck (TOML) with a [whatif] section",
+               .quiet = "no per-round or retrain progress lines",
+               .model = true,
+               .restart =
+                   "continue from a checkpoint (a chk_*.h5 file, or \"latest\" in the output "
                    "directory): the model, the finished second-order rows and retrain chains "
-                   "are not redone"}},
-      {"lia",
-       "lazy-influence data filtering (LIA): contributors' DP-SGD last layers, every "
-       "validator's randomized votes, the center's k-means threshold, filtration metrics, and "
-       "FL after filtering against robust aggregators; write <out>/results.h5",
-       {.deck = "input deck (TOML) with [data] and [lia]",
-        .quiet = "no per-stage progress lines",
-        .restart = "continue from a checkpoint (a chk_*.h5 of this deck, or \"latest\" in the "
-                   "output directory): the filtering outcome and finished FL methods are kept"}},
-      {"feo2-theory",
-       "simulate FeO2's federated point estimation: the server's variance for each FeO2 ratio "
-       "r against Lemma 1's sigma_s^2(r) and r*; write <out>/results.h5",
-       {.deck = "input deck (TOML) with [feo2_theory]"}},
+                   "are not redone"},
+       .sections = federated({"influence", "whatif", "output"}),
+       .run = run_whatif},
+      {.name = "lia",
+       .help =
+           "lazy-influence data filtering (LIA): contributors' DP-SGD last layers, every "
+           "validator's randomized votes, the center's k-means threshold, filtration metrics, and "
+           "FL after filtering against robust aggregators; write <out>/results.h5",
+       .options =
+           CommonOptions{
+               .deck = "input deck (TOML) with [data] and [lia]",
+               .quiet = "no per-stage progress lines",
+               .restart =
+                   "continue from a checkpoint (a chk_*.h5 of this deck, or \"latest\" in the "
+                   "output directory): the filtering outcome and finished FL methods are kept"},
+       .sections = {"data", "model", "lia", "output"},
+       .run = run_lia},
+      {.name = "feo2-theory",
+       .help =
+           "simulate FeO2's federated point estimation: the server's variance for each FeO2 ratio "
+           "r against Lemma 1's sigma_s^2(r) and r*; write <out>/results.h5",
+       .options = CommonOptions{.deck = "input deck (TOML) with [feo2_theory]"},
+       .sections = {"feo2_theory", "output"},
+       .run = run_feo2_theory},
+      // fluence audit: the empirical privacy of the deck's mechanisms (its keys are [audit]).
+      {.name = "audit",
+       .help = "measure the privacy of the deck's local randomizers as they run (LDP audit of "
+               "randomized response: empirical eps, its lower bound, attribute inference against "
+               "the Bayes bound); write <out>/results.h5",
+       .options = CommonOptions{.deck = "input deck (TOML) with [ldp] and [audit]",
+                                .quiet = "no table of the audited cases"},
+       .sections = {"data", "partition", "model", "ldp", "audit", "output"},
+       .register_keys = register_audit_keys,
+       .run = run_audit},
+      deckless("privacy",
+               "the (eps, delta) of DP-SGD / DP-FedAvg from an accountant of the "
+               "Poisson-subsampled Gaussian mechanism (--noise), or the noise multiplier for a "
+               "target eps (--epsilon)",
+               add_privacy_options, run_privacy),
+      deckless("keys", "list every deck key with its type, default and allowed values",
+               add_keys_options, run_keys),
   };
-  const std::map<std::string, std::vector<std::string>> sections = {
-      {"train", federated({"privacy", "personalization", "output"})},
-      {"influence", federated({"influence", "output"})},
-      {"fldp", federated({"influence", "fldp", "output"})},
-      {"whatif", federated({"influence", "whatif", "output"})},
-      {"lia", {"data", "model", "lia", "output"}},
-      {"feo2-theory", {"feo2_theory", "output"}},
-  };
-  const std::map<std::string, std::function<int(const CommandLine&)>> run = {
-      {"validate", run_validate},      {"train", run_train},
-      {"influence", run_influence},    {"fldp", run_fldp},
-      {"whatif", run_whatif},          {"lia", run_lia},
-      {"feo2-theory", run_feo2_theory}};
-  std::vector<CommandSpec> commands;
-  for (const Entry& entry : deck) {
-    CommandSpec spec;
-    spec.name = entry.name;
-    spec.help = entry.description;
-    spec.options = entry.options;
-    if (const auto found = sections.find(entry.name); found != sections.end())
-      spec.sections = found->second;
-    spec.run = run.at(entry.name);
-    commands.push_back(spec);
-  }
-  commands.front().add_options = add_validate_options;  // validate
-  // fluence audit: the empirical privacy of the deck's mechanisms (its keys are [audit]).
-  CommandSpec audit;
-  audit.name = "audit";
-  audit.help =
-      "measure the privacy of the deck's local randomizers as they run (LDP audit of randomized "
-      "response: empirical eps, its lower bound, attribute inference against the Bayes bound); "
-      "write <out>/results.h5";
-  audit.options = {.deck = "input deck (TOML) with [ldp] and [audit]",
-                   .quiet = "no table of the audited cases"};
-  audit.sections = {"data", "partition", "model", "ldp", "audit", "output"};
-  audit.register_keys = register_audit_keys;
-  audit.run = run_audit;
-  commands.push_back(audit);
-  // The two commands without a deck: only their own options, nothing to measure.
-  auto deckless = [&](std::string name, std::string help,
-                      std::function<void(CLI::App*, CommandLine&)> add_options,
-                      std::function<int(const CommandLine&)> run_it) {
-    CommandSpec spec;
-    spec.name = std::move(name);
-    spec.help = std::move(help);
-    spec.reads_deck = false;
-    spec.measures_memory = false;
-    spec.add_options = std::move(add_options);
-    spec.run = std::move(run_it);
-    commands.push_back(spec);
-  };
-  deckless("privacy",
-           "the (eps, delta) of DP-SGD / DP-FedAvg from an accountant of the Poisson-subsampled "
-           "Gaussian mechanism (--noise), or the noise multiplier for a target eps (--epsilon)",
-           add_privacy_options, run_privacy);
-  deckless("keys", "list every deck key with its type, default and allowed values",
-           add_keys_options, run_keys);
-  return commands;
 }
 
 Registry<CommandSpec>& registry() {
