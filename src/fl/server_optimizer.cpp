@@ -12,6 +12,14 @@ namespace fluence {
 
 namespace {
 
+void require_state_size(const std::vector<double>& state, std::size_t size) {
+  if (state.size() != size)
+    throw InputError(
+        fmt::format("checkpoint: the server optimizer's state has {} values, this "
+                    "run's {} (another federation.server_optimizer?)",
+                    state.size(), size));
+}
+
 class SgdStep final : public ServerOptimizer {
  public:
   explicit SgdStep(double learning_rate) : eta_(learning_rate) {}
@@ -42,15 +50,9 @@ class MomentumStep final : public ServerOptimizer {
     }
   }
   std::vector<double> state() const override { return m_; }
-  void restore(const std::vector<double>& state) override { restore_sized(state, m_); }
-
-  static void restore_sized(const std::vector<double>& state, std::vector<double>& into) {
-    if (state.size() != into.size())
-      throw InputError(
-          fmt::format("checkpoint: the server optimizer's state has {} values, this "
-                      "run's {} (another federation.server_optimizer?)",
-                      state.size(), into.size()));
-    into = state;
+  void restore(const std::vector<double>& state) override {
+    require_state_size(state, m_.size());
+    m_ = state;
   }
 
  private:
@@ -90,11 +92,11 @@ class AdaptiveStep final : public ServerOptimizer {
     state.insert(state.end(), v_.begin(), v_.end());
     return state;
   }
-  void restore(const std::vector<double>& state) override {
-    std::vector<double> both(2 * m_.size());
-    MomentumStep::restore_sized(state, both);
-    m_.assign(both.begin(), both.begin() + static_cast<std::ptrdiff_t>(m_.size()));
-    v_.assign(both.begin() + static_cast<std::ptrdiff_t>(m_.size()), both.end());
+  void restore(const std::vector<double>& state) override {  // [m | v]
+    require_state_size(state, 2 * m_.size());
+    const auto middle = state.begin() + static_cast<std::ptrdiff_t>(m_.size());
+    m_.assign(state.begin(), middle);
+    v_.assign(middle, state.end());
   }
 
  private:
