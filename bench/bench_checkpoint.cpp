@@ -157,19 +157,12 @@ void run_case(const std::string& name, bool heavy, int rounds, const std::string
       PrivacyConfig::from_deck(deck, static_cast<int>(problem.client_rows.size()), config.rounds);
   const PersonalizationConfig personalization = PersonalizationConfig::from_deck(deck, config);
   std::optional<PrivateTraining> private_training;
-  Federation::RoundStep round_step;
-  if (heavy) {
-    private_training.emplace(federation, privacy, personalization);
-    round_step = [&](int round, std::vector<double>& theta,
-                     const std::function<void()>& before_reduction) {
-      private_training->round(round, theta, config.local, before_reduction);
-    };
-  }
+  if (heavy) private_training.emplace(federation, privacy, personalization);
   Timings t;
   Stopwatch round_clock;
   lap(round_clock);
   federation.train(
-      config, {}, round_step,
+      config, {}, private_training ? &*private_training : nullptr,
       [&](int round, const std::vector<double>& theta, const std::vector<RoundMetrics>& history) {
         t.round.push_back(lap(round_clock));
         checkpoint_timed(directory, deck, round, theta, history,

@@ -71,13 +71,8 @@ int run_train(const CommandLine& command_line) {
   Federation federation(problem);
   const PersonalizationConfig personalization = PersonalizationConfig::from_deck(deck, config);
   std::optional<PrivateTraining> private_training;
-  Federation::RoundStep round_step;
   if (privacy.enabled() || personalization.ditto) {
     private_training.emplace(federation, privacy, personalization);
-    round_step = [&](int round, std::vector<double>& theta,
-                     const std::function<void()>& before_reduction) {
-      private_training->round(round, theta, config.local, before_reduction);
-    };
     if (privacy.enabled())
       log::info("privacy: {} with q = {}, noise multiplier z = {:.4g} (updates {:.4g}), delta = {}",
                 deck.string("privacy.mode"), privacy.sampling_rate, privacy.noise_multiplier,
@@ -124,7 +119,7 @@ int run_train(const CommandLine& command_line) {
                     m.test_loss, 100.0 * m.test_accuracy, format_duration(m.wall_time),
                     format_eta(m.wall_time, m.round, config.rounds));
         },
-        round_step, checkpoint, resume ? &*resume : nullptr);
+        private_training ? &*private_training : nullptr, checkpoint, resume ? &*resume : nullptr);
   });
   if (result.stopped) return kExitStopped;
   // A network computes the final gradient only with federation.eval_train_loss (a pass over every

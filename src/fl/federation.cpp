@@ -298,35 +298,9 @@ bool all_finite(const std::vector<double>& values) {
 }
 }  // namespace
 
-bool Federation::in_cohort(const ClientSampling& sampling, int round, int id) {
-  switch (sampling.kind) {
-    case ClientSampling::Kind::all:
-      return true;
-    case ClientSampling::Kind::poisson: {
-      Stream stream(problem_.seed, purpose::client_sampling, static_cast<std::uint64_t>(round),
-                    static_cast<std::uint64_t>(id));
-      return stream.uniform() < sampling.rate;
-    }
-    case ClientSampling::Kind::fixed:
-      break;
-  }
-  if (cohort_round_ != round) {
-    // The first round(rate N) (at least one) of a permutation keyed by the round.
-    const auto clients = static_cast<std::int64_t>(problem_.client_rows.size());
-    const auto size = std::clamp<std::int64_t>(
-        std::llround(sampling.rate * static_cast<double>(clients)), 1, clients);
-    Stream stream(problem_.seed, purpose::client_cohort, static_cast<std::uint64_t>(round));
-    const std::vector<std::int64_t> order = random_permutation(stream, clients);
-    cohort_.assign(static_cast<std::size_t>(clients), 0);
-    for (std::int64_t k = 0; k < size; ++k) cohort_[static_cast<std::size_t>(order[k])] = 1;
-    cohort_round_ = round;
-  }
-  return cohort_[static_cast<std::size_t>(id)] != 0;
-}
-
-double Federation::train_cohort(int round, const std::vector<double>& theta,
-                                const LocalTrainingConfig& config, const ClientSampling& sampling,
-                                std::vector<std::size_t>& chosen) {
+void Federation::train_cohort(int round, const std::vector<double>& theta,
+                              const LocalTrainingConfig& config, Sampler& sampler,
+                              UpdateReduction& reduction) {
   const std::size_t p = parameters();
   int replaced = 0;
   for (const auto& objective : objectives_) replaced |= objective != nullptr;
@@ -335,29 +309,28 @@ double Federation::train_cohort(int round, const std::vector<double>& theta,
   if (replaced)
     throw RuntimeError(
         "FedAvg cannot train a client whose data term is replaced by a local objective");
-  chosen.clear();
+  chosen_.clear();
   for (std::size_t k = 0; k < problem_.clients.size(); ++k)
-    if (included(k) && in_cohort(sampling, round, problem_.clients[k].id())) chosen.push_back(k);
+    if (included(k) && sampler.in_cohort(round, problem_.clients[k].id())) chosen_.push_back(k);
   if (config.single_precision) theta_single_.assign(theta.begin(), theta.end());
   LocalTrainingConfig local = config;
   local.abandon_on_stop = abandon_on_stop_;
-  local_buffer_.resize(chosen.size() * p);
+  reduction.begin(round, chosen_.size());
   if (scaffold_) {
-    control_buffer_.resize(chosen.size() * p);
+    control_buffer_.resize(chosen_.size() * p);
     control_scratch_.resize(p);
   }
   control_bound_ = 0.0;
   diverged_client_ = kNoClient;
-  double largest = 0.0;
-  for (std::size_t j = 0; j < chosen.size(); ++j) {
-    // A stop signal gives up the round at the next client (the agreement in fedavg_round).
-    if (abandon_on_stop_ && stop_signal_received()) break;
-    auto& client = problem_.clients[chosen[j]];
-    if (j + 1 < chosen.size()) problem_.clients[chosen[j + 1]].prefetch();
-    double* update = local_buffer_.data() + j * p;
+  for (std::size_t j = 0; j < chosen_.size(); ++j) {
+    // A stop signal gives up the round at the next client (agreed in round()).
+    if (stop_requested()) break;
+    auto& client = problem_.clients[chosen_[j]];
+    if (j + 1 < chosen_.size()) problem_.clients[chosen_[j + 1]].prefetch();
+    double* update = reduction.slot(j);
     const double* correction = nullptr;
     if (scaffold_) {
-      scaffold_->correction(chosen[j], control_scratch_.data());
+      scaffold_->correction(chosen_[j], control_scratch_.data());
       correction = control_scratch_.data();
     }
     const UpdateSize size = client.train_update(
@@ -365,80 +338,62 @@ double Federation::train_cohort(int round, const std::vector<double>& theta,
         config.single_precision ? theta_single_.data() : nullptr, correction);
     if (scaffold_)
       control_bound_ = std::max(
-          control_bound_, scaffold_->next(chosen[j], update, client.local_steps(local),
+          control_bound_, scaffold_->next(chosen_[j], update, client.local_steps(local),
                                           local.learning_rate, control_buffer_.data() + j * p));
-    // A diverged client (a non-finite update) makes the bound +inf, which the callers report.
-    // (Infinity, not NaN: MPI_MAX need not carry a NaN through.)
-    largest = std::max(largest, weight_of(client) * size.max_abs);
-    if (!std::isfinite(size.max_abs)) {
-      largest = std::numeric_limits<double>::infinity();
+    if (!std::isfinite(size.max_abs) || !std::isfinite(size.squared_norm))
       diverged_client_ = std::min(diverged_client_, client.id());
-    }
+    reduction.take(j, client, size);
   }
-  return largest;
 }
 
-void Federation::fedavg_round(int round, std::vector<double>& theta,
-                              const LocalTrainingConfig& config, const ClientSampling& sampling,
-                              const std::function<void()>& before_reduction) {
-  const std::size_t p = parameters();
-  std::vector<std::size_t> chosen;
-  double largest = train_cohort(round, theta, config, sampling, chosen);
-  // Each client's message is its update d_i = theta_i - theta, weighted by n_i (seed 000 Eq. 2).
-  // The weighted updates are summed in fixed point with a bound every rank agrees on (the exact
-  // max over all ranks), so the sum has the same bits for any rank count.
+void Federation::round(int round, std::vector<double>& theta, const LocalTrainingConfig& config,
+                       Sampler& sampler, UpdateReduction& reduction,
+                       const std::function<void()>& before_reduction) {
+  train_cohort(round, theta, config, sampler, reduction);
   round_abandoned_ = false;
   if (before_reduction) before_reduction();
-  // The bound, whether any rank gave the round up for a stop signal, and SCAFFOLD's bound on the
-  // control variates' changes, in one reduction.
-  double agreed[3] = {largest, abandon_on_stop_ && stop_signal_received() ? 1.0 : 0.0,
-                      control_bound_};
+  // The reduction's bound (+inf when a client diverged: infinity, not NaN, since MPI_MAX need not
+  // carry a NaN through), whether any rank gave the round up for a stop signal, and SCAFFOLD's
+  // bound on the control variates' changes, in one reduction.
+  double agreed[3] = {diverged_client_ != kNoClient ? std::numeric_limits<double>::infinity()
+                                                    : reduction.local_bound(),
+                      stop_requested() ? 1.0 : 0.0, control_bound_};
   MPI_Allreduce(MPI_IN_PLACE, agreed, scaffold_ ? 3 : 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  largest = agreed[0];
   control_bound_ = agreed[2];
-  if (!std::isfinite(control_bound_)) largest = std::numeric_limits<double>::infinity();
   if (agreed[1] != 0.0) {
-    round_abandoned_ = true;  // theta stays the previous round's
+    // Nothing of the round has been kept (theta and every part's state are as the round found
+    // them), so train() writes the previous round's checkpoint.
+    round_abandoned_ = true;
     return;
   }
-  if (!std::isfinite(largest)) {
+  if (!std::isfinite(agreed[0]) || !std::isfinite(control_bound_)) {
     // Every rank knows; the lowest diverged client id is agreed for train()'s message.
     MPI_Allreduce(MPI_IN_PLACE, &diverged_client_, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     std::fill(theta.begin(), theta.end(), std::numeric_limits<double>::quiet_NaN());
     return;
   }
-  update_sum_.reset(p, 1, largest, static_cast<std::int64_t>(problem_.client_rows.size()));
-  std::int64_t weight = 0;
-  for (std::size_t j = 0; j < chosen.size(); ++j) {
-    const double w = weight_of(problem_.clients[chosen[j]]);
-    update_sum_.add(0, local_buffer_.data() + j * p, w, p);
-    weight += static_cast<std::int64_t>(w);
-  }
-  update_sum_.counts()[0] = weight;
-  std::vector<double>& sum = local_buffer_;
-  sum.resize(p);
-  update_sum_.allreduce(sum);
-  if (scaffold_) advance_controls(chosen);
-  const std::int64_t total = update_sum_.counts()[0];
-  if (total == 0) return;  // an empty cohort leaves theta as it is
-  const double inverse = 1.0 / static_cast<double>(total);
-  for (std::size_t k = 0; k < p; ++k) theta[k] += sum[k] * inverse;
+  reduction.agreed(round, chosen_, theta);
+  const std::optional<double> factor = reduction.reduce(round, agreed[0], step_);
+  if (scaffold_) advance_controls();
+  if (!factor) return;
+  const double scale = *factor;
+  for (std::size_t k = 0; k < theta.size(); ++k) theta[k] += step_[k] * scale;
 }
 
-void Federation::advance_controls(const std::vector<std::size_t>& chosen) {
+void Federation::advance_controls() {
   // The sum of the c_i+ - c_i over the cohort, exactly in fixed point as the updates (the same bits
-  // for any rank count), with the bound every rank agreed on in fedavg_round's reduction.
+  // for any rank count), with the bound every rank agreed on in round()'s reduction.
   const std::size_t p = parameters();
   control_sum_.reset(p, 0, control_bound_, static_cast<std::int64_t>(problem_.client_rows.size()));
-  for (std::size_t j = 0; j < chosen.size(); ++j) {
-    scaffold_->difference(chosen[j], control_buffer_.data() + j * p, control_scratch_.data());
+  for (std::size_t j = 0; j < chosen_.size(); ++j) {
+    scaffold_->difference(chosen_[j], control_buffer_.data() + j * p, control_scratch_.data());
     control_sum_.add(0, control_scratch_.data(), 1.0, p);
   }
   control_scratch_.resize(p);
   control_sum_.allreduce(control_scratch_);
   scaffold_->advance(control_scratch_.data());
-  for (std::size_t j = 0; j < chosen.size(); ++j)
-    scaffold_->commit(chosen[j], control_buffer_.data() + j * p);
+  for (std::size_t j = 0; j < chosen_.size(); ++j)
+    scaffold_->commit(chosen_[j], control_buffer_.data() + j * p);
 }
 
 std::map<std::string, std::vector<double>> Federation::part_states() const {
@@ -454,42 +409,9 @@ bool Federation::stop_requested() const {
   return abandon_on_stop_ && stop_signal_received();
 }
 
-bool Federation::give_up_round() {
-  // abandon_on_stop_ is the same on every rank (train() sets it from after_round), so either every
-  // rank takes part in the reduction or none does.
-  if (!abandon_on_stop_) return false;
-  int stop = stop_signal_received() ? 1 : 0;
-  MPI_Allreduce(MPI_IN_PLACE, &stop, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  round_abandoned_ = stop != 0;
-  return round_abandoned_;
-}
-
-void Federation::aggregated_round(int round, std::vector<double>& theta,
-                                  const LocalTrainingConfig& config,
-                                  const UpdateAggregator& aggregate, const ClientSampling& sampling,
-                                  const std::function<void()>& before_reduction) {
-  const std::size_t p = parameters();
-  std::vector<std::size_t> chosen;
-  train_cohort(round, theta, config, sampling, chosen);
-  round_abandoned_ = false;
-  if (before_reduction) before_reduction();
-  if (give_up_round()) return;  // a stop signal inside train(): theta stays the previous round's
-  // Every rank holds every update, in client-id order (clients live on ranks in ascending id
-  // ranges), so every rank applies the rule to the same rows and gets the same step.
-  const auto updates =
-      ordered_allgather(std::span<const double>(local_buffer_.data(), chosen.size() * p),
-                        static_cast<int>(chosen.size()), static_cast<int>(p));
-  const int n = static_cast<int>(updates.size() / p);
-  if (n == 0) return;  // an empty cohort leaves theta as it is
-  std::vector<double>& step = local_buffer_;
-  step.assign(p, 0.0);
-  aggregate(updates.data(), n, step.data());
-  for (std::size_t k = 0; k < p; ++k) theta[k] += step[k];
-}
-
 TrainingResult Federation::train(
     const FederationConfig& config, const std::function<void(const RoundMetrics&)>& on_round,
-    const RoundStep& round_step,
+    Privatizer* privatizer,
     const std::function<bool(int, const std::vector<double>&, const std::vector<RoundMetrics>&)>&
         after_round,
     const TrainingResume* resume) {
@@ -504,29 +426,39 @@ TrainingResult Federation::train(
       federation.aggregator_.reset();
       federation.server_optimizer_.reset();
       federation.scaffold_.reset();
-      federation.uniform_weights_ = false;
     }
   } reset{*this};
-  // The round's parts (docs/architecture.md "Extension points"): the aggregator of FedAvg's round
-  // (the weighted mean is summed exactly, any other rule gathers the updates), and the server's
-  // step from each round's aggregate (docs/math.md §8.4), which FedAvg, private training and any
-  // round step share.
+  // The round's parts (fl/round.hpp; docs/architecture.md "Extension points"): the sampler and the
+  // reduction are the privatizer's in private training; else federation.client_sampling, and the
+  // aggregator's (the weighted mean is summed exactly, any other rule gathers the updates). The
+  // server's step from each round's aggregate (docs/math.md §8.4) follows every reduction.
   aggregator_ = make_aggregator(config.aggregator);
   const bool gathered = !aggregator_->weighted_mean();
   server_optimizer_ = make_server_optimizer(config.server, parameters());
   const bool optimized = !server_optimizer_->identity();
+  const auto clients = static_cast<std::int64_t>(problem_.client_rows.size());
+  std::unique_ptr<Sampler> own_sampler;
+  std::unique_ptr<UpdateReduction> own_reduction;
+  if (!privatizer) {
+    own_sampler = make_sampler(config.sampling, problem_.seed, clients);
+    if (gathered)
+      own_reduction = std::make_unique<GatheredReduction>(parameters(), *aggregator_);
+    else
+      own_reduction =
+          std::make_unique<WeightedMeanReduction>(parameters(), clients, config.uniform_weights);
+  }
+  Sampler& sampler = privatizer ? privatizer->sampler() : *own_sampler;
+  UpdateReduction& reduction = privatizer ? *privatizer : *own_reduction;
   // The client update rule (docs/math.md §8.6): FedProx is in config.local; SCAFFOLD's control
-  // variates live here, in FedAvg's round.
-  uniform_weights_ = config.uniform_weights;
+  // variates live here, in the round.
   if (config.client_update.rule == ClientUpdateRule::scaffold) {
-    if (round_step || gathered)
+    if (privatizer || gathered)
       throw InputError(
           "federation.client_update = \"scaffold\" runs in plain FedAvg's round only (no "
           "privacy, no Ditto, federation.aggregator = \"mean\")");
     std::vector<int> ids;
     for (const Client& client : problem_.clients) ids.push_back(client.id());
-    scaffold_ = std::make_unique<ScaffoldControls>(
-        parameters(), std::move(ids), static_cast<std::int64_t>(problem_.client_rows.size()));
+    scaffold_ = std::make_unique<ScaffoldControls>(parameters(), std::move(ids), clients);
   }
   result.theta.resize(parameters());
   problem_.model->initialize(problem_.seed, result.theta.data());
@@ -579,19 +511,7 @@ TrainingResult Federation::train(
     }
     round_abandoned_ = false;
     if (optimized) theta_before_ = result.theta;
-    if (round_step) {
-      round_step(round, result.theta, evaluate_previous);
-    } else if (gathered) {
-      const std::size_t p = parameters();
-      aggregated_round(
-          round, result.theta, config.local,
-          [&](const double* updates, int n, double* step) {
-            aggregator_->aggregate(updates, n, p, step);
-          },
-          config.sampling, evaluate_previous);
-    } else {
-      fedavg_round(round, result.theta, config.local, config.sampling, evaluate_previous);
-    }
+    this->round(round, result.theta, config.local, sampler, reduction, evaluate_previous);
     if (round_abandoned_) {
       // A stop signal during the round: the checkpoint of the previous round, as after_round
       // wrote or would have written it (the overlapped evaluation of that round is dropped with
@@ -606,7 +526,7 @@ TrainingResult Federation::train(
     // theta is the same on every rank, so every rank stops here together (exit 3), before a
     // checkpoint or results could hold the NaN.
     if (!all_finite(result.theta)) {
-      const bool named = !round_step && diverged_client_ != kNoClient;
+      const bool named = diverged_client_ != kNoClient;
       throw DivergenceError(fmt::format(
           "training diverged in round {}: {} (federation.learning_rate = {}, model.l2 = {}; a "
           "smaller learning rate usually helps)",
@@ -615,6 +535,7 @@ TrainingResult Federation::train(
                 : std::string("the model is not finite"),
           config.local.learning_rate, problem_.model->l2()));
     }
+    if (privatizer) privatizer->finish_round(round, result.theta);
     if (pending) {
       if (!evaluated) throw std::logic_error("a round step did not run the overlapped evaluation");
       std::tie(previous.test_loss, previous.test_accuracy) = reduce_chunk_results();

@@ -7,6 +7,7 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 
 #include "fluence/core/deck_keys.hpp"
 #include "fluence/core/error.hpp"
@@ -191,6 +192,9 @@ PrivateTraining::PrivateTraining(Federation& federation, const PrivacyConfig& co
     : federation_(federation),
       config_(config),
       personalization_(personalization),
+      sampler_(make_sampler({ClientSampling::Kind::poisson, config.sampling_rate},
+                            federation.problem().seed,
+                            static_cast<std::int64_t>(federation.problem().client_rows.size()))),
       clip_(config.clip, config.target_quantile, config.clip_learning_rate) {
   const auto& problem = federation.problem();
   const int clients = static_cast<int>(problem.client_rows.size());
@@ -234,93 +238,87 @@ PrivateTraining::PrivateTraining(Federation& federation, const PrivacyConfig& co
 }
 
 bool PrivateTraining::sampled(int round, int id) const {
-  if (config_.sampling_rate >= 1.0) return true;
-  Stream stream(federation_.problem().seed, purpose::client_sampling,
-                static_cast<std::uint64_t>(round), static_cast<std::uint64_t>(id));
-  return stream.uniform() < config_.sampling_rate;
+  return poisson_sampled(federation_.problem().seed, config_.sampling_rate, round, id);
 }
 
-void PrivateTraining::round(int round, std::vector<double>& theta, const LocalTrainingConfig& local,
-                            const std::function<void()>& before_reduction) {
+void PrivateTraining::begin(int, std::size_t count) {
   auto& problem = federation_.problem();
-  const auto& model = *problem.model;
-  const std::size_t p = theta.size();
-  const double S = clip_.clip();
-  // Train the sampled local clients (in parallel across ranks) and sum their clipped updates
-  // exactly in fixed point (docs/math.md §8.3): the same bits for any rank count, and no rank waits
-  // for another's partial sum. With a finite clip norm S, no coordinate of a clipped update exceeds
-  // S (|d_i| <= ||d||, up to the rounding of the norm: 2^-40 S of slack is ample), so the bound is
-  // known before training and each update is quantized as soon as it is trained, while it is in
-  // cache; two limbs keep the rounding far below an ulp of the terms even when S is far above them.
-  // Without clipping (mode "none") the updates wait for their exact max over all ranks.
-  std::vector<std::size_t>& chosen = chosen_;
-  chosen.clear();
-  for (std::size_t k = 0; k < problem.clients.size(); ++k)
-    if (sampled(round, problem.clients[k].id())) chosen.push_back(k);
-  if (local.single_precision) theta_single_.assign(theta.begin(), theta.end());  // once a round
-  LocalTrainingConfig training = local;  // a stop signal may end a client's training at an epoch
-  training.abandon_on_stop = federation_.rounds_give_up_on_stop();
-  const bool bounded = std::isfinite(S);
+  const std::size_t p = federation_.parameters();
+  clip_norm_ = clip_.clip();
+  const double S = clip_norm_;
+  // The sampled local clients train (in parallel across ranks) and their clipped updates are
+  // summed exactly in fixed point (docs/math.md §8.3): the same bits for any rank count, and no
+  // rank waits for another's partial sum. With a finite clip norm S, no coordinate of a clipped
+  // update exceeds S (|d_i| <= ||d||, up to the rounding of the norm: 2^-40 S of slack is ample),
+  // so the bound is known before training and each update is quantized as soon as it is trained,
+  // while it is in cache; two limbs keep the rounding far below an ulp of the terms even when S
+  // is far above them. Without clipping (mode "none") the updates wait for their exact max over
+  // all ranks.
+  bounded_ = std::isfinite(S);
   const auto max_terms = static_cast<std::int64_t>(problem.client_rows.size());
   // Private and opt-out sums side by side; without opt-out clients (DP-FedAvg) the second is zero
   // and is not reduced.
-  const std::size_t width = history_.opt_out_clients.empty() ? p : 2 * p;
-  // The server's p normals ride in the same reduction (drawn below) when any client is private.
-  const std::size_t noise_slots = private_clients_ > 0 ? p : 0;
-  if (bounded) quantized_.reset(width, 4, S + std::ldexp(S, -40), max_terms, 2, noise_slots);
-  updates_.resize((bounded ? 1 : chosen.size()) * p);
-  scales_.resize(chosen.size());
-  // private, opt-out, unclipped; and terms past the bound or non-finite updates (the sums are then
-  // NaN, as a diverged local training always made them)
-  std::int64_t counts[4] = {0, 0, 0, 0};
-  double largest = 0.0;  // max |term| over this rank's updates (unbounded only)
-  auto offset_of = [&](std::size_t j) {
-    return opt_out_[problem.clients[chosen[j]].id()] != 0 ? p : std::size_t{0};
-  };
-  for (std::size_t j = 0; j < chosen.size(); ++j) {
-    // A stop signal gives the round up at the next client (agreed below).
-    if (federation_.stop_requested()) break;
-    double* update = updates_.data() + (bounded ? 0 : j * p);
-    if (j + 1 < chosen.size()) problem.clients[chosen[j + 1]].prefetch();
-    const UpdateSize size = problem.clients[chosen[j]].train_update(
-        model, training, problem.seed, round, update, work_, theta.data(),
-        local.single_precision ? theta_single_.data() : nullptr);
-    const double norm = std::sqrt(size.squared_norm);
-    ++counts[offset_of(j) != 0 ? 1 : 0];
-    if (norm <= S) ++counts[2];
-    scales_[j] = bounded ? S / std::max(norm, S) : 1.0;  // Clip(update, S)
-    if (!std::isfinite(norm)) {
-      ++counts[3];
-      scales_[j] = std::nan("");
-    } else if (bounded) {
-      counts[3] += static_cast<std::int64_t>(quantized_.add(offset_of(j), update, scales_[j], p));
-    } else {
-      largest = std::max(largest, size.max_abs);
-    }
+  width_ = history_.opt_out_clients.empty() ? p : 2 * p;
+  // The server's p normals ride in the same reduction (drawn in reduce) when any client is
+  // private.
+  noise_slots_ = private_clients_ > 0 ? p : 0;
+  if (bounded_) quantized_.reset(width_, 4, S + std::ldexp(S, -40), max_terms, 2, noise_slots_);
+  updates_.resize((bounded_ ? 1 : count) * p);
+  scales_.resize(count);
+  offsets_.resize(count);
+  std::fill(counts_, counts_ + 4, 0);
+  largest_ = 0.0;
+}
+
+double* PrivateTraining::slot(std::size_t j) {
+  return updates_.data() + (bounded_ ? 0 : j * federation_.parameters());
+}
+
+void PrivateTraining::take(std::size_t j, const Client& client, const UpdateSize& size) {
+  const std::size_t p = federation_.parameters();
+  const double S = clip_norm_;
+  const double norm = std::sqrt(size.squared_norm);
+  offsets_[j] = opt_out_[client.id()] != 0 ? p : std::size_t{0};
+  ++counts_[offsets_[j] != 0 ? 1 : 0];
+  if (norm <= S) ++counts_[2];
+  scales_[j] = bounded_ ? S / std::max(norm, S) : 1.0;  // Clip(update, S)
+  if (!std::isfinite(norm)) {
+    ++counts_[3];
+    scales_[j] = std::nan("");
+  } else if (bounded_) {
+    counts_[3] += static_cast<std::int64_t>(quantized_.add(offsets_[j], slot(j), scales_[j], p));
+  } else {
+    largest_ = std::max(largest_, size.max_abs);
   }
-  if (before_reduction) before_reduction();
-  // Nothing of the round has been kept yet (theta, the clipping norm, the accountant, the
-  // histories and the personal models are as the round found them), so it can be given up here.
-  if (federation_.give_up_round()) return;
+}
+
+void PrivateTraining::agreed(int round, std::span<const std::size_t> chosen,
+                             const std::vector<double>& theta) {
   // Ditto's personal steps start from the round's global model and are independent of the global
   // updates: after the agreement, so that a given-up round changes no personal model. They are not
   // given up themselves (a stop arriving now waits for the round's end).
   if (personalization_.ditto)
     for (const std::size_t k : chosen) personal_step(k, round, theta);
-  if (!bounded) {
-    MPI_Allreduce(MPI_IN_PLACE, &largest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    quantized_.reset(width, 4, largest, max_terms, 1, noise_slots);
-    for (std::size_t j = 0; j < chosen.size(); ++j)
+}
+
+std::optional<double> PrivateTraining::reduce(int round, double bound, std::vector<double>& step) {
+  auto& problem = federation_.problem();
+  const std::size_t p = federation_.parameters();
+  const double S = clip_norm_;
+  if (!bounded_) {
+    quantized_.reset(width_, 4, bound, static_cast<std::int64_t>(problem.client_rows.size()), 1,
+                     noise_slots_);
+    for (std::size_t j = 0; j < scales_.size(); ++j)
       if (!std::isnan(scales_[j]))
-        counts[3] += static_cast<std::int64_t>(
-            quantized_.add(offset_of(j), updates_.data() + j * p, scales_[j], p));
+        counts_[3] += static_cast<std::int64_t>(
+            quantized_.add(offsets_[j], updates_.data() + j * p, scales_[j], p));
   }
-  std::copy(counts, counts + 4, quantized_.counts().begin());
-  if (noise_slots > 0) draw_server_normals(round, quantized_.extra());
+  std::copy(counts_, counts_ + 4, quantized_.counts().begin());
+  if (noise_slots_ > 0) draw_server_normals(round, quantized_.extra());
   // [private sum (p) | opt-out sum (p) | private count | opt-out count | unclipped count]
   sums_.resize(2 * p + 3);
-  quantized_.allreduce(std::span<double>(sums_.data(), width));
-  std::fill(sums_.begin() + static_cast<std::ptrdiff_t>(width), sums_.begin() + 2 * p, 0.0);
+  quantized_.allreduce(std::span<double>(sums_.data(), width_));
+  std::fill(sums_.begin() + static_cast<std::ptrdiff_t>(width_), sums_.begin() + 2 * p, 0.0);
   if (quantized_.counts()[3] > 0) std::fill(sums_.begin(), sums_.begin() + 2 * p, std::nan(""));
   for (int k = 0; k < 3; ++k) sums_[2 * p + k] = static_cast<double>(quantized_.counts()[k]);
   const double n_private = sums_[2 * p], n_opt_out = sums_[2 * p + 1];
@@ -343,14 +341,19 @@ void PrivateTraining::round(int round, std::vector<double>& theta, const LocalTr
   }
   Stream server(problem.seed, purpose::server_noise, static_cast<std::uint64_t>(round));
   server.skip(d_private > 0.0 ? 2 * p : 0);
+  std::optional<double> factor;
   if (config_.mode == PrivacyMode::dp_fedavg) {
-    for (std::size_t i = 0; i < p; ++i) theta[i] += delta_private[i];
+    step.swap(delta_private);  // noise_ is assigned afresh next round
+    factor = 1.0;
   } else {
     const double weight_private = config_.ratio * d_private;
     const double total = n_opt_out + weight_private;
-    if (total > 0.0)
+    if (total > 0.0) {
+      step.resize(p);
       for (std::size_t i = 0; i < p; ++i)
-        theta[i] += (sums_[p + i] + weight_private * delta_private[i]) / total;
+        step[i] = (sums_[p + i] + weight_private * delta_private[i]) / total;
+      factor = 1.0;
+    }
   }
   if (config_.adaptive_clip) {
     // b_bar over all sampled clients, with the count noise z_b (Algorithm 1's last line).
@@ -361,15 +364,24 @@ void PrivateTraining::round(int round, std::vector<double>& theta, const LocalTr
     if (denominator > 0.0) clip_.update(noisy / denominator);
   }
   if (config_.enabled()) account_round(round);
+  return factor;
+}
+
+void PrivateTraining::finish_round(int round, const std::vector<double>& theta) {
   if (evaluated(round)) evaluate(round, theta);
 }
 
 void PrivateTraining::account_round(int round) {
-  // Every client is sampled with the same q: every private client's history is the run's.
-  ledger_->add_steps({}, config_.sampling_rate, config_.noise_multiplier, 1);
+  // The accountants compose what the sampler did: its event's q (every client: q = 1). Every
+  // client is sampled with the same q: every private client's history is the run's.
+  const SamplingEvent event = sampler_->event();
+  if (event.kind == SamplingEvent::Kind::fixed_size)
+    throw std::logic_error("no accountant composes a fixed-size cohort drawn without replacement");
+  const double q = event.rate;
+  ledger_->add_steps({}, q, config_.noise_multiplier, 1);
   if (round == personalization_.rounds) history_.client_epsilon = ledger_->epsilon(config_.delta);
   for (std::size_t k = 0; k < accountants_.size(); ++k) {
-    accountants_[k]->add_steps(config_.sampling_rate, config_.noise_multiplier, 1);
+    accountants_[k]->add_steps(q, config_.noise_multiplier, 1);
     const EpsilonReport report = accountants_[k]->epsilon(config_.delta);
     AccountantSeries& series = history_.accountants[k];
     series.epsilon.push_back(report.epsilon);

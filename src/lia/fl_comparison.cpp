@@ -55,12 +55,11 @@ FlMethodResult run_fl_method(Experiment& e, const std::string& method, const Lia
   rule.tau = config.cc_tau;
   rule.iterations = config.cc_iterations;
   const std::unique_ptr<Aggregator> aggregator = make_aggregator(rule, "lia.methods");
-  const Federation::UpdateAggregator aggregate = [&](const double* updates, int n, double* step) {
-    aggregator->aggregate(updates, n, p, step);
-  };
+  GatheredReduction reduction(p, *aggregator);
+  const std::unique_ptr<Sampler> everyone = make_sampler({}, e.federated.seed, 0);
   std::vector<double> theta(e.theta0);
   for (int round = 1; round <= config.rounds; ++round) {
-    federation.aggregated_round(round, theta, local, aggregate);
+    federation.round(round, theta, local, *everyone, reduction);
     fl.test_accuracy.push_back(e.test.accuracy(e.model(), theta, e.work));
   }
   return fl;

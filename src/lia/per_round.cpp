@@ -47,9 +47,10 @@ void run_per_round(Experiment& e, LiaResult& result) {
   local.epochs = config.local_epochs;
   local.batch_size = config.batch_size;
   local.learning_rate = config.fl_learning_rate;
-  const Federation::UpdateAggregator mean = [&](const double* updates, int n, double* step) {
-    mean_update(updates, n, e.p, step);
-  };
+  // What the filter accepts is averaged with equal weights over the gathered updates (line 16).
+  const std::unique_ptr<Aggregator> mean = make_aggregator(AggregatorConfig{}, "lia.methods");
+  GatheredReduction reduction(e.p, *mean);
+  const std::unique_ptr<Sampler> everyone = make_sampler({}, e.federated.seed, P);
   VoteKernel kernel(e.D, e.C,
                     config.vote_loss == "zero_one" ? VoteLoss::zero_one : VoteLoss::cross_entropy);
   const auto weights = relevance_vote_weights(e, result);
@@ -62,7 +63,7 @@ void run_per_round(Experiment& e, LiaResult& result) {
     // A round that rejects everyone leaves theta_t in place (line 16 has nothing to aggregate).
     if (static_cast<int>(rejected.size()) < P) {
       federation.exclude_clients(rejected);
-      federation.aggregated_round(round, theta, local, mean);
+      federation.round(round, theta, local, *everyone, reduction);
     }
     rounds.recall.push_back(decision.recall);
     rounds.precision.push_back(decision.precision);

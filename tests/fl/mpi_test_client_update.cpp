@@ -191,13 +191,15 @@ void check_scaffold_against_replay(bool uniform) {
 
   const PooledClients pooled = pooled_clients(deck, problem);
   const std::size_t p = trained.size(), N = pooled.y.size();
+  const std::unique_ptr<Sampler> sampler =
+      make_sampler(config.sampling, problem.seed, static_cast<std::int64_t>(N));
   std::vector<double> theta(p, 0.0), c(p, 0.0);
   std::vector<std::vector<double>> ci(N, std::vector<double>(p, 0.0));
   for (int round = 1; round <= rounds; ++round) {
     std::vector<double> dy(p, 0.0), dc(p, 0.0);
     double weight = 0.0;
     for (std::size_t i = 0; i < N; ++i) {
-      if (!federation.in_cohort(config.sampling, round, static_cast<int>(i))) continue;
+      if (!sampler->in_cohort(round, static_cast<int>(i))) continue;
       std::vector<double> drift(p);  // c - c_i
       for (std::size_t k = 0; k < p; ++k) drift[k] = c[k] - ci[i][k];
       const auto y = local_steps(*problem.model, pooled, i, theta, K, lr, 0.0, &drift);

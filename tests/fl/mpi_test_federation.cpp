@@ -177,24 +177,32 @@ TEST(Federation, ClientSamplingDrawsTheCohortsAndFedAvgAveragesThem) {
   FederatedProblem problem = build_problem(Deck::from_string(kDeck, "test", deck_schema()));
   Federation federation(problem);
   const int N = 7;
-  ClientSampling fixed{ClientSampling::Kind::fixed, 0.3},
-      poisson{ClientSampling::Kind::poisson, 0.3};
+  const std::unique_ptr<Sampler> fixed =
+      make_sampler({ClientSampling::Kind::fixed, 0.3}, problem.seed, N);
+  const std::unique_ptr<Sampler> poisson =
+      make_sampler({ClientSampling::Kind::poisson, 0.3}, problem.seed, N);
+  // Each sampler says which accountant event its cohort is.
+  EXPECT_EQ(fixed->event().kind, SamplingEvent::Kind::fixed_size);
+  EXPECT_EQ(fixed->event().size, 2);
+  EXPECT_EQ(poisson->event().kind, SamplingEvent::Kind::poisson);
+  EXPECT_EQ(poisson->event().rate, 0.3);
+  EXPECT_EQ(make_sampler({}, problem.seed, N)->event().kind, SamplingEvent::Kind::every_client);
   for (int round = 1; round <= 20; ++round) {
     int members = 0;
-    for (int id = 0; id < N; ++id) members += federation.in_cohort(fixed, round, id);
+    for (int id = 0; id < N; ++id) members += fixed->in_cohort(round, id);
     EXPECT_EQ(members, 2) << round;  // round(0.3 * 7)
   }
   // 14,000 Bernoulli(0.3) draws: standard deviation sqrt(0.21 / 14000) = 0.0039; 5 of them.
   long drawn = 0;
   for (int round = 1; round <= 2000; ++round)
-    for (int id = 0; id < N; ++id) drawn += federation.in_cohort(poisson, round, id);
+    for (int id = 0; id < N; ++id) drawn += poisson->in_cohort(round, id);
   EXPECT_NEAR(static_cast<double>(drawn) / 14000.0, 0.3, 5 * 0.0039);
   // Every rank draws the same cohorts: the member ids summed with their round agree everywhere.
   long signature = 0;
   for (int round = 1; round <= 50; ++round)
     for (int id = 0; id < N; ++id)
-      signature += (round * 31 + id) * (federation.in_cohort(fixed, round, id) +
-                                        2 * federation.in_cohort(poisson, round, id));
+      signature +=
+          (round * 31 + id) * (fixed->in_cohort(round, id) + 2 * poisson->in_cohort(round, id));
   long lowest = signature, highest = signature;
   MPI_Allreduce(MPI_IN_PLACE, &lowest, 1, MPI_LONG, MPI_MIN, MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, &highest, 1, MPI_LONG, MPI_MAX, MPI_COMM_WORLD);
@@ -213,7 +221,7 @@ TEST(Federation, ClientSamplingDrawsTheCohortsAndFedAvgAveragesThem) {
   std::vector<double> trained(p);
   for (std::size_t k = 0; k < local; ++k) {
     auto& client = problem.clients[k];
-    if (!federation.in_cohort(fixed, round, client.id())) continue;
+    if (!fixed->in_cohort(round, client.id())) continue;
     client.train_round(*problem.model, config.local, problem.seed, round, trained.data(), work,
                        theta.data());
     const double n = static_cast<double>(client.size());
@@ -222,14 +230,15 @@ TEST(Federation, ClientSamplingDrawsTheCohortsAndFedAvgAveragesThem) {
   }
   ordered_sum(weighted, static_cast<int>(local), static_cast<int>(p + 1), totals);
   std::vector<double> averaged = theta;
-  federation.fedavg_round(round, averaged, config.local, fixed);
+  WeightedMeanReduction mean(p, N, false);
+  federation.round(round, averaged, config.local, *fixed, mean);
   // Two exact-to-rounding sums of the same terms: the fixed-point sum's error is 2^-55 of the
   // largest term, the ordered one a few ulps of the total.
   for (std::size_t j = 0; j < p; ++j)
     EXPECT_NEAR(averaged[j], theta[j] + totals[j] / totals[p], 1e-14) << j;
 }
 
-TEST(Federation, AggregatedRoundGivesTheRuleEveryCohortUpdateInClientOrder) {
+TEST(Federation, GatheredRoundGivesTheRuleEveryCohortUpdateInClientOrder) {
   FederatedProblem problem = build_problem(Deck::from_string(kDeck, "test", deck_schema()));
   Federation federation(problem);
   const FederationConfig config =
@@ -241,14 +250,15 @@ TEST(Federation, AggregatedRoundGivesTheRuleEveryCohortUpdateInClientOrder) {
   // Client 2 left out, a cohort of half the rest: the rule must see exactly the remaining cohort
   // members' updates, each trained by the client alone (independently here), in id order.
   federation.exclude_clients({2});
-  const ClientSampling half{ClientSampling::Kind::poisson, 0.5};
+  const std::unique_ptr<Sampler> half =
+      make_sampler({ClientSampling::Kind::poisson, 0.5}, problem.seed, 7);
   const std::size_t local = problem.clients.size();
   std::vector<double> expected_local(local * (p + 1), 0.0), trained(p);
   Workspace work;
   for (std::size_t k = 0; k < local; ++k) {
     auto& client = problem.clients[k];
     expected_local[k * (p + 1) + p] = client.id();
-    if (client.id() == 2 || !federation.in_cohort(half, round, client.id())) {
+    if (client.id() == 2 || !half->in_cohort(round, client.id())) {
       expected_local[k * (p + 1) + p] = -1.0;  // not in the round
       continue;
     }
@@ -265,20 +275,25 @@ TEST(Federation, AggregatedRoundGivesTheRuleEveryCohortUpdateInClientOrder) {
   const int members = static_cast<int>(expected.size() / p);
   ASSERT_GE(members, 1);  // the deck's seed gives a non-empty cohort
 
-  int seen = -1;
+  // A rule that checks its rows and steps by the last member's update, halved.
+  struct LastHalved final : Aggregator {
+    const std::vector<double>& expected;
+    int members, seen = -1;
+    LastHalved(const std::vector<double>& rows, int count) : expected(rows), members(count) {}
+    std::string_view name() const override { return "last_halved"; }
+    void aggregate(const double* updates, int n, std::size_t p, double* step) override {
+      seen = n;
+      ASSERT_EQ(n, members);
+      // The same arithmetic on the same rows: bitwise.
+      for (std::size_t j = 0; j < static_cast<std::size_t>(n) * p; ++j)
+        ASSERT_EQ(updates[j], expected[j]) << j;
+      for (std::size_t j = 0; j < p; ++j) step[j] = 0.5 * updates[(n - 1) * p + j];
+    }
+  } rule(expected, members);
+  GatheredReduction gathered(p, rule);
   std::vector<double> stepped = theta;
-  federation.aggregated_round(
-      round, stepped, config.local,
-      [&](const double* updates, int n, double* step) {
-        seen = n;
-        ASSERT_EQ(n, members);
-        // The same arithmetic on the same rows: bitwise.
-        for (std::size_t j = 0; j < static_cast<std::size_t>(n) * p; ++j)
-          ASSERT_EQ(updates[j], expected[j]) << j;
-        // The rule's step: the last member's update, halved.
-        for (std::size_t j = 0; j < p; ++j) step[j] = 0.5 * updates[(n - 1) * p + j];
-      },
-      half);
+  federation.round(round, stepped, config.local, *half, gathered);
+  const int seen = rule.seen;
   EXPECT_EQ(seen, members);
   for (std::size_t j = 0; j < p; ++j)
     EXPECT_EQ(stepped[j], theta[j] + 0.5 * expected[(members - 1) * p + j]) << j;

@@ -38,6 +38,14 @@ learning_rate = 0.1
 )" + privacy;
 }
 
+// One private round as Federation::train runs it (the round with the privatizer's parts, then its
+// finish).
+void private_round(Federation& federation, PrivateTraining& training, int round,
+                   std::vector<double>& theta, const LocalTrainingConfig& local) {
+  federation.round(round, theta, local, training.sampler(), training);
+  training.finish_round(round, theta);
+}
+
 // With local steps of size ~0 every update is 0, so theta moves by the server noise alone:
 // N(0, (z S / (q N))^2) per coordinate (adaptive clipping off: the updates get all of z). 400
 // rounds x p coordinates give the sample standard deviation to ~1% (its relative standard error
@@ -61,7 +69,7 @@ adaptive_clip = false
   double sum = 0.0, square = 0.0, draws = 0.0;
   for (int round = 1; round <= 400; ++round) {
     std::vector<double> before = theta;
-    training.round(round, theta, local);
+    private_round(federation, training, round, theta, local);
     for (std::size_t k = 0; k < theta.size(); ++k) {
       const double step = theta[k] - before[k];
       sum += step;
@@ -119,9 +127,11 @@ adaptive_clip = false
   PrivateTraining training(federation, PrivacyConfig::from_deck(deck, 40, 3));
   const FederationConfig fedavg = FederationConfig::from_deck(deck);
   std::vector<double> feo2(federation.parameters(), 0.0), plain = feo2;
+  WeightedMeanReduction mean(federation.parameters(), 40, false);
+  const std::unique_ptr<Sampler> everyone = make_sampler({}, problem.seed, 40);
   for (int round = 1; round <= 3; ++round) {
-    training.round(round, feo2, fedavg.local);
-    federation.fedavg_round(round, plain, fedavg.local);
+    private_round(federation, training, round, feo2, fedavg.local);
+    federation.round(round, plain, fedavg.local, *everyone, mean);
   }
   for (std::size_t k = 0; k < plain.size(); ++k) EXPECT_NEAR(feo2[k], plain[k], 1e-12);
   EXPECT_EQ(training.history().opt_out_clients.size(), 40u);
@@ -175,8 +185,8 @@ TEST(PrivateTraining, LocalTestMetricsMatchDirectEvaluation) {
   const PersonalizationConfig personalization = PersonalizationConfig::from_deck(deck, training);
   PrivateTraining run(federation, PrivacyConfig::from_deck(deck, 40, 2), personalization);
   std::vector<double> theta(federation.parameters(), 0.0);
-  run.round(1, theta, training.local);
-  run.round(2, theta, training.local);
+  private_round(federation, run, 1, theta, training.local);
+  private_round(federation, run, 2, theta, training.local);
   double local[2] = {0.0, 0.0};  // sum of client accuracies, clients
   Workspace work;
   for (const auto& client : problem.clients) {
@@ -235,7 +245,7 @@ TEST(PrivateTraining, ClippedUpdatesAreSummedToRounding) {
   std::vector<double> theta(p);
   for (std::size_t k = 0; k < p; ++k) theta[k] = 0.01 * std::sin(static_cast<double>(k));
   const std::vector<double> start = theta;
-  training.round(1, theta, fedavg.local);
+  private_round(federation, training, 1, theta, fedavg.local);
 
   std::vector<long double> sum(p, 0.0L);
   std::vector<double> update(p);
@@ -267,7 +277,7 @@ TEST(PrivateTraining, ClippedUpdatesAreSummedToRounding) {
 }
 
 // A client whose local training diverges (a learning rate of 1e300 overflows) has a non-finite
-// update: it is counted, not added, and the round's sum and theta are NaN on every rank.
+// update: the round leaves theta NaN on every rank (train() then names the client).
 TEST(PrivateTraining, DivergedClientMakesTheRoundNaN) {
   const Deck deck = noise_free_deck(0.5);
   FederatedProblem problem = build_problem(deck);
@@ -276,7 +286,7 @@ TEST(PrivateTraining, DivergedClientMakesTheRoundNaN) {
   LocalTrainingConfig local = FederationConfig::from_deck(deck).local;
   local.learning_rate = 1e300;
   std::vector<double> theta(federation.parameters(), 0.0);
-  training.round(1, theta, local);
+  private_round(federation, training, 1, theta, local);
   for (double value : theta) ASSERT_TRUE(std::isnan(value));
 }
 

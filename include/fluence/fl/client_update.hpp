@@ -10,7 +10,7 @@
 //             (1/N) sum_S (c_i+ - c_i) to c (Karimireddy et al. 2020, "SCAFFOLD", option II)
 // FedProx changes the local training only (LocalTrainingConfig::proximal_mu), so it applies
 // wherever clients train; SCAFFOLD's control variates are state that plain FedAvg's round
-// (Federation::fedavg_round) carries, checkpoints and reduces exactly.
+// (Federation::round) carries, checkpoints and reduces exactly.
 #include <cstddef>
 #include <cstdint>
 #include <string>

@@ -16,6 +16,7 @@
 #include "fluence/fl/aggregators.hpp"
 #include "fluence/fl/local_objective.hpp"
 #include "fluence/fl/problem.hpp"
+#include "fluence/fl/round.hpp"
 
 namespace fluence {
 
@@ -108,48 +109,24 @@ class Federation {
   bool included(std::size_t local_client) const {
     return client_included(problem_.clients[local_client].id());
   }
-  /// One FedAvg round (seed 000 Eq. 2): every client of the round's cohort S trains locally from
-  /// theta; theta <- theta + sum_S n_i (theta_i - theta) / sum_S n_i (unchanged for an empty
-  /// cohort). The updates are summed exactly in fixed point (QuantizedSum), so the result does not
+  /// One federated round, the only round loop (fl/round.hpp's parts): every client of `sampler`'s
+  /// cohort among the included ones trains locally from theta (by the client update rule of
+  /// `config`, and SCAFFOLD's corrections inside train()) into `reduction`; after the ranks agree
+  /// on the reduction's bound, theta += the reduction's step (theta unchanged for an empty
+  /// cohort). FedAvg (seed 000 Eq. 2) is WeightedMeanReduction: theta <- theta + sum_S n_i
+  /// (theta_i - theta) / sum_S n_i, summed exactly in fixed point so that the result does not
   /// depend on the rank count; in single precision, theta is rounded to float once for the round.
   /// `before_reduction` runs on every rank after its local training, before the first collective,
-  /// with theta unchanged (the overlapped evaluation of train()).
-  void fedavg_round(int round, std::vector<double>& theta, const LocalTrainingConfig& config,
-                    const ClientSampling& sampling = {},
-                    const std::function<void()>& before_reduction = {});
-  /// A server rule over the cohort's updates d_i = theta_i - theta: `updates` holds n rows of p
-  /// values in client-id order, unweighted; the rule writes the server's step (p values). It must
-  /// be deterministic: every rank applies it to the same rows.
-  using UpdateAggregator = std::function<void(const double* updates, int n, double* step)>;
-  /// A FedAvg round with another server rule (the Byzantine-robust aggregators of seed 002 Fig. 3,
-  /// fl/aggregators.hpp): the cohort trains locally as in fedavg_round, every rank gathers the n
-  /// updates and theta <- theta + aggregate(updates) (unchanged for an empty cohort). Gathering
-  /// costs n p doubles on every rank, which the rules that compare updates (KRUM's distances, a
-  /// coordinate-wise trimmed mean) need.
-  /// `before_reduction` and a stop signal inside train() as in fedavg_round.
-  void aggregated_round(int round, std::vector<double>& theta, const LocalTrainingConfig& config,
-                        const UpdateAggregator& aggregate, const ClientSampling& sampling = {},
-                        const std::function<void()>& before_reduction = {});
-  /// Is client `id` in round `round`'s cohort? The same on every rank.
-  bool in_cohort(const ClientSampling& sampling, int round, int id);
-
-  /// A round that replaces FedAvg's (private training): round_step(round, theta, before_reduction)
-  /// must call before_reduction as fedavg_round does, and may give the round up for a stop signal
-  /// (stop_requested, give_up_round).
-  using RoundStep = std::function<void(int, std::vector<double>&, const std::function<void()>&)>;
-  /// Inside train() with a checkpointing after_round, a stop signal may give up the round in
-  /// progress: a round step then trains its clients with LocalTrainingConfig::abandon_on_stop.
-  bool rounds_give_up_on_stop() const { return abandon_on_stop_; }
-  /// Has this rank seen a stop signal that gives up the round? A round step then stops its local
-  /// work early (the answer may differ between ranks; give_up_round agrees on it).
-  bool stop_requested() const;
-  /// Collective, once per round, before the round's first reduction: whether any rank saw
-  /// stop_requested(). When true, the round step returns with theta and its own state as the
-  /// round found them, and train() writes the previous round's checkpoint.
-  bool give_up_round();
+  /// with theta unchanged (the overlapped evaluation of train()). A diverged client (a non-finite
+  /// update) leaves theta NaN.
+  void round(int round, std::vector<double>& theta, const LocalTrainingConfig& config,
+             Sampler& sampler, UpdateReduction& reduction,
+             const std::function<void()>& before_reduction = {});
 
   /// Runs the configured rounds (and polish); `on_round` is called on every rank with each round's
-  /// metrics. `round_step` replaces the FedAvg round when given (private training);
+  /// metrics. The round's parts come from `config` (fl/round.hpp: federation.client_sampling,
+  /// federation.aggregator, federation.server_optimizer, federation.client_update); a
+  /// `privatizer` (private training) replaces the sampler and the reduction;
   /// `after_round(round, theta, history)` runs last in each round (checkpoints) and returns true
   /// to stop there; `resume` continues a checkpointed run.
   ///
@@ -163,13 +140,13 @@ class Federation {
   /// outlast a launcher's grace before SIGKILL): each rank gives the round up at its next client,
   /// the ranks agree in the round's reduction, and after_round(t - 1, ...) is called with the
   /// state after the last finished round (it sees the signal, writes that checkpoint and returns
-  /// true). A round step gives its round up the same way (stop_requested, give_up_round).
+  /// true).
   ///
   /// A round that leaves theta non-finite (a diverged client: a learning rate too large) throws a
-  /// DivergenceError on every rank naming the round and, for FedAvg, the lowest diverged client.
+  /// DivergenceError on every rank naming the round and the lowest diverged client.
   TrainingResult train(
       const FederationConfig& config, const std::function<void(const RoundMetrics&)>& on_round = {},
-      const RoundStep& round_step = {},
+      Privatizer* privatizer = nullptr,
       const std::function<bool(int, const std::vector<double>&, const std::vector<RoundMetrics>&)>&
           after_round = {},
       const TrainingResume* resume = nullptr);
@@ -183,14 +160,14 @@ class Federation {
 
  private:
   double inverse_n() const { return 1.0 / static_cast<double>(train_rows_); }
-  // Trains the round's cohort among this rank's included clients from theta: their local indices
-  // in `chosen`, their updates in local_buffer_ (chosen.size() x p). Returns this rank's bound
-  // max_i w_i max|d_i| (not finite when a client diverged), w_i the client's weight. Under
-  // SCAFFOLD, each client trains with its correction c - c_i, and its c_i+ is kept in
-  // control_buffer_ (chosen.size() x p) with max |c_i+ - c_i| in control_bound_.
-  double train_cohort(int round, const std::vector<double>& theta,
-                      const LocalTrainingConfig& config, const ClientSampling& sampling,
-                      std::vector<std::size_t>& chosen);
+  // Trains the round's cohort among this rank's included clients from theta into the reduction's
+  // slots (their local indices in chosen_). Under SCAFFOLD, each client trains with its
+  // correction c - c_i, and its c_i+ is kept in control_buffer_ (chosen_.size() x p) with
+  // max |c_i+ - c_i| in control_bound_. A diverged client's id goes to diverged_client_.
+  void train_cohort(int round, const std::vector<double>& theta, const LocalTrainingConfig& config,
+                    Sampler& sampler, UpdateReduction& reduction);
+  // A stop signal inside train() gives up the round in progress (abandon_on_stop_).
+  bool stop_requested() const;
   // Local client k's Hessian diagonal (p) and dense Hessian (p x p) of its data term, from its
   // replacing objective when it has one.
   void client_hessian_diagonal(std::size_t k, const std::vector<double>& theta, double* out);
@@ -217,14 +194,13 @@ class Federation {
   std::unique_ptr<NodeWorkQueue> evaluation_queue_;
   std::vector<double> chunk_results_, chunk_features_;
   std::vector<float> theta_single_;  // theta rounded to float, once a round
-  std::vector<char> cohort_;         // the fixed cohort of cohort_round_, per client id
-  int cohort_round_ = -1;
-  QuantizedSum update_sum_;
-  // Inside train() with a checkpointing after_round: a stop signal gives up the FedAvg round in
+  std::vector<std::size_t> chosen_;  // the round's cohort on this rank (local indices)
+  std::vector<double> step_;         // the round's step from its reduction
+  // Inside train() with a checkpointing after_round: a stop signal gives up the round in
   // progress (at the next client, the overlapped evaluation at the next chunk), and every rank
   // agrees on it in the round's one reduction (round_abandoned_).
   bool abandon_on_stop_ = false, round_abandoned_ = false;
-  // The lowest id of a client whose update was not finite in the last FedAvg round (this rank's
+  // The lowest id of a client whose update was not finite in the last round (this rank's
   // until the round's reduction, then agreed), or kNoClient.
   static constexpr int kNoClient = std::numeric_limits<int>::max();
   int diverged_client_ = kNoClient;
@@ -239,14 +215,9 @@ class Federation {
   std::vector<double> control_buffer_, control_scratch_;
   double control_bound_ = 0.0;
   QuantizedSum control_sum_;
-  // federation.update_weights = "uniform" inside train(): the cohort's plain mean.
-  bool uniform_weights_ = false;
-  double weight_of(const Client& client) const {
-    return uniform_weights_ ? 1.0 : static_cast<double>(client.size());
-  }
   // SCAFFOLD's server step after the round's reduction: c += (1/N) sum (c_i+ - c_i) and every
   // c_i <- c_i+ (collective).
-  void advance_controls(const std::vector<std::size_t>& chosen);
+  void advance_controls();
 };
 
 /// z = M^{-1} r for a symmetric positive definite M close to the Hessian. Every rank runs the same

@@ -116,13 +116,14 @@ struct PrivacyHistory {
   std::vector<double> client_epsilon;
 };
 
-class PrivateTraining {
+/// The privatizer of the round (fl/round.hpp): Poisson sampling with q, each sampled update
+/// clipped to S and summed exactly (private and opt-out sums apart), the server's noise, FeO2's
+/// combination, the clipping norm's adaptation, the accountants and the ledger; Ditto's personal
+/// steps beside it. Federation::train runs its rounds.
+class PrivateTraining final : public Privatizer {
  public:
   PrivateTraining(Federation& federation, const PrivacyConfig& config,
                   const PersonalizationConfig& personalization = {});
-  /// Collective: one round from theta (in/out). `before_reduction` as in Federation::fedavg_round.
-  void round(int round, std::vector<double>& theta, const LocalTrainingConfig& local,
-             const std::function<void()>& before_reduction = {});
   const PrivacyHistory& history() const { return history_; }
   const Feo2Metrics& metrics() const { return metrics_; }
   /// Acc_g of the evaluated rounds, from the federation's own per-round test evaluation (the
@@ -135,6 +136,17 @@ class PrivateTraining {
   /// (the personal models are gathered in client order).
   void save_state(std::map<std::string, std::vector<double>>& arrays) const;
   void restore_state(const std::map<std::string, std::vector<double>>& arrays);
+
+  // The round's parts (Privatizer).
+  Sampler& sampler() override { return *sampler_; }
+  void begin(int round, std::size_t count) override;
+  double* slot(std::size_t j) override;
+  void take(std::size_t j, const Client& client, const UpdateSize& size) override;
+  double local_bound() const override { return largest_; }
+  void agreed(int round, std::span<const std::size_t> chosen,
+              const std::vector<double>& theta) override;
+  std::optional<double> reduce(int round, double bound, std::vector<double>& step) override;
+  void finish_round(int round, const std::vector<double>& theta) override;
 
  private:
   void personal_step(std::size_t local, int round, const std::vector<double>& received);
@@ -150,6 +162,7 @@ class PrivateTraining {
   Federation& federation_;
   PrivacyConfig config_;
   PersonalizationConfig personalization_;
+  std::unique_ptr<Sampler> sampler_;  // Poisson with q
   Feo2Metrics metrics_;
   std::vector<std::vector<double>> personal_;  // per local client; empty until first sampled
   AdaptiveClip clip_;
@@ -159,11 +172,19 @@ class PrivateTraining {
   std::int64_t private_clients_ = 0;
   bool local_tests_ = false;  // some client holds local test rows (else the metrics stay NaN)
   PrivacyHistory history_;
+  // The round in progress: the clipping norm S, whether it bounds the updates (finite), the
+  // width of the sums (private | opt-out), the server normals' slots, and per local update its
+  // clipping scale and its sum's offset; the counts: private, opt-out, unclipped, and terms past
+  // the bound or non-finite.
+  double clip_norm_ = 0.0;
+  bool bounded_ = false;
+  std::size_t width_ = 0, noise_slots_ = 0;
+  std::int64_t counts_[4] = {0, 0, 0, 0};
+  double largest_ = 0.0;  // max |term| over this rank's updates (unbounded only)
   std::vector<double> updates_, scales_, sums_, noise_;  // scratch, reused every round
-  std::vector<float> theta_single_;  // theta rounded to float (local_precision = "single")
+  std::vector<std::size_t> offsets_;
   QuantizedSum quantized_;
   NodeWorkQueue normal_queue_;  // the server normals, shared out among a node's ranks
-  std::vector<std::size_t> chosen_;
   Workspace work_;
 };
 
