@@ -165,9 +165,9 @@ TEST(Stream, NoTwoModulesSharePurposeNumbers) {
       ++count;
     }
   }
-  // Every purpose of issue 28's inventory, none lost in the move, issue 26's public_split and the
-  // LDP audit's draws.
-  EXPECT_EQ(count, 33u);
+  // Every purpose of issue 28's inventory, none lost in the move, issue 26's public_split, the
+  // LDP audit's draws and issue 39's canary inclusion and canary directions.
+  EXPECT_EQ(count, 35u);
 }
 
 }  // namespace

@@ -5,9 +5,11 @@
 
 namespace fluence::purpose {
 
-inline constexpr Purpose ldp_audit_draws{42};  // the LDP audit's runs of the mechanism
+inline constexpr Purpose ldp_audit_draws{42};   // the LDP audit's runs of the mechanism
+inline constexpr Purpose canary_inclusion{43};  // which canaries a one-run audit includes
+inline constexpr Purpose canary_direction{44};  // a canary client's random unit direction
 
 /// Every purpose above (for the check that no two modules share a number).
-inline constexpr Purpose audit_purposes[] = {ldp_audit_draws};
+inline constexpr Purpose audit_purposes[] = {ldp_audit_draws, canary_inclusion, canary_direction};
 
 }  // namespace fluence::purpose
