@@ -122,7 +122,7 @@ std::vector<CommandSpec> built_in_commands() {
                .restart =
                    "continue from a checkpoint: a chk_*.h5 file, or \"latest\" (the newest valid "
                    "one in the output directory); the finished rounds are not redone"},
-       .sections = federated({"privacy", "personalization", "output"}),
+       .sections = federated({"privacy", "personalization", "audit", "output"}),
        .run = run_train},
       {.name = "influence",
        .help =

@@ -3,6 +3,7 @@
 // write <out>/results.h5.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <optional>
@@ -10,13 +11,16 @@
 
 #include "checkpoints.hpp"
 #include "fluence/app/cli.hpp"
+#include "fluence/audit/canary_clients.hpp"
 #include "fluence/core/config.hpp"
+#include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/log_stage.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/signals.hpp"
 #include "fluence/fl/federation.hpp"
 #include "fluence/fl/private_training.hpp"
+#include "fluence/io/audit_output.hpp"
 #include "fluence/io/privacy_output.hpp"
 #include "fluence/io/results.hpp"
 #include "fluence/io/training_output.hpp"
@@ -39,6 +43,32 @@ void log_final_feo2_metrics(const Feo2Metrics& m) {
   for (const auto& [name, value] : client_level)
     if (!std::isnan(value)) fields += fmt::format("  {} {:.4f}", name, value);
   if (!fields.empty()) log::info("feo2 metrics (final): Acc_g {:.4f}{}", m.acc_g.back(), fields);
+}
+
+// The canary audit of audit.canaries (audit/canary_clients.hpp), for the private run.
+std::optional<CanaryAudit> canary_audit(const Deck& deck, const FederatedProblem& problem,
+                                        std::optional<PrivateTraining>& private_training) {
+  const CanaryAuditConfig config = CanaryAuditConfig::from_deck(deck);
+  if (config.canaries == 0) return std::nullopt;
+  if (!private_training)
+    throw InputError(
+        "audit.canaries needs a private run: privacy.mode = \"dp-fedavg\" or \"feo2\"");
+  std::vector<double> theta_start(problem.model->parameters());
+  problem.model->initialize(problem.seed, theta_start.data());  // as Federation::train does
+  std::optional<CanaryAudit> audit;
+  audit.emplace(problem.seed, config.canaries, problem.model->parameters(),
+                static_cast<std::int64_t>(problem.client_rows.size()), theta_start);
+  log::info("audit: {} canary clients, each inserted with probability 1/2", config.canaries);
+  return audit;
+}
+
+constexpr const char* kCanaryAuditPart = "audit_canaries";
+
+void restore_canary_audit(CanaryAudit& canaries, const TrainingResume& resume) {
+  const auto found = resume.parts.find(kCanaryAuditPart);
+  if (found == resume.parts.end())
+    throw InputError("checkpoint: it holds no canary audit, but audit.canaries > 0");
+  canaries.restore(found->second, resume.theta);
 }
 
 }  // namespace
@@ -91,18 +121,24 @@ int run_train(const CommandLine& command_line) {
           "samples clients by federation.client_sampling and federation.sampling_rate)",
           unused, unused.find(',') == std::string::npos ? "has" : "have");
   }
+  std::optional<CanaryAudit> canaries = canary_audit(deck, problem, private_training);
+  if (canaries) private_training->insert_canaries(&*canaries);
   std::optional<TrainingResume> resume;
-  if (const CheckpointState* restored = checkpoints.restored())
+  if (const CheckpointState* restored = checkpoints.restored()) {
     resume = resume_training(*restored, federation.parameters(), config.rounds,
                              private_training ? &*private_training : nullptr);
+    if (canaries) restore_canary_audit(*canaries, *resume);
+  }
   auto checkpoint = [&](int round, const std::vector<double>& theta,
                         const std::vector<RoundMetrics>& history) {
+    if (canaries) canaries->observe(round, theta);
     return checkpoints.boundary(
         round, checkpoints.due(round - 1, round),
         [&] {
+          auto parts = federation.part_states();
+          if (canaries) parts[kCanaryAuditPart] = canaries->state();
           return training_state(round, theta, history,
-                                private_training ? &*private_training : nullptr,
-                                federation.part_states())
+                                private_training ? &*private_training : nullptr, parts)
               .arrays;
         },
         fmt::format("round {}", round));
@@ -154,6 +190,17 @@ int run_train(const CommandLine& command_line) {
     private_training->take_server_accuracy(result.history);
     log_final_feo2_metrics(private_training->metrics());
     write_feo2_output(file, private_training->metrics());
+  }
+  if (canaries) {
+    const CanaryAuditResult audit = canaries->finish(result.theta, privacy.delta,
+                                                     CanaryAuditConfig::from_deck(deck).confidence);
+    log::info(
+        "audit: {} canaries ({} inserted): eps lower bound {:.4g} (all iterates), {:.4g} (final "
+        "model) at {:.0f}% confidence; canary estimate {:.4g} (all iterates), {:.4g} (final)",
+        audit.inserted.size(), std::count(audit.inserted.begin(), audit.inserted.end(), 1),
+        audit.epsilon_lower_all_iterates, audit.epsilon_lower_final, 100.0 * audit.confidence,
+        audit.epsilon_estimate_all_iterates, audit.epsilon_estimate_final);
+    write_canary_audit_output(file, audit);
   }
   log::info("results: {}", file.commit());
   return 0;

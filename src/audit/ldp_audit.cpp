@@ -152,7 +152,8 @@ void register_audit_keys(DeckSchema& schema) {
   schema.add({
       section("audit",
               "privacy measured, not only bounded: the LDP audit of the deck's randomized "
-              "response ([ldp]) as it runs (docs/math.md §11)"),
+              "response ([ldp]) as it runs, and canary clients in private training "
+              "(docs/math.md §11)"),
       key("audit.draws", T::integer, "0",
           "runs of the mechanism per input (0 = enough for three standard errors within "
           "`relative_error` of each configured eps)",
@@ -164,6 +165,11 @@ void register_audit_keys(DeckSchema& schema) {
       below_maximum(key("audit.relative_error", T::real, "0.05",
                         "with `draws = 0`: the target relative error of `epsilon_estimate`", 0.0,
                         1.0, true)),
+      key("audit.canaries", T::integer, "0",
+          "`fluence train` with privacy: canary clients inserted with probability 1/2 each, "
+          "scored after every round and at the end: the one-run lower bound and the canary "
+          "estimate of eps (0 = none; at least 2)",
+          0),
   });
 }
 

@@ -241,7 +241,7 @@ bool PrivateTraining::sampled(int round, int id) const {
   return poisson_sampled(federation_.problem().seed, config_.sampling_rate, round, id);
 }
 
-void PrivateTraining::begin(int, std::size_t count) {
+void PrivateTraining::begin(int round, std::size_t count) {
   auto& problem = federation_.problem();
   const std::size_t p = federation_.parameters();
   clip_norm_ = clip_.clip();
@@ -254,7 +254,7 @@ void PrivateTraining::begin(int, std::size_t count) {
   // while it is in cache; two limbs keep the rounding far below an ulp of the terms even when S
   // is far above them. Without clipping (mode "none") the updates wait for their exact max over
   // all ranks.
-  bounded_ = std::isfinite(S);
+  bounded_ = std::isfinite(S) && fault_ != PlantedFault::clipping_skipped;
   const auto max_terms = static_cast<std::int64_t>(problem.client_rows.size());
   // Private and opt-out sums side by side; without opt-out clients (DP-FedAvg) the second is zero
   // and is not reduced.
@@ -268,6 +268,30 @@ void PrivateTraining::begin(int, std::size_t count) {
   offsets_.resize(count);
   std::fill(counts_, counts_ + 4, 0);
   largest_ = 0.0;
+  // The canaries sampled this round, in canary order: clipped and summed now when the bound is
+  // known, else kept (with their max |term| in the agreed bound) until it is.
+  canary_updates_.clear();
+  canary_scales_.clear();
+  if (!canaries_) return;
+  for (const long c : canaries_->inserted_here()) {
+    if (!sampler_->in_cohort(round, static_cast<int>(canaries_->first_id() + c))) continue;
+    // One row reused when each is summed at once; every row kept when the sum waits.
+    const std::size_t row = bounded_ ? 0 : canary_scales_.size();
+    canary_updates_.resize(std::max(canary_updates_.size(), (row + 1) * p));
+    double* update = canary_updates_.data() + row * p;
+    canaries_->update(c, S, update);
+    double squared = 0.0, largest = 0.0;
+    for (std::size_t i = 0; i < p; ++i) {
+      squared += update[i] * update[i];
+      largest = std::max(largest, std::abs(update[i]));
+    }
+    canary_scales_.push_back(bounded_ ? S / std::max(std::sqrt(squared), S) : 1.0);
+    if (bounded_) {
+      counts_[3] += static_cast<std::int64_t>(quantized_.add(0, update, canary_scales_.back(), p));
+    } else {
+      largest_ = std::max(largest_, largest);
+    }
+  }
 }
 
 double* PrivateTraining::slot(std::size_t j) {
@@ -292,6 +316,38 @@ void PrivateTraining::take(std::size_t j, const Client& client, const UpdateSize
   }
 }
 
+namespace {
+
+// The planted fault's cohort: the first round's Poisson draw, every round.
+class FirstRoundCohort final : public Sampler {
+ public:
+  FirstRoundCohort(std::uint64_t seed, double rate) : seed_(seed), rate_(rate) {}
+  bool in_cohort(int, int id) override { return poisson_sampled(seed_, rate_, 1, id); }
+  SamplingEvent event() const override {
+    return {SamplingEvent::Kind::fixed_size, rate_, 0};  // a fixed cohort (of random size)
+  }
+
+ private:
+  std::uint64_t seed_;
+  double rate_;
+};
+
+}  // namespace
+
+void PrivateTraining::insert_canaries(const CanaryClients* canaries) {
+  if (canaries && !config_.enabled())
+    throw InputError(
+        "audit.canaries needs a private run: privacy.mode = \"dp-fedavg\" or \"feo2\"");
+  canaries_ = canaries;
+}
+
+void PrivateTraining::plant_fault_for_testing(PlantedFault fault) {
+  fault_ = fault;
+  if (fault == PlantedFault::fixed_cohort_as_poisson)
+    sampler_ =
+        std::make_unique<FirstRoundCohort>(federation_.problem().seed, config_.sampling_rate);
+}
+
 void PrivateTraining::agreed(int round, std::span<const std::size_t> chosen,
                              const std::vector<double>& theta) {
   // Ditto's personal steps start from the round's global model and are independent of the global
@@ -312,6 +368,9 @@ std::optional<double> PrivateTraining::reduce(int round, double bound, std::vect
       if (!std::isnan(scales_[j]))
         counts_[3] += static_cast<std::int64_t>(
             quantized_.add(offsets_[j], updates_.data() + j * p, scales_[j], p));
+    for (std::size_t k = 0; k < canary_scales_.size(); ++k)
+      counts_[3] += static_cast<std::int64_t>(
+          quantized_.add(0, canary_updates_.data() + k * p, canary_scales_[k], p));
   }
   std::copy(counts_, counts_ + 4, quantized_.counts().begin());
   if (noise_slots_ > 0) draw_server_normals(round, quantized_.extra());
@@ -331,7 +390,8 @@ std::optional<double> PrivateTraining::reduce(int round, double bound, std::vect
   // gives at its index, whatever the rank count.
   const double expected_private = config_.sampling_rate * static_cast<double>(private_clients_);
   const double d_private = config_.realized_denominator ? n_private : expected_private;
-  const double sigma = d_private > 0.0 ? history_.update_noise_multiplier * S / d_private : 0.0;
+  double sigma = d_private > 0.0 ? history_.update_noise_multiplier * S / d_private : 0.0;
+  if (fault_ == PlantedFault::quarter_noise) sigma *= 0.25;
   std::vector<double>& delta_private = noise_;  // the private average, noise included
   delta_private.assign(p, 0.0);
   if (d_private > 0.0) {
@@ -374,7 +434,10 @@ void PrivateTraining::finish_round(int round, const std::vector<double>& theta) 
 void PrivateTraining::account_round(int round) {
   // The accountants compose what the sampler did: its event's q (every client: q = 1). Every
   // client is sampled with the same q: every private client's history is the run's.
-  const SamplingEvent event = sampler_->event();
+  const SamplingEvent event =
+      fault_ == PlantedFault::fixed_cohort_as_poisson
+          ? SamplingEvent{SamplingEvent::Kind::poisson, config_.sampling_rate, 0}
+          : sampler_->event();
   if (event.kind == SamplingEvent::Kind::fixed_size)
     throw std::logic_error("no accountant composes a fixed-size cohort drawn without replacement");
   const double q = event.rate;

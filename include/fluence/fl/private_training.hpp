@@ -116,6 +116,28 @@ struct PrivacyHistory {
   std::vector<double> client_epsilon;
 };
 
+/// Extra private clients whose update is fixed: the audit's canaries (audit/canary_clients.hpp).
+/// When inserted and sampled (as client first_id() + c by the privatizer's sampler), a canary's
+/// update is clipped, summed and noised like every private client's; it is not counted among the
+/// sampled clients (the clipping norm's adaptation and a realized denominator see the real clients
+/// only).
+class CanaryClients {
+ public:
+  virtual ~CanaryClients() = default;
+  /// The canaries inserted into the run that this rank contributes (ascending indices).
+  virtual std::span<const long> inserted_here() const = 0;
+  /// The sampler id of canary 0 (above every real client's).
+  virtual std::int64_t first_id() const = 0;
+  /// Canary `canary`'s update before clipping (p values) in a round clipped at `clip`.
+  virtual void update(long canary, double clip, double* out) const = 0;
+};
+
+/// Faults planted in the privatizer for the audit's tests, which must catch each (docs/math.md
+/// §11.2): the server's noise scaled by 1/4; the updates not clipped; the first round's Poisson
+/// cohort trained every round while the accountants compose Poisson sampling. No deck key or
+/// option reaches them.
+enum class PlantedFault { none, quarter_noise, clipping_skipped, fixed_cohort_as_poisson };
+
 /// The privatizer of the round (fl/round.hpp): Poisson sampling with q, each sampled update
 /// clipped to S and summed exactly (private and opt-out sums apart), the server's noise, FeO2's
 /// combination, the clipping norm's adaptation, the accountants and the ledger; Ditto's personal
@@ -136,6 +158,10 @@ class PrivateTraining final : public Privatizer {
   /// (the personal models are gathered in client order).
   void save_state(std::map<std::string, std::vector<double>>& arrays) const;
   void restore_state(const std::map<std::string, std::vector<double>>& arrays);
+  /// Inserts canary clients into every later round (null: none); refused without privacy.
+  void insert_canaries(const CanaryClients* canaries);
+  /// For the audit's tests only: plants `fault` (before the first round).
+  void plant_fault_for_testing(PlantedFault fault);
 
   // The round's parts (Privatizer).
   Sampler& sampler() override { return *sampler_; }
@@ -183,6 +209,11 @@ class PrivateTraining final : public Privatizer {
   double largest_ = 0.0;  // max |term| over this rank's updates (unbounded only)
   std::vector<double> updates_, scales_, sums_, noise_;  // scratch, reused every round
   std::vector<std::size_t> offsets_;
+  // The canaries sampled this round on this rank (their updates, unclipped, when the sum waits for
+  // the bound), and their clipping scales.
+  const CanaryClients* canaries_ = nullptr;
+  std::vector<double> canary_updates_, canary_scales_;
+  PlantedFault fault_ = PlantedFault::none;
   QuantizedSum quantized_;
   NodeWorkQueue normal_queue_;  // the server normals, shared out among a node's ranks
   Workspace work_;

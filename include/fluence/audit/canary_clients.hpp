@@ -1,0 +1,83 @@
+#pragma once
+// Canary clients in a private training run (docs/math.md §11.2-11.3): m extra clients whose
+// update is always the same random direction, each inserted into the run with probability 1/2
+// (Steinke, Nasr & Jagielski 2023) and, when inserted, sampled, clipped, summed and noised like
+// every private client (the privatizer's CanaryClients, fl/private_training.hpp). After each round
+// every canary, inserted or held out, is scored by the cosine of its direction with the round's
+// model delta; at the end by the cosine with the whole run's delta. From the scores:
+//   - the one-run eps lower bound (audit/one_run.hpp) on the all-iterates score (max over rounds:
+//     the white-box adversary who sees every round's model) and on the final score (black box);
+//   - Andrew et al. 2024's estimate: Gaussians fitted to the inserted and the held-out canaries'
+//     scores, and the eps between them at the run's delta (audit/canary_estimate.hpp).
+// Each canary lives on one rank (contiguous blocks in canary order), which scores it alone in a
+// fixed order, so the scores are the same bits for any rank count.
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "fluence/core/config.hpp"
+#include "fluence/fl/private_training.hpp"
+
+namespace fluence {
+
+/// [audit] keys read by `fluence train` (declared with the LDP audit's, audit/ldp_audit.hpp).
+struct CanaryAuditConfig {
+  long canaries = 0;  // m; 0 = no canaries
+  double confidence = 0.95;
+  static CanaryAuditConfig from_deck(const Deck& deck);
+};
+
+/// What the canary audit reports (/audit/* in docs/outputs.md).
+struct CanaryAuditResult {
+  std::vector<std::uint8_t> inserted;          // per canary
+  std::vector<double> score_all_iterates;      // max over rounds of cos(u_c, theta_t - theta_t-1)
+  std::vector<double> score_final;             // cos(u_c, theta_T - theta_0)
+  double confidence = 0.0, delta = 0.0;        // of the lower bounds; delta of both
+  double epsilon_lower_all_iterates = 0.0;     // one-run bound, white box
+  double epsilon_lower_final = 0.0;            // one-run bound, black box
+  double epsilon_estimate_all_iterates = 0.0;  // Andrew et al., all iterates
+  double epsilon_estimate_final = 0.0;         // Andrew et al., final model
+};
+
+class CanaryAudit final : public CanaryClients {
+ public:
+  /// m canaries over `parameters` coordinates; `clients` the run's real clients (canary c is
+  /// client N + c for the sampler). Directions: Rademacher signs / sqrt(p) from the stream (seed,
+  /// canary_direction, c); inclusion from (seed, canary_inclusion, c).
+  CanaryAudit(std::uint64_t seed, long canaries, std::size_t parameters, std::int64_t clients,
+              const std::vector<double>& theta_start);
+
+  std::span<const long> inserted_here() const override { return inserted_here_; }
+  std::int64_t first_id() const override { return clients_; }
+  void update(long canary, double clip, double* out) const override;
+
+  /// After round `round` (local, no collective): theta the round's model. A round seen already
+  /// (a stop's checkpoint of the previous round) is not scored twice.
+  void observe(int round, const std::vector<double>& theta);
+  /// Collective: the running maxima of every canary in canary order and the last round scored (a
+  /// checkpoint's "parts/audit_canaries"); restore takes them back on any rank count, with theta
+  /// the checkpoint's model.
+  std::vector<double> state() const;
+  void restore(const std::vector<double>& state, const std::vector<double>& theta);
+  /// Collective: the scores of every canary and the bounds, with `delta` the run's.
+  CanaryAuditResult finish(const std::vector<double>& theta_final, double delta,
+                           double confidence) const;
+
+ private:
+  // Canary c's direction dotted with v, times sqrt(p): sum_i s_i v_i.
+  double signed_sum(long local, const double* v) const;
+  std::uint64_t seed_;
+  long canaries_, first_ = 0, count_ = 0;  // this rank hosts canaries [first_, first_ + count_)
+  std::size_t parameters_, words_;
+  std::int64_t clients_;
+  std::vector<std::uint64_t> signs_;    // count_ x words_ bits: 1 = negative coordinate
+  std::vector<std::uint8_t> inserted_;  // every canary's inclusion
+  std::vector<long> inserted_here_;
+  std::vector<double> best_;  // per hosted canary: max over rounds of its cosine
+  std::vector<double> theta_start_, theta_previous_, delta_;
+  int last_round_ = 0;
+};
+
+}  // namespace fluence

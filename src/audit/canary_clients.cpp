@@ -1,0 +1,174 @@
+// Canary clients in a private run and their audit (docs/math.md §11.2-11.3).
+#include "fluence/audit/canary_clients.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+
+#include "fluence/audit/canary_estimate.hpp"
+#include "fluence/audit/one_run.hpp"
+#include "fluence/audit/purposes.hpp"
+#include "fluence/core/error.hpp"
+#include "fluence/core/mpi.hpp"
+#include "fluence/core/rng.hpp"
+
+namespace fluence {
+
+namespace {
+
+// A canary's update before clipping is this many clipping norms long: clipping makes it S u_c, and
+// a privatizer that forgets to clip lets it through ten times too long (a fault the audit must
+// catch).
+constexpr double kCanaryNormInClips = 10.0;
+
+double dot_norm(const std::vector<double>& v) {
+  double sum = 0.0;
+  for (const double x : v) sum += x * x;
+  return std::sqrt(sum);
+}
+
+}  // namespace
+
+CanaryAuditConfig CanaryAuditConfig::from_deck(const Deck& deck) {
+  CanaryAuditConfig config;
+  config.canaries = static_cast<long>(deck.integer("audit.canaries"));
+  config.confidence = deck.real("audit.confidence");
+  return config;
+}
+
+CanaryAudit::CanaryAudit(std::uint64_t seed, long canaries, std::size_t parameters,
+                         std::int64_t clients, const std::vector<double>& theta_start)
+    : seed_(seed),
+      canaries_(canaries),
+      parameters_(parameters),
+      words_((parameters + 63) / 64),
+      clients_(clients),
+      theta_start_(theta_start),
+      theta_previous_(theta_start) {
+  if (canaries < 2)
+    throw InputError(fmt::format(
+        "audit.canaries = {}: a canary audit needs at least 2 canaries (or 0 for none)", canaries));
+  if (clients + canaries > std::numeric_limits<int>::max())
+    throw InputError(
+        fmt::format("audit.canaries = {}: too many for {} clients", canaries, clients));
+  // Contiguous blocks in canary order, as ordered_allgather joins them.
+  const long ranks = world_size(), rank = world_rank();
+  first_ = canaries * rank / ranks;
+  count_ = canaries * (rank + 1) / ranks - first_;
+  inserted_ = draw_canary_inclusion(seed, canaries);
+  for (long c = first_; c < first_ + count_; ++c)
+    if (inserted_[static_cast<std::size_t>(c)]) inserted_here_.push_back(c);
+  signs_.assign(static_cast<std::size_t>(count_) * words_, 0);
+  for (long k = 0; k < count_; ++k) {
+    Stream stream(seed, purpose::canary_direction, static_cast<std::uint64_t>(first_ + k));
+    for (std::size_t w = 0; w < words_; ++w) signs_[k * words_ + w] = stream.next_u64();
+  }
+  best_.assign(static_cast<std::size_t>(count_), -std::numeric_limits<double>::infinity());
+}
+
+void CanaryAudit::update(long canary, double clip, double* out) const {
+  const long k = canary - first_;
+  if (k < 0 || k >= count_)
+    throw std::logic_error(fmt::format("canary {} is not hosted on this rank", canary));
+  // u_c = s / sqrt(p) with Rademacher signs s: a unit vector whose cosine with any fixed vector has
+  // mean 0 and variance exactly 1/p, like an isotropic direction's.
+  const double length = kCanaryNormInClips * clip / std::sqrt(static_cast<double>(parameters_));
+  const std::uint64_t* bits = signs_.data() + static_cast<std::size_t>(k) * words_;
+  for (std::size_t i = 0; i < parameters_; ++i)
+    out[i] = (bits[i / 64] >> (i % 64)) & 1 ? -length : length;
+}
+
+double CanaryAudit::signed_sum(long local, const double* v) const {
+  // Branch-free (the signs are random, a branch would miss half the time): each term's sign bit
+  // flipped by its direction's, summed into four partial sums in a fixed pattern (the same bits on
+  // every rank count), which the compiler can keep in vector registers.
+  const std::uint64_t* bits = signs_.data() + static_cast<std::size_t>(local) * words_;
+  double partial[4] = {0.0, 0.0, 0.0, 0.0};
+  for (std::size_t i = 0; i < parameters_; ++i) {
+    const std::uint64_t flip = ((bits[i / 64] >> (i % 64)) & 1) << 63;
+    partial[i % 4] += std::bit_cast<double>(std::bit_cast<std::uint64_t>(v[i]) ^ flip);
+  }
+  return (partial[0] + partial[1]) + (partial[2] + partial[3]);
+}
+
+void CanaryAudit::observe(int round, const std::vector<double>& theta) {
+  if (round <= last_round_) return;
+  delta_.resize(parameters_);
+  for (std::size_t i = 0; i < parameters_; ++i) delta_[i] = theta[i] - theta_previous_[i];
+  const double norm = dot_norm(delta_) * std::sqrt(static_cast<double>(parameters_));
+  for (long k = 0; k < count_; ++k) {
+    // cos(u_c, delta) = sum_i s_i delta_i / (sqrt(p) ||delta||); a round that did not move the
+    // model carries no signal (0).
+    const double cosine = norm > 0.0 ? signed_sum(k, delta_.data()) / norm : 0.0;
+    best_[static_cast<std::size_t>(k)] = std::max(best_[static_cast<std::size_t>(k)], cosine);
+  }
+  theta_previous_ = theta;
+  last_round_ = round;
+}
+
+std::vector<double> CanaryAudit::state() const {
+  std::vector<double> all = ordered_allgather(best_, static_cast<int>(count_), 1);
+  all.push_back(static_cast<double>(last_round_));
+  return all;
+}
+
+void CanaryAudit::restore(const std::vector<double>& state, const std::vector<double>& theta) {
+  if (state.size() != static_cast<std::size_t>(canaries_) + 1)
+    throw InputError(
+        fmt::format("checkpoint: the canary audit holds {} canaries, this run audit.canaries = {}",
+                    state.empty() ? 0 : state.size() - 1, canaries_));
+  std::copy(state.begin() + first_, state.begin() + first_ + count_, best_.begin());
+  last_round_ = static_cast<int>(state.back());
+  theta_previous_ = theta;
+}
+
+CanaryAuditResult CanaryAudit::finish(const std::vector<double>& theta_final, double delta,
+                                      double confidence) const {
+  CanaryAuditResult result;
+  result.inserted = inserted_;
+  result.confidence = confidence;
+  result.delta = delta;
+  std::vector<double> whole(parameters_);
+  for (std::size_t i = 0; i < parameters_; ++i) whole[i] = theta_final[i] - theta_start_[i];
+  const double norm = dot_norm(whole) * std::sqrt(static_cast<double>(parameters_));
+  std::vector<double> local_final(static_cast<std::size_t>(count_));
+  for (long k = 0; k < count_; ++k)
+    local_final[static_cast<std::size_t>(k)] =
+        norm > 0.0 ? signed_sum(k, whole.data()) / norm : 0.0;
+  result.score_final = ordered_allgather(local_final, static_cast<int>(count_), 1);
+  // A canary of a run without rounds has no all-iterates score: 0 (no signal).
+  std::vector<double> best = best_;
+  for (double& value : best)
+    if (!std::isfinite(value)) value = 0.0;
+  result.score_all_iterates = ordered_allgather(best, static_cast<int>(count_), 1);
+  const double beta = 1.0 - confidence;
+  result.epsilon_lower_all_iterates =
+      one_run_audit(result.score_all_iterates, result.inserted, delta, beta).epsilon_lower;
+  result.epsilon_lower_final =
+      one_run_audit(result.score_final, result.inserted, delta, beta).epsilon_lower;
+  // Andrew et al.'s estimate: the inserted canaries' scores against the held-out ones'.
+  auto split = [&](const std::vector<double>& scores) {
+    std::vector<double> in, out;
+    for (std::size_t c = 0; c < scores.size(); ++c)
+      (result.inserted[c] ? in : out).push_back(scores[c]);
+    return std::pair{in, out};
+  };
+  const auto [in_all, out_all] = split(result.score_all_iterates);
+  const auto [in_final, out_final] = split(result.score_final);
+  // Each fit needs two canaries on each side and some spread (a run without rounds scored has
+  // none): else NaN.
+  auto estimate = [&](const std::vector<double>& in, const std::vector<double>& out) {
+    if (in.size() < 2 || out.size() < 2 || fit_gaussian(in).std <= 0.0 ||
+        fit_gaussian(out).std <= 0.0)
+      return std::numeric_limits<double>::quiet_NaN();
+    return canary_epsilon_estimate(in, out, delta).epsilon;
+  };
+  result.epsilon_estimate_all_iterates = estimate(in_all, out_all);
+  result.epsilon_estimate_final = estimate(in_final, out_final);
+  return result;
+}
+
+}  // namespace fluence

@@ -1,0 +1,126 @@
+// Canary clients in private training (audit/canary_clients.hpp): the audit is sound on the correct
+// privatizer (its lower bound stays under the accountant's eps over many seeds) and catches each
+// planted fault (its lower bound exceeds the accountant's eps), with the same bits on any rank
+// count.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "fluence/app/deck_schema.hpp"
+#include "fluence/audit/canary_clients.hpp"
+#include "fluence/core/config.hpp"
+#include "fluence/fl/federation.hpp"
+#include "fluence/fl/private_training.hpp"
+#include "support/synthetic_deck.hpp"
+
+namespace fluence {
+namespace {
+
+struct AuditedRun {
+  CanaryAuditResult audit;
+  double epsilon = 0.0;  // the accountant's (RDP) after the last round
+};
+
+// A private run whose clients' own updates are ~0 (local steps of 1e-300), so that the model moves
+// by the canaries and the server's noise alone: the audit sees the privatizer and nothing else.
+// p = 4,001 parameters (a logistic model on 4,000 features) keeps the canaries' directions nearly
+// orthogonal (|cos| ~ 1/sqrt(p) = 0.016).
+// Without `white_box`, no round is scored (the final-model audit alone, much cheaper).
+AuditedRun audited_run(int seed, const std::string& privacy, int rounds, long canaries,
+                       PlantedFault fault, bool white_box = true, int features = 4000) {
+  const int clients = 20;
+  const Deck deck = Deck::from_string(
+      testing::synthetic_deck({.seed = seed,
+                               .rows = 60,
+                               .numeric = features,
+                               .categorical = {},
+                               .classes = 2,
+                               .clients = clients}) +
+          "[model]\nl2 = 0.0\n[federation]\nlocal_epochs = 1\nbatch_size = 3\nrounds = " +
+          std::to_string(rounds) +
+          "\n[privacy]\nmode = \"dp-fedavg\"\nadaptive_clip = false\ndelta = 1e-8\n" + privacy,
+      "test", deck_schema());
+  FederatedProblem problem = build_problem(deck);
+  FederationConfig config = FederationConfig::from_deck(deck);
+  config.local.learning_rate = 1e-300;
+  config.evaluate_rounds = false;
+  config.newton_polish = false;
+  Federation federation(problem);
+  const PrivacyConfig privacy_config = PrivacyConfig::from_deck(deck, clients, rounds);
+  PrivateTraining training(federation, privacy_config);
+  training.plant_fault_for_testing(fault);
+  std::vector<double> start(federation.parameters());
+  problem.model->initialize(problem.seed, start.data());
+  CanaryAudit audit(problem.seed, canaries, federation.parameters(), clients, start);
+  training.insert_canaries(&audit);
+  const TrainingResult result = federation.train(
+      config, {}, &training,
+      [&](int round, const std::vector<double>& theta, const std::vector<RoundMetrics>&) {
+        if (white_box) audit.observe(round, theta);
+        return false;
+      });
+  AuditedRun run{audit.finish(result.theta, privacy_config.delta, 0.95),
+                 training.history().epsilon.back()};
+  return run;
+}
+
+// One round with every client at z = sqrt(2) (RDP eps 4.16 at delta 1e-8): faults that change it
+// by a factor of 4 (the noise) or 10 (the canary's unclipped length) are far above, and the 4,000
+// canaries over 40,001 parameters (cosines between directions ~ 0.005) let the one-run bound see
+// it. delta = 1e-8 keeps m delta far below the confidence's beta (the theorem's delta term).
+const char* kModest = "sampling_rate = 1.0\nnoise_multiplier = 1.41421356\nclip = 1.0\n";
+
+TEST(CanaryAudit, QuarterNoiseIsCaught) {
+  const AuditedRun run =
+      audited_run(3, kModest, 1, 4000, PlantedFault::quarter_noise, false, 40000);
+  EXPECT_GT(run.audit.epsilon_lower_final, run.epsilon);
+}
+
+TEST(CanaryAudit, SkippedClippingIsCaught) {
+  const AuditedRun run = audited_run(4, kModest, 1, 1000, PlantedFault::clipping_skipped);
+  EXPECT_GT(run.audit.epsilon_lower_final, run.epsilon);
+  EXPECT_GT(run.audit.epsilon_lower_all_iterates, run.epsilon);
+}
+
+// Poisson sampling with q = 0.02 over 100 rounds at z = 1.25 (RDP eps 1.09). The planted fault
+// trains the first round's cohort every round: the ~80 inserted canaries in it are in all 100
+// rounds (their final scores ~5 standard deviations out), while the accountant composes q. Only a
+// fraction q of the canaries can show it, hence the 8,000 of them (final model only: cheap).
+TEST(CanaryAudit, FixedCohortAccountedAsPoissonIsCaught) {
+  const char* rare = "sampling_rate = 0.02\nnoise_multiplier = 1.25\nclip = 1.0\n";
+  const AuditedRun run =
+      audited_run(5, rare, 100, 8000, PlantedFault::fixed_cohort_as_poisson, false);
+  EXPECT_GT(run.audit.epsilon_lower_final, run.epsilon);
+}
+
+// Sound: over 100 seeds of two fast configurations (one round at q = 1; three at q = 0.5), 400
+// canaries each (1,001 parameters), neither bound exceeds the accountant's eps more often than its
+// 95% confidence allows: at most 5 + 3 standard deviations (sqrt(100 x 0.05 x 0.95) = 2.2) of 100,
+// i.e. 11. (The accountant's eps is an upper bound and the one-run bound is loose: in practice none
+// does.) The same bits on every rank count: the bounds agree across ranks.
+TEST(CanaryAudit, CorrectPrivatizerStaysUnderTheAccountant) {
+  int exceeded = 0;
+  double largest_ratio = 0.0;
+  for (int seed = 100; seed < 200; ++seed) {
+    const bool every = seed % 2 == 0;
+    const AuditedRun run = audited_run(
+        seed, every ? kModest : "sampling_rate = 0.5\nnoise_multiplier = 1.0\nclip = 1.0\n",
+        every ? 1 : 3, 400, PlantedFault::none, true, 1000);
+    const double bound =
+        std::max(run.audit.epsilon_lower_final, run.audit.epsilon_lower_all_iterates);
+    exceeded += bound > run.epsilon;
+    largest_ratio = std::max(largest_ratio, bound / run.epsilon);
+    double agreed[2] = {bound, -bound};
+    MPI_Allreduce(MPI_IN_PLACE, agreed, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    ASSERT_EQ(agreed[0], -agreed[1]) << "seed " << seed;
+  }
+  EXPECT_LE(exceeded, 11);
+  RecordProperty("largest_bound_over_epsilon", std::to_string(largest_ratio));
+}
+
+}  // namespace
+}  // namespace fluence
