@@ -71,8 +71,8 @@ class Aggregator {
   virtual ~Aggregator() = default;
   virtual std::string_view name() const = 0;
   /// True for FedAvg's weighted mean: `fluence train` then sums the updates, weighted by the
-  /// clients' rows, in one exact reduction instead of gathering them (WeightedMeanReduction, fl/round.hpp);
-  /// aggregate() is the equal-weight mean.
+  /// clients' rows, in one exact reduction instead of gathering them (WeightedMeanReduction,
+  /// fl/round.hpp); aggregate() is the equal-weight mean.
   virtual bool weighted_mean() const { return false; }
   /// step = rule(updates): n rows of p values in client-id order (every rank the same rows).
   virtual void aggregate(const double* updates, int n, std::size_t p, double* step) = 0;
