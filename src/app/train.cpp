@@ -102,7 +102,7 @@ int run_train(const CommandLine& command_line) {
   const PersonalizationConfig personalization = PersonalizationConfig::from_deck(deck, config);
   std::optional<PrivateTraining> private_training;
   if (privacy.enabled() || personalization.ditto) {
-    private_training.emplace(federation, privacy, personalization);
+    private_training.emplace(federation, privacy, personalization, config.aggregator);
     if (privacy.enabled())
       log::info("privacy: {} with q = {}, noise multiplier z = {:.4g} (updates {:.4g}), delta = {}",
                 deck.string("privacy.mode"), privacy.sampling_rate, privacy.noise_multiplier,

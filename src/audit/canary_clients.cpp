@@ -87,7 +87,17 @@ double CanaryAudit::signed_sum(long local, const double* v) const {
   // every rank count), which the compiler can keep in vector registers.
   const std::uint64_t* bits = signs_.data() + static_cast<std::size_t>(local) * words_;
   double partial[4] = {0.0, 0.0, 0.0, 0.0};
-  for (std::size_t i = 0; i < parameters_; ++i) {
+  const std::size_t whole = parameters_ / 64;
+  for (std::size_t w = 0; w < whole; ++w) {
+    const std::uint64_t word = bits[w];
+    const double* x = v + w * 64;
+    for (std::size_t b = 0; b < 64; b += 4)
+      for (std::size_t lane = 0; lane < 4; ++lane) {
+        const std::uint64_t flip = ((word >> (b + lane)) & 1) << 63;
+        partial[lane] += std::bit_cast<double>(std::bit_cast<std::uint64_t>(x[b + lane]) ^ flip);
+      }
+  }
+  for (std::size_t i = whole * 64; i < parameters_; ++i) {
     const std::uint64_t flip = ((bits[i / 64] >> (i % 64)) & 1) << 63;
     partial[i % 4] += std::bit_cast<double>(std::bit_cast<std::uint64_t>(v[i]) ^ flip);
   }

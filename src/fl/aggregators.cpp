@@ -251,6 +251,9 @@ class MedianRule final : public Aggregator {
   void aggregate(const double* u, int n, std::size_t p, double* step) override {
     coordinate_median(u, n, p, step);
   }
+  // Per coordinate, med^2 <= (2/n) sum_i u_ij^2 (at least half of the values lie beyond the median
+  // on its side), so ||med|| <= sqrt(2) clip; two aggregates differ by at most twice that.
+  double sensitivity(double clip) const override { return 2.0 * std::sqrt(2.0) * clip; }
 };
 
 class TrimmedMeanRule final : public Aggregator {
@@ -259,6 +262,12 @@ class TrimmedMeanRule final : public Aggregator {
   std::string_view name() const override { return "trimmed_mean"; }
   void aggregate(const double* u, int n, std::size_t p, double* step) override {
     trimmed_mean(u, n, p, trim_, step);
+  }
+  // Per coordinate, the mean of the n - 2f kept values squared is at most their mean square, so
+  // ||tm||^2 <= n / (n - 2f) clip^2 <= (2f + 1) clip^2 (n >= 2f + 1); twice its root bounds a
+  // change.
+  double sensitivity(double clip) const override {
+    return 2.0 * std::sqrt(2.0 * trim_ + 1.0) * clip;
   }
 
  private:
@@ -270,6 +279,9 @@ class KrumRule final : public Aggregator {
   KrumRule(const AggregatorConfig& config, bool multi)
       : byzantine_(config.byzantine), selected_(multi ? config.selected : 1), multi_(multi) {}
   std::string_view name() const override { return multi_ ? "multi_krum" : "krum"; }
+  // The aggregate is one update (or a mean of some): in the ball of radius clip, so two differ by
+  // at most 2 clip.
+  double sensitivity(double clip) const override { return 2.0 * clip; }
   void aggregate(const double* u, int n, std::size_t p, double* step) override {
     if (multi_)
       // A Poisson or fixed cohort can be smaller than m: then every update is averaged.

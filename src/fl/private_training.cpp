@@ -188,7 +188,8 @@ std::vector<int> choose_opt_out_clients(const FederatedProblem& problem, double 
 }
 
 PrivateTraining::PrivateTraining(Federation& federation, const PrivacyConfig& config,
-                                 const PersonalizationConfig& personalization)
+                                 const PersonalizationConfig& personalization,
+                                 const AggregatorConfig& aggregation)
     : federation_(federation),
       config_(config),
       personalization_(personalization),
@@ -198,6 +199,21 @@ PrivateTraining::PrivateTraining(Federation& federation, const PrivacyConfig& co
       clip_(config.clip, config.target_quantile, config.clip_learning_rate) {
   const auto& problem = federation.problem();
   const int clients = static_cast<int>(problem.client_rows.size());
+  if (aggregation.name != "mean") {
+    robust_ = make_aggregator(aggregation, "federation.aggregator");
+    if (config.mode != PrivacyMode::dp_fedavg)
+      throw InputError(fmt::format(
+          "federation.aggregator = \"{}\" in private training needs privacy.mode = "
+          "\"dp-fedavg\" (FeO2's opt-out combination and the non-private Ditto baseline are "
+          "means)",
+          aggregation.name));
+    if (!std::isfinite(robust_->sensitivity(1.0)))
+      throw InputError(fmt::format(
+          "federation.aggregator = \"{}\" has no sensitivity bound to calibrate DP noise to "
+          "(its aggregate depends on state carried across rounds): use \"mean\", \"median\", "
+          "\"trimmed_mean\", \"krum\" or \"multi_krum\" with privacy",
+          aggregation.name));
+  }
   opt_out_.assign(clients, 0);
   if (config.mode == PrivacyMode::feo2)
     history_.opt_out_clients =
@@ -254,7 +270,9 @@ void PrivateTraining::begin(int round, std::size_t count) {
   // while it is in cache; two limbs keep the rounding far below an ulp of the terms even when S
   // is far above them. Without clipping (mode "none") the updates wait for their exact max over
   // all ranks.
-  bounded_ = std::isfinite(S) && fault_ != PlantedFault::clipping_skipped;
+  clipped_ = std::isfinite(S) && fault_ != PlantedFault::clipping_skipped;
+  // A robust aggregator needs the clipped updates themselves (gathered in reduce).
+  summed_now_ = clipped_ && !robust_;
   const auto max_terms = static_cast<std::int64_t>(problem.client_rows.size());
   // Private and opt-out sums side by side; without opt-out clients (DP-FedAvg) the second is zero
   // and is not reduced.
@@ -262,8 +280,8 @@ void PrivateTraining::begin(int round, std::size_t count) {
   // The server's p normals ride in the same reduction (drawn in reduce) when any client is
   // private.
   noise_slots_ = private_clients_ > 0 ? p : 0;
-  if (bounded_) quantized_.reset(width_, 4, S + std::ldexp(S, -40), max_terms, 2, noise_slots_);
-  updates_.resize((bounded_ ? 1 : count) * p);
+  if (summed_now_) quantized_.reset(width_, 4, S + std::ldexp(S, -40), max_terms, 2, noise_slots_);
+  updates_.resize((summed_now_ ? 1 : count) * p);
   scales_.resize(count);
   offsets_.resize(count);
   std::fill(counts_, counts_ + 4, 0);
@@ -276,7 +294,7 @@ void PrivateTraining::begin(int round, std::size_t count) {
   for (const long c : canaries_->inserted_here()) {
     if (!sampler_->in_cohort(round, static_cast<int>(canaries_->first_id() + c))) continue;
     // One row reused when each is summed at once; every row kept when the sum waits.
-    const std::size_t row = bounded_ ? 0 : canary_scales_.size();
+    const std::size_t row = summed_now_ ? 0 : canary_scales_.size();
     canary_updates_.resize(std::max(canary_updates_.size(), (row + 1) * p));
     double* update = canary_updates_.data() + row * p;
     canaries_->update(c, S, update);
@@ -285,8 +303,8 @@ void PrivateTraining::begin(int round, std::size_t count) {
       squared += update[i] * update[i];
       largest = std::max(largest, std::abs(update[i]));
     }
-    canary_scales_.push_back(bounded_ ? S / std::max(std::sqrt(squared), S) : 1.0);
-    if (bounded_) {
+    canary_scales_.push_back(clipped_ ? S / std::max(std::sqrt(squared), S) : 1.0);
+    if (summed_now_) {
       counts_[3] += static_cast<std::int64_t>(quantized_.add(0, update, canary_scales_.back(), p));
     } else {
       largest_ = std::max(largest_, largest);
@@ -295,7 +313,7 @@ void PrivateTraining::begin(int round, std::size_t count) {
 }
 
 double* PrivateTraining::slot(std::size_t j) {
-  return updates_.data() + (bounded_ ? 0 : j * federation_.parameters());
+  return updates_.data() + (summed_now_ ? 0 : j * federation_.parameters());
 }
 
 void PrivateTraining::take(std::size_t j, const Client& client, const UpdateSize& size) {
@@ -305,11 +323,11 @@ void PrivateTraining::take(std::size_t j, const Client& client, const UpdateSize
   offsets_[j] = opt_out_[client.id()] != 0 ? p : std::size_t{0};
   ++counts_[offsets_[j] != 0 ? 1 : 0];
   if (norm <= S) ++counts_[2];
-  scales_[j] = bounded_ ? S / std::max(norm, S) : 1.0;  // Clip(update, S)
+  scales_[j] = clipped_ ? S / std::max(norm, S) : 1.0;  // Clip(update, S)
   if (!std::isfinite(norm)) {
     ++counts_[3];
     scales_[j] = std::nan("");
-  } else if (bounded_) {
+  } else if (summed_now_) {
     counts_[3] += static_cast<std::int64_t>(quantized_.add(offsets_[j], slot(j), scales_[j], p));
   } else {
     largest_ = std::max(largest_, size.max_abs);
@@ -361,7 +379,8 @@ std::optional<double> PrivateTraining::reduce(int round, double bound, std::vect
   auto& problem = federation_.problem();
   const std::size_t p = federation_.parameters();
   const double S = clip_norm_;
-  if (!bounded_) {
+  if (robust_) return reduce_robust(round, step);
+  if (!summed_now_) {
     quantized_.reset(width_, 4, bound, static_cast<std::int64_t>(problem.client_rows.size()), 1,
                      noise_slots_);
     for (std::size_t j = 0; j < scales_.size(); ++j)
@@ -381,9 +400,6 @@ std::optional<double> PrivateTraining::reduce(int round, double bound, std::vect
   if (quantized_.counts()[3] > 0) std::fill(sums_.begin(), sums_.begin() + 2 * p, std::nan(""));
   for (int k = 0; k < 3; ++k) sums_[2 * p + k] = static_cast<double>(quantized_.counts()[k]);
   const double n_private = sums_[2 * p], n_opt_out = sums_[2 * p + 1];
-  history_.sampled_private.push_back(static_cast<std::int64_t>(n_private));
-  history_.sampled_opt_out.push_back(static_cast<std::int64_t>(n_opt_out));
-  history_.clip_norm.push_back(S);
 
   // The server's noise: p normals, then the count noise, from one stream keyed by the round. The
   // normals came with the sums (draw_server_normals); every value is the one a single stream
@@ -415,16 +431,72 @@ std::optional<double> PrivateTraining::reduce(int round, double bound, std::vect
       factor = 1.0;
     }
   }
+  close_round(round, n_private, n_opt_out, sums_[2 * p + 2], server);
+  return factor;
+}
+
+std::optional<double> PrivateTraining::reduce_robust(int round, std::vector<double>& step) {
+  // DP with a robust rule (docs/math.md §8.5): the rule over the clipped updates, then Gaussian
+  // noise of standard deviation z_u Delta, Delta the rule's sensitivity at S (its aggregate moves
+  // by at most Delta when one client is added or removed). Every rank gathers the same rows: the
+  // clients' in id order, then the canaries' in canary order.
+  auto& problem = federation_.problem();
+  const std::size_t p = federation_.parameters();
+  const double S = clip_norm_;
+  const std::size_t clients = scales_.size(), canaries = canary_scales_.size();
+  for (std::size_t j = 0; j < clients; ++j)
+    for (std::size_t i = 0; i < p; ++i) updates_[j * p + i] *= scales_[j];
+  for (std::size_t k = 0; k < canaries; ++k)
+    for (std::size_t i = 0; i < p; ++i) canary_updates_[k * p + i] *= canary_scales_[k];
+  std::vector<double> rows =
+      ordered_allgather(std::span<const double>(updates_.data(), clients * p),
+                        static_cast<int>(clients), static_cast<int>(p));
+  const std::vector<double> canary_rows =
+      ordered_allgather(std::span<const double>(canary_updates_.data(), canaries * p),
+                        static_cast<int>(canaries), static_cast<int>(p));
+  rows.insert(rows.end(), canary_rows.begin(), canary_rows.end());
+  std::int64_t counts[4];
+  std::copy(counts_, counts_ + 4, counts);
+  MPI_Allreduce(MPI_IN_PLACE, counts, 4, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+  const int n = static_cast<int>(rows.size() / p);
+  step.assign(p, 0.0);
+  if (counts[3] > 0) {
+    std::fill(step.begin(), step.end(), std::nan(""));
+  } else if (n > 0) {
+    try {
+      robust_->aggregate(rows.data(), n, p, step.data());
+    } catch (const InputError& error) {
+      // A Poisson cohort too small for the rule (KRUM's n > 2f + 2): no aggregate, the noise
+      // alone (every aggregate lies within the sensitivity's ball, the empty one too).
+      std::fill(step.begin(), step.end(), 0.0);
+      log::warn("round {}: {}: the round's step is the noise alone", round, error.what());
+    }
+  }
+  double sigma = history_.update_noise_multiplier * robust_->sensitivity(S);
+  if (fault_ == PlantedFault::quarter_noise) sigma *= 0.25;
+  Stream server(problem.seed, purpose::server_noise, static_cast<std::uint64_t>(round));
+  for (std::size_t i = 0; i < p; ++i) step[i] += sigma * server.normal();
+  close_round(round, static_cast<double>(counts[0]), static_cast<double>(counts[1]),
+              static_cast<double>(counts[2]), server);
+  return 1.0;
+}
+
+void PrivateTraining::close_round(int round, double n_private, double n_opt_out, double unclipped,
+                                  Stream& server) {
+  auto& problem = federation_.problem();
+  history_.sampled_private.push_back(static_cast<std::int64_t>(n_private));
+  history_.sampled_opt_out.push_back(static_cast<std::int64_t>(n_opt_out));
+  history_.clip_norm.push_back(clip_norm_);
   if (config_.adaptive_clip) {
-    // b_bar over all sampled clients, with the count noise z_b (Algorithm 1's last line).
+    // b_bar over all sampled clients, with the count noise z_b (Algorithm 1's last line); the
+    // count's normal follows the p update normals in the server's stream.
     const double expected_all =
         config_.sampling_rate * static_cast<double>(problem.client_rows.size());
     const double denominator = config_.realized_denominator ? n_private + n_opt_out : expected_all;
-    const double noisy = sums_[2 * p + 2] + config_.count_noise * server.normal();
+    const double noisy = unclipped + config_.count_noise * server.normal();
     if (denominator > 0.0) clip_.update(noisy / denominator);
   }
   if (config_.enabled()) account_round(round);
-  return factor;
 }
 
 void PrivateTraining::finish_round(int round, const std::vector<double>& theta) {

@@ -58,8 +58,10 @@ void register_federation_keys(DeckSchema& schema) {
              "the server's rule over the cohort's updates (docs/math.md §8.5): FedAvg's mean "
              "weighted by rows (summed exactly, no gathering), or a robust rule over the gathered "
              "unweighted updates: `\"median\"`, `\"trimmed_mean\"`, `\"krum\"`, "
-             "`\"multi_krum\"`, `\"centered_clipping\"`. Plain FedAvg only: private "
-             "training and Ditto refuse a rule other than `\"mean\"`"),
+             "`\"multi_krum\"`, `\"centered_clipping\"`. With privacy (DP-FedAvg only) the rule "
+             "runs over the clipped updates and the noise is its sensitivity's (centered "
+             "clipping has none: refused); FeO2 and the non-private Ditto refuse a rule other "
+             "than `\"mean\"`"),
       key("federation.byzantine", T::integer, "0",
           "f: the Byzantine clients KRUM assumes (needs a cohort n > 2f + 2), and the values the "
           "trimmed mean drops at each end (needs n > 2f)",
@@ -158,12 +160,12 @@ FederationConfig FederationConfig::from_deck(const Deck& deck) {
         "training and Ditto sample them with privacy.sampling_rate (Poisson, as their accounting "
         "assumes): leave federation.client_sampling = \"all\"",
         sampling));
-  if (config.aggregator.name != "mean" &&
+  if (config.aggregator.name != "mean" && deck.string("privacy.mode") != "dp-fedavg" &&
       (deck.string("privacy.mode") != "none" || deck.string("personalization.method") != "none"))
     throw InputError(fmt::format(
-        "federation.aggregator = \"{}\" replaces FedAvg's mean in plain FedAvg; private "
-        "training (privacy.mode = \"{}\") calibrates its noise to the mean's sensitivity, and "
-        "Ditto (personalization.method = \"{}\") averages as it does: leave "
+        "federation.aggregator = \"{}\" runs in plain FedAvg and in DP-FedAvg (noise calibrated "
+        "to the rule's sensitivity); FeO2's opt-out combination (privacy.mode = \"{}\") and the "
+        "non-private Ditto baseline (personalization.method = \"{}\") are means: leave "
         "federation.aggregator = \"mean\" there",
         config.aggregator.name, deck.string("privacy.mode"),
         deck.string("personalization.method")));

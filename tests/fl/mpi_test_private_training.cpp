@@ -3,15 +3,21 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <string>
 
 #include "fluence/app/deck_schema.hpp"
 #include "fluence/core/config.hpp"
 #include "fluence/core/error.hpp"
 #include "fluence/core/mpi.hpp"
+#include "fluence/core/rng.hpp"
+#include "fluence/fl/aggregators.hpp"
 #include "fluence/fl/private_training.hpp"
+#include "fluence/fl/purposes.hpp"
+#include "fluence/fl/round.hpp"
 #include "fluence/privacy/rdp_accountant.hpp"
 #include "support/default_deck.hpp"
 #include "support/synthetic_deck.hpp"
@@ -19,7 +25,8 @@
 namespace fluence {
 namespace {
 
-std::string deck_text(const std::string& privacy, const std::string& partition = "") {
+std::string deck_text(const std::string& privacy, const std::string& partition = "",
+                      const std::string& federation = "") {
   return testing::synthetic_deck({.seed = 12,
                                   .rows = 2500,
                                   .numeric = 3,
@@ -34,8 +41,8 @@ rounds = 1
 local_epochs = 1
 batch_size = 10
 learning_rate = 0.1
-[privacy]
-)" + privacy;
+)" + federation +
+         "[privacy]\n" + privacy;
 }
 
 // One private round as Federation::train runs it (the round with the privatizer's parts, then its
@@ -288,6 +295,107 @@ TEST(PrivateTraining, DivergedClientMakesTheRoundNaN) {
   std::vector<double> theta(federation.parameters(), 0.0);
   private_round(federation, training, 1, theta, local);
   for (double value : theta) ASSERT_TRUE(std::isnan(value));
+}
+
+// DP with a robust rule (docs/math.md §8.5): one round at 1, 2, 3 and 4 ranks equals the brute
+// force: every sampled client trained alone from theta, its update clipped to S, the rule applied
+// to the rows in client order (fl/aggregators' free functions), plus z Delta times the server's
+// normals, Delta the rule's sensitivity derived here (KRUM and multi-KRUM 2 S, the median
+// 2 sqrt(2) S, the trimmed mean 2 sqrt(2f + 1) S). The same arithmetic on the same rows but for
+// the clipping scale's rounding: 1e-12 of the step.
+TEST(PrivateTraining, RobustRulesWithDpEqualTheBruteForce) {
+  const double S = 0.05, z = 0.7, q = 0.6;
+  struct Case {
+    const char* name;
+    double sensitivity;
+    std::function<void(const double*, int, std::size_t, double*)> rule;
+  };
+  const Case cases[] = {
+      {"median", 2.0 * std::sqrt(2.0) * S,
+       [](const double* u, int n, std::size_t p, double* out) { coordinate_median(u, n, p, out); }},
+      {"trimmed_mean", 2.0 * std::sqrt(3.0) * S,
+       [](const double* u, int n, std::size_t p, double* out) { trimmed_mean(u, n, p, 1, out); }},
+      {"krum", 2.0 * S,
+       [](const double* u, int n, std::size_t p, double* out) { krum(u, n, p, 1, out); }},
+      {"multi_krum", 2.0 * S,
+       [](const double* u, int n, std::size_t p, double* out) { multi_krum(u, n, p, 1, 3, out); }},
+  };
+  for (const Case& rule : cases) {
+    const Deck deck = Deck::from_string(
+        deck_text(
+            fmt::format("mode = \"dp-fedavg\"\nsampling_rate = {}\nnoise_multiplier = {}\n"
+                        "adaptive_clip = false\nclip = {}\n",
+                        q, z, S),
+            "", fmt::format("aggregator = \"{}\"\nbyzantine = 1\nkrum_selected = 3\n", rule.name)),
+        "test", deck_schema());
+    FederatedProblem problem = build_problem(deck);
+    Federation federation(problem);
+    const FederationConfig fedavg = FederationConfig::from_deck(deck);
+    PrivateTraining training(federation, PrivacyConfig::from_deck(deck, 40, 1), {},
+                             fedavg.aggregator);
+    const std::size_t p = federation.parameters();
+    std::vector<double> theta(p);
+    for (std::size_t k = 0; k < p; ++k) theta[k] = 0.01 * std::cos(static_cast<double>(k));
+    const std::vector<double> start = theta;
+    private_round(federation, training, 1, theta, fedavg.local);
+
+    // Each rank's sampled clients' clipped updates (a flag column: -1 = not sampled), gathered.
+    const std::size_t local = problem.clients.size();
+    std::vector<double> rows(local * (p + 1), -1.0), update(p);
+    Workspace work;
+    for (std::size_t k = 0; k < local; ++k) {
+      auto& client = problem.clients[k];
+      if (!poisson_sampled(problem.seed, q, 1, client.id())) continue;
+      client.train_round(*problem.model, fedavg.local, problem.seed, 1, update.data(), work,
+                         start.data());
+      double squares = 0.0;
+      for (std::size_t i = 0; i < p; ++i)
+        squares += (update[i] - start[i]) * (update[i] - start[i]);
+      const double scale = S / std::max(std::sqrt(squares), S);
+      for (std::size_t i = 0; i < p; ++i) rows[k * (p + 1) + i] = scale * (update[i] - start[i]);
+      rows[k * (p + 1) + p] = 1.0;
+    }
+    const auto all = ordered_allgather(rows, static_cast<int>(local), static_cast<int>(p + 1));
+    std::vector<double> cohort;
+    for (std::size_t c = 0; c * (p + 1) < all.size(); ++c)
+      if (all[c * (p + 1) + p] > 0.0)
+        cohort.insert(cohort.end(), all.begin() + c * (p + 1), all.begin() + c * (p + 1) + p);
+    const int n = static_cast<int>(cohort.size() / p);
+    ASSERT_GE(n, 6) << rule.name;  // KRUM needs n > 2f + 2
+    std::vector<double> step(p);
+    rule.rule(cohort.data(), n, p, step.data());
+    Stream server(problem.seed, purpose::server_noise, 1);
+    for (std::size_t i = 0; i < p; ++i) {
+      const double expected = start[i] + step[i] + z * rule.sensitivity * server.normal();
+      EXPECT_NEAR(theta[i], expected, 1e-12 * (1.0 + std::abs(expected))) << rule.name << " " << i;
+    }
+    EXPECT_EQ(training.history().sampled_private.back(), n) << rule.name;
+  }
+}
+
+// Centered clipping carries its center across rounds: no sensitivity to calibrate noise to, so
+// private training refuses it, naming the key; FeO2 refuses every robust rule.
+TEST(PrivateTraining, RobustRulesWithoutASensitivityAreRefused) {
+  const std::string privacy = "mode = \"dp-fedavg\"\nsampling_rate = 0.5\n";
+  const Deck deck = Deck::from_string(
+      deck_text(privacy, "", "aggregator = \"centered_clipping\"\n"), "test", deck_schema());
+  FederatedProblem problem = build_problem(deck);
+  Federation federation(problem);
+  const FederationConfig fedavg = FederationConfig::from_deck(deck);
+  try {
+    PrivateTraining training(federation, PrivacyConfig::from_deck(deck, 40, 1), {},
+                             fedavg.aggregator);
+    FAIL() << "centered clipping with privacy was accepted";
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what()).find("federation.aggregator = \"centered_clipping\""),
+              std::string::npos)
+        << error.what();
+  }
+  EXPECT_THROW(
+      FederationConfig::from_deck(Deck::from_string(
+          deck_text("mode = \"feo2\"\nopt_out_fraction = 0.2\n", "", "aggregator = \"krum\"\n"),
+          "test", deck_schema())),
+      InputError);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 // RuntimeError (a diverged client) rather than left to corrupt the ordering-based rules.
 #include <cstddef>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -76,6 +77,13 @@ class Aggregator {
   virtual bool weighted_mean() const { return false; }
   /// step = rule(updates): n rows of p values in client-id order (every rank the same rows).
   virtual void aggregate(const double* updates, int n, std::size_t p, double* step) = 0;
+  /// For private training (docs/math.md §8.5): an upper bound on ||A(U) - A(U')|| over multisets
+  /// U, U' of updates of norm <= clip that differ by one update added or removed (the empty
+  /// cohort's aggregate is 0), independent of the data; +inf when the rule has none (private
+  /// training then refuses it).
+  virtual double sensitivity(double /*clip*/) const {
+    return std::numeric_limits<double>::infinity();
+  }
   /// State carried from round to round (centered clipping's center), for checkpoints.
   virtual std::vector<double> state() const { return {}; }
   virtual void restore(const std::vector<double>& /*state*/) {}

@@ -24,6 +24,7 @@
 #include "fluence/core/config.hpp"
 #include "fluence/core/node_queue.hpp"
 #include "fluence/core/quantized_sum.hpp"
+#include "fluence/core/rng.hpp"
 #include "fluence/fl/federation.hpp"
 #include "fluence/privacy/accountant.hpp"
 #include "fluence/privacy/adaptive_clip.hpp"
@@ -144,8 +145,11 @@ enum class PlantedFault { none, quarter_noise, clipping_skipped, fixed_cohort_as
 /// steps beside it. Federation::train runs its rounds.
 class PrivateTraining final : public Privatizer {
  public:
+  /// `aggregation` other than the mean (DP-FedAvg only): the robust rule over the clipped updates,
+  /// noised by its sensitivity (Aggregator::sensitivity; refused without one).
   PrivateTraining(Federation& federation, const PrivacyConfig& config,
-                  const PersonalizationConfig& personalization = {});
+                  const PersonalizationConfig& personalization = {},
+                  const AggregatorConfig& aggregation = {});
   const PrivacyHistory& history() const { return history_; }
   const Feo2Metrics& metrics() const { return metrics_; }
   /// Acc_g of the evaluated rounds, from the federation's own per-round test evaluation (the
@@ -184,11 +188,17 @@ class PrivateTraining final : public Privatizer {
   // Adds the round's step to every accountant and the ledger and appends their eps to the
   // history (the ledger's per-client eps after the last round).
   void account_round(int round);
+  // The robust rule's reduction (gathered clipped updates, noise by its sensitivity).
+  std::optional<double> reduce_robust(int round, std::vector<double>& step);
+  // The round's last steps, either reduction: its counts in the history, the clipping norm's
+  // adaptation (the count noise from `server`, after the update normals), the accountants.
+  void close_round(int round, double n_private, double n_opt_out, double unclipped, Stream& server);
 
   Federation& federation_;
   PrivacyConfig config_;
   PersonalizationConfig personalization_;
-  std::unique_ptr<Sampler> sampler_;  // Poisson with q
+  std::unique_ptr<Sampler> sampler_;    // Poisson with q
+  std::unique_ptr<Aggregator> robust_;  // a robust rule over the clipped updates, or null (the sum)
   Feo2Metrics metrics_;
   std::vector<std::vector<double>> personal_;  // per local client; empty until first sampled
   AdaptiveClip clip_;
@@ -198,12 +208,13 @@ class PrivateTraining final : public Privatizer {
   std::int64_t private_clients_ = 0;
   bool local_tests_ = false;  // some client holds local test rows (else the metrics stay NaN)
   PrivacyHistory history_;
-  // The round in progress: the clipping norm S, whether it bounds the updates (finite), the
+  // The round in progress: the clipping norm S, whether it clips the updates, the
   // width of the sums (private | opt-out), the server normals' slots, and per local update its
   // clipping scale and its sum's offset; the counts: private, opt-out, unclipped, and terms past
   // the bound or non-finite.
   double clip_norm_ = 0.0;
-  bool bounded_ = false;
+  bool clipped_ = false;     // S finite (mode "none" clips nothing)
+  bool summed_now_ = false;  // each update summed as it is trained (its bound S known)
   std::size_t width_ = 0, noise_slots_ = 0;
   std::int64_t counts_[4] = {0, 0, 0, 0};
   double largest_ = 0.0;  // max |term| over this rank's updates (unbounded only)
