@@ -2,7 +2,6 @@
 // every attribute of [ldp] and every eps a client uses, the empirical eps of randomized response
 // (estimate and lower bound) and the attribute-inference accuracy against the Bayes bound; write
 // <out>/results.h5. Every rank computes the same audit (it is small next to the set-up).
-#include "fluence/app/cli.hpp"
 #include "fluence/audit/ldp_audit.hpp"
 #include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
@@ -10,17 +9,16 @@
 #include "fluence/fl/problem.hpp"
 #include "fluence/io/audit_output.hpp"
 #include "fluence/io/results.hpp"
+#include "run_context.hpp"
 
 namespace fluence::app {
 
 int run_audit(const CommandLine& command_line) {
-  Deck deck = read_command_deck(command_line);
-  const std::string out_dir = deck.string("output.dir");
+  RunContext run(command_line);
+  const Deck& deck = run.deck();
   const AuditConfig config = AuditConfig::from_deck(deck);
-  prepare_output_directory(out_dir, command_line.force);
-  Stopwatch setup_clock;
-  const FederatedProblem problem = build_problem(deck);
-  const double setup_seconds = setup_clock.seconds();
+  run.prepare_output();
+  const FederatedProblem problem = run.set_up();
   if (problem.ldp.attributes.empty())
     throw InputError(deck.origin() +
                      ": [ldp] randomizes no attribute (ldp.attributes is empty): nothing to audit");
@@ -42,12 +40,7 @@ int run_audit(const CommandLine& command_line) {
     if (c.result.epsilon_lower > c.result.epsilon_configured)
       log::warn("{} at eps = {}: the measured lower bound {:.4f} exceeds the configured eps",
                 c.attribute, c.result.epsilon_configured, c.result.epsilon_lower);
-  ResultsFile file(out_dir);
-  write_run_attributes(file, command_line.invocation, deck.integer("seed"), deck.resolved_toml());
-  write_run_resources(file, setup_seconds);
-  write_ldp_audit_output(file, cases, config);
-  log::info("results: {}", file.commit());
-  return 0;
+  return run.finish([&](ResultsFile& file) { write_ldp_audit_output(file, cases, config); });
 }
 
 }  // namespace fluence::app

@@ -5,15 +5,13 @@
 #include "fluence/app/cli.hpp"
 #include "fluence/core/config.hpp"
 #include "fluence/core/log.hpp"
-#include "fluence/core/log_stage.hpp"
 #include "fluence/core/memory.hpp"
 #include "fluence/core/mpi.hpp"
-#include "fluence/core/signals.hpp"
 #include "fluence/influence/client_influence.hpp"
 #include "fluence/io/influence_output.hpp"
 #include "fluence/io/results.hpp"
 #include "fluence/io/training_output.hpp"
-#include "trained_model.hpp"
+#include "run_context.hpp"
 
 namespace fluence::app {
 
@@ -35,45 +33,35 @@ std::vector<MemoryTerm> influence_memory(const FederatedProblem& problem,
 }  // namespace
 
 int run_influence(const CommandLine& command_line) {
-  install_stop_handlers();  // first: a signal during set-up stops at the first unit boundary
-  Deck deck = read_command_deck(command_line);
-  const std::string out_dir = deck.string("output.dir");
-  const InfluenceConfig config = InfluenceConfig::from_deck(deck);
-  const FederationConfig training = FederationConfig::from_deck(deck);
-  prepare_output_directory(out_dir, command_line.force);
-  CommandCheckpoints checkpoints(command_line, deck, "influence");
+  RunContext run(command_line, {.checkpoints = "influence"});
+  const InfluenceConfig config = InfluenceConfig::from_deck(run.deck());
+  const FederationConfig training = FederationConfig::from_deck(run.deck());
+  run.prepare_output();
 
-  Stopwatch setup_clock;
-  FederatedProblem problem = in_stage(Stage::setup, [&] { return build_problem(deck); });
-  const double setup_seconds = setup_clock.seconds();
+  FederatedProblem problem = run.set_up();
   log::info(
       "fluence influence: {} clients on {} rank(s), {} training rows, {} parameters ({:.2f}s "
       "set-up)",
       problem.client_rows.size(), world_size(), problem.total_train_rows,
-      problem.model->parameters(), setup_seconds);
+      problem.model->parameters(), run.setup_seconds());
   check_memory(influence_memory(problem, config));
   Federation federation(problem);
-  const TrainedModel model =
-      obtain_trained_model(command_line, deck, federation, training, checkpoints);
-  if (model.result.stopped) return kExitStopped;
-  SweepCheckpoints sweep = sweep_checkpoints(checkpoints, model, "client solves and retrains");
-  if (sweep.model_ready()) return kExitStopped;
+  std::optional<TrainedSweep> trained =
+      run.train_model(federation, training, "client solves and retrains");
+  if (!trained) return kExitStopped;
+  const TrainingResult& model = trained->model.result;
 
   Stopwatch clock;
-  const ClientInfluence influence = client_removal_influence(federation, model.result.theta, config,
-                                                             training, !command_line.quiet, &sweep);
+  const ClientInfluence influence = client_removal_influence(
+      federation, model.theta, config, training, run.verbose(), &trained->sweep);
   if (influence.stopped) return kExitStopped;
   log::info("influence: {} clients scored in {}", influence.estimate.size(),
             format_duration(clock.seconds()));
 
-  LogStage output(Stage::output);
-  ResultsFile file(out_dir);
-  write_run_attributes(file, command_line.invocation, deck.integer("seed"), deck.resolved_toml());
-  write_run_resources(file, setup_seconds);
-  write_training_output(file, problem, model.result);
-  write_influence_output(file, problem, config, influence);
-  log::info("results: {}", file.commit());
-  return 0;
+  return run.finish([&](ResultsFile& file) {
+    write_training_output(file, problem, model);
+    write_influence_output(file, problem, config, influence);
+  });
 }
 
 }  // namespace fluence::app

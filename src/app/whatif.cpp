@@ -6,13 +6,11 @@
 #include "fluence/app/cli.hpp"
 #include "fluence/core/config.hpp"
 #include "fluence/core/log.hpp"
-#include "fluence/core/log_stage.hpp"
 #include "fluence/core/mpi.hpp"
-#include "fluence/core/signals.hpp"
 #include "fluence/io/results.hpp"
 #include "fluence/io/training_output.hpp"
 #include "fluence/io/whatif_output.hpp"
-#include "trained_model.hpp"
+#include "run_context.hpp"
 
 #include <cmath>
 
@@ -43,34 +41,27 @@ void log_metrics(const std::string& name, const EstimateMetrics& metrics) {
 }  // namespace
 
 int run_whatif(const CommandLine& command_line) {
-  install_stop_handlers();  // first: a signal during set-up stops at the first unit boundary
-  Deck deck = read_command_deck(command_line);
-  const std::string out_dir = deck.string("output.dir");
-  const InfluenceConfig influence = InfluenceConfig::from_deck(deck);
-  const FederationConfig training = FederationConfig::from_deck(deck);
-  prepare_output_directory(out_dir, command_line.force);
-  CommandCheckpoints checkpoints(command_line, deck, "whatif");
+  RunContext run(command_line, {.checkpoints = "whatif"});
+  const InfluenceConfig influence = InfluenceConfig::from_deck(run.deck());
+  const FederationConfig training = FederationConfig::from_deck(run.deck());
+  run.prepare_output();
 
-  Stopwatch setup_clock;
-  FederatedProblem problem = in_stage(Stage::setup, [&] { return build_problem(deck); });
-  const double setup_seconds = setup_clock.seconds();
-  const WhatifConfig config = WhatifConfig::from_deck(deck, problem);
+  FederatedProblem problem = run.set_up();
+  const WhatifConfig config = WhatifConfig::from_deck(run.deck(), problem);
   log::info(
       "fluence whatif: {} training rows on {} client(s), {} rank(s), {} parameters; "
       "{} fractions x {} eps x {} variant(s) ({:.2f}s set-up)",
       problem.total_train_rows, problem.client_rows.size(), world_size(),
       problem.model->parameters(), config.fractions.size(), config.epsilons.size(),
-      config.variants.size(), setup_seconds);
+      config.variants.size(), run.setup_seconds());
   Federation federation(problem);
-  const TrainedModel model =
-      obtain_trained_model(command_line, deck, federation, training, checkpoints);
-  if (model.result.stopped) return kExitStopped;
-  SweepCheckpoints sweep =
-      sweep_checkpoints(checkpoints, model, "units (second-order rows, retrain chains)");
-  if (sweep.model_ready()) return kExitStopped;
+  std::optional<TrainedSweep> trained =
+      run.train_model(federation, training, "units (second-order rows, retrain chains)");
+  if (!trained) return kExitStopped;
+  const TrainedModel& model = trained->model;
 
   const WhatifResult result =
-      run_whatif(federation, model.result.theta, influence, config, !command_line.quiet, &sweep);
+      run_whatif(federation, model.result.theta, influence, config, run.verbose(), &trained->sweep);
   if (result.stopped) return kExitStopped;
   log::info("whatif: group {} = {} has {} records; S_te {} rows; IHVP {:.3g} s, {} cells {:.3g} s",
             config.group_attribute, config.group_value_names.front(), result.group_size,
@@ -87,14 +78,10 @@ int run_whatif(const CommandLine& command_line) {
               result.retrain_count, format_duration(result.time_retrain), result.retrain_iterations,
               result.retrain_hessian_products);
 
-  LogStage output(Stage::output);
-  ResultsFile file(out_dir);
-  write_run_attributes(file, command_line.invocation, deck.integer("seed"), deck.resolved_toml());
-  write_run_resources(file, setup_seconds);
-  write_training_output(file, problem, model.result);
-  write_whatif_output(file, influence, config, result, model.seconds);
-  log::info("results: {}", file.commit());
-  return 0;
+  return run.finish([&](ResultsFile& file) {
+    write_training_output(file, problem, model.result);
+    write_whatif_output(file, influence, config, result, model.seconds);
+  });
 }
 
 }  // namespace fluence::app

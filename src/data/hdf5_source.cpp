@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "arrays.hpp"
+#include "built_in_sources.hpp"
 #include "fluence/core/error.hpp"
 #include "fluence/core/memory.hpp"
 #include "fluence/core/mpi.hpp"
@@ -681,5 +682,22 @@ TrainTest read_tff(const std::string& path, const std::string& test_path, const 
   return arrays::make_tables(train, test, {names.labels, names.features, {}, ""},
                              std::move(client_names));
 }
+
+namespace built_in_sources {
+
+DataSourceSpec hdf5() {
+  return array_source("hdf5",
+                      {"data.hdf5_driver", "data.arrays.features", "data.arrays.labels",
+                       "data.arrays.clients", "data.arrays.names", "data.arrays.test_features",
+                       "data.arrays.test_labels", "data.arrays.names_attribute"},
+                      read_hdf5);
+}
+
+DataSourceSpec tff() {
+  return array_source("tff", {"data.hdf5_driver", "data.arrays.features", "data.arrays.labels"},
+                      read_tff);
+}
+
+}  // namespace built_in_sources
 
 }  // namespace fluence

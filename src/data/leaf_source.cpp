@@ -13,6 +13,7 @@
 #include <set>
 
 #include "arrays.hpp"
+#include "built_in_sources.hpp"
 #include "fluence/core/error.hpp"
 #include "fluence/data/array_sources.hpp"
 
@@ -391,5 +392,15 @@ TrainTest read_leaf(const std::string& path, const std::string& test_path) {
   if (!test_path.empty()) test = read_leaf_split(test_path, test_users);
   return arrays::make_tables(train, test, {"y", "x", {}, ""}, std::move(users));
 }
+
+namespace built_in_sources {
+
+DataSourceSpec leaf() {
+  return {.name = "leaf", .read = [](const DataConfig& config, std::uint64_t, const std::string&) {
+            return read_leaf(config.path, config.test_path);
+          }};
+}
+
+}  // namespace built_in_sources
 
 }  // namespace fluence

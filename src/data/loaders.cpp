@@ -18,6 +18,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "built_in_sources.hpp"
 #include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
 
@@ -1320,5 +1321,80 @@ TrainTest read_idx(const std::string& directory) {
   const Table layout = idx_layout(train.images.dimensions[1], train.images.dimensions[2], classes);
   return {idx_table(layout, train), idx_table(layout, test)};
 }
+
+namespace {
+// The [data] settings as the CSV reader takes them; `client_column` is read as categorical
+// whatever data.features says.
+CsvOptions csv_options(const DataConfig& config, const std::string& client_column) {
+  CsvOptions options = config.csv;
+  options.features = config.features;
+  options.drop = config.drop;
+  options.client = client_column;
+  return options;
+}
+
+ColumnSelection columns_of(const DataConfig& config) {
+  return {config.label, config.categorical};
+}
+}  // namespace
+
+namespace built_in_sources {
+
+DataSourceSpec csv() {
+  return {.name = "csv",
+          .keys = {"data.delimiter", "data.missing", "data.missing_values", "data.label"},
+          .selects_attributes = true,
+          .read =
+              [](const DataConfig& config, std::uint64_t, const std::string& client_column) {
+                return read_csv(config.path, config.test_path, columns_of(config),
+                                csv_options(config, client_column));
+              },
+          // Streamed twice: the index pass keeps each row's label, client column and line.
+          .selective = {
+              .index =
+                  [](const DataConfig& config, std::uint64_t, const std::string& client_column) {
+                    return index_csv(config.path, config.test_path, columns_of(config),
+                                     csv_options(config, client_column));
+                  },
+              .rows =
+                  [](const DataConfig& config, std::uint64_t, const Table& schema,
+                     const RowRequest& request) {
+                    return read_csv_rows(config.path, config.test_path, csv_options(config, ""),
+                                         schema, request.train, request.test);
+                  },
+              .with_client_column = true}};
+}
+
+DataSourceSpec arff() {
+  return {.name = "arff",
+          .keys = {"data.label"},
+          .read =
+              [](const DataConfig& config, std::uint64_t, const std::string&) {
+                return read_arff(config.path, config.test_path, columns_of(config));
+              },
+          .selective = {
+              .index =
+                  [](const DataConfig& config, std::uint64_t, const std::string& client_column) {
+                    return index_arff(config.path, config.test_path, columns_of(config),
+                                      client_column);
+                  },
+              .rows =
+                  [](const DataConfig& config, std::uint64_t, const Table& schema,
+                     const RowRequest& request) {
+                    return read_arff_rows(config.path, config.test_path, schema, request.train,
+                                          request.test);
+                  },
+              .with_client_column = true}};
+}
+
+DataSourceSpec idx() {
+  return {.name = "idx",
+          .ink_levels = true,
+          .has_test_file = [](const DataConfig&) { return true; },  // the t10k files
+          .read = [](const DataConfig& config, std::uint64_t,
+                     const std::string&) { return read_idx(config.path); }};
+}
+
+}  // namespace built_in_sources
 
 }  // namespace fluence

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "arrays.hpp"
+#include "built_in_sources.hpp"
 #include "fluence/core/error.hpp"
 #include "fluence/data/array_sources.hpp"
 
@@ -923,5 +924,16 @@ TrainTest read_npy(const std::string& path, const std::string& test_path, const 
                               std::move(column_names), std::move(names_origin)};
   return arrays::make_tables(train, test, naming, std::move(client_names));
 }
+
+namespace built_in_sources {
+
+DataSourceSpec npy() {
+  return array_source("npy",
+                      {"data.arrays.features", "data.arrays.labels", "data.arrays.clients",
+                       "data.arrays.names", "data.arrays.test_features", "data.arrays.test_labels"},
+                      read_npy);
+}
+
+}  // namespace built_in_sources
 
 }  // namespace fluence

@@ -1,5 +1,8 @@
 #include "fluence/data/source.hpp"
+#include "built_in_sources.hpp"
 #include "fluence/core/deck_keys.hpp"
+#include "fluence/core/registry.hpp"
+#include "fluence/data/data_source.hpp"
 #include "fluence/data/purposes.hpp"
 
 #include <fmt/core.h>
@@ -23,10 +26,10 @@ namespace fluence {
 namespace {
 // Fails `fluence validate` already, with the key's location; the range is known before loading only
 // for synthetic data.
-void check_classes_early(const Deck& deck, const DataConfig& config) {
+void check_classes_early(const Deck& deck, const DataConfig& config, const DataSourceSpec& source) {
   if (config.classes.empty()) return;
   const std::optional<int> available =
-      config.source == "synthetic" ? std::optional<int>(config.synthetic.classes) : std::nullopt;
+      source.classes_before_reading ? source.classes_before_reading(config) : std::nullopt;
   const std::string problem = class_selection_problem(config.classes, available);
   if (!problem.empty())
     throw InputError(fmt::format("{}: {}", deck.where("data.classes"), problem));
@@ -34,19 +37,50 @@ void check_classes_early(const Deck& deck, const DataConfig& config) {
 }  // namespace
 
 namespace {
-bool one_of(const std::string& value, std::initializer_list<const char*> choices) {
-  return std::any_of(choices.begin(), choices.end(), [&](const char* c) { return value == c; });
+bool reads_key(const DataSourceSpec& source, const std::string& key) {
+  return std::find(source.keys.begin(), source.keys.end(), key) != source.keys.end();
 }
 
-// A key given for a source that does not read it is an error, not silence: the user meant
-// something by it.
-void refuse_unless(const Deck& deck, const std::string& key, const std::string& source,
-                   std::initializer_list<const char*> sources, const std::string& hint = "") {
-  if (deck.given(key) && !one_of(source, sources))
-    throw InputError(
-        fmt::format("{}: {} applies only to data.source = \"{}\" (here data.source = "
-                    "\"{}\"){}",
-                    deck.where(key), key, fmt::join(sources, "\", \""), source, hint));
+// The registered sources that read `key`: those with the most source-specific keys first (a key's
+// main reader, as hdf5 for data.arrays.*, csv for data.label), then in data.source's order.
+std::vector<std::string> sources_reading(const std::string& key) {
+  std::vector<DataSourceSpec> readers;
+  for (DataSourceSpec& source : registered_data_sources())
+    if (reads_key(source, key)) readers.push_back(std::move(source));
+  std::stable_sort(readers.begin(), readers.end(),
+                   [](const DataSourceSpec& a, const DataSourceSpec& b) {
+                     return a.keys.size() > b.keys.size();
+                   });
+  std::vector<std::string> names;
+  for (const DataSourceSpec& source : readers) names.push_back(source.name);
+  return names;
+}
+
+// Where a key that some other source reads has a counterpart for the labels.
+std::string refusal_hint(const std::string& key) {
+  if (key != "data.label") return "";
+  const std::vector<std::string> arrays = sources_reading("data.arrays.labels");
+  if (arrays.empty()) return "";
+  std::string listed = arrays.front();
+  for (std::size_t i = 1; i < arrays.size(); ++i)
+    listed += (i + 1 == arrays.size() ? " and " : ", ") + arrays[i];
+  return fmt::format("; the labels of {} data are data.arrays.labels", listed);
+}
+
+// A source-specific key given for a source that does not read it is an error, not silence: the
+// user meant something by it. Every source's keys are checked, in data.source's order.
+void refuse_keys_of_other_sources(const Deck& deck, const DataSourceSpec& source) {
+  std::vector<std::string> checked;
+  for (const DataSourceSpec& other : registered_data_sources())
+    for (const std::string& key : other.keys) {
+      if (std::find(checked.begin(), checked.end(), key) != checked.end()) continue;
+      checked.push_back(key);
+      if (!deck.given(key) || reads_key(source, key)) continue;
+      throw InputError(
+          fmt::format("{}: {} applies only to data.source = \"{}\" (here data.source = \"{}\"){}",
+                      deck.where(key), key, fmt::join(sources_reading(key), "\", \""), source.name,
+                      refusal_hint(key)));
+    }
 }
 
 CsvOptions read_csv_options(const Deck& deck) {
@@ -64,13 +98,7 @@ CsvOptions read_csv_options(const Deck& deck) {
   return dialect;
 }
 
-ArrayNames read_array_names(const Deck& deck, const std::string& source) {
-  for (const char* key : {"data.arrays.features", "data.arrays.labels"})
-    refuse_unless(deck, key, source, {"hdf5", "npy", "tff"});
-  for (const char* key : {"data.arrays.clients", "data.arrays.names", "data.arrays.test_features",
-                          "data.arrays.test_labels"})
-    refuse_unless(deck, key, source, {"hdf5", "npy"});
-  refuse_unless(deck, "data.arrays.names_attribute", source, {"hdf5"});
+ArrayNames read_array_names(const Deck& deck) {
   ArrayNames names;
   names.features = deck.string("data.arrays.features");
   names.labels = deck.string("data.arrays.labels");
@@ -109,8 +137,7 @@ void register_data_keys(DeckSchema& schema) {
   using T = KeyType;
   schema.add({
       section("data", "where the data come from and how they are encoded"),
-      choice("data.source", "\"synthetic\"",
-             {"synthetic", "csv", "arff", "idx", "hdf5", "tff", "leaf", "npy"}, "data source"),
+      choice("data.source", "\"synthetic\"", data_source_names(), "data source"),
       key("data.path", T::string, "",
           "training file (csv, arff, hdf5, tff), directory with the four IDX files (idx), "
           "LEAF train directory or .json file (leaf), .npz file or directory of .npy files "
@@ -230,34 +257,31 @@ DataConfig DataConfig::from_deck(const Deck& deck) {
   config.synthetic.signal = deck.real("data.synthetic.signal");
   config.synthetic.label_offset = deck.real("data.synthetic.label_offset");
   config.synthetic.cat0_signal = deck.real("data.synthetic.cat0_signal");
-  if (config.source != "synthetic" && config.path.empty())
+  const DataSourceSpec source = data_source(config.source);
+  if (source.reads_path && config.path.empty())
     throw InputError(fmt::format("{}: data.path is required when data.source = \"{}\"",
                                  deck.origin(), config.source));
-  if (config.ink_levels > 0 && config.source != "idx")
+  if (config.ink_levels > 0 && !source.ink_levels) {
+    std::vector<std::string> images;
+    for (const DataSourceSpec& other : registered_data_sources())
+      if (other.ink_levels) images.push_back(other.name);
     throw InputError(
-        fmt::format("{}: data.ink_levels = {} applies only to data.source = \"idx\" "
+        fmt::format("{}: data.ink_levels = {} applies only to data.source = \"{}\" "
                     "(here data.source = \"{}\")",
-                    deck.where("data.ink_levels"), config.ink_levels, config.source));
-  for (const char* key : {"data.delimiter", "data.missing", "data.missing_values"})
-    refuse_unless(deck, key, config.source, {"csv"});
+                    deck.where("data.ink_levels"), config.ink_levels, fmt::join(images, "\", \""),
+                    config.source));
+  }
+  refuse_keys_of_other_sources(deck, source);
   config.hdf5_driver = deck.string("data.hdf5_driver");
-  refuse_unless(deck, "data.hdf5_driver", config.source, {"hdf5", "tff"});
-  refuse_unless(deck, "data.label", config.source, {"csv", "arff"},
-                "; the labels of hdf5, npy and tff data are data.arrays.labels");
   config.csv = read_csv_options(deck);
-  config.arrays = read_array_names(deck, config.source);
+  config.arrays = read_array_names(deck);
   if (!config.features.empty() && !config.drop.empty())
     throw InputError(
         fmt::format("{}: give data.features (the columns kept) or data.drop (the "
                     "columns dropped), not both",
                     deck.where("data.drop")));
-  check_classes_early(deck, config);
-  if (config.source == "synthetic" && config.synthetic.numeric == 0 &&
-      config.synthetic.categorical.empty())
-    throw InputError(
-        fmt::format("{}: data.synthetic needs at least one numeric or categorical "
-                    "attribute",
-                    deck.origin()));
+  check_classes_early(deck, config, source);
+  if (source.check) source.check(deck, config);
   return config;
 }
 
@@ -489,9 +513,9 @@ Table first_rows(const Table& table, long limit) {
   return table.select_rows(rows);
 }
 
-bool has_test_file(const DataConfig& config) {
-  return config.source == "idx" || (config.source != "synthetic" && !config.test_path.empty()) ||
-         !config.arrays.test_features.empty();
+bool has_test_file(const DataConfig& config, const DataSourceSpec& source) {
+  if (source.has_test_file) return source.has_test_file(config);
+  return !config.test_path.empty() || !config.arrays.test_features.empty();
 }
 
 // What generating the synthetic data surely allocates on every rank, from the deck alone
@@ -525,42 +549,21 @@ std::vector<MemoryTerm> synthetic_memory(const SyntheticConfig& config, bool val
   };
 }
 
-CsvOptions csv_options(const DataConfig& config, const std::string& client_column) {
-  CsvOptions options = config.csv;
-  options.features = config.features;
-  options.drop = config.drop;
-  options.client = client_column;
-  return options;
-}
-
-// The rows as read or generated; without a test file the test table is empty (with the schema)
-// until split_train_test forms it. With `rows`, the tables are partial (Table::held) with the
-// values of the requested source rows only (hdf5, tff, npy, synthetic: index_only).
-TrainTest read_source(const DataConfig& config, std::uint64_t seed,
-                      const std::string& client_column, const RowRequest* rows = nullptr) {
-  const std::string& source = config.source;
-  if (source == "synthetic") {
-    if (!rows) {
-      check_memory(synthetic_memory(config.synthetic, true));
-      Table all = generate_synthetic(config.synthetic, seed);
-      Table test = all.empty_like();
-      return {std::move(all), std::move(test)};
-    }
-    // Without requested rows this is the index pass: every row's label is needed.
-    if (rows->train.empty()) check_memory(synthetic_memory(config.synthetic, false));
-    Table some = generate_synthetic_rows(config.synthetic, seed, rows->train, rows->train.empty());
-    Table test = some.empty_like();
-    test.partial = true;
-    return {std::move(some), std::move(test)};
+// synthetic's reading: every row whole, or with `rows` the requested rows (the index pass, asking
+// for none, generates every row's label). Without a test file the test table is empty (with the
+// schema) until split_train_test forms it.
+TrainTest generate_source(const DataConfig& config, std::uint64_t seed, const RowRequest* rows) {
+  if (!rows) {
+    check_memory(synthetic_memory(config.synthetic, true));
+    Table all = generate_synthetic(config.synthetic, seed);
+    Table test = all.empty_like();
+    return {std::move(all), std::move(test)};
   }
-  if (source == "idx") return read_idx(config.path);
-  if (source == "hdf5") return read_hdf5(config.path, config.test_path, config.arrays, rows);
-  if (source == "tff") return read_tff(config.path, config.test_path, config.arrays, rows);
-  if (source == "npy") return read_npy(config.path, config.test_path, config.arrays, rows);
-  if (source == "leaf") return read_leaf(config.path, config.test_path);
-  const ColumnSelection columns{config.label, config.categorical};
-  if (source == "arff") return read_arff(config.path, config.test_path, columns);
-  return read_csv(config.path, config.test_path, columns, csv_options(config, client_column));
+  if (rows->train.empty()) check_memory(synthetic_memory(config.synthetic, false));
+  Table some = generate_synthetic_rows(config.synthetic, seed, rows->train, rows->train.empty());
+  Table test = some.empty_like();
+  test.partial = true;
+  return {std::move(some), std::move(test)};
 }
 
 // Keeps the attributes whose `keep` entry is true, renumbering their columns. An image stays an
@@ -674,17 +677,18 @@ void check_classes(const Table& train) {
 namespace {
 // Everything load_data does after the rows are read; on partial tables (the index pass) only
 // index-level operations happen here, which need labels and client ids alone.
-TrainTest prepare(TrainTest data, const DataConfig& config, std::uint64_t seed,
-                  const std::string& client_column) {
+TrainTest prepare(TrainTest data, const DataConfig& config, const DataSourceSpec& source,
+                  std::uint64_t seed, const std::string& client_column) {
   if (!client_column.empty()) move_column_to_clients(data, client_column);
-  if (config.source != "csv") select_attributes(data, config.features, config.drop);
+  if (!source.selects_attributes) select_attributes(data, config.features, config.drop);
   // Before the split and the row limits, so that test_fraction, max_train_rows and max_test_rows
   // count kept rows. A pure function of the labels: the same on every rank.
   if (!config.classes.empty()) {
     data.train = keep_classes(data.train, config.classes);
     data.test = keep_classes(data.test, config.classes);
   }
-  if (!has_test_file(config)) data = split_train_test(data.train, config.test_fraction, seed);
+  if (!has_test_file(config, source))
+    data = split_train_test(data.train, config.test_fraction, seed);
   data.train = first_rows(data.train, config.max_train_rows);
   data.test = first_rows(data.test, config.max_test_rows);
   if (data.train.rows == 0)
@@ -703,53 +707,23 @@ TrainTest prepare(TrainTest data, const DataConfig& config, std::uint64_t seed,
   return data;
 }
 
-// The text sources read twice, streamed: the index pass keeps labels, client column and lines.
-bool text_source(const DataConfig& config) {
-  return config.source == "csv" || config.source == "arff";
-}
-
 // Sources whose rows a rank can read selectively: the index pass then reads no values.
-bool index_only(const DataConfig& config, const std::string& client_column) {
-  if (config.ink_levels != 0) return false;
-  return text_source(config) ||
-         (client_column.empty() && (config.source == "synthetic" || config.source == "hdf5" ||
-                                    config.source == "tff" || config.source == "npy"));
+bool index_only(const DataConfig& config, const DataSourceSpec& source,
+                const std::string& client_column) {
+  if (config.ink_levels != 0 || !source.selective.index) return false;
+  return client_column.empty() || source.selective.with_client_column;
 }
 
-// The index pass's reading: for the text sources labels, client column and lines, for the others
-// labels and client ids with each row's source row.
-TrainTest read_index(const DataConfig& config, std::uint64_t seed,
+// The index pass's reading, with each row's source row (its index where the source gives none).
+TrainTest read_index(const DataConfig& config, const DataSourceSpec& source, std::uint64_t seed,
                      const std::string& client_column) {
-  TrainTest data;
-  const ColumnSelection columns{config.label, config.categorical};
-  if (config.source == "csv") {
-    data = index_csv(config.path, config.test_path, columns, csv_options(config, client_column));
-  } else if (config.source == "arff") {
-    data = index_arff(config.path, config.test_path, columns, client_column);
-  } else {
-    const RowRequest none;
-    data = read_source(config, seed, client_column, &none);
-  }
+  TrainTest data = source.selective.index(config, seed, client_column);
   for (Table* table : {&data.train, &data.test}) {
     if (!table->source_row.empty()) continue;
     table->source_row.resize(table->rows);
     std::iota(table->source_row.begin(), table->source_row.end(), 0);
   }
   return data;
-}
-
-// The second pass's reading: the source rows `request` asks for, with the final tables'
-// attributes (`schema`).
-TrainTest read_requested(const DataConfig& config, std::uint64_t seed, const Table& schema,
-                         const RowRequest& request) {
-  if (config.source == "csv")
-    return read_csv_rows(config.path, config.test_path, csv_options(config, ""), schema,
-                         request.train, request.test);
-  if (config.source == "arff")
-    return read_arff_rows(config.path, config.test_path, schema, request.train, request.test);
-  TrainTest raw = read_source(config, seed, "", &request);
-  select_attributes(raw, config.features, config.drop);
-  return raw;
 }
 
 std::vector<std::int64_t> source_rows_of(const Table& table,
@@ -792,15 +766,106 @@ void fill_values(Table& table, const std::vector<std::int64_t>& rows, Table& raw
 }
 }  // namespace
 
+SelectiveReading rows_by_request(
+    std::function<TrainTest(const DataConfig& config, std::uint64_t seed, const RowRequest& rows)>
+        read) {
+  SelectiveReading selective;
+  selective.index = [read](const DataConfig& config, std::uint64_t seed, const std::string&) {
+    return read(config, seed, RowRequest{});
+  };
+  selective.rows = [read](const DataConfig& config, std::uint64_t seed, const Table&,
+                          const RowRequest& request) {
+    TrainTest raw = read(config, seed, request);
+    select_attributes(raw, config.features, config.drop);
+    return raw;
+  };
+  return selective;
+}
+
+DataSourceSpec array_source(std::string name, std::vector<std::string> keys,
+                            TrainTest (*read)(const std::string& path, const std::string& test_path,
+                                              const ArrayNames& names, const RowRequest* rows)) {
+  return {.name = std::move(name),
+          .keys = std::move(keys),
+          .read =
+              [read](const DataConfig& config, std::uint64_t, const std::string&) {
+                return read(config.path, config.test_path, config.arrays, nullptr);
+              },
+          .selective = rows_by_request(
+              [read](const DataConfig& config, std::uint64_t, const RowRequest& rows) {
+                return read(config.path, config.test_path, config.arrays, &rows);
+              })};
+}
+
+namespace built_in_sources {
+
+DataSourceSpec synthetic() {
+  return {.name = "synthetic",
+          .reads_path = false,
+          .has_test_file = [](const DataConfig&) { return false; },  // a data.test_fraction split
+          .classes_before_reading =
+              [](const DataConfig& config) { return std::optional<int>(config.synthetic.classes); },
+          .check =
+              [](const Deck& deck, const DataConfig& config) {
+                if (config.synthetic.numeric == 0 && config.synthetic.categorical.empty())
+                  throw InputError(
+                      fmt::format("{}: data.synthetic needs at least one numeric or categorical "
+                                  "attribute",
+                                  deck.origin()));
+              },
+          .read = [](const DataConfig& config, std::uint64_t seed,
+                     const std::string&) { return generate_source(config, seed, nullptr); },
+          .selective = rows_by_request(
+              [](const DataConfig& config, std::uint64_t seed, const RowRequest& rows) {
+                return generate_source(config, seed, &rows);
+              })};
+}
+
+}  // namespace built_in_sources
+
+namespace {
+Registry<DataSourceSpec>& registry() {
+  // The built-ins in data.source's order, registered on first use (a static library drops none).
+  static Registry<DataSourceSpec> instance(
+      "a data source",
+      {built_in_sources::synthetic(), built_in_sources::csv(), built_in_sources::arff(),
+       built_in_sources::idx(), built_in_sources::hdf5(), built_in_sources::tff(),
+       built_in_sources::leaf(), built_in_sources::npy()});
+  return instance;
+}
+}  // namespace
+
+void register_data_source(DataSourceSpec spec) {
+  if (!spec.read) throw InputError("register_data_source: a data source needs a reader");
+  if (static_cast<bool>(spec.selective.index) != static_cast<bool>(spec.selective.rows))
+    throw InputError("register_data_source: selective reading needs both passes");
+  registry().add(std::move(spec));
+}
+
+std::vector<DataSourceSpec> registered_data_sources() {
+  return registry().specs();
+}
+
+std::vector<std::string> data_source_names() {
+  return registry().names();
+}
+
+DataSourceSpec data_source(const std::string& name) {
+  return registry().find(name, "data.source");
+}
+
 TrainTest load_data(const DataConfig& config, std::uint64_t seed,
                     const std::string& client_column) {
-  return prepare(read_source(config, seed, client_column), config, seed, client_column);
+  const DataSourceSpec source = data_source(config.source);
+  return prepare(source.read(config, seed, client_column), config, source, seed, client_column);
 }
 
 TrainTest load_data_index(const DataConfig& config, std::uint64_t seed,
                           const std::string& client_column) {
-  if (!index_only(config, client_column)) return load_data(config, seed, client_column);
-  return prepare(read_index(config, seed, client_column), config, seed, client_column);
+  const DataSourceSpec source = data_source(config.source);
+  if (!index_only(config, source, client_column)) return load_data(config, seed, client_column);
+  return prepare(read_index(config, source, seed, client_column), config, source, seed,
+                 client_column);
 }
 
 void hold_rows(TrainTest& data, const DataConfig& config, std::uint64_t seed,
@@ -811,11 +876,12 @@ void hold_rows(TrainTest& data, const DataConfig& config, std::uint64_t seed,
     data.test.retain(test_rows);
     return;
   }
+  const DataSourceSpec source = data_source(config.source);
   RowRequest request;
   request.collective = config.hdf5_driver == "mpio";
   request.train = source_rows_of(data.train, train_rows);
   std::vector<std::int64_t> test_sources = source_rows_of(data.test, test_rows);
-  const bool test_file = has_test_file(config);
+  const bool test_file = has_test_file(config, source);
   if (test_file) {
     request.test = std::move(test_sources);
   } else {  // the test rows were split off the training source
@@ -824,7 +890,7 @@ void hold_rows(TrainTest& data, const DataConfig& config, std::uint64_t seed,
                    test_sources.end(), std::back_inserter(both));
     request.train = std::move(both);
   }
-  TrainTest raw = read_requested(config, seed, data.train, request);
+  TrainTest raw = source.selective.rows(config, seed, data.train, request);
   if (test_file) {
     fill_values(data.train, train_rows, raw.train);
     fill_values(data.test, test_rows, raw.test);

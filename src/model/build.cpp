@@ -5,6 +5,7 @@
 #include "fluence/core/config.hpp"
 #include "fluence/core/deck_keys.hpp"
 #include "fluence/core/error.hpp"
+#include "fluence/core/registry.hpp"
 #include "fluence/model/network.hpp"
 #include "fluence/model/softmax_regression.hpp"
 
@@ -57,7 +58,7 @@ void register_model_keys(DeckSchema& schema) {
   using T = KeyType;
   schema.add({
       section("model", "the model trained"),
-      choice("model.type", "\"logistic\"", {"logistic", "mlp", "cnn"},
+      choice("model.type", "\"logistic\"", model_kind_names(),
              "multinomial logistic regression; a fully connected network (`mlp`: the inputs, "
              "`hidden` dense layers each followed by `activation`, a dense layer of C "
              "logits); a convolutional network (`cnn`: for each of `conv_filters`, a k × k "
@@ -109,51 +110,112 @@ void register_model_keys(DeckSchema& schema) {
   });
 }
 
-bool model_encodes_bias(const Deck& deck) {
-  return deck.string("model.type") == "logistic" && deck.boolean("model.bias");
+namespace {
+
+std::unique_ptr<Model> build_mlp(const Deck& deck, const ModelInputs& inputs) {
+  const NetworkSettings network = NetworkSettings::from_deck(deck);
+  return build_network(deck,
+                       NetworkSpec::mlp(inputs.features, network.hidden, network.activation,
+                                        inputs.classes, network.bias),
+                       inputs.classes);
 }
 
-std::unique_ptr<Model> build_model(const Deck& deck, int features, std::array<int, 3> image,
-                                   int classes) {
-  const std::string type = deck.string("model.type");
-  const double l2 = deck.real("model.l2");
-  if (type == "logistic") return std::make_unique<SoftmaxRegression>(features, classes, l2);
-  const Activation activation =
+std::unique_ptr<Model> build_cnn(const Deck& deck, const ModelInputs& inputs) {
+  const NetworkSettings network = NetworkSettings::from_deck(deck);
+  const Shape shape = input_shape(deck, inputs.features, inputs.image);
+  const long kernel = deck.integer("model.conv_kernel");
+  const bool same = deck.string("model.conv_padding") == "same";
+  if (same && kernel % 2 == 0)
+    throw InputError(fmt::format(
+        "{}: model.conv_kernel = {} with model.conv_padding = \"same\": same padding needs an "
+        "odd kernel ((k-1)/2 zeros per side)",
+        deck.where("model.conv_kernel"), kernel));
+  if (kernel > std::min(shape.height, shape.width) + (same ? kernel : 0))
+    throw InputError(fmt::format("{}: model.conv_kernel = {} exceeds the {}x{} input",
+                                 deck.where("model.conv_kernel"), kernel, shape.height,
+                                 shape.width));
+  return build_network(
+      deck,
+      NetworkSpec::cnn(shape, integers_of(deck, "model.conv_filters"), static_cast<int>(kernel),
+                       same ? Padding::same : Padding::valid, deck.boolean("model.conv_pool"),
+                       network.hidden, network.activation, inputs.classes, network.bias),
+      inputs.classes);
+}
+
+Registry<ModelKindSpec>& registry() {
+  // The built-ins in model.type's order, registered on first use (a static library drops none).
+  static Registry<ModelKindSpec> instance(
+      "a model kind",
+      {{.name = "logistic",
+        .keys = {"model.l2", "model.bias"},
+        .bias_column = true,
+        .create =
+            [](const Deck& deck, const ModelInputs& inputs) {
+              return std::unique_ptr<Model>(
+                  new SoftmaxRegression(inputs.features, inputs.classes, deck.real("model.l2")));
+            }},
+       {.name = "mlp",
+        .keys = {"model.l2", "model.bias", "model.hidden", "model.activation", "model.init"},
+        .create = build_mlp},
+       {.name = "cnn",
+        .keys = {"model.l2", "model.bias", "model.hidden", "model.activation", "model.init",
+                 "model.conv_filters", "model.conv_kernel", "model.conv_padding", "model.conv_pool",
+                 "model.conv_algorithm", "model.input_shape"},
+        .create = build_cnn}});
+  return instance;
+}
+
+}  // namespace
+
+void register_model_kind(ModelKindSpec spec) {
+  if (!spec.create) throw InputError("register_model_kind: a model kind needs a factory");
+  registry().add(std::move(spec));
+}
+
+std::vector<ModelKindSpec> registered_model_kinds() {
+  return registry().specs();
+}
+
+std::vector<std::string> model_kind_names() {
+  return registry().names();
+}
+
+NetworkSettings NetworkSettings::from_deck(const Deck& deck) {
+  NetworkSettings settings;
+  settings.activation =
       deck.string("model.activation") == "tanh" ? Activation::tanh : Activation::relu;
-  const std::vector<int> hidden = integers_of(deck, "model.hidden");
-  const bool bias = deck.boolean("model.bias");
-  NetworkSpec spec;
-  if (type == "mlp") {
-    spec = NetworkSpec::mlp(features, hidden, activation, classes, bias);
-  } else {
-    const Shape shape = input_shape(deck, features, image);
-    const long kernel = deck.integer("model.conv_kernel");
-    const bool same = deck.string("model.conv_padding") == "same";
-    if (same && kernel % 2 == 0)
-      throw InputError(fmt::format(
-          "{}: model.conv_kernel = {} with model.conv_padding = \"same\": same padding needs an "
-          "odd kernel ((k-1)/2 zeros per side)",
-          deck.where("model.conv_kernel"), kernel));
-    if (kernel > std::min(shape.height, shape.width) + (same ? kernel : 0))
-      throw InputError(fmt::format("{}: model.conv_kernel = {} exceeds the {}x{} input",
-                                   deck.where("model.conv_kernel"), kernel, shape.height,
-                                   shape.width));
-    spec = NetworkSpec::cnn(shape, integers_of(deck, "model.conv_filters"),
-                            static_cast<int>(kernel), same ? Padding::same : Padding::valid,
-                            deck.boolean("model.conv_pool"), hidden, activation, classes, bias);
-  }
+  settings.hidden = integers_of(deck, "model.hidden");
+  settings.bias = deck.boolean("model.bias");
+  return settings;
+}
+
+std::unique_ptr<Model> build_network(const Deck& deck, NetworkSpec spec, int classes) {
+  const std::string type = deck.string("model.type");
+  spec.type = type;
   if (deck.string("model.conv_algorithm") == "im2col") spec.convolution = ConvolutionMethod::im2col;
   const std::string init = deck.string("model.init");
   if (init != "auto")
     spec.initialization = init == "he" ? Initialization::he : Initialization::glorot;
   try {
-    return std::make_unique<Network>(spec, classes, l2);
+    return std::make_unique<Network>(spec, classes, deck.real("model.l2"));
   } catch (const std::invalid_argument& error) {
     throw InputError(
         fmt::format("model.type = \"{}\": {} (model.conv_filters, model.conv_kernel, "
                     "model.conv_padding, model.conv_pool)",
                     type, error.what()));
   }
+}
+
+bool model_encodes_bias(const Deck& deck) {
+  return registry().find(deck.string("model.type"), "model.type").bias_column &&
+         deck.boolean("model.bias");
+}
+
+std::unique_ptr<Model> build_model(const Deck& deck, int features, std::array<int, 3> image,
+                                   int classes) {
+  return registry()
+      .find(deck.string("model.type"), "model.type")
+      .create(deck, {features, image, classes});
 }
 
 }  // namespace fluence
