@@ -24,6 +24,7 @@
 #include "fluence/io/privacy_output.hpp"
 #include "fluence/io/results.hpp"
 #include "fluence/io/training_output.hpp"
+#include "run_context.hpp"
 #include "train_checkpoint.hpp"
 
 namespace fluence::app {
@@ -71,24 +72,60 @@ void restore_canary_audit(CanaryAudit& canaries, const TrainingResume& resume) {
   canaries.restore(found->second, resume.theta);
 }
 
+// results.h5's datasets of a training run (the run's attributes and resources come from
+// RunContext), with the privacy, FeO2 and audit lines of the console.
+void write_results(ResultsFile& file, const FederatedProblem& problem, const TrainingResult& result,
+                   PrivateTraining* private_training, const PrivacyConfig& privacy,
+                   const CanaryAudit* canaries, const Deck& deck) {
+  write_training_output(file, problem, result);
+  if (private_training && !private_training->history().epsilon.empty()) {
+    const auto& history = private_training->history();
+    for (const AccountantSeries& series : history.accountants) {
+      // RDP's order for the run's own accountant; a bracket where the accountant has a lower end.
+      std::string detail;
+      if (series.name == "rdp" && &series == &history.accountants.front())
+        detail = fmt::format(", best order {}", history.best_order.back());
+      else if (series.lower.back() > 0.0)
+        detail =
+            fmt::format(", bracket [{:.4g}, {:.4g}]", series.lower.back(), series.upper.back());
+      log::info("privacy: eps = {:.4g} at delta = {} after {} rounds ({} accountant{})",
+                series.epsilon.back(), history.delta, series.epsilon.size(), series.name, detail);
+    }
+    write_privacy_output(file, privacy, history);
+  }
+  if (private_training && !private_training->metrics().acc_g.empty()) {
+    private_training->take_server_accuracy(result.history);
+    log_final_feo2_metrics(private_training->metrics());
+    write_feo2_output(file, private_training->metrics());
+  }
+  if (canaries) {
+    const CanaryAuditResult audit = canaries->finish(result.theta, privacy.delta,
+                                                     CanaryAuditConfig::from_deck(deck).confidence);
+    log::info(
+        "audit: {} canaries ({} inserted): eps lower bound {:.4g} (all iterates), {:.4g} (final "
+        "model) at {:.0f}% confidence; canary estimate {:.4g} (all iterates), {:.4g} (final)",
+        audit.inserted.size(), std::count(audit.inserted.begin(), audit.inserted.end(), 1),
+        audit.epsilon_lower_all_iterates, audit.epsilon_lower_final, 100.0 * audit.confidence,
+        audit.epsilon_estimate_all_iterates, audit.epsilon_estimate_final);
+    write_canary_audit_output(file, audit);
+  }
+}
+
 }  // namespace
 
 int run_train(const CommandLine& command_line) {
-  install_stop_handlers();  // first: a signal during set-up stops after the first round
-  Deck deck = read_command_deck(command_line);
-  const std::string out_dir = deck.string("output.dir");
-  prepare_output_directory(out_dir, command_line.force);
-  CommandCheckpoints checkpoints(command_line, deck, "train");
-
-  Stopwatch setup_clock;
-  FederatedProblem problem = in_stage(Stage::setup, [&] { return build_problem(deck); });
-  const double setup_seconds = setup_clock.seconds();
+  // Stop handlers first: a signal during set-up stops after the first round.
+  RunContext run(command_line, {.checkpoints = "train"});
+  const Deck& deck = run.deck();
+  run.prepare_output();
+  CommandCheckpoints& checkpoints = run.checkpoints();
+  FederatedProblem problem = run.set_up();
   const FederationConfig config = FederationConfig::from_deck(deck);
   log::info(
       "fluence train: {} clients on {} rank(s), {} training rows, {} parameters ({:.2f}s "
       "set-up)",
       problem.client_rows.size(), world_size(), problem.total_train_rows,
-      problem.model->parameters(), setup_seconds);
+      problem.model->parameters(), run.setup_seconds());
 
   if (config.client_update.rule != ClientUpdateRule::sgd)
     log::info("client update: {}{}", deck.string("federation.client_update"),
@@ -166,44 +203,10 @@ int run_train(const CommandLine& command_line) {
                 ? ""
                 : fmt::format("  |grad h| {:.3e}", result.gradient_norm));
 
-  LogStage output(Stage::output);
-  ResultsFile file(out_dir);
-  write_run_attributes(file, command_line.invocation, deck.integer("seed"), deck.resolved_toml());
-  write_run_resources(file, setup_seconds);
-  write_training_output(file, problem, result);
-  if (private_training && !private_training->history().epsilon.empty()) {
-    const auto& history = private_training->history();
-    for (const AccountantSeries& series : history.accountants) {
-      // RDP's order for the run's own accountant; a bracket where the accountant has a lower end.
-      std::string detail;
-      if (series.name == "rdp" && &series == &history.accountants.front())
-        detail = fmt::format(", best order {}", history.best_order.back());
-      else if (series.lower.back() > 0.0)
-        detail =
-            fmt::format(", bracket [{:.4g}, {:.4g}]", series.lower.back(), series.upper.back());
-      log::info("privacy: eps = {:.4g} at delta = {} after {} rounds ({} accountant{})",
-                series.epsilon.back(), history.delta, series.epsilon.size(), series.name, detail);
-    }
-    write_privacy_output(file, privacy, history);
-  }
-  if (private_training && !private_training->metrics().acc_g.empty()) {
-    private_training->take_server_accuracy(result.history);
-    log_final_feo2_metrics(private_training->metrics());
-    write_feo2_output(file, private_training->metrics());
-  }
-  if (canaries) {
-    const CanaryAuditResult audit = canaries->finish(result.theta, privacy.delta,
-                                                     CanaryAuditConfig::from_deck(deck).confidence);
-    log::info(
-        "audit: {} canaries ({} inserted): eps lower bound {:.4g} (all iterates), {:.4g} (final "
-        "model) at {:.0f}% confidence; canary estimate {:.4g} (all iterates), {:.4g} (final)",
-        audit.inserted.size(), std::count(audit.inserted.begin(), audit.inserted.end(), 1),
-        audit.epsilon_lower_all_iterates, audit.epsilon_lower_final, 100.0 * audit.confidence,
-        audit.epsilon_estimate_all_iterates, audit.epsilon_estimate_final);
-    write_canary_audit_output(file, audit);
-  }
-  log::info("results: {}", file.commit());
-  return 0;
+  return run.finish([&](ResultsFile& file) {
+    write_results(file, problem, result, private_training ? &*private_training : nullptr, privacy,
+                  canaries ? &*canaries : nullptr, deck);
+  });
 }
 
 }  // namespace fluence::app
