@@ -9,7 +9,11 @@ of analysis/style.py (one column wide, vector PDF and 300-dpi PNG):
   at (``/privacy/epsilon`` after the last round, the final test accuracy), each point labelled
   with the value of the swept deck key that moves epsilon (``privacy.noise_multiplier`` z, or
   whichever key differs between the runs of the line);
-* a dashed horizontal line per non-private run (``privacy.mode = "none"``).
+* a dashed horizontal line per non-private run (``privacy.mode = "none"``);
+* for runs with canary clients (``audit.canaries``), the audit's measured lower bound
+  (``/audit/epsilon_lower``, the one-run bound from every round's model) as a bar joined to the
+  accountant's epsilon: the run's true epsilon lies on that segment (at the audit's confidence).
+  A bound of 0 is drawn at 1/1000 of epsilon on a logarithmic axis.
 
 The x axis is logarithmic when epsilon spans more than a factor of 10; its label gives delta
 (``/privacy/delta``) when the runs share it. The accuracy is ``/model/test_accuracy`` (the
@@ -98,6 +102,7 @@ def draw(table, private, metric):
     ax = axes[0][0]
     keys = swept_keys(table[private])
     accuracy = 100 * table[metric].astype(float)
+    audit_labelled = False
     for index, (name, runs) in enumerate(table[private].groupby("algorithm", sort=False)):
         runs = runs.sort_values("privacy/epsilon")
         x, y = runs["privacy/epsilon"].to_numpy(float), accuracy[runs.index].to_numpy(float)
@@ -108,6 +113,18 @@ def draw(table, private, metric):
             if text:  # below the point: the accuracy rises with epsilon, so that is free
                 ax.annotate(text, (xi, yi), xytext=(0, -6), textcoords="offset points",
                             ha="center", va="top", fontsize=6, color=style.color(index))
+        # The audit's measured lower bound (`audit.canaries`): the true eps of the run lies between
+        # it and the accountant's upper bound, drawn as a segment ending in a bar at the bound.
+        if "audit/epsilon_lower" in runs.columns:
+            lower = runs["audit/epsilon_lower"].to_numpy(float)
+            audited = ~np.isnan(lower)
+            if audited.any():
+                ax.hlines(y[audited], np.maximum(lower[audited], x[audited] * 1e-3), x[audited],
+                          color=style.color(index), linewidth=0.8, alpha=0.6)
+                ax.plot(np.maximum(lower[audited], x[audited] * 1e-3), y[audited], linestyle="none",
+                        marker="|", markersize=7, color=style.color(index),
+                        label=None if audit_labelled else "audit lower bound")
+                audit_labelled = True
     for offset, (_, row) in enumerate(table[~private].iterrows()):
         ax.axhline(accuracy[row.name], color=style.NEUTRAL, linestyle=style.LINESTYLES[
             1 + offset % 3], linewidth=0.9, label="non-private" if offset == 0 else None)

@@ -66,6 +66,17 @@ CanaryAudit::CanaryAudit(std::uint64_t seed, long canaries, std::size_t paramete
     Stream stream(seed, purpose::canary_direction, static_cast<std::uint64_t>(first_ + k));
     for (std::size_t w = 0; w < words_; ++w) signs_[k * words_ + w] = stream.next_u64();
   }
+  // The same signs by blocks of 8 coordinates, block-major (signed_sums' order of reading).
+  const std::size_t blocks = (parameters + 7) / 8;
+  sign_bytes_.assign(blocks * static_cast<std::size_t>(count_), 0);
+  for (long k = 0; k < count_; ++k)
+    for (std::size_t b = 0; b < blocks; ++b) {
+      const std::uint64_t word = signs_[static_cast<std::size_t>(k) * words_ + b / 8];
+      std::uint8_t byte = static_cast<std::uint8_t>(word >> (8 * (b % 8)));
+      if (8 * b + 8 > parameters)
+        byte &= static_cast<std::uint8_t>((1u << (parameters - 8 * b)) - 1);
+      sign_bytes_[b * static_cast<std::size_t>(count_) + static_cast<std::size_t>(k)] = byte;
+    }
   best_.assign(static_cast<std::size_t>(count_), -std::numeric_limits<double>::infinity());
 }
 
@@ -81,27 +92,24 @@ void CanaryAudit::update(long canary, double clip, double* out) const {
     out[i] = (bits[i / 64] >> (i % 64)) & 1 ? -length : length;
 }
 
-double CanaryAudit::signed_sum(long local, const double* v) const {
-  // Branch-free (the signs are random, a branch would miss half the time): each term's sign bit
-  // flipped by its direction's, summed into four partial sums in a fixed pattern (the same bits on
-  // every rank count), which the compiler can keep in vector registers.
-  const std::uint64_t* bits = signs_.data() + static_cast<std::size_t>(local) * words_;
-  double partial[4] = {0.0, 0.0, 0.0, 0.0};
-  const std::size_t whole = parameters_ / 64;
-  for (std::size_t w = 0; w < whole; ++w) {
-    const std::uint64_t word = bits[w];
-    const double* x = v + w * 64;
-    for (std::size_t b = 0; b < 64; b += 4)
-      for (std::size_t lane = 0; lane < 4; ++lane) {
-        const std::uint64_t flip = ((word >> (b + lane)) & 1) << 63;
-        partial[lane] += std::bit_cast<double>(std::bit_cast<std::uint64_t>(x[b + lane]) ^ flip);
-      }
+void CanaryAudit::signed_sums(const double* v, std::vector<double>& out) const {
+  // sum_i s_ci v_i for every hosted canary at once, 8 coordinates at a time: the 256 signed sums
+  // of a block's 8 values are tabulated once (each from a smaller one: flipping the sign of the
+  // mask's lowest coordinate), then each canary adds the entry its 8 signs select. About
+  // (256 + canaries) / 8 operations a coordinate instead of one per canary and coordinate; the
+  // same fixed order on every rank count.
+  out.assign(static_cast<std::size_t>(count_), 0.0);
+  double table[256];
+  const std::size_t blocks = (parameters_ + 7) / 8;
+  for (std::size_t b = 0; b < blocks; ++b) {
+    double x[8];
+    for (std::size_t i = 0; i < 8; ++i) x[i] = 8 * b + i < parameters_ ? v[8 * b + i] : 0.0;
+    table[0] = ((x[0] + x[1]) + (x[2] + x[3])) + ((x[4] + x[5]) + (x[6] + x[7]));
+    for (unsigned mask = 1; mask < 256; ++mask)
+      table[mask] = table[mask & (mask - 1)] - 2.0 * x[std::countr_zero(mask)];
+    const std::uint8_t* bytes = sign_bytes_.data() + b * static_cast<std::size_t>(count_);
+    for (long k = 0; k < count_; ++k) out[static_cast<std::size_t>(k)] += table[bytes[k]];
   }
-  for (std::size_t i = whole * 64; i < parameters_; ++i) {
-    const std::uint64_t flip = ((bits[i / 64] >> (i % 64)) & 1) << 63;
-    partial[i % 4] += std::bit_cast<double>(std::bit_cast<std::uint64_t>(v[i]) ^ flip);
-  }
-  return (partial[0] + partial[1]) + (partial[2] + partial[3]);
 }
 
 void CanaryAudit::observe(int round, const std::vector<double>& theta) {
@@ -109,10 +117,11 @@ void CanaryAudit::observe(int round, const std::vector<double>& theta) {
   delta_.resize(parameters_);
   for (std::size_t i = 0; i < parameters_; ++i) delta_[i] = theta[i] - theta_previous_[i];
   const double norm = dot_norm(delta_) * std::sqrt(static_cast<double>(parameters_));
+  // cos(u_c, delta) = sum_i s_i delta_i / (sqrt(p) ||delta||); a round that did not move the
+  // model carries no signal (0).
+  signed_sums(delta_.data(), sums_);
   for (long k = 0; k < count_; ++k) {
-    // cos(u_c, delta) = sum_i s_i delta_i / (sqrt(p) ||delta||); a round that did not move the
-    // model carries no signal (0).
-    const double cosine = norm > 0.0 ? signed_sum(k, delta_.data()) / norm : 0.0;
+    const double cosine = norm > 0.0 ? sums_[static_cast<std::size_t>(k)] / norm : 0.0;
     best_[static_cast<std::size_t>(k)] = std::max(best_[static_cast<std::size_t>(k)], cosine);
   }
   theta_previous_ = theta;
@@ -144,10 +153,9 @@ CanaryAuditResult CanaryAudit::finish(const std::vector<double>& theta_final, do
   std::vector<double> whole(parameters_);
   for (std::size_t i = 0; i < parameters_; ++i) whole[i] = theta_final[i] - theta_start_[i];
   const double norm = dot_norm(whole) * std::sqrt(static_cast<double>(parameters_));
-  std::vector<double> local_final(static_cast<std::size_t>(count_));
-  for (long k = 0; k < count_; ++k)
-    local_final[static_cast<std::size_t>(k)] =
-        norm > 0.0 ? signed_sum(k, whole.data()) / norm : 0.0;
+  std::vector<double> local_final;
+  signed_sums(whole.data(), local_final);
+  for (double& value : local_final) value = norm > 0.0 ? value / norm : 0.0;
   result.score_final = ordered_allgather(local_final, static_cast<int>(count_), 1);
   // A canary of a run without rounds has no all-iterates score: 0 (no signal).
   std::vector<double> best = best_;

@@ -97,7 +97,7 @@ class Plots(unittest.TestCase):
         for name, settings in (("feo2_r0.5", []), ("dpfedavg", ['privacy.mode="dp-fedavg"',
                                "privacy.opt_out_fraction=0"]),
                                ("dp_z2", ['privacy.mode="dp-fedavg"', "privacy.opt_out_fraction=0",
-                                          "privacy.noise_multiplier=2.0"]),
+                                          "privacy.noise_multiplier=2.0", "audit.canaries=20"]),
                                ("nonprivate", ['privacy.mode="none"', "privacy.opt_out_fraction=0",
                                                'personalization.method="ditto"'])):
             r.private(os.path.join("feo2", "noniid", name), *settings)
@@ -191,6 +191,13 @@ class Plots(unittest.TestCase):
         self.assertIn("z = 2", utility)
         self.assertIn("DP-FedAvg", utility)
         self.assertIn("non-private", utility)
+
+    def test_privacy_utility_shows_the_audit_lower_bound(self):
+        # The run with canary clients adds its measured lower bound beside the accountant's eps.
+        figure = self.caught.named("privacy_utility.png")[0]
+        self.assertTrue(any("audit lower bound" in text for text in figure["texts"]),
+                        figure["texts"])
+        self.assertGreaterEqual(figure["collections"], 1)  # the segment to the accountant's eps
 
     def test_palette_is_okabe_ito(self):
         cycle = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
