@@ -302,13 +302,6 @@ void Federation::train_cohort(int round, const std::vector<double>& theta,
                               const LocalTrainingConfig& config, Sampler& sampler,
                               UpdateReduction& reduction) {
   const std::size_t p = parameters();
-  int replaced = 0;
-  for (const auto& objective : objectives_) replaced |= objective != nullptr;
-  // Collective, so that every rank throws together rather than some waiting in the reduction.
-  MPI_Allreduce(MPI_IN_PLACE, &replaced, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD);
-  if (replaced)
-    throw RuntimeError(
-        "FedAvg cannot train a client whose data term is replaced by a local objective");
   chosen_.clear();
   for (std::size_t k = 0; k < problem_.clients.size(); ++k)
     if (included(k) && sampler.in_cohort(round, problem_.clients[k].id())) chosen_.push_back(k);
@@ -353,13 +346,21 @@ void Federation::round(int round, std::vector<double>& theta, const LocalTrainin
   round_abandoned_ = false;
   if (before_reduction) before_reduction();
   // The reduction's bound (+inf when a client diverged: infinity, not NaN, since MPI_MAX need not
-  // carry a NaN through), whether any rank gave the round up for a stop signal, and SCAFFOLD's
-  // bound on the control variates' changes, in one reduction.
-  double agreed[3] = {diverged_client_ != kNoClient ? std::numeric_limits<double>::infinity()
+  // carry a NaN through), whether any rank gave the round up for a stop signal, whether any client
+  // of the federation trains on a replaced objective, and SCAFFOLD's bound on the control
+  // variates' changes, in one reduction.
+  // A client whose data term is replaced by a local objective (set_local_objective) has no rows
+  // to train on in a round: the ranks agree on that in the same reduction and throw together.
+  double replaced = 0.0;
+  for (const auto& objective : objectives_) replaced = objective ? 1.0 : replaced;
+  double agreed[4] = {diverged_client_ != kNoClient ? std::numeric_limits<double>::infinity()
                                                     : reduction.local_bound(),
-                      stop_requested() ? 1.0 : 0.0, control_bound_};
-  MPI_Allreduce(MPI_IN_PLACE, agreed, scaffold_ ? 3 : 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  control_bound_ = agreed[2];
+                      stop_requested() ? 1.0 : 0.0, replaced, control_bound_};
+  MPI_Allreduce(MPI_IN_PLACE, agreed, scaffold_ ? 4 : 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  if (agreed[2] != 0.0)
+    throw RuntimeError(
+        "FedAvg cannot train a client whose data term is replaced by a local objective");
+  control_bound_ = agreed[3];
   if (agreed[1] != 0.0) {
     // Nothing of the round has been kept (theta and every part's state are as the round found
     // them), so train() writes the previous round's checkpoint.

@@ -8,7 +8,9 @@
 
 #include "fluence/app/deck_schema.hpp"
 #include "fluence/core/config.hpp"
+#include "fluence/core/error.hpp"
 #include "fluence/core/mpi.hpp"
+#include "fluence/fl/round.hpp"
 #include "fluence/fldp/fldp.hpp"
 #include "fluence/influence/hessian_operator.hpp"
 #include "support/default_deck.hpp"
@@ -134,6 +136,14 @@ TEST_F(FldpMpi, FederationWithAnExpectedLossIsConsistent) {
   std::vector<double> hv_operator(p);
   hessian->apply(v.data(), hv_operator.data());
   for (std::size_t i = 0; i < p; ++i) EXPECT_NEAR(hv_operator[i], hv[i], 1e-13);
+  // A FedAvg round needs rows to train on: every rank refuses it together (only the owner of
+  // client 1 holds the objective).
+  {
+    WeightedMeanReduction mean(p, static_cast<std::int64_t>(problem.client_rows.size()), false);
+    const std::unique_ptr<Sampler> everyone = make_sampler({}, problem.seed, 0);
+    std::vector<double> start = point;
+    EXPECT_THROW(federation.round(1, start, training_.local, *everyone, mean), RuntimeError);
+  }
   federation.clear_local_objectives();
   std::vector<double> plain;
   federation.gradient(point, plain);
