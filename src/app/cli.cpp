@@ -58,14 +58,6 @@ CommandLine parse_command_line(int argc, char** argv) {
   CommandLine result;
   std::vector<std::string> own_args;
   result.petsc_args.push_back(argv[0]);
-  bool petsc_part = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    result.invocation += (i > 1 ? " " : "") + arg;
-    petsc_part = petsc_part || is_petsc_option(arg);
-    (petsc_part ? result.petsc_args : own_args).push_back(arg);
-  }
-  result.invocation = "fluence " + result.invocation;
 
   CLI::App app{
       "Fluence: an MPI simulator for privacy research in federated learning.\n"
@@ -81,6 +73,34 @@ CommandLine parse_command_line(int argc, char** argv) {
     if (spec.reads_deck) add_common_options(command, result, spec.options);
     if (spec.add_options) spec.add_options(command, result);
   }
+
+  // PETSc's options come last, but a Fluence option (--out DIR, --force) given among them is
+  // still Fluence's: PETSc's start with one dash, Fluence's long ones with two (`-newton_ksp_rtol
+  // 1e-3 --out DIR` wrote to the deck's output.dir, the --out taken for a PETSc value).
+  const CLI::App* chosen = nullptr;
+  bool petsc_part = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    result.invocation += (i > 1 ? " " : "") + arg;
+    if (!chosen && !own_args.empty() && own_args.front().rfind('-', 0) != 0)
+      for (const auto* command : app.get_subcommands({}))
+        if (command->get_name() == own_args.front()) chosen = command;
+    petsc_part = petsc_part || is_petsc_option(arg);
+    if (!petsc_part) {
+      own_args.push_back(arg);
+    } else if (arg.size() > 2 && arg.rfind("--", 0) == 0) {
+      own_args.push_back(arg);
+      const std::string name = arg.substr(0, arg.find('='));
+      const CLI::Option* option = chosen ? chosen->get_option_no_throw(name) : nullptr;
+      if (option && option->get_type_size_min() > 0 && name.size() == arg.size() && i + 1 < argc) {
+        own_args.push_back(argv[++i]);
+        result.invocation += " " + own_args.back();
+      }
+    } else {
+      result.petsc_args.push_back(arg);
+    }
+  }
+  result.invocation = "fluence " + result.invocation;
 
   std::vector<const char*> args;
   args.push_back(argv[0]);

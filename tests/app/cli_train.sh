@@ -105,4 +105,19 @@ else
   grep "^round\|^final" "$work/no_train_loss.log" | head -3 | sed 's/^/    /'
 fi
 
+# A Fluence option after the PETSc options is Fluence's (issue 41): `-newton_ksp_rtol 1e-3 --out
+# DIR` took --out and DIR for PETSc values and wrote the results to the deck's output.dir.
+(cd "$work" && "$mpirun" -n 2 "$fluence" train "$qs" -newton_ksp_rtol 1e-3 -newton_ksp_monitor \
+  --out "$work/after_petsc" --set federation.rounds=2 --quiet >"$work/after_petsc.log" 2>&1)
+code=$?
+if [ "$code" -eq 0 ] && [ -e "$work/after_petsc/results.h5" ] && [ ! -e "$work/out" ] &&
+  grep -q "KSP Residual norm" "$work/after_petsc.log" &&
+  "$python" -c "import h5py, sys; assert h5py.File(sys.argv[1])['/metrics/round'].shape == (2,)" \
+    "$work/after_petsc/results.h5"; then
+  pass "--out and --set after the PETSc options are Fluence's"
+else
+  fail "--out after the PETSc options (exit $code)"
+  tail -3 "$work/after_petsc.log" | sed 's/^/    /'
+fi
+
 cli_summary
