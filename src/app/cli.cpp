@@ -9,9 +9,11 @@
 #include <iostream>
 #include <map>
 #include <new>
+#include <stdexcept>
 
 #include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
+#include "fluence/core/log_stage.hpp"
 #include "fluence/core/memory.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/solver_options.hpp"
@@ -212,6 +214,24 @@ Deck read_command_deck(const CommandLine& command_line) {
   return deck;
 }
 
+namespace {
+
+std::string out_of_memory_message() {
+  const char* stage = unwound_stage();
+  return stage ? fmt::format("{} (in the {} stage)", kOutOfMemory, stage) : kOutOfMemory;
+}
+
+// A failure that may be this rank's alone: reported here, and every rank taken down. A run of
+// one rank has no other rank to stop: it exits without MPI_Abort's banner.
+int end_every_rank(const std::string& message) {
+  log::write_error(fmt::format("error on rank {}: {}", world_rank(), message));
+  remove_unused_output_directory();
+  if (world_size() > 1) MPI_Abort(MPI_COMM_WORLD, kExitRuntime);
+  return kExitRuntime;
+}
+
+}  // namespace
+
 int run_command(const CommandLine& command_line) {
   try {
     // Before any deck is read: what each rank may allocate (check_memory), and the solvers'
@@ -225,6 +245,11 @@ int run_command(const CommandLine& command_line) {
     if (log::is_root()) log::write_error("error: " + std::string(error.what()));
     remove_unused_output_directory();
     return kExitInput;
+  } catch (const WriteError& error) {
+    // Agreed on every rank (ResultsFile): a full disk under the results or a checkpoint.
+    if (log::is_root()) log::write_error("error: " + std::string(error.what()));
+    remove_unused_output_directory();
+    return kExitRuntime;
   } catch (const DivergenceError& error) {
     // Agreed on every rank (the diverged round's reduction): a clean exit, one message.
     if (log::is_root()) log::write_error("error: " + std::string(error.what()));
@@ -232,17 +257,15 @@ int run_command(const CommandLine& command_line) {
     return kExitRuntime;
   } catch (const std::bad_alloc&) {
     // A deck that asks for more memory than the rank has (data.synthetic.rows, a wide model):
-    // one line instead of the raw "std::bad_alloc".
-    log::write_error(fmt::format("error on rank {}: {}", world_rank(), kOutOfMemory));
-    remove_unused_output_directory();
-    MPI_Abort(MPI_COMM_WORLD, kExitRuntime);
-    return kExitRuntime;
+    // one line naming the phase instead of the raw "std::bad_alloc".
+    return end_every_rank(out_of_memory_message());
+  } catch (const std::length_error&) {
+    // An array longer than std::vector can hold ("cannot create std::vector larger than
+    // max_size()"): a count beyond any memory.
+    return end_every_rank(out_of_memory_message());
   } catch (const std::exception& error) {
     // Anything else may be local to this rank: report it here and take every rank down.
-    log::write_error(fmt::format("error on rank {}: {}", world_rank(), error.what()));
-    remove_unused_output_directory();
-    MPI_Abort(MPI_COMM_WORLD, kExitRuntime);
-    return kExitRuntime;
+    return end_every_rank(error.what());
   }
 }
 
