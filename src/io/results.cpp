@@ -425,7 +425,10 @@ void ResultsFile::attribute(const std::string& path, const std::string& name, st
 
 void ResultsFile::attribute(const std::string& path, const std::string& name,
                             const std::vector<std::string>& values) {
-  on_root([&] { string_attribute(file_, path, name, values, false); });
+  // Each variable-length string takes 16 bytes of the attribute's object-header message, which
+  // HDF5 caps at 64 KiB: beyond that H5Acreate fails (and the run was lost at its last step).
+  if (values.size() <= kMaxAttributeStrings)
+    on_root([&] { string_attribute(file_, path, name, values, false); });
 }
 
 void ResultsFile::dimension(const std::string& path, std::size_t size) {
@@ -544,6 +547,29 @@ void ResultsFile::string(const std::string& path, const std::string& value,
     const char* text = value.c_str();
     write_array(file_, path, type, &text, {});
     H5Tclose(type);
+    attribute(path, "long_name", long_name);
+  });
+}
+
+void ResultsFile::strings(const std::string& path, const std::vector<std::string>& values,
+                          const std::string& dimension, const std::string& long_name) {
+  on_root([&] {
+    create_parents(file_, path);
+    const std::vector<hsize_t> shape = shape_of(file_, path, {dimension});
+    if (shape.front() != values.size())
+      throw RuntimeError(fmt::format("results file: {} has {} values, its dimension {} holds {}",
+                                     path, values.size(), dimension, shape.front()));
+    hid_t type = string_type();
+    const auto pointers = c_strings(values);
+    write_array(file_, path, type, pointers.data(), shape);
+    H5Tclose(type);
+    hid_t set = H5Dopen2(file_, path.c_str(), H5P_DEFAULT);
+    h5_check(set, "open " + path);
+    hid_t scale = open_scale(file_, path, dimension);
+    const herr_t status = H5DSattach_scale(set, scale, 0);
+    H5Dclose(scale);
+    H5Dclose(set);
+    h5_check(status, "attach dimension " + dimension + " to " + path);
     attribute(path, "long_name", long_name);
   });
 }

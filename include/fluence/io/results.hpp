@@ -59,8 +59,12 @@ class ResultsFile {
   /// Attributes of the group or dataset at `path` (which must exist).
   void attribute(const std::string& path, const std::string& name, const std::string& value);
   void attribute(const std::string& path, const std::string& name, std::int64_t value);
+  /// A list of names as an attribute, left out when it would exceed HDF5's 64 KiB limit on an
+  /// attribute (kMaxAttributeStrings names): every such list is also a dataset (a coordinate or
+  /// strings()), which holds the names whatever their number (a CSV of 5,000 columns).
   void attribute(const std::string& path, const std::string& name,
                  const std::vector<std::string>& values);
+  static constexpr std::size_t kMaxAttributeStrings = 3840;
 
   /// A dimension without coordinate values (e.g. the clients, indexed 0..size-1): netCDF's
   /// "dimension but not a variable", a dimension scale that netCDF readers do not list as data.
@@ -82,6 +86,9 @@ class ResultsFile {
   void scalar(const std::string& path, double value, const std::string& units,
               const std::string& long_name);
   void string(const std::string& path, const std::string& value, const std::string& long_name);
+  /// A 1-D string array along `dimension` (e.g. the fldp cases' descriptions), with a long_name.
+  void strings(const std::string& path, const std::vector<std::string>& values,
+               const std::string& dimension, const std::string& long_name);
   /// A plain array without dimensions or units, for internal files (checkpoints) that no one
   /// opens with xarray; `shape` empty = 1-D of values.size().
   void dataset(const std::string& path, const std::vector<double>& values,
