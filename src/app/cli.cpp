@@ -9,9 +9,11 @@
 #include <iostream>
 #include <map>
 #include <new>
+#include <stdexcept>
 
 #include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
+#include "fluence/core/log_stage.hpp"
 #include "fluence/core/memory.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/solver_options.hpp"
@@ -58,14 +60,6 @@ CommandLine parse_command_line(int argc, char** argv) {
   CommandLine result;
   std::vector<std::string> own_args;
   result.petsc_args.push_back(argv[0]);
-  bool petsc_part = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    result.invocation += (i > 1 ? " " : "") + arg;
-    petsc_part = petsc_part || is_petsc_option(arg);
-    (petsc_part ? result.petsc_args : own_args).push_back(arg);
-  }
-  result.invocation = "fluence " + result.invocation;
 
   CLI::App app{
       "Fluence: an MPI simulator for privacy research in federated learning.\n"
@@ -81,6 +75,34 @@ CommandLine parse_command_line(int argc, char** argv) {
     if (spec.reads_deck) add_common_options(command, result, spec.options);
     if (spec.add_options) spec.add_options(command, result);
   }
+
+  // PETSc's options come last, but a Fluence option (--out DIR, --force) given among them is
+  // still Fluence's: PETSc's start with one dash, Fluence's long ones with two (`-newton_ksp_rtol
+  // 1e-3 --out DIR` wrote to the deck's output.dir, the --out taken for a PETSc value).
+  const CLI::App* chosen = nullptr;
+  bool petsc_part = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    result.invocation += (i > 1 ? " " : "") + arg;
+    if (!chosen && !own_args.empty() && own_args.front().rfind('-', 0) != 0)
+      for (const auto* command : app.get_subcommands({}))
+        if (command->get_name() == own_args.front()) chosen = command;
+    petsc_part = petsc_part || is_petsc_option(arg);
+    if (!petsc_part) {
+      own_args.push_back(arg);
+    } else if (arg.size() > 2 && arg.rfind("--", 0) == 0) {
+      own_args.push_back(arg);
+      const std::string name = arg.substr(0, arg.find('='));
+      const CLI::Option* option = chosen ? chosen->get_option_no_throw(name) : nullptr;
+      if (option && option->get_type_size_min() > 0 && name.size() == arg.size() && i + 1 < argc) {
+        own_args.push_back(argv[++i]);
+        result.invocation += " " + own_args.back();
+      }
+    } else {
+      result.petsc_args.push_back(arg);
+    }
+  }
+  result.invocation = "fluence " + result.invocation;
 
   std::vector<const char*> args;
   args.push_back(argv[0]);
@@ -192,6 +214,24 @@ Deck read_command_deck(const CommandLine& command_line) {
   return deck;
 }
 
+namespace {
+
+std::string out_of_memory_message() {
+  const char* stage = unwound_stage();
+  return stage ? fmt::format("{} (in the {} stage)", kOutOfMemory, stage) : kOutOfMemory;
+}
+
+// A failure that may be this rank's alone: reported here, and every rank taken down. A run of
+// one rank has no other rank to stop: it exits without MPI_Abort's banner.
+int end_every_rank(const std::string& message) {
+  log::write_error(fmt::format("error on rank {}: {}", world_rank(), message));
+  remove_unused_output_directory();
+  if (world_size() > 1) MPI_Abort(MPI_COMM_WORLD, kExitRuntime);
+  return kExitRuntime;
+}
+
+}  // namespace
+
 int run_command(const CommandLine& command_line) {
   try {
     // Before any deck is read: what each rank may allocate (check_memory), and the solvers'
@@ -205,6 +245,11 @@ int run_command(const CommandLine& command_line) {
     if (log::is_root()) log::write_error("error: " + std::string(error.what()));
     remove_unused_output_directory();
     return kExitInput;
+  } catch (const WriteError& error) {
+    // Agreed on every rank (ResultsFile): a full disk under the results or a checkpoint.
+    if (log::is_root()) log::write_error("error: " + std::string(error.what()));
+    remove_unused_output_directory();
+    return kExitRuntime;
   } catch (const DivergenceError& error) {
     // Agreed on every rank (the diverged round's reduction): a clean exit, one message.
     if (log::is_root()) log::write_error("error: " + std::string(error.what()));
@@ -212,17 +257,15 @@ int run_command(const CommandLine& command_line) {
     return kExitRuntime;
   } catch (const std::bad_alloc&) {
     // A deck that asks for more memory than the rank has (data.synthetic.rows, a wide model):
-    // one line instead of the raw "std::bad_alloc".
-    log::write_error(fmt::format("error on rank {}: {}", world_rank(), kOutOfMemory));
-    remove_unused_output_directory();
-    MPI_Abort(MPI_COMM_WORLD, kExitRuntime);
-    return kExitRuntime;
+    // one line naming the phase instead of the raw "std::bad_alloc".
+    return end_every_rank(out_of_memory_message());
+  } catch (const std::length_error&) {
+    // An array longer than std::vector can hold ("cannot create std::vector larger than
+    // max_size()"): a count beyond any memory.
+    return end_every_rank(out_of_memory_message());
   } catch (const std::exception& error) {
     // Anything else may be local to this rank: report it here and take every rank down.
-    log::write_error(fmt::format("error on rank {}: {}", world_rank(), error.what()));
-    remove_unused_output_directory();
-    MPI_Abort(MPI_COMM_WORLD, kExitRuntime);
-    return kExitRuntime;
+    return end_every_rank(error.what());
   }
 }
 

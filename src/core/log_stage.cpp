@@ -3,6 +3,7 @@
 #include <petsclog.h>
 
 #include <array>
+#include <exception>
 #include <iterator>
 
 #include "fluence/core/error.hpp"
@@ -26,20 +27,28 @@ const std::array<PetscLogStage, kStages>& registered_stages() {
   return stages;
 }
 
+const char* unwound = nullptr;
+
 }  // namespace
 
 const char* stage_name(Stage stage) {
   return kStageNames[static_cast<std::size_t>(stage)];
 }
 
-LogStage::LogStage(Stage stage) {
+LogStage::LogStage(Stage stage) : stage_(stage) {
+  unwound = nullptr;
   petsc_check(PetscLogStagePush(registered_stages()[static_cast<std::size_t>(stage)]),
               "PetscLogStagePush");
 }
 
 // A failed pop (PETSc's stack already unwound) must not throw from a destructor: ignored.
 LogStage::~LogStage() {
+  if (std::uncaught_exceptions() > 0 && unwound == nullptr) unwound = stage_name(stage_);
   (void)PetscLogStagePop();
+}
+
+const char* unwound_stage() {
+  return unwound;
 }
 
 }  // namespace fluence

@@ -60,6 +60,10 @@ PetscErrorCode configure_ksp(const char* prefix) {
   if (!code) code = register_named_pc_type(kKroneckerPcType);
   if (!code) code = KSPSetOptionsPrefix(ksp, prefix);
   if (!code) code = KSPSetFromOptions(ksp);
+  // Read only at the end of a solve (KSPConvergedReasonViewFromOptions), not by KSPSetFromOptions:
+  // asked here so that the check for unused options knows it.
+  PetscBool given = PETSC_FALSE;
+  if (!code) code = PetscOptionsHasName(nullptr, prefix, "-ksp_converged_reason", &given);
   KSPDestroy(&ksp);
   return code;
 }
@@ -71,6 +75,10 @@ PetscErrorCode configure_eps(const char* prefix) {
   if (!code) code = EPSSetType(eps, EPSKRYLOVSCHUR);
   if (!code) code = EPSSetOptionsPrefix(eps, prefix);
   if (!code) code = EPSSetFromOptions(eps);
+  // Read only by EPSSolve (MatViewFromOptions on the operators).
+  PetscBool given = PETSC_FALSE;
+  for (const char* name : {"-eps_view_mat0", "-eps_view_mat1"})
+    if (!code) code = PetscOptionsHasName(nullptr, prefix, name, &given);
   EPSDestroy(&eps);
   return code;
 }
@@ -87,6 +95,20 @@ std::vector<std::string> blamed_options(const std::vector<Option>& given,
       quoted.push_back(text);
   }
   return quoted.empty() ? all : quoted;
+}
+
+// The options of `given` that nothing has read: no solver of Fluence's, and no part of PETSc or
+// SLEPc at their start-up (-log_view, -malloc_debug, -help, ...), queried them. By now every
+// solver prefix given has been set up once on a throwaway object, so a misspelt option
+// (-ihvp_ksp_rtoll) or one without a solver's prefix (-ksp_type cg) would have no effect.
+std::vector<Option> unused_options(const std::vector<Option>& given) {
+  std::vector<Option> unused;
+  for (const auto& option : given) {
+    PetscBool used = PETSC_FALSE;
+    petsc_check(PetscOptionsUsed(nullptr, option.name.c_str() + 1, &used), "PetscOptionsUsed");
+    if (!used) unused.push_back(option);
+  }
+  return unused;
 }
 
 }  // namespace
@@ -111,6 +133,17 @@ void check_solver_options(const std::vector<std::string>& arguments) {
                                  blamed.size() > 1 ? "s" : "", names,
                                  blamed.size() > 1 ? "are" : "is", message_excerpt(message, 480)));
   }
+  const std::vector<Option> unused = unused_options(options);
+  if (unused.empty()) return;
+  std::string names;
+  for (const auto& option : unused)
+    names += (names.empty() ? "" : ", ") + message_excerpt(option.name);
+  throw InputError(fmt::format(
+      "unknown PETSc option{} {}: no solver reads {} (misspelt? Fluence's solvers read "
+      "-{}ksp_*, -{}ksp_* and -{}pc_*, -{}eps_* and -{}st_*; PETSc's own such as -log_view "
+      "pass; `-help` lists them)",
+      unused.size() > 1 ? "s" : "", names, unused.size() > 1 ? "them" : "it", kNewtonPrefix,
+      kIhvpPrefix, kIhvpPrefix, kSpectrumPrefix, kSpectrumPrefix));
 }
 
 }  // namespace fluence

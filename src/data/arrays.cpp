@@ -38,6 +38,38 @@ void Features::append(const Features& more) {
   pixels = pixels && more.pixels;
 }
 
+void Ids::append(const Ids& more) {
+  if (more.size() == 0) return;
+  if (size() == 0) {
+    const std::string keep = origin;
+    *this = more;
+    if (!keep.empty()) origin = keep;
+    return;
+  }
+  if (more.names.empty() != names.empty())
+    throw InputError(fmt::format("{} holds {} but {} holds {}: one kind is needed", more.origin,
+                                 more.names.empty() ? "integers" : "strings", origin,
+                                 names.empty() ? "integers" : "strings"));
+  if (more.unsigned_numbers != unsigned_numbers) {
+    // One side holds values at or above 2^63 (as uint64): the other side's must be >= 0.
+    const Ids& big = unsigned_numbers ? *this : more;
+    const Ids& other = unsigned_numbers ? more : *this;
+    const auto negative = std::find_if(other.numbers.begin(), other.numbers.end(),
+                                       [](std::int64_t v) { return v < 0; });
+    if (negative != other.numbers.end()) {
+      const auto above = std::find_if(big.numbers.begin(), big.numbers.end(),
+                                      [](std::int64_t v) { return v < 0; });
+      throw InputError(fmt::format(
+          "{} holds {} (beyond int64) and {} holds {}: unsigned and negative integers cannot "
+          "be ordered together",
+          big.origin, static_cast<std::uint64_t>(*above), other.origin, *negative));
+    }
+    unsigned_numbers = true;
+  }
+  numbers.insert(numbers.end(), more.numbers.begin(), more.numbers.end());
+  names.insert(names.end(), more.names.begin(), more.names.end());
+}
+
 std::string base_name(const std::string& path) {
   const auto slash = path.find_last_of('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
@@ -65,6 +97,11 @@ std::vector<std::int32_t> code_sorted(const std::vector<Id>& ids, std::vector<st
 std::vector<std::int32_t> code_ids(const Ids& ids, std::vector<std::string>& names) {
   if (!ids.names.empty())
     return code_sorted<std::string>(ids.names, names, [](const std::string& s) { return s; });
+  if (ids.unsigned_numbers) {
+    const std::vector<std::uint64_t> values(ids.numbers.begin(), ids.numbers.end());
+    return code_sorted<std::uint64_t>(values, names,
+                                      [](const std::uint64_t& v) { return std::to_string(v); });
+  }
   return code_sorted<std::int64_t>(ids.numbers, names,
                                    [](const std::int64_t& v) { return std::to_string(v); });
 }
@@ -79,8 +116,7 @@ std::vector<std::string> code_labels(const Split& train, const Split& test,
         train.labels.origin, train.labels.names.empty() ? "integer" : "string", test.labels.origin,
         test.labels.names.empty() ? "integer" : "string"));
   Ids both = train.labels;
-  both.numbers.insert(both.numbers.end(), test.labels.numbers.begin(), test.labels.numbers.end());
-  both.names.insert(both.names.end(), test.labels.names.begin(), test.labels.names.end());
+  both.append(test.labels);
   std::vector<std::string> names;
   auto codes = code_ids(both, names);
   train_codes.assign(codes.begin(),

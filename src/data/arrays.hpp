@@ -31,7 +31,14 @@ struct Ids {
   std::string origin;
   std::vector<std::int64_t> numbers;  // integer ids
   std::vector<std::string> names;     // string ids (numbers is then empty)
+  /// `numbers` hold uint64 values, some at or above 2^63, as their bit patterns: they order and
+  /// print as unsigned (an HDF5 uint64 dataset of hashed ids), so that none is clamped or merged.
+  bool unsigned_numbers = false;
   std::size_t size() const { return names.empty() ? numbers.size() : names.size(); }
+  /// Appends `more`'s ids (a TFF client's labels, the test split's), which must be of the same
+  /// kind (integers or strings); integers beyond int64 and negative ones cannot be ordered
+  /// together: an InputError naming both.
+  void append(const Ids& more);
 };
 
 /// One split (training or test) as read.

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -238,8 +239,25 @@ class Hdf5File {
                       ids.origin, fmt::join(extent.dims, ", "), what));
     const H5T_class_t type_class = H5Tget_class(type.get());
     if (type_class == H5T_INTEGER) {
+      // Read in the file's own signedness: HDF5 clamps a uint64 at or above 2^63 read as int64
+      // (12 hashed client ids became one). Wider integers have no exact reading here.
+      if (H5Tget_size(type.get()) > sizeof(std::int64_t))
+        throw InputError(
+            fmt::format("{} holds {}: expected integers of at most 64 bits (or "
+                        "strings) as {}",
+                        ids.origin, type_name(type.get()), what));
       ids.numbers.resize(extent.elements);
-      read(set, H5T_NATIVE_INT64, ids.numbers.data(), name);
+      if (H5Tget_sign(type.get()) == H5T_SGN_NONE) {
+        std::vector<std::uint64_t> values(extent.elements);
+        read(set, H5T_NATIVE_UINT64, values.data(), name);
+        std::transform(values.begin(), values.end(), ids.numbers.begin(),
+                       [](std::uint64_t v) { return static_cast<std::int64_t>(v); });
+        ids.unsigned_numbers = std::any_of(values.begin(), values.end(), [](std::uint64_t v) {
+          return v > static_cast<std::uint64_t>(INT64_MAX);
+        });
+      } else {
+        read(set, H5T_NATIVE_INT64, ids.numbers.data(), name);
+      }
     } else if (type_class == H5T_STRING) {
       ids.names = read_strings(set, type, extent.elements, name);
     } else {
@@ -614,10 +632,7 @@ Split read_tff_split(const Hdf5File& file, const ArrayNames& names,
         throw InputError(fmt::format("{} holds labels of another type than the clients before it",
                                      one.labels.origin));
     split.features.append(one.features);
-    split.labels.numbers.insert(split.labels.numbers.end(), one.labels.numbers.begin(),
-                                one.labels.numbers.end());
-    split.labels.names.insert(split.labels.names.end(), one.labels.names.begin(),
-                              one.labels.names.end());
+    split.labels.append(one.labels);
     split.client.insert(split.client.end(), one.features.rows, static_cast<std::int32_t>(c));
   }
   if (client_names) *client_names = clients;

@@ -113,6 +113,7 @@ void write_fldp_output(ResultsFile& file, const FederatedProblem& problem,
   file.dataset("/fldp/case_clients", mask,
                {{"case", "client"}, "1", "1 for the clients that change in the case"});
   file.dataset("/fldp/case_remove", remove, {{"case"}, "1", "1 when some client leaves"});
+  file.strings("/fldp/case_description", descriptions, "case", "what changes in the case");
   file.attribute("/fldp", "case_description", descriptions);
   file.string("/fldp/hessian_scope", to_string(influence.scope), "Hessian of the estimate");
   file.string("/fldp/hessian_block", config.hessian_block == HessianBlock::first ? "first" : "full",

@@ -18,6 +18,15 @@ namespace {
 
 using io_detail::read_string_attribute;
 
+// Names a results file keeps in a dataset (every model since issue 41, whatever their number) or,
+// in older files, only in an attribute of /model/theta.
+std::vector<std::string> stored_names(hid_t file, hid_t theta, const char* dataset,
+                                      const char* attribute) {
+  if (H5Lexists(file, dataset, H5P_DEFAULT) > 0)
+    return io_detail::read_string_dataset(file, dataset);
+  return read_string_attribute(theta, attribute);
+}
+
 // Whether the trained parameters depend on the key: the run seed and the sections that make the
 // data, the clients and the model and train it, but not the keys that only evaluate it.
 bool model_depends_on(const std::string& path, bool synthetic) {
@@ -127,10 +136,10 @@ std::vector<double> read_on_root(const std::string& path, const FederatedProblem
   } else if (!model.linear() && stored_model != model.describe()) {
     problem_text = fmt::format("it holds the model \"{}\", the deck's is \"{}\"", stored_model,
                                model.describe());
-  } else if (read_string_attribute(set, "features") !=
+  } else if (stored_names(file, set, "/model/feature", "features") !=
              problem.encoding.column_names(problem.data.train)) {
     problem_text = "its encoded feature names differ from the deck's encoding";
-  } else if (read_string_attribute(set, "classes") != problem.data.train.class_names) {
+  } else if (stored_names(file, set, "/model/class", "classes") != problem.data.train.class_names) {
     problem_text = "its class names differ from the deck's data";
   } else {
     problem_text = trained_deck_problem(file, deck);

@@ -7,14 +7,21 @@
 #include <mpi.h>
 
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <string_view>
+#include <utility>
 
 #include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
@@ -118,6 +125,47 @@ void h5_check(long status, const std::string& what) {
   if (status < 0) throw RuntimeError("HDF5 error: " + what);
 }
 
+constexpr const char* kNoSpace = "no space left on device";
+
+// The bytes free for this process on the file system holding `path` (+inf when unknown).
+double free_bytes(const fs::path& path) {
+  struct statvfs status {};
+  if (statvfs(path.c_str(), &status) != 0) return std::numeric_limits<double>::infinity();
+  return static_cast<double>(status.f_bavail) * static_cast<double>(status.f_frsize);
+}
+
+// Whether the file system holding `directory` is (nearly) full: the reason of a failed write when
+// HDF5's error stack does not carry errno's (the MPI-IO driver reports MPI's error class).
+bool out_of_space(const fs::path& directory) {
+  return free_bytes(directory) < 1048576.0;
+}
+
+// Refuses (a RuntimeError saying kNoSpace) to write `bytes` of data into `file` and flush it when
+// its file system has not room for them and for what a flush may add: the file's allocated size
+// beyond its blocks on disk and its metadata cache (an upper bound of the dirty entries), with a
+// margin. HDF5 1.10 does not survive a failed flush: its metadata cache is left "slist already
+// enabled", the file cannot be closed any more, and HDF5's clean-up at MPI_Finalize crashes on
+// it. A full disk must therefore be found before the flush, by this check.
+void require_room(hid_t file, double bytes) {
+  const ssize_t length = H5Fget_name(file, nullptr, 0);
+  if (length <= 0) return;
+  std::string path(static_cast<std::size_t>(length), '\0');
+  H5Fget_name(file, path.data(), path.size() + 1);
+  hsize_t size = 0;
+  std::size_t cache_max = 0, cache_min_clean = 0, cache_size = 0;
+  int entries = 0;
+  if (H5Fget_filesize(file, &size) < 0 ||
+      H5Fget_mdc_size(file, &cache_max, &cache_min_clean, &cache_size, &entries) < 0)
+    return;
+  struct stat status {};
+  const double on_disk =
+      stat(path.c_str(), &status) == 0 ? 512.0 * static_cast<double>(status.st_blocks) : 0.0;
+  constexpr double kMargin = 65536.0;
+  const double needed = bytes + std::max(0.0, static_cast<double>(size) - on_disk) +
+                        static_cast<double>(cache_size) + kMargin;
+  if (free_bytes(path) < needed) throw RuntimeError(kNoSpace);
+}
+
 // Creates the intermediate groups of `path` ("/a/b/name").
 void create_parents(hid_t file, const std::string& path) {
   for (std::size_t slash = path.find('/', 1); slash != std::string::npos;
@@ -144,6 +192,9 @@ hid_t create_array(hid_t file, const std::string& path, hid_t type,
 
 void write_array(hid_t file, const std::string& path, hid_t type, const void* data,
                  const std::vector<hsize_t>& dims) {
+  double bytes = static_cast<double>(H5Tget_size(type));
+  for (const hsize_t length : dims) bytes *= static_cast<double>(length);
+  require_room(file, bytes);
   hid_t set = create_array(file, path, type, dims);
   const herr_t status = H5Dwrite(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
   H5Dclose(set);
@@ -228,25 +279,119 @@ void string_attribute(hid_t file, const std::string& path, const std::string& na
 }
 }  // namespace
 
+// While a results file is open, HDF5's error stack is not printed (up to 149 lines of it on a full
+// disk): the operating system's reason it carries ("errno = 28, error message = 'No space left
+// on device'") is kept for the one line that names the failure.
+class ResultsFile::ErrorCapture {
+ public:
+  ErrorCapture() {
+    H5Eget_auto2(H5E_DEFAULT, &function_, &data_);
+    H5Eset_auto2(H5E_DEFAULT, &ErrorCapture::capture, this);
+  }
+  ~ErrorCapture() { H5Eset_auto2(H5E_DEFAULT, function_, data_); }
+  ErrorCapture(const ErrorCapture&) = delete;
+  ErrorCapture& operator=(const ErrorCapture&) = delete;
+
+  /// The reason kept since the last call ("" when none), forgotten.
+  std::string take() { return std::exchange(reason_, std::string()); }
+
+ private:
+  static herr_t capture(hid_t stack, void* self) {
+    H5Ewalk2(stack, H5E_WALK_DOWNWARD, &ErrorCapture::visit, self);
+    return 0;
+  }
+  static herr_t visit(unsigned, const H5E_error2_t* error, void* self) {
+    auto& reason = static_cast<ErrorCapture*>(self)->reason_;
+    if (!reason.empty() || error == nullptr || error->desc == nullptr) return 0;
+    const std::string text = error->desc;
+    constexpr std::string_view kMarker = "error message = '";
+    if (const auto at = text.find(kMarker); at != std::string::npos) {
+      const auto start = at + kMarker.size();
+      reason = text.substr(start, text.find('\'', start) - start);
+    } else if (text.find("MPI_ERR_NO_SPACE") != std::string::npos) {
+      reason = "no space left on device";
+    } else if (text.find("MPI_ERR_QUOTA") != std::string::npos) {
+      reason = "disk quota exceeded";
+    }
+    return 0;
+  }
+
+  H5E_auto2_t function_ = nullptr;
+  void* data_ = nullptr;
+  std::string reason_;
+};
+
+template <class Work>
+void ResultsFile::on_root(Work&& work) {
+  if (!root_ || !failure_.empty()) return;
+  capture_->take();  // a reason from before this write is not its reason
+  try {
+    work();
+  } catch (const RuntimeError& error) {
+    keep_failure(error.what());
+  }
+}
+
+void ResultsFile::keep_failure(const std::string& what) {
+  if (!failure_.empty()) return;
+  std::string reason = what == kNoSpace ? what : capture_->take();
+  if (reason.empty() && out_of_space(fs::path(partial_path_).parent_path())) reason = kNoSpace;
+  if (!reason.empty()) {
+    reason[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(reason[0])));
+    failure_ = fmt::format("{} writing {}", reason, final_path_);
+  } else {
+    failure_ = fmt::format("writing {}: {}", final_path_, what);
+  }
+  if (root_) abandon_file();
+}
+
+void ResultsFile::abandon_file() {
+  if (file_ >= 0) {
+    // The close still flushes HDF5's cached metadata: into memory, not into the full disk. A flush
+    // that fails leaves HDF5 1.10's metadata cache unusable (require_room), and HDF5's own
+    // clean-up at MPI_Finalize then crashes on the file it could not close.
+    void* handle = nullptr;
+    if (H5Fget_vfd_handle(file_, H5P_DEFAULT, &handle) >= 0 && handle != nullptr) {
+      const int memory = memfd_create("fluence-abandoned", MFD_CLOEXEC);
+      if (memory >= 0) {
+        dup2(memory, *static_cast<int*>(handle));
+        close(memory);
+      }
+    }
+    H5Fclose(file_);
+    file_ = -1;
+  }
+  std::remove(partial_path_.c_str());
+}
+
+void ResultsFile::agree_on_failure() {
+  int first = failure_.empty() ? world_size() : world_rank();
+  MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (first == world_size()) return;
+  throw WriteError(broadcast_string(failure_, first));
+}
+
 ResultsFile::ResultsFile(const std::string& directory, const std::string& name)
-    : root_(world_rank() == 0) {
+    : capture_(std::make_unique<ErrorCapture>()), root_(world_rank() == 0) {
   final_path_ = (fs::path(directory) / name).string();
   partial_path_ = final_path_ + ".partial";
-  if (!root_) return;
-  file_ = H5Fcreate(partial_path_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-  h5_check(file_, "create " + partial_path_);
+  on_root([&] {
+    file_ = H5Fcreate(partial_path_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    h5_check(file_, "create " + partial_path_);
+  });
 }
 
 ResultsFile::~ResultsFile() {
   if (!root_ || committed_) return;
-  // A failed run (an exception, a full disk) leaves no results.h5.partial behind.
-  if (file_ >= 0) H5Fclose(file_);
-  std::remove(partial_path_.c_str());
+  // A failed run (an exception, a full disk) leaves no results.h5.partial behind, and its
+  // metadata are not flushed into a file that is removed (the disk may be full).
+  abandon_file();
 }
 
 void ResultsFile::close_serial() {
-  // The id is given up before the status is checked: a failed close (a full disk) must not be
-  // closed again by the destructor (that double close was a segfault).
+  require_room(file_, 0.0);  // before the close's flush (require_room says why)
+  // The id is given up before the status is checked: a failed close must not be closed again by
+  // the destructor (that double close was a segfault).
   const long file = file_;
   file_ = -1;
   h5_check(H5Fclose(file), "close " + partial_path_);
@@ -262,48 +407,55 @@ void ResultsFile::attribute(const std::string& name, std::int64_t value) {
 
 void ResultsFile::attribute(const std::string& path, const std::string& name,
                             const std::string& value) {
-  if (root_) string_attribute(file_, path, name, {value}, true);
+  on_root([&] { string_attribute(file_, path, name, {value}, true); });
 }
 
 void ResultsFile::attribute(const std::string& path, const std::string& name, std::int64_t value) {
-  if (!root_) return;
-  hid_t space = H5Screate(H5S_SCALAR);
-  hid_t attr = H5Acreate_by_name(file_, path.c_str(), name.c_str(), H5T_NATIVE_INT64, space,
-                                 H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-  h5_check(attr, "attribute " + path + "@" + name);
-  h5_check(H5Awrite(attr, H5T_NATIVE_INT64, &value), "write attribute " + name);
-  H5Aclose(attr);
-  H5Sclose(space);
+  on_root([&] {
+    hid_t space = H5Screate(H5S_SCALAR);
+    hid_t attr = H5Acreate_by_name(file_, path.c_str(), name.c_str(), H5T_NATIVE_INT64, space,
+                                   H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5Sclose(space);
+    h5_check(attr, "attribute " + path + "@" + name);
+    const herr_t status = H5Awrite(attr, H5T_NATIVE_INT64, &value);
+    H5Aclose(attr);
+    h5_check(status, "write attribute " + name);
+  });
 }
 
 void ResultsFile::attribute(const std::string& path, const std::string& name,
                             const std::vector<std::string>& values) {
-  if (root_) string_attribute(file_, path, name, values, false);
+  // Each variable-length string takes 16 bytes of the attribute's object-header message, which
+  // HDF5 caps at 64 KiB: beyond that H5Acreate fails (and the run was lost at its last step).
+  if (values.size() <= kMaxAttributeStrings)
+    on_root([&] { string_attribute(file_, path, name, values, false); });
 }
 
 void ResultsFile::dimension(const std::string& path, std::size_t size) {
-  if (!root_) return;
-  // netCDF-4's own layout of such a dimension: a float32 array that is never written (so it
-  // takes no space), named by this fixed text and its length.
-  hid_t set = create_array(file_, path, H5T_IEEE_F32BE, {static_cast<hsize_t>(size)});
-  const std::string name =
-      fmt::format("This is a netCDF dimension but not a netCDF variable.{:>10}", size);
-  const herr_t status = H5DSset_scale(set, name.c_str());
-  H5Dclose(set);
-  h5_check(status, "dimension scale " + path);
+  on_root([&] {
+    // netCDF-4's own layout of such a dimension: a float32 array that is never written (so it
+    // takes no space), named by this fixed text and its length.
+    hid_t set = create_array(file_, path, H5T_IEEE_F32BE, {static_cast<hsize_t>(size)});
+    const std::string name =
+        fmt::format("This is a netCDF dimension but not a netCDF variable.{:>10}", size);
+    const herr_t status = H5DSset_scale(set, name.c_str());
+    H5Dclose(set);
+    h5_check(status, "dimension scale " + path);
+  });
 }
 
 void ResultsFile::write_coordinate(const std::string& path, long type, const void* data,
                                    std::size_t count, const std::string& units,
                                    const std::string& long_name) {
-  if (!root_) return;
-  write_array(file_, path, type, data, {static_cast<hsize_t>(count)});
-  hid_t set = H5Dopen2(file_, path.c_str(), H5P_DEFAULT);
-  const herr_t status = H5DSset_scale(set, base_name(path).c_str());
-  H5Dclose(set);
-  h5_check(status, "dimension scale " + path);
-  if (!units.empty()) attribute(path, "units", units);
-  attribute(path, "long_name", long_name);
+  on_root([&] {
+    write_array(file_, path, type, data, {static_cast<hsize_t>(count)});
+    hid_t set = H5Dopen2(file_, path.c_str(), H5P_DEFAULT);
+    const herr_t status = H5DSset_scale(set, base_name(path).c_str());
+    H5Dclose(set);
+    h5_check(status, "dimension scale " + path);
+    if (!units.empty()) attribute(path, "units", units);
+    attribute(path, "long_name", long_name);
+  });
 }
 
 void ResultsFile::coordinate(const std::string& path, const std::vector<double>& values,
@@ -326,6 +478,7 @@ void ResultsFile::coordinate(const std::string& path, const std::vector<std::str
 }
 
 void ResultsFile::label(const std::string& path, const Variable& variable) {
+  // Called by rank 0 inside on_root: its failures are kept by the caller.
   hid_t set = H5Dopen2(file_, path.c_str(), H5P_DEFAULT);
   h5_check(set, "open " + path);
   hid_t space = H5Dget_space(set);
@@ -350,16 +503,17 @@ void ResultsFile::label(const std::string& path, const Variable& variable) {
 
 void ResultsFile::write_variable(const std::string& path, long type, const void* data,
                                  std::size_t count, const Variable& variable) {
-  if (!root_) return;
-  create_parents(file_, path);  // the scales are looked up from the array's own group upwards
-  const std::vector<hsize_t> shape = shape_of(file_, path, variable.dimensions);
-  std::size_t expected = 1;
-  for (hsize_t length : shape) expected *= static_cast<std::size_t>(length);
-  if (expected != count)
-    throw RuntimeError(fmt::format("results file: {} has {} values, its dimensions hold {}", path,
-                                   count, expected));
-  write_array(file_, path, type, data, shape);
-  label(path, variable);
+  on_root([&] {
+    create_parents(file_, path);  // the scales are looked up from the array's own group upwards
+    const std::vector<hsize_t> shape = shape_of(file_, path, variable.dimensions);
+    std::size_t expected = 1;
+    for (hsize_t length : shape) expected *= static_cast<std::size_t>(length);
+    if (expected != count)
+      throw RuntimeError(fmt::format("results file: {} has {} values, its dimensions hold {}", path,
+                                     count, expected));
+    write_array(file_, path, type, data, shape);
+    label(path, variable);
+  });
 }
 
 void ResultsFile::dataset(const std::string& path, const std::vector<double>& values,
@@ -374,10 +528,11 @@ void ResultsFile::dataset(const std::string& path, const std::vector<std::int64_
 
 void ResultsFile::dataset(const std::string& path, const std::vector<double>& values,
                           const std::vector<std::size_t>& shape) {
-  if (!root_) return;
-  std::vector<hsize_t> dims(shape.begin(), shape.end());
-  if (shape.empty()) dims = {static_cast<hsize_t>(values.size())};
-  write_array(file_, path, H5T_NATIVE_DOUBLE, values.data(), dims);
+  on_root([&] {
+    std::vector<hsize_t> dims(shape.begin(), shape.end());
+    if (shape.empty()) dims = {static_cast<hsize_t>(values.size())};
+    write_array(file_, path, H5T_NATIVE_DOUBLE, values.data(), dims);
+  });
 }
 
 void ResultsFile::scalar(const std::string& path, double value, const std::string& units,
@@ -387,12 +542,36 @@ void ResultsFile::scalar(const std::string& path, double value, const std::strin
 
 void ResultsFile::string(const std::string& path, const std::string& value,
                          const std::string& long_name) {
-  if (!root_) return;
-  hid_t type = string_type();
-  const char* text = value.c_str();
-  write_array(file_, path, type, &text, {});
-  H5Tclose(type);
-  attribute(path, "long_name", long_name);
+  on_root([&] {
+    hid_t type = string_type();
+    const char* text = value.c_str();
+    write_array(file_, path, type, &text, {});
+    H5Tclose(type);
+    attribute(path, "long_name", long_name);
+  });
+}
+
+void ResultsFile::strings(const std::string& path, const std::vector<std::string>& values,
+                          const std::string& dimension, const std::string& long_name) {
+  on_root([&] {
+    create_parents(file_, path);
+    const std::vector<hsize_t> shape = shape_of(file_, path, {dimension});
+    if (shape.front() != values.size())
+      throw RuntimeError(fmt::format("results file: {} has {} values, its dimension {} holds {}",
+                                     path, values.size(), dimension, shape.front()));
+    hid_t type = string_type();
+    const auto pointers = c_strings(values);
+    write_array(file_, path, type, pointers.data(), shape);
+    H5Tclose(type);
+    hid_t set = H5Dopen2(file_, path.c_str(), H5P_DEFAULT);
+    h5_check(set, "open " + path);
+    hid_t scale = open_scale(file_, path, dimension);
+    const herr_t status = H5DSattach_scale(set, scale, 0);
+    H5Dclose(scale);
+    H5Dclose(set);
+    h5_check(status, "attach dimension " + dimension + " to " + path);
+    attribute(path, "long_name", long_name);
+  });
 }
 
 void ResultsFile::distributed_rows(const std::string& path, std::size_t total_rows,
@@ -401,26 +580,58 @@ void ResultsFile::distributed_rows(const std::string& path, std::size_t total_ro
   write_distributed(path, H5T_NATIVE_DOUBLE, total_rows, columns, first_row, rows, data);
   // After the collective part, on rank 0's serial handle: attaching scales and writing
   // attributes are metadata changes that parallel HDF5 would need every rank to make alike.
-  if (root_) label(path, variable);
+  on_root([&] { label(path, variable); });
 }
 
 void ResultsFile::distributed_rows(const std::string& path, std::size_t total_rows,
                                    std::size_t columns, std::size_t first_row, std::size_t rows,
                                    const std::int64_t* data, const Variable& variable) {
   write_distributed(path, H5T_NATIVE_INT64, total_rows, columns, first_row, rows, data);
-  if (root_) label(path, variable);
+  on_root([&] { label(path, variable); });
 }
 
 void ResultsFile::write_distributed(const std::string& path, long type, std::size_t total_rows,
                                     std::size_t columns, std::size_t first_row, std::size_t rows,
                                     const void* data) {
-  // Rank 0 holds the file open serially; hand it over to a collective MPI-IO open and back.
-  if (root_) close_serial();
+  // Rank 0 holds the file open serially; hand it over to a collective MPI-IO open and back. A
+  // failure rank 0 met alone (a full disk) is every rank's before the collective open.
+  on_root([&] {
+    const double width = static_cast<double>(columns == 0 ? 1 : columns);
+    require_room(file_, 8.0 * static_cast<double>(total_rows) * width);
+    close_serial();
+  });
+  agree_on_failure();
   hid_t access = H5Pcreate(H5P_FILE_ACCESS);
   H5Pset_fapl_mpio(access, MPI_COMM_WORLD, MPI_INFO_NULL);
   hid_t shared = H5Fopen(partial_path_.c_str(), H5F_ACC_RDWR, access);
   H5Pclose(access);
-  h5_check(shared, "parallel open " + partial_path_);
+  // Every rank makes the same collective calls below whatever fails, and the failure is agreed
+  // after them, the file closed once rank 0 has emptied it (abandon_file).
+  capture_->take();
+  try {
+    h5_check(shared, "parallel open " + partial_path_);
+    h5_check(write_shared(shared, path, type, total_rows, columns, first_row, rows, data),
+             "collective write " + path);
+  } catch (const RuntimeError& error) {
+    keep_failure(error.what());
+  }
+  int failed = failure_.empty() ? 0 : 1;
+  MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (failed) {
+    if (root_) abandon_file();
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  if (shared >= 0 && H5Fclose(shared) < 0) keep_failure("close " + partial_path_);
+  agree_on_failure();
+  on_root([&] {
+    file_ = H5Fopen(partial_path_.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    h5_check(file_, "reopen " + partial_path_);
+  });
+}
+
+long ResultsFile::write_shared(long shared, const std::string& path, long type,
+                               std::size_t total_rows, std::size_t columns, std::size_t first_row,
+                               std::size_t rows, const void* data) {
   create_parents(shared, path);  // metadata calls are collective: every rank makes the same ones
   // columns = 0: a 1-D dataset of total_rows values.
   const int rank_of_set = columns == 0 ? 1 : 2;
@@ -429,6 +640,7 @@ void ResultsFile::write_distributed(const std::string& path, long type, std::siz
   hid_t file_space = H5Screate_simple(rank_of_set, dims, nullptr);
   hid_t set =
       H5Dcreate2(shared, path.c_str(), type, file_space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  if (set < 0) H5Sclose(file_space);  // nothing left open: the MPI-IO file must close after this
   h5_check(set, "create dataset " + path);
   const hsize_t start[2] = {first_row, 0}, count[2] = {rows, width};
   hid_t memory_space = H5Screate_simple(rank_of_set, count, nullptr);
@@ -445,23 +657,20 @@ void ResultsFile::write_distributed(const std::string& path, long type, std::siz
   H5Sclose(memory_space);
   H5Sclose(file_space);
   H5Dclose(set);
-  H5Fclose(shared);
-  h5_check(status, "collective write " + path);
-  if (root_) {
-    file_ = H5Fopen(partial_path_.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
-    h5_check(file_, "reopen " + partial_path_);
-  }
+  return status;
 }
 
 std::string ResultsFile::commit() {
-  if (root_) {
-    close_serial();
+  on_root([&] { close_serial(); });
+  agree_on_failure();  // every rank, in place of a barrier: the file is complete, or no rank goes
+                       // on
+  on_root([&] {
     std::error_code error;
     fs::rename(partial_path_, final_path_, error);
     if (error) throw RuntimeError("cannot rename " + partial_path_ + ": " + error.message());
     committed_ = true;
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
+  });
+  agree_on_failure();
   return final_path_;
 }
 

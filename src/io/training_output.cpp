@@ -35,10 +35,12 @@ void write_model(ResultsFile& file, const FederatedProblem& problem, const Train
   const auto features = problem.encoding.column_names(problem.data.train);
   const std::vector<std::size_t> shape = model.theta_shape();
   // A linear model's parameters form a class x feature table; a network's are one flat vector.
+  // Both name their classes and features in datasets, which hold any number of names (the
+  // attributes below only up to ResultsFile::kMaxAttributeStrings).
   std::vector<std::string> dimensions{"parameter"};
+  file.coordinate("/model/class", classes, "class");
+  file.coordinate("/model/feature", features, "encoded feature");
   if (shape.size() == 2) {
-    file.coordinate("/model/class", classes, "class");
-    file.coordinate("/model/feature", features, "encoded feature");
     dimensions = {"class", "feature"};
   } else {
     file.dimension("/model/parameter", model.parameters());

@@ -6,6 +6,7 @@
 
 #include "fluence/core/deck_keys.hpp"
 #include "fluence/core/error.hpp"
+#include "fluence/core/memory.hpp"
 #include "fluence/whatif/whatif.hpp"
 
 namespace fluence {
@@ -216,6 +217,19 @@ WhatifConfig WhatifConfig::from_deck(const Deck& deck, const FederatedProblem& p
       throw InputError("whatif.variants contains \"rr\" but whatif.attributes is empty");
   config.repeats = static_cast<int>(deck.integer("whatif.repeats"));
   config.retrain = deck.boolean("whatif.retrain");
+  if (config.retrain) {
+    // The ground truth keeps one test loss per (variant, fraction, eps, repeat): whatif.repeats =
+    // 2147483647 asked for terabytes and ended in "cannot create std::vector larger than
+    // max_size()".
+    const double losses =
+        static_cast<double>(config.variants.size()) * static_cast<double>(config.fractions.size()) *
+        static_cast<double>(config.epsilons.size()) * static_cast<double>(config.repeats);
+    check_memory({{8.0 * losses,
+                   fmt::format("the ground truth's retrain losses: {} variant(s) x {} fractions x "
+                               "{} eps x whatif.repeats = {}",
+                               config.variants.size(), config.fractions.size(),
+                               config.epsilons.size(), config.repeats)}});
+  }
   config.expected_retrain = deck.boolean("whatif.expected_retrain");
   config.test_sample = deck.integer("whatif.test_sample");
   if (config.test_sample > static_cast<std::int64_t>(problem.data.test.rows))

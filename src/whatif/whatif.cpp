@@ -108,7 +108,7 @@ class WhatifRunner {
   }
 
   std::size_t draws() const {
-    return static_cast<std::size_t>(config_.repeats + (config_.expected_retrain ? 1 : 0));
+    return static_cast<std::size_t>(config_.repeats) + (config_.expected_retrain ? 1 : 0);
   }
 
   // The sweep's resumable state (docs/operations.md): the finished units and their results, the

@@ -105,4 +105,57 @@ else
   grep "^round\|^final" "$work/no_train_loss.log" | head -3 | sed 's/^/    /'
 fi
 
+# Wide data (issue 41): a CSV of 5,000 columns trained to the end, then failed writing results.h5
+# (exit 3: the feature names exceeded HDF5's 64 KiB limit on an attribute). The names are in the
+# datasets /model/feature and /model/class; the attribute copies are left out beyond
+# ResultsFile::kMaxAttributeStrings names; --model reads the names back from the datasets.
+"$python" - "$work/wide.csv" <<'PY'
+import sys
+import numpy as np
+rng = np.random.default_rng(5)
+x = rng.normal(size=(60, 5000))
+with open(sys.argv[1], "w") as f:
+    f.write(",".join(f"feature_{j:04d}" for j in range(5000)) + ",label\n")
+    for row in x:
+        f.write(",".join(f"{v:.3f}" for v in row) + f",{int(row[0] > 0)}\n")
+PY
+printf 'seed = 1\n[data]\nsource = "csv"\npath = "wide.csv"\nlabel = "label"\n[partition]\nclients = 3\n[federation]\nrounds = 1\nbatch_size = 16\npolish = "none"\n' |
+  write_deck wide
+"$mpirun" -n 2 "$fluence" train "$work/wide.toml" --out "$work/wide" --quiet >"$work/wide.log" 2>&1
+code=$?
+"$mpirun" -n 2 "$fluence" influence "$work/wide.toml" --model "$work/wide/results.h5" \
+  --out "$work/wide_influence" --set influence.retrain=false --quiet >"$work/wide_influence.log" 2>&1
+influence_code=$?
+if [ "$code" -eq 0 ] && [ "$influence_code" -eq 0 ] && "$python" - "$work/wide/results.h5" <<'PY'
+import sys, h5py
+f = h5py.File(sys.argv[1], "r")
+features = [name.decode() for name in f["/model/feature"][...]]
+assert f["/model/theta"].shape == (2, 5001), f["/model/theta"].shape
+assert features[:2] == ["feature_0000", "feature_0001"] and len(features) == 5001, features[:3]
+assert [c.decode() for c in f["/model/class"][...]] == ["0", "1"]
+assert "features" not in f["/model/theta"].attrs  # 5,001 names: beyond an attribute's 64 KiB
+assert list(f["/model/theta"].attrs["classes"]) == ["0", "1"]  # a short list keeps its attribute
+PY
+then
+  pass "5,000 CSV columns: results.h5 written, the names in /model/feature, --model reads them back"
+else
+  fail "wide data (train exit $code, influence --model exit $influence_code)"
+  tail -3 "$work/wide.log" "$work/wide_influence.log" | cut -c 1-200 | sed 's/^/    /'
+fi
+
+# A Fluence option after the PETSc options is Fluence's (issue 41): `-newton_ksp_rtol 1e-3 --out
+# DIR` took --out and DIR for PETSc values and wrote the results to the deck's output.dir.
+(cd "$work" && "$mpirun" -n 2 "$fluence" train "$qs" -newton_ksp_rtol 1e-3 -newton_ksp_monitor \
+  --out "$work/after_petsc" --set federation.rounds=2 --quiet >"$work/after_petsc.log" 2>&1)
+code=$?
+if [ "$code" -eq 0 ] && [ -e "$work/after_petsc/results.h5" ] && [ ! -e "$work/out" ] &&
+  grep -q "KSP Residual norm" "$work/after_petsc.log" &&
+  "$python" -c "import h5py, sys; assert h5py.File(sys.argv[1])['/metrics/round'].shape == (2,)" \
+    "$work/after_petsc/results.h5"; then
+  pass "--out and --set after the PETSc options are Fluence's"
+else
+  fail "--out after the PETSc options (exit $code)"
+  tail -3 "$work/after_petsc.log" | sed 's/^/    /'
+fi
+
 cli_summary

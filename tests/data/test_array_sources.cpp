@@ -401,6 +401,56 @@ TEST_F(ArraySourcesTest, Uint8ImagesArePixelsOverTwoHundredFiftyFiveWithTheirSha
   EXPECT_EQ(leaf.train.numeric, (std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8}));
 }
 
+// uint64 client ids and labels at or above 2^63 (hashed ids) were read through int64 and clamped
+// by HDF5: 12 clients became one, and so did the labels (issue 41). They are kept exact, ordered
+// and named as unsigned numbers.
+TEST_F(ArraySourcesTest, Hdf5Uint64IdsAndLabelsBeyondInt64AreKeptExact) {
+  constexpr std::uint64_t kTop = std::uint64_t{1} << 63;
+  std::vector<std::uint64_t> ids, labels;
+  std::vector<float> x;
+  for (std::uint64_t r = 0; r < 24; ++r) {
+    ids.push_back(kTop + (11 - r % 12) * 1000003);  // 12 clients, all >= 2^63
+    labels.push_back(r % 3 == 0 ? UINT64_MAX : kTop + r % 3);
+    x.push_back(static_cast<float>(r));
+  }
+  ids[23] = 7;  // one small id: it sorts before the others
+  {
+    H5Writer file(path("u64.h5"));
+    file.write("/x", H5T_NATIVE_FLOAT, {24, 1}, x);
+    file.write("/y", H5T_NATIVE_UINT64, {24}, labels);
+    file.write("/id", H5T_NATIVE_UINT64, {24}, ids);
+    file.write("/test_x", H5T_NATIVE_FLOAT, {2, 1}, std::vector<float>{1, 2});
+    file.write("/test_y", H5T_NATIVE_INT64, {2}, std::vector<std::int64_t>{5, 1});
+    file.write("/negative_y", H5T_NATIVE_INT64, {2}, std::vector<std::int64_t>{-1, 1});
+    file.write("/small_y", H5T_NATIVE_UINT64, {24}, std::vector<std::uint64_t>(24, 3));
+  }
+  const auto data =
+      read_hdf5(path("u64.h5"), "", {"/x", "/y", "/id", "", "", "/test_x", "/test_y"});
+  ASSERT_EQ(data.train.client_names.size(), 13u);
+  EXPECT_EQ(data.train.client_names.front(), "7");
+  EXPECT_EQ(data.train.client_names[1], std::to_string(kTop));
+  EXPECT_EQ(data.train.client_names.back(), std::to_string(kTop + 11 * 1000003));
+  EXPECT_EQ(data.train.client[0], 12);  // kTop + 11 * 1000003
+  EXPECT_EQ(data.train.client[23], 0);  // 7
+  // Classes in unsigned order, the test split's small labels merged with the training split's.
+  EXPECT_EQ(data.train.class_names,
+            (Strings{"1", "5", std::to_string(kTop + 1), std::to_string(kTop + 2),
+                     std::to_string(UINT64_MAX)}));
+  EXPECT_EQ(data.train.label[0], 4);
+  EXPECT_EQ(data.train.label[1], 2);
+  EXPECT_EQ(data.test.label, (std::vector<std::int32_t>{1, 0}));
+  // A uint64 dataset within int64 reads as before.
+  const auto small = read_hdf5(path("u64.h5"), "", {"/x", "/small_y", "/id", "", "", "", ""});
+  EXPECT_EQ(small.train.class_names, (Strings{"3"}));
+  // Values beyond int64 and negative values have no common order: refused, both named.
+  expect_input_error(
+      [&] {
+        read_hdf5(path("u64.h5"), "", {"/x", "/y", "", "", "", "/test_x", "/negative_y"});
+      },
+      {path("u64.h5"), "/y", std::to_string(UINT64_MAX), "/negative_y", "-1",
+       "cannot be ordered together"});
+}
+
 // ---------------------------------------------------------------------------------------------
 // Bad input: one message naming the file, the dataset (array, user) and what was expected.
 

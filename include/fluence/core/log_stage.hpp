@@ -19,7 +19,14 @@ class LogStage {
   ~LogStage();
   LogStage(const LogStage&) = delete;
   LogStage& operator=(const LogStage&) = delete;
+
+ private:
+  Stage stage_;
 };
+
+/// The innermost stage that the exception now propagating left (nullptr when none since the last
+/// stage began): the message of a failed allocation names the phase it ended.
+const char* unwound_stage();
 
 /// Runs `work` inside `stage` and returns what it returns.
 template <class Work>

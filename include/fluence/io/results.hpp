@@ -4,10 +4,21 @@
 // dimension scales, `units` and `long_name`, so that xarray opens each group with named, aligned
 // dimensions (docs/outputs.md "Conventions").
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "fluence/core/error.hpp"
+
 namespace fluence {
+
+/// A failed write of a results file or a checkpoint (a full disk), agreed on every rank: every
+/// rank exits cleanly with code 3 and rank 0 prints the message once, instead of one rank taking
+/// the others down with MPI_Abort.
+class WriteError : public RuntimeError {
+ public:
+  using RuntimeError::RuntimeError;
+};
 
 /// Creates the output directory (rank 0), checks that it is writable and takes it for this run:
 /// collective, an InputError on every rank when it cannot be created or written, when another
@@ -29,6 +40,11 @@ struct Variable {
   std::string long_name;
 };
 
+/// A failed write (a full disk, a quota, a directory gone) ends the run with one line naming the
+/// cause and the file ("no space left on device writing out/results.h5"), exit 3 on every rank:
+/// rank 0 keeps its first failure (HDF5's error stack is not printed) and skips the writes after
+/// it, and the next collective step (a distributed write, commit()) throws a WriteError on every
+/// rank. The partial file is removed.
 class ResultsFile {
  public:
   /// Rank 0 opens `<directory>/<name>.partial`; other ranks hold an inert object.
@@ -43,8 +59,12 @@ class ResultsFile {
   /// Attributes of the group or dataset at `path` (which must exist).
   void attribute(const std::string& path, const std::string& name, const std::string& value);
   void attribute(const std::string& path, const std::string& name, std::int64_t value);
+  /// A list of names as an attribute, left out when it would exceed HDF5's 64 KiB limit on an
+  /// attribute (kMaxAttributeStrings names): every such list is also a dataset (a coordinate or
+  /// strings()), which holds the names whatever their number (a CSV of 5,000 columns).
   void attribute(const std::string& path, const std::string& name,
                  const std::vector<std::string>& values);
+  static constexpr std::size_t kMaxAttributeStrings = 3840;
 
   /// A dimension without coordinate values (e.g. the clients, indexed 0..size-1): netCDF's
   /// "dimension but not a variable", a dimension scale that netCDF readers do not list as data.
@@ -66,6 +86,9 @@ class ResultsFile {
   void scalar(const std::string& path, double value, const std::string& units,
               const std::string& long_name);
   void string(const std::string& path, const std::string& value, const std::string& long_name);
+  /// A 1-D string array along `dimension` (e.g. the fldp cases' descriptions), with a long_name.
+  void strings(const std::string& path, const std::vector<std::string>& values,
+               const std::string& dimension, const std::string& long_name);
   /// A plain array without dimensions or units, for internal files (checkpoints) that no one
   /// opens with xarray; `shape` empty = 1-D of values.size().
   void dataset(const std::string& path, const std::vector<double>& values,
@@ -80,20 +103,32 @@ class ResultsFile {
   void distributed_rows(const std::string& path, std::size_t total_rows, std::size_t columns,
                         std::size_t first_row, std::size_t rows, const std::int64_t* data,
                         const Variable& variable);
-  /// Closes and renames to results.h5; returns the final path.
+  /// Collective: closes and renames to results.h5; returns the final path.
   std::string commit();
 
  private:
-  void close_serial();  // rank 0's serial handle, closed once whatever H5Fclose returns
+  class ErrorCapture;  // HDF5's error printing replaced by a record of the system's reason
+  template <class Work>
+  void on_root(Work&& work);  // rank 0's part of a write, its failure kept in failure_
+  void keep_failure(const std::string& what);
+  void abandon_file();      // rank 0, after a failure: the partial file closed and removed
+  void agree_on_failure();  // collective: a WriteError on every rank after a failure
+  void close_serial();      // rank 0's serial handle, closed once whatever H5Fclose returns
   void write_distributed(const std::string& path, long type, std::size_t total_rows,
                          std::size_t columns, std::size_t first_row, std::size_t rows,
                          const void* data);
+  // The collective part of write_distributed on the MPI-IO handle `shared`: H5Dwrite's status
+  // (a failed metadata step throws).
+  long write_shared(long shared, const std::string& path, long type, std::size_t total_rows,
+                    std::size_t columns, std::size_t first_row, std::size_t rows, const void* data);
   // Rank 0: the array's shape from its dimensions, then the array, its scales and attributes.
   void write_variable(const std::string& path, long type, const void* data, std::size_t count,
                       const Variable& variable);
   void write_coordinate(const std::string& path, long type, const void* data, std::size_t count,
                         const std::string& units, const std::string& long_name);
   void label(const std::string& path, const Variable& variable);  // scales, units, long_name
+  std::unique_ptr<ErrorCapture> capture_;
+  std::string failure_;  // this rank's first failed write, its cause and file named
   long file_ = -1;
   std::string partial_path_, final_path_;
   bool root_ = false;
