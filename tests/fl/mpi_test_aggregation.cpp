@@ -156,11 +156,14 @@ TEST(Aggregation, RobustRulesInTrainMatchABruteForceOnAnyRankCount) {
   }
 }
 
-// A robust rule is a plain-FedAvg part: DP-FedAvg's noise is calibrated to the mean's sensitivity
-// (S / (q N)), which a median or KRUM does not have, so a private deck with one is refused.
-TEST(Aggregation, PrivateTrainingRefusesARuleOtherThanTheMean) {
-  EXPECT_THROW(FederationConfig::from_deck(
-                   deck_with("aggregator = \"krum\"\n[privacy]\nmode = \"dp-fedavg\"\n")),
+// A robust rule runs in plain FedAvg and in DP-FedAvg (noise by the rule's sensitivity,
+// tests/fl/mpi_test_private_training.cpp); FeO2's opt-out combination and the non-private Ditto
+// baseline are means, so a deck with a rule there is refused.
+TEST(Aggregation, FeO2AndDittoRefuseARuleOtherThanTheMean) {
+  EXPECT_NO_THROW(FederationConfig::from_deck(
+      deck_with("aggregator = \"krum\"\n[privacy]\nmode = \"dp-fedavg\"\n")));
+  EXPECT_THROW(FederationConfig::from_deck(deck_with(
+                   "aggregator = \"krum\"\n[privacy]\nmode = \"feo2\"\nopt_out_fraction = 0.2\n")),
                InputError);
   EXPECT_THROW(FederationConfig::from_deck(
                    deck_with("aggregator = \"median\"\n[personalization]\nmethod = \"ditto\"\n")),
