@@ -57,6 +57,7 @@ class JsonReader {
 
   template <class Member>
   void object(Member&& member) {
+    const Nesting nested(*this);
     expect('{');
     if (peek() == '}') {
       ++position_;
@@ -72,6 +73,7 @@ class JsonReader {
 
   template <class Element>
   void array(Element&& element) {
+    const Nesting nested(*this);
     expect('[');
     if (peek() == ']') {
       ++position_;
@@ -123,6 +125,18 @@ class JsonReader {
     }
     return value;
   }
+
+  // Arrays and objects nest at most kMaxNesting deep (LEAF's rows need a few levels): a deeper
+  // file is refused with a clear error, not a stack overflow.
+  static constexpr int kMaxNesting = 64;
+  struct Nesting {
+    JsonReader& reader;
+    explicit Nesting(JsonReader& r) : reader(r) {
+      if (++reader.depth_ > kMaxNesting)
+        reader.fail(fmt::format("arrays and objects nested more than {} deep", kMaxNesting));
+    }
+    ~Nesting() { --reader.depth_; }
+  };
 
   void skip_value() {
     const char c = peek();
@@ -192,6 +206,7 @@ class JsonReader {
   std::string_view text_;
   std::string path_;
   std::size_t position_ = 0;
+  int depth_ = 0;  // arrays and objects open at position_
 };
 
 // One user's rows as the file holds them.

@@ -561,6 +561,18 @@ TEST_F(ArraySourcesTest, LeafBadInputNamesFileUserAndExpectation) {
                      {file, "ends early"});
   expect_input_error([&] { leaf(R"({"users": [], "user_data": {}})"); }, {file, "num_samples"});
   expect_input_error([&] { read_leaf(path("none"), ""); }, {"cannot read data file"});
+  // Nesting without end (an x row 200,000 arrays deep, or an unknown key's value 1,000 objects
+  // deep) is refused at 64 levels, not a stack overflow (issue 41).
+  const std::string deep(200000, '[');
+  expect_input_error(
+      [&] {
+        leaf(R"({"users": ["u"], "num_samples": [1], "user_data": {"u": {"x": [)" + deep + "]}}}");
+      },
+      {file, "nested more than 64 deep"});
+  std::string objects;
+  for (int k = 0; k < 1000; ++k) objects += "{\"a\": ";
+  expect_input_error([&] { leaf(R"({"users": ["u"], "extra": )" + objects); },
+                     {file, "nested more than 64 deep"});
 }
 
 TEST_F(ArraySourcesTest, NpyBadInputNamesFileArrayAndExpectation) {
