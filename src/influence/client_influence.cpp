@@ -266,7 +266,7 @@ bool client_scope(Federation& federation, const std::vector<double>& theta,
   MPI_Allreduce(MPI_IN_PLACE, &steps, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   std::vector<double> delta;
   ProgressLine bar("local solves on rank 0", static_cast<int>(pending.size()), progress);
-  // The solves are each rank's own: their warnings are gathered to rank 0 at every step.
+  // The solves are each rank's own: their warnings are gathered to rank 0 (RankWarnings).
   RankWarnings warnings;
   for (int step = 0; step < steps; ++step) {
     int solved = 0;
@@ -293,9 +293,12 @@ bool client_scope(Federation& federation, const std::vector<double>& theta,
       bar.done(step + 1);
     }
     MPI_Allreduce(MPI_IN_PLACE, &solved, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    warnings.gather();
-    if (sweep.finished(solved)) return false;
+    if (sweep.finished(solved)) {
+      warnings.gather();
+      return false;
+    }
   }
+  warnings.gather();  // after the loop: in client order, whatever the rank count
   const auto numbers = sweep.all_numbers();
   for (std::size_t id = 0; id < numbers.size() / kSolveColumns; ++id) {
     const double* row = numbers.data() + id * kSolveColumns;

@@ -19,9 +19,10 @@ Stationarity model_stationarity(Federation& federation, const std::vector<double
   result.stationary = result.gradient_norm <= tolerance;
   if (!result.stationary)
     log::warn(
-        "{}: the model is not a stationary point of the objective (|grad h| = {:.3e} > "
-        "federation.tolerance = {:.1e}): influence assumes a minimum, and these scores may carry "
-        "no information (polish = \"newton\" with more polish_max_steps, or more rounds)",
+        "{}: the scores are computed at a model that is not a stationary point: |grad h| = "
+        "{:.3e} > federation.tolerance = {:.1e} (flagged in results.h5). Influence functions "
+        "assume the exact minimizer: use federation.polish = \"newton\" (or more "
+        "federation.polish_max_steps); the estimates carry an error of the order of the gradient",
         command, result.gradient_norm, tolerance);
   return result;
 }
