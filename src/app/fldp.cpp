@@ -7,8 +7,10 @@
 #include "fluence/core/config.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/log_stage.hpp"
+#include "fluence/core/memory.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/signals.hpp"
+#include "fluence/influence/memory.hpp"
 #include "fluence/io/fldp_output.hpp"
 #include "fluence/io/results.hpp"
 #include "fluence/io/training_output.hpp"
@@ -34,6 +36,7 @@ int run_fldp(const CommandLine& command_line) {
       "({:.2f}s set-up)",
       problem.client_rows.size(), world_size(), problem.total_train_rows,
       problem.model->parameters(), config.cases.size(), setup_seconds);
+  check_memory(influence_command_memory(problem, influence, training));
   Federation federation(problem);
   const TrainedModel model =
       obtain_trained_model(command_line, deck, federation, training, checkpoints);

@@ -7,8 +7,10 @@
 #include "fluence/core/config.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/log_stage.hpp"
+#include "fluence/core/memory.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/signals.hpp"
+#include "fluence/influence/memory.hpp"
 #include "fluence/io/results.hpp"
 #include "fluence/io/training_output.hpp"
 #include "fluence/io/whatif_output.hpp"
@@ -61,6 +63,7 @@ int run_whatif(const CommandLine& command_line) {
       problem.total_train_rows, problem.client_rows.size(), world_size(),
       problem.model->parameters(), config.fractions.size(), config.epsilons.size(),
       config.variants.size(), setup_seconds);
+  check_memory(influence_command_memory(problem, influence, training));
   Federation federation(problem);
   const TrainedModel model =
       obtain_trained_model(command_line, deck, federation, training, checkpoints);
