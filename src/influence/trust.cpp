@@ -31,8 +31,8 @@ bool residual_above_tolerance(const IhvpConfig& config, double relative_residual
   return config.method == IhvpMethod::cg && !(relative_residual <= config.rtol);
 }
 
-bool is_saddle(const HessianSpectrum& spectrum) {
-  return spectrum.eigenvalue_min < -kNegativeCurvature * std::abs(spectrum.eigenvalue_max);
+bool is_saddle(double eigenvalue_min, double eigenvalue_max) {
+  return eigenvalue_min < -kNegativeCurvature * std::abs(eigenvalue_max);
 }
 
 std::string id_list(const std::vector<int>& ids, std::size_t most) {

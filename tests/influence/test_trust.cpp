@@ -34,14 +34,9 @@ TEST(Trust, StatisticsOverTheKeptEntriesAreThoseOfTheSubset) {
 }
 
 TEST(Trust, SaddleIsNegativeCurvatureAboveRounding) {
-  HessianSpectrum spectrum;
-  spectrum.eigenvalue_max = 2.0;
-  spectrum.eigenvalue_min = -1e-3;
-  EXPECT_TRUE(is_saddle(spectrum));
-  spectrum.eigenvalue_min = -1e-13;  // within the products' rounding of 0: flat, not a saddle
-  EXPECT_FALSE(is_saddle(spectrum));
-  spectrum.eigenvalue_min = 1e-3;
-  EXPECT_FALSE(is_saddle(spectrum));
+  EXPECT_TRUE(is_saddle(-1e-3, 2.0));
+  EXPECT_FALSE(is_saddle(-1e-13, 2.0));  // within the products' rounding of 0: flat, not a saddle
+  EXPECT_FALSE(is_saddle(1e-3, 2.0));
 }
 
 TEST(Trust, ResidualAboveTheCgTolerance) {

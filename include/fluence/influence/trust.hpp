@@ -32,8 +32,9 @@ bool residual_above_tolerance(const IhvpConfig& config, double relative_residual
 /// products carry rounding of order 1e-16 lambda_max per entry, far below; damping_for treats
 /// lambda_min <= 1e-12 lambda_max as not positive definite on the same scale.
 inline constexpr double kNegativeCurvature = 1e-12;
-/// A stationary point whose Hessian has negative curvature is a saddle point, not a minimum.
-bool is_saddle(const HessianSpectrum& spectrum);
+/// A stationary point whose Hessian has negative curvature is a saddle point, not a minimum:
+/// eigenvalue_min < -kNegativeCurvature |eigenvalue_max|.
+bool is_saddle(double eigenvalue_min, double eigenvalue_max);
 
 /// "3, 7, 12": ids for a message, the first `most` of them and "and N more".
 std::string id_list(const std::vector<int>& ids, std::size_t most = 20);
