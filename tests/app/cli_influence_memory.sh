@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Up-front memory estimates of `influence`, `fldp` and `whatif` (issue 41; docs/operations.md
-# "Memory"): a network's batch buffers and LiSSA's sampled rows are counted before training, and a
-# deck they do not fit exits 2 naming the estimate, the limit and the key; a batch_size above every
+# Up-front memory estimates of `influence`, `fldp`, `whatif` and `lia` (issue 41;
+# docs/operations.md "Memory"): a network's batch buffers and LiSSA's sampled rows are counted
+# before training, lia's layers and votes before the layers are trained, and a deck they do not fit
+# exits 2 naming the estimate, the limit and the key; a batch_size above every
 # client's rows allocates for the rows there are (it was an OOM kill: federation.batch_size = 1e8
 # with an MLP), with the same bits as any batch_size above them.
 # Usage: cli_influence_memory.sh FLUENCE_BINARY SOURCE_DIR (one CTest entry per script)
@@ -37,6 +38,12 @@ for command in influence whatif; do
     "for the training batch buffers" "$deck" --set partition.clients=2 \
     --set 'model.hidden=[20000]' --set federation.batch_size=100000000 --set influence.vectors=false
 done
+
+# lia: 30,000 participants vote on each other: a rank's 15,000 validators keep a loss difference
+# for every contributor (3.4 GiB in doubles), far above 1 GiB, while the 200,000-row table fits.
+export FLUENCE_MEMORY_LIMIT=1G
+COMMAND=lia expect_input_error lia_validators "for a rank's validators' loss differences: 15000 validators x 30000 contributors" \
+  "$source_dir/inputs/lia_synthetic.toml" --set data.synthetic.rows=200000 --set lia.participants=30000
 unset FLUENCE_MEMORY_LIMIT
 
 # batch_size = 1e8 with an MLP trains in its few MB (under an 8 GB address-space limit; buffers
