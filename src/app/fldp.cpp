@@ -6,7 +6,9 @@
 #include "fluence/app/cli.hpp"
 #include "fluence/core/config.hpp"
 #include "fluence/core/log.hpp"
+#include "fluence/core/memory.hpp"
 #include "fluence/core/mpi.hpp"
+#include "fluence/influence/memory.hpp"
 #include "fluence/io/fldp_output.hpp"
 #include "fluence/io/results.hpp"
 #include "fluence/io/training_output.hpp"
@@ -27,6 +29,7 @@ int run_fldp(const CommandLine& command_line) {
       "({:.2f}s set-up)",
       problem.client_rows.size(), world_size(), problem.total_train_rows,
       problem.model->parameters(), config.cases.size(), run.setup_seconds());
+  check_memory(influence_command_memory(problem, influence, training));
   Federation federation(problem);
   std::optional<TrainedSweep> trained = run.train_model(federation, training, "cases");
   if (!trained) return kExitStopped;

@@ -8,6 +8,7 @@
 #include "fluence/core/memory.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/influence/client_influence.hpp"
+#include "fluence/influence/memory.hpp"
 #include "fluence/io/influence_output.hpp"
 #include "fluence/io/results.hpp"
 #include "fluence/io/training_output.hpp"
@@ -20,8 +21,9 @@ namespace {
 // (influence.vectors), checked before training rather than found missing after it. The share is
 // the average, the same on every rank, so that every rank decides alike.
 std::vector<MemoryTerm> influence_memory(const FederatedProblem& problem,
-                                         const InfluenceConfig& config) {
-  std::vector<MemoryTerm> memory = problem.memory;
+                                         const InfluenceConfig& config,
+                                         const FederationConfig& training) {
+  std::vector<MemoryTerm> memory = influence_command_memory(problem, config, training);
   const double clients = static_cast<double>(problem.client_rows.size()) / world_size();
   const double parameters = static_cast<double>(problem.model->parameters());
   if (config.vectors)
@@ -44,7 +46,7 @@ int run_influence(const CommandLine& command_line) {
       "set-up)",
       problem.client_rows.size(), world_size(), problem.total_train_rows,
       problem.model->parameters(), run.setup_seconds());
-  check_memory(influence_memory(problem, config));
+  check_memory(influence_memory(problem, config, training));
   Federation federation(problem);
   std::optional<TrainedSweep> trained =
       run.train_model(federation, training, "client solves and retrains");

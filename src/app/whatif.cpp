@@ -6,7 +6,9 @@
 #include "fluence/app/cli.hpp"
 #include "fluence/core/config.hpp"
 #include "fluence/core/log.hpp"
+#include "fluence/core/memory.hpp"
 #include "fluence/core/mpi.hpp"
+#include "fluence/influence/memory.hpp"
 #include "fluence/io/results.hpp"
 #include "fluence/io/training_output.hpp"
 #include "fluence/io/whatif_output.hpp"
@@ -54,6 +56,7 @@ int run_whatif(const CommandLine& command_line) {
       problem.total_train_rows, problem.client_rows.size(), world_size(),
       problem.model->parameters(), config.fractions.size(), config.epsilons.size(),
       config.variants.size(), run.setup_seconds());
+  check_memory(influence_command_memory(problem, influence, training));
   Federation federation(problem);
   std::optional<TrainedSweep> trained =
       run.train_model(federation, training, "units (second-order rows, retrain chains)");

@@ -11,6 +11,7 @@
 #include "fluence/core/log.hpp"
 #include "fluence/core/log_stage.hpp"
 #include "fluence/core/mpi.hpp"
+#include "fluence/core/rank_warnings.hpp"
 #include "fluence/core/rng.hpp"
 #include "fluence/fldp/purposes.hpp"
 #include "fluence/influence/estimators.hpp"
@@ -157,6 +158,7 @@ class FldpRunner {
   FldpResult run() {
     FldpResult result;
     std::tie(result.base_test_loss, result.base_test_accuracy) = federation_.evaluate_test(theta_);
+    result.stationarity = model_stationarity(federation_, theta_, training_.tolerance, "fldp");
     Stopwatch setup;
     LogStage ihvp_stage(Stage::ihvp);  // the retrains of each case push theirs on top
     result.damping = influence_.damping;
@@ -193,11 +195,31 @@ class FldpRunner {
         return result;
       }
     }
+    flag_residuals(result);
     return result;
   }
 
  private:
   int owner(int client) const { return problem_.layout->owner(client); }
+
+  // The cases whose solves ended above their residual target, flagged and named.
+  void flag_residuals(FldpResult& result) const {
+    std::vector<int> flagged;
+    double worst = 0.0;
+    for (std::size_t c = 0; c < result.cases.size(); ++c) {
+      auto& one = result.cases[c];
+      one.residual_above_tolerance = residual_above_tolerance(influence_.ihvp, one.ihvp_residual);
+      if (!one.residual_above_tolerance) continue;
+      flagged.push_back(static_cast<int>(c));
+      worst = std::max(worst, one.ihvp_residual);
+    }
+    if (!flagged.empty())
+      log::warn(
+          "fldp: the solves of {} of {} cases ended with a relative residual above "
+          "influence.rtol = {:.1e} (largest {:.3e}): cases {} "
+          "(/fldp/ihvp_residual_above_tolerance)",
+          flagged.size(), result.cases.size(), influence_.ihvp.rtol, worst, id_list(flagged));
+  }
   std::size_t local_index(int client) const {
     return static_cast<std::size_t>(client - problem_.layout->first_client(world_rank()));
   }
@@ -253,13 +275,19 @@ class FldpRunner {
     if (influence_.scope == HessianScope::federated) {
       MPI_Bcast(b.data(), static_cast<int>(p_), MPI_DOUBLE, root, MPI_COMM_WORLD);
       report = solver_->solve(b.data(), influence.data());
-    } else if (root == world_rank()) {
-      std::unique_ptr<HessianOperator> local =
-          make_client_hessian(federation_, local_index(change.client), theta_);
-      local->set_damping(damping_);
-      if (config_.hessian_block == HessianBlock::first)
-        local = make_first_block_hessian(std::move(local), problem_.model->classes());
-      report = make_ihvp_solver(influence_.ihvp, *local)->solve(b.data(), influence.data());
+    } else {
+      // The owner's own solve: its warnings reach rank 0 through the gather.
+      RankWarnings warnings;
+      if (root == world_rank())
+        report = warnings.keep(fmt::format("client {}", change.client), change.client, [&] {
+          std::unique_ptr<HessianOperator> local =
+              make_client_hessian(federation_, local_index(change.client), theta_);
+          local->set_damping(damping_);
+          if (config_.hessian_block == HessianBlock::first)
+            local = make_first_block_hessian(std::move(local), problem_.model->classes());
+          return make_ihvp_solver(influence_.ihvp, *local)->solve(b.data(), influence.data());
+        });
+      warnings.gather();
     }
     for (auto& value : influence) value = -value;
     if (influence_.scope == HessianScope::client) {

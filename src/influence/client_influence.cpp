@@ -10,6 +10,8 @@
 #include "fluence/core/log.hpp"
 #include "fluence/core/log_stage.hpp"
 #include "fluence/core/mpi.hpp"
+#include "fluence/core/rank_warnings.hpp"
+#include "fluence/fl/newton.hpp"
 
 namespace fluence {
 
@@ -107,6 +109,8 @@ class InfluenceSweep {
         retrained_(clients_, 0) {
     result.actual.assign(clients_, 0.0);
     result.retrain_gradient_norm.assign(clients_, 0.0);
+    result.retrain_min_eigenvalue.assign(clients_, std::numeric_limits<double>::quiet_NaN());
+    result.retrain_saddle.assign(clients_, 0);
     if (!checkpoint || checkpoint->restored().empty()) return;
     const StateArrays& state = checkpoint->restored();
     const auto& numbers = state_array(state, "influence/solves", clients_ * kSolveColumns);
@@ -121,6 +125,11 @@ class InfluenceSweep {
     retrained_ = state_flags(state, "influence/retrained", clients_);
     result.actual = state_array(state, "influence/actual", clients_);
     result.retrain_gradient_norm = state_array(state, "influence/retrain_gradient_norm", clients_);
+    if (state.count("influence/retrain_min_eigenvalue")) {  // absent in older checkpoints
+      result.retrain_min_eigenvalue =
+          state_array(state, "influence/retrain_min_eigenvalue", clients_);
+      result.retrain_saddle = state_flags(state, "influence/retrain_saddle", clients_);
+    }
     for (std::size_t id = 0; id < clients_; ++id)
       units_ += numbers[id * kSolveColumns + kSolved] != 0.0 ? 1 : 0;
     units_ += std::count(retrained_.begin(), retrained_.end(), 1);
@@ -161,6 +170,8 @@ class InfluenceSweep {
     state["influence/retrained"] = flags_array(retrained_);
     state["influence/actual"] = result_.actual;
     state["influence/retrain_gradient_norm"] = result_.retrain_gradient_norm;
+    state["influence/retrain_min_eigenvalue"] = result_.retrain_min_eigenvalue;
+    state["influence/retrain_saddle"] = flags_array(result_.retrain_saddle);
     if (solver_)
       state["influence/solver"] = solver_->history();
     else if (!solver_history_.empty())
@@ -255,17 +266,22 @@ bool client_scope(Federation& federation, const std::vector<double>& theta,
   MPI_Allreduce(MPI_IN_PLACE, &steps, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   std::vector<double> delta;
   ProgressLine bar("local solves on rank 0", static_cast<int>(pending.size()), progress);
+  // The solves are each rank's own: their warnings are gathered to rank 0 (RankWarnings).
+  RankWarnings warnings;
   for (int step = 0; step < steps; ++step) {
     int solved = 0;
     if (static_cast<std::size_t>(step) < pending.size()) {
       const std::size_t k = pending[static_cast<std::size_t>(step)];
+      const int id = result.first_local_client + static_cast<int>(k);
       // Seed 000 Table 1: the client inverts only its own Hessian; no other party takes part.
-      auto hessian = make_client_hessian(federation, k, theta);
-      hessian->set_damping(result.damping);
-      auto solver = make_ihvp_solver(config.ihvp, *hessian);
-      const std::vector<double> g(gradients.begin() + static_cast<std::ptrdiff_t>(k * p),
-                                  gradients.begin() + static_cast<std::ptrdiff_t>((k + 1) * p));
-      const SolveReport report = removal_parameter_change(*solver, g, n, delta);
+      const SolveReport report = warnings.keep(fmt::format("client {}", id), id, [&] {
+        auto hessian = make_client_hessian(federation, k, theta);
+        hessian->set_damping(result.damping);
+        auto solver = make_ihvp_solver(config.ihvp, *hessian);
+        const std::vector<double> g(gradients.begin() + static_cast<std::ptrdiff_t>(k * p),
+                                    gradients.begin() + static_cast<std::ptrdiff_t>((k + 1) * p));
+        return removal_parameter_change(*solver, g, n, delta);
+      });
       double* row = sweep.numbers(k);
       row[kSolved] = 1.0;
       row[kEstimate] = loss_change(test_gradient, delta);
@@ -277,8 +293,12 @@ bool client_scope(Federation& federation, const std::vector<double>& theta,
       bar.done(step + 1);
     }
     MPI_Allreduce(MPI_IN_PLACE, &solved, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    if (sweep.finished(solved)) return false;
+    if (sweep.finished(solved)) {
+      warnings.gather();
+      return false;
+    }
   }
+  warnings.gather();  // after the loop: in client order, whatever the rank count
   const auto numbers = sweep.all_numbers();
   for (std::size_t id = 0; id < numbers.size() / kSolveColumns; ++id) {
     const double* row = numbers.data() + id * kSolveColumns;
@@ -287,6 +307,13 @@ bool client_scope(Federation& federation, const std::vector<double>& theta,
     result.relative_residual.push_back(row[kResidual]);
   }
   return true;
+}
+
+// Whether the retrain of influence.retrain_mode runs to federation.tolerance (the Newton retrain,
+// or a full schedule that ends with the polish); the others stop by their round count.
+bool retrain_has_tolerance(const InfluenceConfig& config, const FederationConfig& training) {
+  return config.retrain_mode == InfluenceConfig::Retrain::newton ||
+         (config.retrain_mode == InfluenceConfig::Retrain::full && training.newton_polish);
 }
 
 // The model the federation's current clients retrain to from theta (influence.retrain_mode).
@@ -312,9 +339,46 @@ std::vector<double> retrained_model(Federation& federation, const std::vector<do
   // A convex objective without the client is strictly convex (l2 > 0): Newton from theta^ finds
   // its unique minimizer, what retraining from scratch converges to. For a network it is a damped
   // local Newton: the stationary point near theta.
+  // newton_polish's settings; its unnamed warning is replaced by one naming the client (the
+  // caller's, from the final gradient norm).
   std::vector<double> retrained = theta;
-  newton_polish(federation, retrained, training.tolerance, training.polish_max_steps, false);
+  FederatedObjective objective(federation);
+  NewtonSettings settings;
+  settings.tolerance = training.tolerance;
+  settings.max_steps = training.polish_max_steps;
+  minimize_newton(objective, retrained, settings);
   return retrained;
+}
+
+// The retrains that did not converge or stopped at saddle points, named; the statistics without
+// them.
+void summarize_trusted_retrains(const InfluenceConfig& config, const FederationConfig& training,
+                                ClientInfluence& result) {
+  const std::size_t clients = result.actual.size();
+  const bool has_tolerance = retrain_has_tolerance(config, training);
+  result.retrain_converged.assign(clients, 1);
+  std::vector<char> keep(clients, 1);
+  std::vector<int> unconverged, saddles;
+  for (std::size_t id = 0; id < clients; ++id) {
+    if (has_tolerance && !(result.retrain_gradient_norm[id] <= training.tolerance)) {
+      result.retrain_converged[id] = 0;
+      unconverged.push_back(static_cast<int>(id));
+    }
+    if (result.retrain_saddle[id]) saddles.push_back(static_cast<int>(id));
+    keep[id] = result.retrain_converged[id] && !result.retrain_saddle[id];
+  }
+  result.trusted = statistics_over(result.estimate, result.actual, keep);
+  if (unconverged.empty() && saddles.empty()) return;
+  if (!unconverged.empty())
+    log::warn("influence: {} of {} retrains did not converge (without clients {})",
+              unconverged.size(), clients, id_list(unconverged));
+  if (!saddles.empty())
+    log::warn("influence: {} of {} retrains stopped at saddle points (without clients {})",
+              saddles.size(), clients, id_list(saddles));
+  log::info(
+      "estimate vs the {} trusted retrains (converged minima): Spearman rho {:.4f}  MAE {:.3e} "
+      "(/influence/spearman_trusted, /influence/mae_trusted)",
+      result.trusted.count, result.trusted.spearman, result.trusted.mae);
 }
 
 // Returns false when a stop signal ended it.
@@ -331,15 +395,43 @@ bool retrain_without_each_client(Federation& federation, const std::vector<doubl
     base_test_loss =
         federation.evaluate_test(retrained_model(federation, theta, config, training)).first;
   ProgressLine bar("retrained without client", clients, progress);
+  const bool has_tolerance = retrain_has_tolerance(config, training);
   std::vector<double> gradient;
   for (int id = 0; id < clients; ++id) {
     if (sweep.retrained(id)) continue;
+    const auto at = static_cast<std::size_t>(id);
     federation.exclude_clients({id});
     const std::vector<double> retrained = retrained_model(federation, theta, config, training);
     federation.gradient(retrained, gradient);
-    result.retrain_gradient_norm[static_cast<std::size_t>(id)] = norm2(gradient);
-    result.actual[static_cast<std::size_t>(id)] =
-        federation.evaluate_test(retrained).first - base_test_loss;
+    result.retrain_gradient_norm[at] = norm2(gradient);
+    result.actual[at] = federation.evaluate_test(retrained).first - base_test_loss;
+    if (has_tolerance && !(result.retrain_gradient_norm[at] <= training.tolerance))
+      log::warn(
+          "influence: the retrain without client {} stopped at |grad h| = {:.3e} > "
+          "federation.tolerance = {:.1e} (raise federation.polish_max_steps)",
+          id, result.retrain_gradient_norm[at], training.tolerance);
+    if (config.spectrum) {
+      // The curvature where the retrain stopped (undamped): a stationary point with negative
+      // curvature is a saddle point, not the minimizer the retrain stands for. The scale of the
+      // test is the trained model's lambda_max (the threshold is of the order of rounding: a
+      // nearby Hessian's scale serves, and the smallest eigenvalue alone is half the work).
+      // SLEPc runs on every rank alike: a failure is the same everywhere.
+      auto hessian = make_federated_hessian(federation, retrained);
+      try {
+        const double smallest = smallest_eigenvalue(*hessian, config.ihvp.eigen_tolerance);
+        const double scale = result.spectrum ? result.spectrum->eigenvalue_max : 0.0;
+        result.retrain_min_eigenvalue[at] = smallest;
+        result.retrain_saddle[at] = is_saddle(smallest, scale) ? 1 : 0;
+        if (result.retrain_saddle[at])
+          log::warn(
+              "influence: the retrain without client {} stopped at a saddle point (smallest "
+              "Hessian eigenvalue {:.3e}), not a minimum",
+              id, smallest);
+      } catch (const RuntimeError& error) {
+        log::warn("influence: no curvature for the retrain without client {}: {}", id,
+                  error.what());
+      }
+    }
     federation.exclude_clients({});
     sweep.mark_retrained(id);
     bar.done(id + 1);
@@ -349,7 +441,33 @@ bool retrain_without_each_client(Federation& federation, const std::vector<doubl
   result.mae = mean_absolute_error(result.estimate, result.actual);
   log::info("estimate vs exact retraining: Spearman rho {:.4f}  MAE {:.3e}", result.spearman,
             result.mae);
+  summarize_trusted_retrains(config, training, result);
   return true;
+}
+
+// Each solve whose residual is above its target, flagged and named: federated scope, s_test then
+// each client's vector; client scope, each client's local solve.
+void flag_residuals(const InfluenceConfig& config, ClientInfluence& result) {
+  const std::size_t first_client = config.scope == HessianScope::federated ? 1 : 0;
+  std::vector<std::string> names;
+  result.residual_above_tolerance.assign(result.relative_residual.size(), 0);
+  double worst = 0.0;
+  for (std::size_t s = 0; s < result.relative_residual.size(); ++s) {
+    if (!residual_above_tolerance(config.ihvp, result.relative_residual[s])) continue;
+    result.residual_above_tolerance[s] = 1;
+    worst = std::max(worst, result.relative_residual[s]);
+    names.push_back(s < first_client ? "s_test" : fmt::format("client {}", s - first_client));
+  }
+  if (names.empty()) return;
+  constexpr std::size_t kMost = 20;
+  const std::size_t shown = std::min(names.size(), kMost);
+  std::string list;
+  for (std::size_t i = 0; i < shown; ++i) list += (i == 0 ? "" : ", ") + names[i];
+  if (names.size() > shown) list += fmt::format(" and {} more", names.size() - shown);
+  log::warn(
+      "influence: {} of {} solves ended with a relative residual above influence.rtol = {:.1e} "
+      "(largest {:.3e}): {} (/ihvp/residual_above_tolerance)",
+      names.size(), result.relative_residual.size(), config.ihvp.rtol, worst, list);
 }
 
 }  // namespace
@@ -412,6 +530,7 @@ ClientInfluence client_removal_influence(Federation& federation, const std::vect
   hessian->set_damping(result.damping);
   if (config.spectrum) check_hessian_spectrum(*hessian, config, result.spectrum, result.damping);
 
+  result.stationarity = model_stationarity(federation, theta, training.tolerance, "influence");
   std::vector<double> test_gradient;
   federation.test_gradient(theta, test_gradient);
   result.base_test_loss = federation.evaluate_test(theta).first;
@@ -434,7 +553,10 @@ ClientInfluence client_removal_influence(Federation& federation, const std::vect
   if (!config.retrain) {
     result.actual.clear();
     result.retrain_gradient_norm.clear();
+    result.retrain_min_eigenvalue.clear();
+    result.retrain_saddle.clear();
   }
+  if (!result.stopped) flag_residuals(config, result);
   return result;
 }
 

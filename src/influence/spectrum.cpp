@@ -97,6 +97,10 @@ HessianSpectrum hessian_spectrum(HessianOperator& hessian, double tolerance) {
   return spectrum;
 }
 
+double smallest_eigenvalue(HessianOperator& hessian, double tolerance) {
+  return EigenSolve(hessian, EPS_SMALLEST_REAL, 1, tolerance).value(0);
+}
+
 Eigenpairs top_eigenpairs(HessianOperator& hessian, int k, double tolerance) {
   const std::size_t p = hessian.parameters();
   if (k < 1 || static_cast<std::size_t>(k) > p)

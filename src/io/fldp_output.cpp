@@ -134,6 +134,11 @@ void write_fldp_output(ResultsFile& file, const FederatedProblem& problem,
   write_case_values(file, result, kEstimateValues);
   file.dataset("/fldp/ihvp_iterations", per_case(result, &FldpCaseResult::ihvp_iterations),
                {{"case"}, "count", "iterations of the case's solves"});
+  std::vector<std::int64_t> above;
+  for (const auto& c : result.cases) above.push_back(c.residual_above_tolerance ? 1 : 0);
+  file.dataset("/fldp/ihvp_residual_above_tolerance", above,
+               {{"case"}, "1", "1 when a solve of the case ended above influence.rtol (cg)"});
+  write_model_stationarity(file, "/fldp/model_gradient_norm", result.stationarity);
 
   if (config.newton_steps > 0) {
     const auto steps = static_cast<std::size_t>(config.newton_steps);

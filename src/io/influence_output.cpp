@@ -12,6 +12,20 @@ void write_hessian_spectrum(ResultsFile& file, const std::optional<HessianSpectr
               "condition number of the federated Hessian");
 }
 
+void write_model_stationarity(ResultsFile& file, const std::string& path,
+                              const Stationarity& stationarity) {
+  file.scalar(path, stationarity.gradient_norm, "1",
+              "gradient norm of the objective at the model the scores are computed at");
+  file.attribute(path, "stationary", std::int64_t{stationarity.stationary ? 1 : 0});
+  file.real_attribute(path, "tolerance", stationarity.tolerance);
+}
+
+namespace {
+std::vector<std::int64_t> flags(const std::vector<char>& values) {
+  return std::vector<std::int64_t>(values.begin(), values.end());
+}
+}  // namespace
+
 void write_influence_output(ResultsFile& file, const FederatedProblem& problem,
                             const InfluenceConfig& config, const ClientInfluence& result) {
   file.dimension("/influence/client", problem.client_rows.size());
@@ -34,6 +48,23 @@ void write_influence_output(ResultsFile& file, const FederatedProblem& problem,
                 "Spearman correlation of estimate and retraining");
     file.scalar("/influence/mae", result.mae, "nat",
                 "mean absolute error of the estimate against retraining");
+    file.dataset("/influence/retrain_converged", flags(result.retrain_converged),
+                 {{"client"}, "1", "1 when the retrain reached federation.tolerance"});
+    if (config.spectrum) {
+      file.dataset("/influence/retrain_min_eigenvalue", result.retrain_min_eigenvalue,
+                   {{"client"},
+                    "1",
+                    "smallest eigenvalue of the Hessian without the client at its retrained "
+                    "model"});
+      file.dataset("/influence/retrain_saddle", flags(result.retrain_saddle),
+                   {{"client"}, "1", "1 when the retrain stopped at a saddle point"});
+    }
+    file.scalar("/influence/spearman_trusted", result.trusted.spearman, "1",
+                "Spearman correlation over the converged retrains at minima");
+    file.attribute("/influence/spearman_trusted", "retrains", result.trusted.count);
+    file.scalar("/influence/mae_trusted", result.trusted.mae, "nat",
+                "mean absolute error over the converged retrains at minima");
+    file.attribute("/influence/mae_trusted", "retrains", result.trusted.count);
   }
   write_hessian_spectrum(file, result.spectrum);
   file.string("/ihvp/solver", to_string(config.ihvp.method), "inverse-Hessian-vector solver");
@@ -42,6 +73,9 @@ void write_influence_output(ResultsFile& file, const FederatedProblem& problem,
                {{"solve"}, "count", "iterations of the solve"});
   file.dataset("/ihvp/relative_residual", result.relative_residual,
                {{"solve"}, "1", "relative residual of the solve"});
+  file.dataset("/ihvp/residual_above_tolerance", flags(result.residual_above_tolerance),
+               {{"solve"}, "1", "1 when the relative residual is above influence.rtol (cg)"});
+  write_model_stationarity(file, "/influence/model_gradient_norm", result.stationarity);
   if (config.vectors) {
     const std::size_t p = problem.model->parameters();
     file.dimension("/influence/parameter", p);

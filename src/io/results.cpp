@@ -431,6 +431,17 @@ void ResultsFile::attribute(const std::string& path, const std::string& name,
     on_root([&] { string_attribute(file_, path, name, values, false); });
 }
 
+void ResultsFile::real_attribute(const std::string& path, const std::string& name, double value) {
+  if (!root_) return;
+  hid_t space = H5Screate(H5S_SCALAR);
+  hid_t attr = H5Acreate_by_name(file_, path.c_str(), name.c_str(), H5T_NATIVE_DOUBLE, space,
+                                 H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  h5_check(attr, "attribute " + path + "@" + name);
+  h5_check(H5Awrite(attr, H5T_NATIVE_DOUBLE, &value), "write attribute " + name);
+  H5Aclose(attr);
+  H5Sclose(space);
+}
+
 void ResultsFile::dimension(const std::string& path, std::size_t size) {
   on_root([&] {
     // netCDF-4's own layout of such a dimension: a float32 array that is never written (so it

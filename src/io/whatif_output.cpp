@@ -1,5 +1,7 @@
 #include "fluence/io/whatif_output.hpp"
 
+#include "fluence/io/influence_output.hpp"
+
 #include <algorithm>
 #include <cmath>
 
@@ -121,6 +123,9 @@ void write_whatif_output(ResultsFile& file, const InfluenceConfig& influence,
   file.scalar("/whatif/damping", result.damping, "1", "damping of the Hessian");
   file.scalar("/whatif/ihvp_relative_residual", result.s_test_report.relative_residual, "1",
               "relative residual of the s_test solve");
+  file.attribute("/whatif/ihvp_relative_residual", "above_tolerance",
+                 std::int64_t{result.s_test_above_tolerance ? 1 : 0});
+  write_model_stationarity(file, "/whatif/model_gradient_norm", result.stationarity);
   file.dataset("/whatif/ihvp_iterations",
                std::vector<std::int64_t>{result.s_test_report.iterations},
                {{"solve"}, "count", "iterations of the s_test solve"});

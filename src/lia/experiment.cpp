@@ -10,6 +10,7 @@
 #include "exact_fit.hpp"
 #include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
+#include "fluence/core/memory.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/rng.hpp"
 #include "fluence/lia/purposes.hpp"
@@ -19,6 +20,22 @@
 #include "fluence/privacy/rdp_accountant.hpp"
 
 namespace fluence::lia {
+
+std::vector<MemoryTerm> lia_working_memory(const LiaConfig& config, int participants,
+                                           std::size_t parameters) {
+  const double P = participants, p = static_cast<double>(parameters);
+  const double owned = std::ceil(P / world_size());
+  const std::string body = config.body == "identity" ? "" : ", the body of lia.body";
+  return {
+      {8.0 * P * p,
+       fmt::format("every contributor's trained layer, held by every rank for its validators: "
+                   "lia.participants = {} x {} parameters (classes x features{})",
+                   participants, parameters, body)},
+      {8.0 * owned * P, fmt::format("a rank's validators' loss differences: {} validators x {} "
+                                    "contributors (lia.participants, spread over the ranks)",
+                                    owned, participants)},
+  };
+}
 
 namespace {
 
@@ -198,6 +215,7 @@ Experiment set_up_experiment(const Deck& deck, bool progress, LiaResult& result)
   }
   const int D = e.D = body.width();
   const std::size_t p = e.p = static_cast<std::size_t>(C) * D;
+  check_memory(lia_working_memory(config, P, p));
   e.federated.seed = seed;
   e.federated.model = std::make_unique<SoftmaxRegression>(D, C, config.l2);
   const SoftmaxRegression& model = e.model();

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "fluence/core/memory.hpp"
 #include "fluence/data/source.hpp"
 #include "fluence/fl/problem.hpp"
 #include "fluence/lia/dp_sgd.hpp"
@@ -96,6 +97,12 @@ std::vector<std::int32_t> labels_of(const Table& table, const std::vector<std::i
 /// Data, assignment, body, M0, test slice, this rank's participants and the DP-SGD calibration;
 /// fills the result's set-up fields. InputError for decks the methods cannot run.
 Experiment set_up_experiment(const Deck& deck, bool progress, LiaResult& result);
+
+/// What the votes surely hold on each rank once the head's `parameters` are known (issue 41;
+/// core/memory.hpp): every contributor's trained layer (all-gathered: P x p on every rank) and the
+/// rank's validators' loss differences; set_up_experiment checks it before the layers are trained.
+std::vector<MemoryTerm> lia_working_memory(const LiaConfig& config, int participants,
+                                           std::size_t parameters);
 
 /// A contributor's noisy last layer (Algorithm 1 lines 4-6): DP-SGD from `start` (C x D: M0, or
 /// the round's global model) on its rows.

@@ -642,8 +642,10 @@ void sgd_epoch_in(const Network& network, const TrainingRows& data, const std::i
                   int batch_size, double learning_rate, T* theta, Workspace& work,
                   const StepTerms& terms) {
   const int D = network.features(), C = network.classes();
+  // Buffers for the largest batch there is: a batch_size above the rows (full-batch steps asked for
+  // with a huge value) must not allocate for rows that do not exist (issue 41: an OOM kill).
   Passes<T> passes(network.layers(), C, true, false, pass_buffers<T>(work),
-                   static_cast<std::size_t>(batch_size));
+                   std::min(static_cast<std::size_t>(batch_size), data.rows));
   const std::size_t p = network.parameters();
   // theta <- (1 - lr (l2 + proximal)) theta - (lr / |B|) sum_B grad + lr proximal center
   // - lr correction, every term at the old theta (as the logistic model's step).
@@ -983,11 +985,24 @@ void Network::clipped_gradient_sum(const double* x, const std::int32_t* y, std::
   }
 }
 
+double Network::batch_bytes(std::size_t rows) const {
+  // Passes' buffers in sgd_epoch_in: every layer not worked in place on the one below keeps its
+  // outputs and their deltas, in float at least.
+  double values = 0.0;
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    const LayerKind kind = layers_[l].kind;
+    const bool in_place =
+        l > 0 && (kind == LayerKind::relu || kind == LayerKind::tanh || kind == LayerKind::flatten);
+    if (!in_place) values += 2.0 * static_cast<double>(layers_[l].out.size());
+  }
+  return sizeof(float) * values * static_cast<double>(rows);
+}
+
 void Network::sgd_epoch(const TrainingRows& data, const std::int64_t* order, int batch_size,
                         double learning_rate, double* theta, Workspace& work,
                         const StepTerms& terms, const double* start) const {
   if (start) std::copy(start, start + parameters_, theta);
-  grow(work.batch_labels, static_cast<std::size_t>(batch_size));
+  grow(work.batch_labels, std::min(static_cast<std::size_t>(batch_size), data.rows));
   sgd_epoch_in<double>(*this, data, order, batch_size, learning_rate, theta, work, terms);
 }
 
@@ -995,7 +1010,7 @@ void Network::sgd_epoch(const TrainingRows& data, const std::int64_t* order, int
                         double learning_rate, float* theta, Workspace& work, const StepTerms& terms,
                         const float* start) const {
   if (start) std::copy(start, start + parameters_, theta);
-  grow(work.batch_labels, static_cast<std::size_t>(batch_size));
+  grow(work.batch_labels, std::min(static_cast<std::size_t>(batch_size), data.rows));
   sgd_epoch_in<float>(*this, data, order, batch_size, learning_rate, theta, work, terms);
 }
 

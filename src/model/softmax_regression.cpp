@@ -43,8 +43,9 @@ template <class Value, class Train>
 void for_each_batch(const Value* x, int D, const std::int32_t* y, const std::int64_t* order,
                     std::size_t rows, int batch_size, std::vector<const Value*>& pointers,
                     std::vector<std::int32_t>& labels, Train&& train) {
-  pointers.resize(batch_size);
-  labels.resize(batch_size);
+  // The largest batch there is: not a huge batch_size's worth of rows that do not exist.
+  pointers.resize(std::min(static_cast<std::size_t>(batch_size), rows));
+  labels.resize(std::min(static_cast<std::size_t>(batch_size), rows));
   for (std::size_t start = 0; start < rows; start += batch_size) {
     const int batch = static_cast<int>(std::min<std::size_t>(batch_size, rows - start));
     for (int b = 0; b < batch; ++b) {

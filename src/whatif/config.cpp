@@ -242,6 +242,7 @@ WhatifConfig WhatifConfig::from_deck(const Deck& deck, const FederatedProblem& p
   config.common_draws = deck.string("whatif.draws") == "common";
   config.second_order = deck.boolean("whatif.second_order");
   config.retrain_tolerance = deck.real("whatif.retrain_tolerance");
+  config.model_tolerance = deck.real("federation.tolerance");
   config.retrain_max_iterations = static_cast<int>(deck.integer("whatif.retrain_max_iterations"));
   // Influence functions linearize at a stationary point; a network's FedAvg model is none
   // (docs/math.md §10).

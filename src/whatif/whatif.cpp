@@ -75,6 +75,8 @@ class WhatifRunner {
     WhatifResult result;
     result.test_rows = test_.rows();
     std::tie(result.base_test_loss, result.base_test_accuracy) = test_.evaluate(theta_);
+    result.stationarity =
+        model_stationarity(federation_, theta_, config_.model_tolerance, "whatif");
     LogStage ihvp_stage(Stage::ihvp);  // the retrains push theirs on top
     solve_s_test(result);
     Stopwatch cells;
@@ -198,6 +200,13 @@ class WhatifRunner {
     test_.gradient(theta_, test_gradient);
     result.s_test_report = fluence::solve_s_test(*solver_, test_gradient, s_test_);
     result.time_ihvp = clock.seconds();
+    result.s_test_above_tolerance =
+        residual_above_tolerance(influence_.ihvp, result.s_test_report.relative_residual);
+    if (result.s_test_above_tolerance)
+      log::warn(
+          "whatif: the s_test solve ended with a relative residual {:.3e} above influence.rtol = "
+          "{:.1e}: every estimate carries its error",
+          result.s_test_report.relative_residual, influence_.ihvp.rtol);
   }
 
   // Every cell's estimate: -(1/n) sum over S_k of the record scalars, per variant. Each client

@@ -6,6 +6,8 @@
 #include <string>
 #include <utility>
 
+#include "fluence/core/rank_warnings.hpp"
+
 namespace fluence::log {
 
 bool is_root();
@@ -17,9 +19,13 @@ void info(fmt::format_string<Args...> format, Args&&... args) {
   if (is_root()) write_line(fmt::format(format, std::forward<Args>(args)...));
 }
 
+/// On rank 0; while a RankWarnings keeps warnings (rank-local work), kept on every rank instead.
 template <class... Args>
 void warn(fmt::format_string<Args...> format, Args&&... args) {
-  if (is_root()) write_error("warning: " + fmt::format(format, std::forward<Args>(args)...));
+  if (keeping_warnings())
+    keep_warning(fmt::format(format, std::forward<Args>(args)...));
+  else if (is_root())
+    write_error("warning: " + fmt::format(format, std::forward<Args>(args)...));
 }
 
 }  // namespace fluence::log

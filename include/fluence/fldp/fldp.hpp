@@ -69,7 +69,8 @@ struct FldpCaseResult {
   double time_estimate = 0.0, time_retrain = 0.0;                // seconds (retrain: mean per draw)
   double mc_standard_error = 0.0;  // ||standard error of theta_I|| (0 when exact)
   std::int64_t ihvp_iterations = 0;
-  double ihvp_residual = 0.0;  // largest relative residual of the case's solves
+  double ihvp_residual = 0.0;             // largest relative residual of the case's solves
+  bool residual_above_tolerance = false;  // ihvp_residual above influence.rtol (cg)
 };
 
 struct FldpResult {
@@ -77,7 +78,8 @@ struct FldpResult {
   double base_test_loss = 0.0, base_test_accuracy = 0.0;
   double damping = 0.0;
   std::optional<HessianSpectrum> spectrum;
-  double time_setup = 0.0;  // Hessian operator, spectrum and solver set-up shared by the cases
+  double time_setup = 0.0;    // Hessian operator, spectrum and solver set-up shared by the cases
+  Stationarity stationarity;  // of the trained model the estimates start from
   std::vector<FldpCaseResult> cases;
 };
 

@@ -12,6 +12,7 @@
 #include "fluence/influence/estimators.hpp"
 #include "fluence/influence/ihvp.hpp"
 #include "fluence/influence/spectrum.hpp"
+#include "fluence/influence/trust.hpp"
 
 namespace fluence {
 
@@ -42,6 +43,16 @@ struct ClientInfluence {
   std::vector<double> actual;                 // [clients] when retrained
   std::vector<double> retrain_gradient_norm;  // [clients] when retrained
   double spearman = 0.0, mae = 0.0;           // when retrained
+  // Whether to trust them (issue 41), when retrained. converged: the retrain reached
+  // federation.tolerance (always 1 for a schedule without the polish, which has no target);
+  // min_eigenvalue: of the Hessian without the client at its retrained model (with
+  // influence.spectrum, else NaN), saddle where it is negative. The trusted statistics leave out
+  // the unconverged retrains and the saddle points.
+  std::vector<char> retrain_converged, retrain_saddle;  // [clients]
+  std::vector<double> retrain_min_eigenvalue;           // [clients]
+  KeptStatistics trusted;
+  Stationarity stationarity;                   // of the model scored
+  std::vector<char> residual_above_tolerance;  // per solve, like relative_residual
   std::optional<HessianSpectrum> spectrum;
   double damping = 0.0;  // the damping the solves used (deck value plus any automatic damping)
   std::vector<std::int64_t> iterations;   // per solve: federated = s_test then each client's

@@ -18,6 +18,9 @@ struct HessianSpectrum {
 /// not converge.
 HessianSpectrum hessian_spectrum(HessianOperator& hessian, double tolerance);
 
+/// The smallest eigenvalue alone (half of hessian_spectrum's work).
+double smallest_eigenvalue(HessianOperator& hessian, double tolerance);
+
 struct Eigenpairs {
   std::vector<double> values;   // k, descending
   std::vector<double> vectors;  // k x p row-major, orthonormal

@@ -7,6 +7,11 @@ namespace fluence {
 /// /hessian/eigenvalue_min, eigenvalue_max, condition_number when the spectrum was computed.
 void write_hessian_spectrum(ResultsFile& file, const std::optional<HessianSpectrum>& spectrum);
 
+/// `path` (e.g. /influence/model_gradient_norm): ||grad h|| at the model the scores are computed
+/// at, with the attributes `stationary` (1 when within `tolerance`) and `tolerance`.
+void write_model_stationarity(ResultsFile& file, const std::string& path,
+                              const Stationarity& stationarity);
+
 /// /influence/*, /hessian/*, /ihvp/* of `fluence influence` (docs/outputs.md). Collective: the
 /// parameter-change vectors are written by the ranks that own the clients.
 void write_influence_output(ResultsFile& file, const FederatedProblem& problem,

@@ -65,6 +65,8 @@ class ResultsFile {
   void attribute(const std::string& path, const std::string& name,
                  const std::vector<std::string>& values);
   static constexpr std::size_t kMaxAttributeStrings = 3840;
+  /// A float64 attribute (a name of its own: an integer argument would be ambiguous).
+  void real_attribute(const std::string& path, const std::string& name, double value);
 
   /// A dimension without coordinate values (e.g. the clients, indexed 0..size-1): netCDF's
   /// "dimension but not a variable", a dimension scale that netCDF readers do not list as data.

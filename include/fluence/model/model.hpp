@@ -190,6 +190,9 @@ class Model {
   virtual void sgd_epoch(const TrainingRows& data, const std::int64_t* order, int batch_size,
                          double learning_rate, double* theta, Workspace& work,
                          const StepTerms& terms = {}, const double* start = nullptr) const = 0;
+  /// Bytes an SGD epoch surely allocates for batches of `rows` rows besides the model's vectors (a
+  /// network's layer outputs and their deltas), for the up-front memory check (core/memory.hpp).
+  virtual double batch_bytes(std::size_t /*rows*/) const { return 0.0; }
   /// Can these rows be trained in float (federation.local_precision = "single")?
   virtual bool trains_single(const TrainingRows& data) const = 0;
   /// The float SGD epoch; the step terms' vectors are rounded to float as they are read. `start`

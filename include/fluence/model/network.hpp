@@ -87,6 +87,7 @@ class Network final : public Model {
   int classes() const override { return classes_; }
   double l2() const override { return l2_; }
   std::size_t parameters() const override { return parameters_; }
+  double batch_bytes(std::size_t rows) const override;
   std::vector<ParameterBlock> parameter_blocks() const override;
   bool convex() const override;
   void initialize(std::uint64_t seed, double* theta) const override;

@@ -47,6 +47,7 @@ struct WhatifConfig {
   std::vector<double> fractions;  // k: fraction of the group perturbed
   std::vector<double> epsilons;
   std::vector<WhatifAttribute> attributes;  // the rr variant's; rr_l and rr_flc use the label
+  double model_tolerance = 0.0;  // federation.tolerance: the trained model's stationarity test
   std::vector<WhatifVariant> variants;
   int repeats{};
   bool retrain{};
@@ -96,6 +97,8 @@ struct WhatifResult {
   double base_test_loss = 0.0, base_test_accuracy = 0.0;
   double damping = 0.0;
   SolveReport s_test_report;
+  bool s_test_above_tolerance = false;  // its residual above influence.rtol (cg)
+  Stationarity stationarity;            // of the trained model the estimates start from
   std::vector<WhatifVariantResult> variants;
   double time_ihvp = 0.0, time_cells = 0.0, time_second_order = 0.0, time_retrain = 0.0;
   long retrain_count = 0;
