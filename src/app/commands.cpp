@@ -128,7 +128,8 @@ std::vector<CommandSpec> built_in_commands() {
        .help =
            "train (or load --model) and score every client by the estimated change of the global "
            "test loss if it were removed (influence functions: PETSc IHVP, SLEPc spectrum), "
-           "optionally against exact retraining; write <out>/results.h5",
+           "optionally against exact retraining, verified unlearning and FL-LDS; write "
+           "<out>/results.h5",
        .options =
            CommonOptions{
                .quiet = "no per-round or per-client progress lines",

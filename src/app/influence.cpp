@@ -1,10 +1,12 @@
 // fluence influence DECK [--restart chk.h5|latest]: parse -> build the federation -> train (or
 // --model, or the checkpoint's model) -> influence of removing each client (optionally against
-// exact retraining), checkpointed per client solve and retrain (docs/operations.md) -> write
+// exact retraining), checkpointed per client solve and retrain (docs/operations.md) -> optionally
+// verified unlearning and FL-LDS (not checkpointed: redone after a restart) -> write
 // <out>/results.h5.
 #include "fluence/app/cli.hpp"
 #include "fluence/core/config.hpp"
 #include "fluence/core/log.hpp"
+#include "fluence/core/log_stage.hpp"
 #include "fluence/core/memory.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/influence/client_influence.hpp"
@@ -59,10 +61,24 @@ int run_influence(const CommandLine& command_line) {
   if (influence.stopped) return kExitStopped;
   log::info("influence: {} clients scored in {}", influence.estimate.size(),
             format_duration(clock.seconds()));
+  std::optional<Unlearning> unlearning;
+  if (config.unlearning_clients > 0)
+    unlearning = in_stage(Stage::retraining, [&] {
+      return verify_unlearning(federation, model.theta, config, training, influence.damping,
+                               run.verbose());
+    });
+  std::optional<ClientLds> lds;
+  if (config.lds_subsets > 0)
+    lds = in_stage(Stage::retraining, [&] {
+      return client_lds(federation, model.theta, influence.estimate, config, training,
+                        influence.damping, problem.seed, run.verbose());
+    });
 
   return run.finish([&](ResultsFile& file) {
     write_training_output(file, problem, model);
     write_influence_output(file, problem, config, influence);
+    if (unlearning) write_unlearning_output(file, *unlearning);
+    if (lds) write_lds_output(file, *lds);
   });
 }
 

@@ -46,6 +46,21 @@ void register_influence_keys(DeckSchema& schema) {
              "draw the same cohorts and shuffles). With `warm`, and for any network, the "
              "actual change is measured against the same retraining with every client, so "
              "that only the removal's effect remains"),
+      key("influence.unlearning_clients", T::integer, "0",
+          "verified unlearning: remove clients 0 .. this - 1 one at a time by the influence step "
+          "and by the Newton-refined step, each against the exact retrain "
+          "(`influence.retrain_mode`) in distance and time (docs/math.md §1.7)",
+          0),
+      key("influence.lds_subsets", T::integer, "0",
+          "FL-LDS: subset federations, each retrained exactly without a random "
+          "`influence.lds_fraction` of the clients; the Spearman correlation of the predicted and "
+          "actual test-loss changes ([Park et al. 2023](../docs/references.md#park-2023), "
+          "docs/math.md §1.8; 0 = none)",
+          0),
+      below_maximum(key("influence.lds_fraction", T::real, "0.1",
+                        "FL-LDS: the fraction of the clients each subset federation leaves out "
+                        "(at least one client, rounded to the nearest count)",
+                        0.0, 1.0, true)),
   });
   register_ihvp_keys(schema);
 }
@@ -64,6 +79,9 @@ InfluenceConfig InfluenceConfig::from_deck(const Deck& deck) {
   config.retrain_mode = mode == "full"   ? InfluenceConfig::Retrain::full
                         : mode == "warm" ? InfluenceConfig::Retrain::warm
                                          : InfluenceConfig::Retrain::newton;
+  config.unlearning_clients = static_cast<int>(deck.integer("influence.unlearning_clients"));
+  config.lds_subsets = static_cast<int>(deck.integer("influence.lds_subsets"));
+  config.lds_fraction = deck.real("influence.lds_fraction");
   return config;
 }
 
@@ -316,6 +334,8 @@ bool retrain_has_tolerance(const InfluenceConfig& config, const FederationConfig
          (config.retrain_mode == InfluenceConfig::Retrain::full && training.newton_polish);
 }
 
+}  // namespace
+
 // The model the federation's current clients retrain to from theta (influence.retrain_mode).
 std::vector<double> retrained_model(Federation& federation, const std::vector<double>& theta,
                                     const InfluenceConfig& config,
@@ -349,6 +369,8 @@ std::vector<double> retrained_model(Federation& federation, const std::vector<do
   minimize_newton(objective, retrained, settings);
   return retrained;
 }
+
+namespace {
 
 // The retrains that did not converge or stopped at saddle points, named; the statistics without
 // them.

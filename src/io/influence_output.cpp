@@ -87,4 +87,61 @@ void write_influence_output(ResultsFile& file, const FederatedProblem& problem,
   }
 }
 
+void write_unlearning_output(ResultsFile& file, const Unlearning& result) {
+  file.dimension("/unlearning/removal", result.clients.size());
+  const std::vector<std::string> removal = {"removal"};
+  file.dataset("/unlearning/client", result.clients, {removal, "1", "the removed client's id"});
+  file.dataset("/unlearning/first_order_distance", result.first_order_distance,
+               {removal, "1", "distance of the influence step's model to the exact retrain"});
+  file.dataset("/unlearning/newton_distance", result.newton_distance,
+               {removal, "1", "distance of the Newton-refined model to the exact retrain"});
+  file.dataset("/unlearning/removal_norm", result.removal_norm,
+               {removal, "1", "distance of the exact retrain to the trained model"});
+  file.dataset("/unlearning/first_order_gradient_residual", result.first_order_gradient_residual,
+               {removal, "1", "gradient norm without the client at the influence step"});
+  file.dataset("/unlearning/newton_steps", result.newton_steps,
+               {removal, "count", "Newton steps after the influence step"});
+  file.dataset("/unlearning/newton_cg_iterations", result.newton_cg_iterations,
+               {removal, "count", "CG iterations of those Newton steps in all"});
+  file.dataset("/unlearning/newton_gradient_norm", result.newton_gradient_norm,
+               {removal, "1", "gradient norm without the client at the Newton-refined model"});
+  file.dataset("/unlearning/retrain_loss_change", result.retrain_loss_change,
+               {removal, "nat", "change of the test loss by the exact retrain"});
+  file.dataset("/unlearning/first_order_loss_error", result.first_order_loss_error,
+               {removal, "nat", "test loss of the influence step minus the retrain's"});
+  file.dataset("/unlearning/newton_loss_error", result.newton_loss_error,
+               {removal, "nat", "test loss of the Newton-refined model minus the retrain's"});
+  file.dataset("/unlearning/timing/first_order", result.first_order_seconds,
+               {removal, "s", "time of the influence step"});
+  file.dataset("/unlearning/timing/newton", result.newton_seconds,
+               {removal, "s", "time of the influence step and its Newton refinement"});
+  file.dataset("/unlearning/timing/retrain", result.retrain_seconds,
+               {removal, "s", "time of the exact retrain"});
+  file.scalar("/unlearning/control_distance", result.control_distance, "1",
+              "move of the retrain with every client (network or warm retrain; else 0)");
+  file.dataset("/unlearning/timing/factored_retrain", result.factored_retrain_seconds,
+               {removal, "s",
+                "time of the retrain's Newton preconditioned by the Hessian's factor (explicit "
+                "solver; NaN otherwise)"});
+  file.scalar("/unlearning/timing/setup", result.setup_seconds, "s",
+              "one-time set-up of the solver shared by the removals");
+}
+
+void write_lds_output(ResultsFile& file, const ClientLds& result) {
+  file.dimension("/lds/subset", result.predicted.size());
+  file.dimension("/lds/left_out", static_cast<std::size_t>(result.left_out));
+  const std::vector<std::string> subset = {"subset"};
+  file.dataset(
+      "/lds/clients", result.left_out_ids,
+      {{"subset", "left_out"}, "1", "ids of the clients the subset federation leaves out"});
+  file.dataset("/lds/predicted", result.predicted,
+               {subset, "nat", "sum of the left-out clients' estimated test-loss changes"});
+  file.dataset("/lds/actual", result.actual,
+               {subset, "nat", "change of the test loss by the exact retrain without them"});
+  file.dataset("/lds/timing/retrain", result.retrain_seconds,
+               {subset, "s", "time of the exact retrain"});
+  file.scalar("/lds/score", result.score, "1",
+              "FL-LDS: Spearman correlation of predicted and actual over the subsets");
+}
+
 }  // namespace fluence

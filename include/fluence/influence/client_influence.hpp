@@ -27,6 +27,9 @@ struct InfluenceConfig {
   bool vectors{};
   bool retrain{};
   enum class Retrain { newton, full, warm } retrain_mode{};
+  int unlearning_clients{};  // verified removal of clients 0 .. unlearning_clients - 1
+  int lds_subsets{};         // FL-LDS subset federations (0 = none)
+  double lds_fraction{};     // the fraction of the clients each leaves out
 
   static InfluenceConfig from_deck(const Deck& deck);
 };
@@ -66,6 +69,12 @@ struct ClientInfluence {
 /// documented damping to `damping` and the operator if config.auto_damping, else warns.
 void check_hessian_spectrum(HessianOperator& hessian, const InfluenceConfig& config,
                             std::optional<HessianSpectrum>& spectrum, double& damping);
+
+/// Collective: the model the federation's included clients retrain to from the trained `theta`
+/// (influence.retrain_mode).
+std::vector<double> retrained_model(Federation& federation, const std::vector<double>& theta,
+                                    const InfluenceConfig& config,
+                                    const FederationConfig& training);
 
 /// Collective. `theta` should be the trained minimizer; `training` is used for full retraining.
 /// With `checkpoint`, the sweep is resumable; its units: each client's solve (its parameter-change

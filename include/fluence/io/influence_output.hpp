@@ -1,5 +1,6 @@
 #pragma once
 #include "fluence/influence/client_influence.hpp"
+#include "fluence/influence/unlearning.hpp"
 #include "fluence/io/results.hpp"
 
 namespace fluence {
@@ -16,5 +17,11 @@ void write_model_stationarity(ResultsFile& file, const std::string& path,
 /// parameter-change vectors are written by the ranks that own the clients.
 void write_influence_output(ResultsFile& file, const FederatedProblem& problem,
                             const InfluenceConfig& config, const ClientInfluence& result);
+
+/// /unlearning/* of `influence.unlearning_clients` (docs/outputs.md).
+void write_unlearning_output(ResultsFile& file, const Unlearning& result);
+
+/// /lds/* of `influence.lds_subsets` (docs/outputs.md).
+void write_lds_output(ResultsFile& file, const ClientLds& result);
 
 }  // namespace fluence
