@@ -168,8 +168,12 @@ void register_audit_keys(DeckSchema& schema) {
       key("audit.canaries", T::integer, "0",
           "`fluence train` with privacy: canary clients inserted with probability 1/2 each, "
           "scored after every round and at the end: the one-run lower bound and the canary "
-          "estimate of eps (0 = none; at least 2)",
+          "estimate of eps (0 = none; 1 = the target of a multi-run audit)",
           0),
+      choice("audit.canary_inclusion", "\"random\"", {"random", "all", "none"},
+             "which canaries a run inserts: each with probability 1/2 (`random`), every one "
+             "(`all`) or none (`none`): a multi-run audit's runs with and without its target "
+             "(docs/math.md §11.4)"),
   });
 }
 
