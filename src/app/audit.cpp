@@ -13,9 +13,12 @@
 #include "fluence/audit/ldp_audit.hpp"
 #include "fluence/audit/membership_inference.hpp"
 #include "fluence/audit/multi_run.hpp"
+#include "fluence/audit/purposes.hpp"
 #include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/mpi.hpp"
+#include "fluence/core/rng.hpp"
+#include "fluence/fl/federation.hpp"
 #include "fluence/fl/problem.hpp"
 #include "fluence/io/audit_input.hpp"
 #include "fluence/io/audit_output.hpp"
@@ -234,10 +237,110 @@ std::vector<double> nonmember_losses(const FederatedProblem& problem,
   return ordered_allgather(local, items, 1);
 }
 
-// fluence audit DECK --membership MODEL.h5 (docs/math.md §11.5): the loss-threshold attack.
+// Collective: every client's mean loss under theta, in client-id order, on every rank.
+std::vector<double> client_mean_losses(const FederatedProblem& problem,
+                                       const std::vector<double>& theta) {
+  std::vector<double> pairs;
+  for (const Client& client : problem.clients) {
+    const TrainingRows rows = client.training_rows();
+    if (rows.rows > 0 && rows.features == nullptr)
+      throw InputError("--membership: a client's rows are held as byte codes only");
+    const auto losses = row_losses(*problem.model, rows.features, rows.labels, rows.rows, theta);
+    double sum = 0.0;
+    for (const double loss : losses) sum += loss;
+    pairs.push_back(client.id());
+    pairs.push_back(losses.empty() ? 0.0 : sum / static_cast<double>(losses.size()));
+  }
+  const std::vector<double> all = ordered_allgather(pairs, static_cast<int>(pairs.size() / 2), 2);
+  std::vector<double> means(problem.client_rows.size(), 0.0);
+  for (std::size_t i = 0; i + 1 < all.size(); i += 2)
+    means[static_cast<std::size_t>(all[i])] = all[i + 1];
+  return means;
+}
+
+// Client-level LiRA (docs/math.md §11.5): a target and `shadows` shadow federations, each trained
+// by FedAvg on a half of the clients; shadow 2j + 1 trains on the complement of shadow 2j's half,
+// so that every client is IN for exactly half of the shadows. The statistic is minus the client's
+// mean loss; members are the target's clients.
+struct ClientLira {
+  std::vector<std::uint8_t> member;  // per client: in the target's half
+  std::vector<double> lira, loss_threshold;
+  RocSummary lira_roc, loss_roc;
+};
+
+ClientLira client_lira(FederatedProblem& problem, const Deck& deck, int shadows, bool verbose) {
+  if (!problem.model->linear())
+    throw InputError(
+        "audit.lira_shadows: client-level LiRA trains softmax regression only (model.type = "
+        "\"logistic\")");
+  if (shadows < 4 || shadows % 2 != 0)
+    throw InputError(
+        fmt::format("audit.lira_shadows = {}: expected an even number >= 4 (or 0)", shadows));
+  const auto clients = static_cast<int>(problem.client_rows.size());
+  FederationConfig training = FederationConfig::from_deck(deck);
+  training.polish_verbose = false;
+  training.evaluate_rounds = false;
+  Federation federation(problem);
+  // Trains on the clients whose `in` is 1; returns minus each client's mean loss.
+  auto statistic_of = [&](const std::vector<std::uint8_t>& in) {
+    std::vector<int> excluded;
+    for (int c = 0; c < clients; ++c)
+      if (!in[static_cast<std::size_t>(c)]) excluded.push_back(c);
+    federation.exclude_clients(excluded);
+    const std::vector<double> theta = federation.train(training).theta;
+    federation.exclude_clients({});
+    std::vector<double> statistic = client_mean_losses(problem, theta);
+    for (double& value : statistic) value = -value;
+    return statistic;
+  };
+  auto half = [&](std::uint64_t draw) {
+    std::vector<std::uint8_t> in(static_cast<std::size_t>(clients));
+    for (int c = 0; c < clients; ++c) {
+      Stream stream(problem.seed, purpose::lira_halves, draw, static_cast<std::uint64_t>(c));
+      in[static_cast<std::size_t>(c)] = stream.uniform() < 0.5;
+    }
+    return in;
+  };
+  ClientLira result;
+  result.member = half(0);
+  const std::vector<double> target = statistic_of(result.member);
+  std::vector<double> shadow;
+  std::vector<std::uint8_t> shadow_in;
+  ProgressLine bar("LiRA shadow federations", shadows, verbose);
+  for (int k = 0; k < shadows; ++k) {
+    std::vector<std::uint8_t> in = half(1 + static_cast<std::uint64_t>(k / 2));
+    if (k % 2 == 1)
+      for (auto& bit : in) bit = static_cast<std::uint8_t>(1 - bit);
+    const std::vector<double> statistic = statistic_of(in);
+    shadow.insert(shadow.end(), statistic.begin(), statistic.end());
+    shadow_in.insert(shadow_in.end(), in.begin(), in.end());
+    bar.done(k + 1);
+  }
+  result.lira = lira_scores(target, shadow, shadow_in, {.global_variance = shadows < 16});
+  result.loss_threshold = target;
+  auto split = [&](const std::vector<double>& scores) {
+    std::pair<std::vector<double>, std::vector<double>> sides;
+    for (int c = 0; c < clients; ++c)
+      (result.member[static_cast<std::size_t>(c)] ? sides.first : sides.second)
+          .push_back(scores[static_cast<std::size_t>(c)]);
+    return sides;
+  };
+  const auto [lira_in, lira_out] = split(result.lira);
+  const auto [loss_in, loss_out] = split(result.loss_threshold);
+  if (lira_in.empty() || lira_out.empty())
+    throw InputError(fmt::format("client-level LiRA: the target's half holds {} of {} clients",
+                                 lira_in.size(), clients));
+  result.lira_roc = summarize_roc(lira_in, lira_out);
+  result.loss_roc = summarize_roc(loss_in, loss_out);
+  return result;
+}
+
+// fluence audit DECK --membership MODEL.h5 (docs/math.md §11.5): the loss-threshold attack, and
+// with audit.lira_shadows client-level LiRA.
 int run_membership_audit(RunContext& run, const CommandLine& command_line) {
+  const int shadows = static_cast<int>(run.deck().integer("audit.lira_shadows"));
   run.prepare_output();
-  const FederatedProblem problem = run.set_up();
+  FederatedProblem problem = run.set_up();
   const std::vector<double> theta =
       read_trained_theta(command_line.membership, problem, run.deck(), true);
   const std::vector<double> members = member_losses(problem, theta);
@@ -253,8 +356,21 @@ int run_membership_audit(RunContext& run, const CommandLine& command_line) {
       "TPR {:.4f} at 0.1% FPR, {:.4f} at 1%",
       command_line.membership, members.size(), nonmembers.size(), summary.auc,
       summary.tpr_at_fpr_0_001, summary.tpr_at_fpr_0_01);
-  return run.finish(
-      [&](ResultsFile& file) { write_membership_output(file, members, nonmembers, summary); });
+  std::optional<ClientLira> lira;
+  if (shadows > 0) {
+    lira = client_lira(problem, run.deck(), shadows, run.verbose());
+    log::info(
+        "client-level LiRA ({} shadows): AUC {:.4f}, TPR {:.4f} at 1% FPR; loss threshold "
+        "on the same target: AUC {:.4f}, TPR {:.4f} at 1% FPR",
+        shadows, lira->lira_roc.auc, lira->lira_roc.tpr_at_fpr_0_01, lira->loss_roc.auc,
+        lira->loss_roc.tpr_at_fpr_0_01);
+  }
+  return run.finish([&](ResultsFile& file) {
+    write_membership_output(file, members, nonmembers, summary);
+    if (lira)
+      write_client_lira_output(file, lira->member, lira->lira, lira->loss_threshold, lira->lira_roc,
+                               lira->loss_roc);
+  });
 }
 
 }  // namespace

@@ -142,4 +142,25 @@ void write_membership_output(ResultsFile& file, const std::vector<double>& membe
   write_roc(file, group, summary);
 }
 
+void write_client_lira_output(ResultsFile& file, const std::vector<std::uint8_t>& member,
+                              const std::vector<double>& lira,
+                              const std::vector<double>& loss_threshold, const RocSummary& lira_roc,
+                              const RocSummary& loss_roc) {
+  const std::string group = "/audit/membership/client_lira";
+  std::vector<std::int64_t> ids(member.size()), in(member.size());
+  for (std::size_t c = 0; c < member.size(); ++c) {
+    ids[c] = static_cast<std::int64_t>(c);
+    in[c] = member[c];
+  }
+  file.coordinate(group + "/client", ids, "1", "client id");
+  file.dataset(group + "/member", in,
+               {{"client"}, "1", "1 = the target federation trained on the client"});
+  file.dataset(group + "/lira_score", lira,
+               {{"client"}, "1", "LiRA's score (likelihood ratio of IN and OUT shadows)"});
+  file.dataset(group + "/loss_score", loss_threshold,
+               {{"client"}, "1", "minus the client's mean loss under the target"});
+  write_roc(file, group + "/lira", lira_roc);
+  write_roc(file, group + "/loss_threshold", loss_roc);
+}
+
 }  // namespace fluence

@@ -5,7 +5,8 @@
 # Clopper-Pearson lower bound stays below the accountant's eps (0 here); with a tiny one the
 # target separates perfectly and the bound is clearly positive (it can be no more than about 0.8
 # with 10 evaluation runs a side at 95%), still below the accountant's (huge) eps. The collector's
-# output is bitwise the same on 1 and 3 ranks; analysis/audit_report.py reads it. Refused, each
+# output is bitwise the same on 1 and 3 ranks; analysis/audit_report.py reads it; jobs/audit.sbatch
+# runs the array's tasks and the collector outside SLURM. Refused, each
 # naming the file: a run of another deck, a run without canaries, forced inclusion of 2 canaries,
 # and too few runs on one side.
 # Usage: cli_audit_runs.sh FLUENCE_BINARY SOURCE_DIR (one CTest entry per script: tests/CMakeLists.txt)
@@ -92,6 +93,27 @@ if "$python" "$source_dir/analysis/audit_report.py" "$work/noisy/audit/results.h
   grep -q "final model (black box)" "$work/report.txt" && [ -s "$work/fig/audit_roc.png" ]; then
   pass "analysis/audit_report.py: the table and the ROC figure"
 else fail "analysis/audit_report.py"; sed 's/^/    /' "$work/report.err" | tail -5; fi
+
+# jobs/audit.sbatch outside SLURM: 8 array tasks (seed BASE+k, the bit by k's parity), then the
+# collector into <root>/audit.
+ok=1
+for k in 0 1 2 3 4 5 6 7; do
+  SLURM_ARRAY_TASK_ID=$k FLUENCE_DECK="$work/target.toml" FLUENCE_OUT="$work/job" FLUENCE="$fluence" \
+    FLUENCE_SCRATCH= FLUENCE_LAUNCHER=mpirun MPIRUN="$mpirun" FLUENCE_ARGS="--set federation.rounds=2" \
+    bash -c 'cd "$1" && bash jobs/audit.sbatch' _ "$source_dir" >"$work/job.log" 2>&1 ||
+    { ok=0; tail -3 "$work/job.log"; }
+done
+FLUENCE_DECK="$work/target.toml" FLUENCE_OUT="$work/job" FLUENCE="$fluence" FLUENCE_SCRATCH= \
+  FLUENCE_LAUNCHER=mpirun MPIRUN="$mpirun" FLUENCE_ARGS="--set federation.rounds=2" \
+  bash -c 'cd "$1" && bash jobs/audit.sbatch collect' _ "$source_dir" >"$work/job.log" 2>&1 ||
+  { ok=0; tail -3 "$work/job.log"; }
+if [ "$ok" -eq 1 ] && "$python" - "$work/job/audit/results.h5" <<'PY'
+import sys, h5py
+g = h5py.File(sys.argv[1], "r")["/audit/multi_run"]
+assert list(g["seed"][...]) == list(range(1000, 1008)) and list(g["inserted"][...]) == [1, 0] * 4
+PY
+then pass "jobs/audit.sbatch: 8 array tasks outside SLURM and the collector"
+else fail "jobs/audit.sbatch"; fi
 
 ok=1
 runs "$work/leaky" 40 --set privacy.noise_multiplier=0.01

@@ -166,8 +166,8 @@ TEST(Stream, NoTwoModulesSharePurposeNumbers) {
     }
   }
   // Every purpose of issue 28's inventory, none lost in the move, issue 26's public_split, the
-  // LDP audit's draws and issue 39's canary inclusion and canary directions.
-  EXPECT_EQ(count, 35u);
+  // LDP audit's draws and issue 39's canary inclusion, canary directions and LiRA halves.
+  EXPECT_EQ(count, 36u);
 }
 
 }  // namespace

@@ -39,4 +39,11 @@ void write_membership_output(ResultsFile& file, const std::vector<double>& membe
                              const std::vector<double>& nonmember_losses,
                              const RocSummary& summary);
 
+/// /audit/membership/client_lira/* (docs/outputs.md): client-level LiRA against the loss threshold
+/// on the same target federation.
+void write_client_lira_output(ResultsFile& file, const std::vector<std::uint8_t>& member,
+                              const std::vector<double>& lira,
+                              const std::vector<double>& loss_threshold, const RocSummary& lira_roc,
+                              const RocSummary& loss_roc);
+
 }  // namespace fluence
