@@ -2,19 +2,383 @@
 // every attribute of [ldp] and every eps a client uses, the empirical eps of randomized response
 // (estimate and lower bound) and the attribute-inference accuracy against the Bayes bound; write
 // <out>/results.h5. Every rank computes the same audit (it is small next to the set-up).
+// fluence audit DECK --collect DIR: the multi-run audit (docs/math.md §11.4) of the `fluence
+// train` runs of DECK below DIR, each with one target canary inserted or not; every rank reads
+// the (small) files and computes the same audit. fluence audit DECK --membership MODEL.h5: the
+// loss-threshold membership inference on that model (docs/math.md §11.5).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
 #include "fluence/audit/ldp_audit.hpp"
+#include "fluence/audit/membership_inference.hpp"
+#include "fluence/audit/multi_run.hpp"
+#include "fluence/audit/purposes.hpp"
 #include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/mpi.hpp"
+#include "fluence/core/rng.hpp"
+#include "fluence/fl/federation.hpp"
 #include "fluence/fl/problem.hpp"
+#include "fluence/io/audit_input.hpp"
 #include "fluence/io/audit_output.hpp"
+#include "fluence/io/model_input.hpp"
 #include "fluence/io/results.hpp"
 #include "run_context.hpp"
 
 namespace fluence::app {
 
+namespace {
+
+// "run_2" before "run_10": digit runs compare as numbers, the rest as text.
+bool natural_less(const std::string& a, const std::string& b) {
+  std::size_t i = 0, j = 0;
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  while (i < a.size() && j < b.size()) {
+    if (digit(a[i]) && digit(b[j])) {
+      std::size_t i_end = i, j_end = j;
+      while (i_end < a.size() && digit(a[i_end])) ++i_end;
+      while (j_end < b.size() && digit(b[j_end])) ++j_end;
+      std::string x = a.substr(i, i_end - i), y = b.substr(j, j_end - j);
+      x.erase(0, std::min(x.find_first_not_of('0'), x.size()));
+      y.erase(0, std::min(y.find_first_not_of('0'), y.size()));
+      if (x.size() != y.size()) return x.size() < y.size();
+      if (x != y) return x < y;
+      i = i_end;
+      j = j_end;
+    } else {
+      if (a[i] != b[j]) return a[i] < b[j];
+      ++i;
+      ++j;
+    }
+  }
+  return a.size() - i < b.size() - j;
+}
+
+// Every results.h5 below `folder` but the collector's own output's, relative to `folder`, in run
+// order: natural order of the paths (run_k of the SLURM array task k), fixed before any score is
+// read, as the bound's split into halves requires.
+std::vector<std::string> collected_results(const std::string& folder, const std::string& output) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  if (!fs::is_directory(folder, error))
+    throw InputError(fmt::format("--collect {}: no such directory", folder));
+  const fs::path own = fs::weakly_canonical(fs::path(output) / "results.h5", error);
+  std::vector<std::string> found;
+  for (auto it = fs::recursive_directory_iterator(folder, error);
+       !error && it != fs::recursive_directory_iterator(); it.increment(error)) {
+    if (!it->is_regular_file() || it->path().filename() != "results.h5") continue;
+    if (fs::weakly_canonical(it->path(), error) == own) continue;
+    found.push_back(fs::relative(it->path(), folder).generic_string());
+  }
+  std::sort(found.begin(), found.end(), natural_less);
+  return found;
+}
+
+// The keys of [output] and those a multi-run audit's runs may differ in.
+std::vector<std::string> run_specific_overrides(const Deck& deck) {
+  std::vector<std::string> sets;
+  for (const KeySpec& spec : deck.schema()) {
+    if (spec.type == KeyType::section || spec.path.find("[]") != std::string::npos) continue;
+    if ((spec.path == "seed" || spec.path == "audit.canary_inclusion" ||
+         spec.path.rfind("output.", 0) == 0) &&
+        deck.has(spec.path))
+      sets.push_back(spec.path + "=" + deck.value_text(spec.path));
+  }
+  return sets;
+}
+
+// Why the run's deck is not `deck` up to seed, audit.canary_inclusion and [output] ("" if it is).
+std::string run_deck_problem(const CanaryRun& run, const Deck& deck) {
+  const std::vector<std::string> sets = run_specific_overrides(deck);
+  const Deck mine = Deck::from_string(deck.resolved_toml(), deck.origin(), deck.schema(), sets);
+  std::optional<Deck> theirs;
+  try {
+    theirs = Deck::from_string(run.deck, run.path, deck.schema(), sets);
+  } catch (const InputError& error) {
+    return fmt::format("its deck cannot be read ({})", error.what());
+  }
+  if (theirs->resolved_toml() == mine.resolved_toml()) return "";
+  std::string named;
+  int count = 0;
+  for (const KeySpec& spec : deck.schema()) {
+    if (spec.type == KeyType::section || spec.path.find("[]") != std::string::npos) continue;
+    if (theirs->value_text(spec.path) == mine.value_text(spec.path)) continue;
+    if (count++ < 3)
+      named += fmt::format("{}{} = {} there, {} in {}", named.empty() ? "" : "; ", spec.path,
+                           message_excerpt(theirs->value_text(spec.path)),
+                           message_excerpt(mine.value_text(spec.path)), deck.origin());
+  }
+  if (named.empty()) named = "an array of tables differs";
+  return fmt::format(
+      "it was trained with another deck: {} (a multi-run audit's runs differ "
+      "only in seed, audit.canary_inclusion and [output])",
+      named);
+}
+
+int run_multi_run_audit(RunContext& run, const CommandLine& command_line) {
+  const Deck& deck = run.deck();
+  const double confidence = deck.real("audit.confidence");
+  const std::vector<std::string> names =
+      collected_results(command_line.collect, run.output_directory());
+  MultiRunRuns runs;
+  runs.confidence = confidence;
+  std::vector<double> with_all, without_all, with_final, without_final;
+  for (const std::string& name : names) {
+    const std::string path = (std::filesystem::path(command_line.collect) / name).string();
+    if (holds_multi_run_audit(path)) {
+      log::info("skipped {}: an earlier multi-run audit's output", path);
+      continue;
+    }
+    const CanaryRun canary = read_canary_run(path);
+    const std::string problem = run_deck_problem(canary, deck);
+    if (!problem.empty()) throw InputError(fmt::format("{}: {}", path, problem));
+    const std::string inclusion =
+        Deck::from_string(canary.deck, path, deck.schema()).string("audit.canary_inclusion");
+    if (inclusion != "random" && canary.inserted.size() != 1)
+      throw InputError(fmt::format(
+          "{}: audit.canary_inclusion = \"{}\" with {} canaries: its runs with and without "
+          "differ in {} clients, not one; a multi-run audit's forced runs need audit.canaries = 1",
+          path, inclusion, canary.inserted.size(), canary.inserted.size()));
+    if (runs.names.empty()) {
+      runs.epsilon = canary.epsilon;
+      runs.delta = canary.delta;
+    }
+    runs.names.push_back(name);
+    runs.seed.push_back(canary.seed);
+    runs.inserted.push_back(canary.inserted.front());
+    runs.score_all_iterates.push_back(canary.score_all_iterates.front());
+    runs.score_final.push_back(canary.score_final.front());
+    (canary.inserted.front() ? with_all : without_all).push_back(canary.score_all_iterates.front());
+    (canary.inserted.front() ? with_final : without_final).push_back(canary.score_final.front());
+  }
+  if (with_all.size() < 4 || without_all.size() < 4)
+    throw InputError(fmt::format(
+        "--collect {}: {} run(s) with the target canary and {} without (of {} runs found); "
+        "a multi-run audit needs at least 4 of each",
+        command_line.collect, with_all.size(), without_all.size(), runs.names.size()));
+  run.prepare_output();
+  const double beta = 1.0 - confidence;
+  const MultiRunAudit all_iterates = multi_run_audit(with_all, without_all, runs.delta, beta);
+  const MultiRunAudit final_model = multi_run_audit(with_final, without_final, runs.delta, beta);
+  log::info(
+      "multi-run audit of {} runs ({} with the target, {} without), accountant eps {:.4g} "
+      "at delta {:.3g}:",
+      runs.names.size(), with_all.size(), without_all.size(), runs.epsilon, runs.delta);
+  for (const auto& [label, audit] :
+       {std::pair{"all iterates", &all_iterates}, std::pair{"final model", &final_model}})
+    log::info(
+        "  {:<12}: eps lower bound {:.4f} ({:.0f}% confidence), Gaussian estimate {:.4f}, "
+        "AUC {:.4f}, TPR {:.4f} at 0.1% FPR, {:.4f} at 1%",
+        label, audit->bound.epsilon_lower, 100.0 * confidence, audit->estimate.epsilon,
+        audit->roc.auc, audit->roc.tpr_at_fpr_0_001, audit->roc.tpr_at_fpr_0_01);
+  if (all_iterates.bound.epsilon_lower > runs.epsilon ||
+      final_model.bound.epsilon_lower > runs.epsilon)
+    log::warn("the multi-run lower bound exceeds the accountant's eps {:.4g}", runs.epsilon);
+  return run.finish(
+      [&](ResultsFile& file) { write_multi_run_output(file, runs, all_iterates, final_model); });
+}
+
+// Every row's cross-entropy loss under theta, one row at a time.
+std::vector<double> row_losses(const Model& model, const double* x, const std::int32_t* y,
+                               std::size_t rows, const std::vector<double>& theta) {
+  Workspace work;
+  std::vector<double> losses(rows);
+  const auto width = static_cast<std::size_t>(model.features());
+  for (std::size_t i = 0; i < rows; ++i)
+    losses[i] = model.loss_sum(x + i * width, y + i, 1, theta.data(), work).loss_sum;
+  return losses;
+}
+
+// Collective: the losses of every client's training rows, clients in id order and each client's
+// rows in its order, on every rank (whichever ranks host them).
+std::vector<double> member_losses(const FederatedProblem& problem,
+                                  const std::vector<double>& theta) {
+  std::vector<double> pairs;  // (client id, loss) items in this rank's order
+  for (const Client& client : problem.clients) {
+    const TrainingRows rows = client.training_rows();
+    if (rows.rows > 0 && rows.features == nullptr)
+      throw InputError("--membership: a client's rows are held as byte codes only");
+    for (const double loss :
+         row_losses(*problem.model, rows.features, rows.labels, rows.rows, theta)) {
+      pairs.push_back(client.id());
+      pairs.push_back(loss);
+    }
+  }
+  const std::vector<double> all = ordered_allgather(pairs, static_cast<int>(pairs.size() / 2), 2);
+  std::vector<std::pair<double, double>> items;
+  for (std::size_t i = 0; i + 1 < all.size(); i += 2) items.emplace_back(all[i], all[i + 1]);
+  std::stable_sort(items.begin(), items.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<double> losses;
+  for (const auto& item : items) losses.push_back(item.second);
+  return losses;
+}
+
+// Collective: the losses of the server's test rows in row order, on every rank.
+std::vector<double> nonmember_losses(const FederatedProblem& problem,
+                                     const std::vector<double>& theta) {
+  const TestShard& test = problem.test;
+  const auto width = static_cast<std::size_t>(problem.model->features());
+  std::vector<double> local;
+  int items = 0;
+  if (test.all_rows > 0) {  // a network's evaluation: every rank holds every row
+    if (test.all_features.size() != test.all_rows * width)
+      throw InputError("--membership: the test rows are held as byte codes only");
+    if (world_rank() == 0)
+      local = row_losses(*problem.model, test.all_features.data(), test.all_labels.data(),
+                         test.all_rows, theta);
+  } else {
+    if (test.rows > 0 && test.features.size() != test.rows * width)
+      throw InputError("--membership: the test rows are held as byte codes only");
+    local = row_losses(*problem.model, test.features.data(), test.labels.data(), test.rows, theta);
+  }
+  items = static_cast<int>(local.size());
+  return ordered_allgather(local, items, 1);
+}
+
+// Collective: every client's mean loss under theta, in client-id order, on every rank.
+std::vector<double> client_mean_losses(const FederatedProblem& problem,
+                                       const std::vector<double>& theta) {
+  std::vector<double> pairs;
+  for (const Client& client : problem.clients) {
+    const TrainingRows rows = client.training_rows();
+    if (rows.rows > 0 && rows.features == nullptr)
+      throw InputError("--membership: a client's rows are held as byte codes only");
+    const auto losses = row_losses(*problem.model, rows.features, rows.labels, rows.rows, theta);
+    double sum = 0.0;
+    for (const double loss : losses) sum += loss;
+    pairs.push_back(client.id());
+    pairs.push_back(losses.empty() ? 0.0 : sum / static_cast<double>(losses.size()));
+  }
+  const std::vector<double> all = ordered_allgather(pairs, static_cast<int>(pairs.size() / 2), 2);
+  std::vector<double> means(problem.client_rows.size(), 0.0);
+  for (std::size_t i = 0; i + 1 < all.size(); i += 2)
+    means[static_cast<std::size_t>(all[i])] = all[i + 1];
+  return means;
+}
+
+// Client-level LiRA (docs/math.md §11.5): a target and `shadows` shadow federations, each trained
+// by FedAvg on a half of the clients; shadow 2j + 1 trains on the complement of shadow 2j's half,
+// so that every client is IN for exactly half of the shadows. The statistic is minus the client's
+// mean loss; members are the target's clients.
+struct ClientLira {
+  std::vector<std::uint8_t> member;  // per client: in the target's half
+  std::vector<double> lira, loss_threshold;
+  RocSummary lira_roc, loss_roc;
+};
+
+ClientLira client_lira(FederatedProblem& problem, const Deck& deck, int shadows, bool verbose) {
+  if (!problem.model->linear())
+    throw InputError(
+        "audit.lira_shadows: client-level LiRA trains softmax regression only (model.type = "
+        "\"logistic\")");
+  if (shadows < 4 || shadows % 2 != 0)
+    throw InputError(
+        fmt::format("audit.lira_shadows = {}: expected an even number >= 4 (or 0)", shadows));
+  const auto clients = static_cast<int>(problem.client_rows.size());
+  FederationConfig training = FederationConfig::from_deck(deck);
+  training.polish_verbose = false;
+  training.evaluate_rounds = false;
+  Federation federation(problem);
+  // Trains on the clients whose `in` is 1; returns minus each client's mean loss.
+  auto statistic_of = [&](const std::vector<std::uint8_t>& in) {
+    std::vector<int> excluded;
+    for (int c = 0; c < clients; ++c)
+      if (!in[static_cast<std::size_t>(c)]) excluded.push_back(c);
+    federation.exclude_clients(excluded);
+    const std::vector<double> theta = federation.train(training).theta;
+    federation.exclude_clients({});
+    std::vector<double> statistic = client_mean_losses(problem, theta);
+    for (double& value : statistic) value = -value;
+    return statistic;
+  };
+  auto half = [&](std::uint64_t draw) {
+    std::vector<std::uint8_t> in(static_cast<std::size_t>(clients));
+    for (int c = 0; c < clients; ++c) {
+      Stream stream(problem.seed, purpose::lira_halves, draw, static_cast<std::uint64_t>(c));
+      in[static_cast<std::size_t>(c)] = stream.uniform() < 0.5;
+    }
+    return in;
+  };
+  ClientLira result;
+  result.member = half(0);
+  const std::vector<double> target = statistic_of(result.member);
+  std::vector<double> shadow;
+  std::vector<std::uint8_t> shadow_in;
+  ProgressLine bar("LiRA shadow federations", shadows, verbose);
+  for (int k = 0; k < shadows; ++k) {
+    std::vector<std::uint8_t> in = half(1 + static_cast<std::uint64_t>(k / 2));
+    if (k % 2 == 1)
+      for (auto& bit : in) bit = static_cast<std::uint8_t>(1 - bit);
+    const std::vector<double> statistic = statistic_of(in);
+    shadow.insert(shadow.end(), statistic.begin(), statistic.end());
+    shadow_in.insert(shadow_in.end(), in.begin(), in.end());
+    bar.done(k + 1);
+  }
+  result.lira = lira_scores(target, shadow, shadow_in, {.global_variance = shadows < 16});
+  result.loss_threshold = target;
+  auto split = [&](const std::vector<double>& scores) {
+    std::pair<std::vector<double>, std::vector<double>> sides;
+    for (int c = 0; c < clients; ++c)
+      (result.member[static_cast<std::size_t>(c)] ? sides.first : sides.second)
+          .push_back(scores[static_cast<std::size_t>(c)]);
+    return sides;
+  };
+  const auto [lira_in, lira_out] = split(result.lira);
+  const auto [loss_in, loss_out] = split(result.loss_threshold);
+  if (lira_in.empty() || lira_out.empty())
+    throw InputError(fmt::format("client-level LiRA: the target's half holds {} of {} clients",
+                                 lira_in.size(), clients));
+  result.lira_roc = summarize_roc(lira_in, lira_out);
+  result.loss_roc = summarize_roc(loss_in, loss_out);
+  return result;
+}
+
+// fluence audit DECK --membership MODEL.h5 (docs/math.md §11.5): the loss-threshold attack, and
+// with audit.lira_shadows client-level LiRA.
+int run_membership_audit(RunContext& run, const CommandLine& command_line) {
+  const int shadows = static_cast<int>(run.deck().integer("audit.lira_shadows"));
+  run.prepare_output();
+  FederatedProblem problem = run.set_up();
+  const std::vector<double> theta =
+      read_trained_theta(command_line.membership, problem, run.deck(), true);
+  const std::vector<double> members = member_losses(problem, theta);
+  const std::vector<double> nonmembers = nonmember_losses(problem, theta);
+  if (members.empty() || nonmembers.empty())
+    throw InputError(
+        fmt::format("--membership: {} training and {} test rows: the attack needs both",
+                    members.size(), nonmembers.size()));
+  const RocSummary summary =
+      summarize_roc(loss_threshold_scores(members), loss_threshold_scores(nonmembers));
+  log::info(
+      "membership inference (loss threshold) on {}: {} members, {} non-members: AUC {:.4f}, "
+      "TPR {:.4f} at 0.1% FPR, {:.4f} at 1%",
+      command_line.membership, members.size(), nonmembers.size(), summary.auc,
+      summary.tpr_at_fpr_0_001, summary.tpr_at_fpr_0_01);
+  std::optional<ClientLira> lira;
+  if (shadows > 0) {
+    lira = client_lira(problem, run.deck(), shadows, run.verbose());
+    log::info(
+        "client-level LiRA ({} shadows): AUC {:.4f}, TPR {:.4f} at 1% FPR; loss threshold "
+        "on the same target: AUC {:.4f}, TPR {:.4f} at 1% FPR",
+        shadows, lira->lira_roc.auc, lira->lira_roc.tpr_at_fpr_0_01, lira->loss_roc.auc,
+        lira->loss_roc.tpr_at_fpr_0_01);
+  }
+  return run.finish([&](ResultsFile& file) {
+    write_membership_output(file, members, nonmembers, summary);
+    if (lira)
+      write_client_lira_output(file, lira->member, lira->lira, lira->loss_threshold, lira->lira_roc,
+                               lira->loss_roc);
+  });
+}
+
+}  // namespace
+
 int run_audit(const CommandLine& command_line) {
   RunContext run(command_line);
+  if (!command_line.collect.empty()) return run_multi_run_audit(run, command_line);
+  if (!command_line.membership.empty()) return run_membership_audit(run, command_line);
   const Deck& deck = run.deck();
   const AuditConfig config = AuditConfig::from_deck(deck);
   run.prepare_output();

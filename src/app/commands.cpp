@@ -82,6 +82,23 @@ void add_privacy_options(CLI::App* privacy, CommandLine& result) {
                     "\"epsilon_upper\" in place of \"order\"");
 }
 
+// audit's own options, beyond the deck, --out, --force, --set and --quiet.
+void add_audit_options(CLI::App* audit, CommandLine& result) {
+  audit
+      ->add_option("--collect", result.collect,
+                   "the multi-run audit instead: every results.h5 below DIR, each a `fluence "
+                   "train` run of DECK (up to seed, audit.canary_inclusion and [output]) with "
+                   "one target canary (docs/math.md §11.4)")
+      ->type_name("DIR");
+  audit
+      ->add_option("--membership", result.membership,
+                   "membership inference instead: the loss-threshold attack on the model of this "
+                   "`fluence train` results file of DECK (private or not), the training rows "
+                   "against the test rows")
+      ->type_name("MODEL.h5")
+      ->excludes("--collect");
+}
+
 void add_keys_options(CLI::App* keys, CommandLine& result) {
   keys->add_flag("--markdown", result.markdown,
                  "print inputs/README.md's key tables (Markdown, meanings included), one per "
@@ -197,10 +214,14 @@ std::vector<CommandSpec> built_in_commands() {
       {.name = "audit",
        .help = "measure the privacy of the deck's local randomizers as they run (LDP audit of "
                "randomized response: empirical eps, its lower bound, attribute inference against "
-               "the Bayes bound); write <out>/results.h5",
+               "the Bayes bound), or with --collect the multi-run audit of its private training "
+               "runs, or with --membership membership inference on a trained model; write "
+               "<out>/results.h5",
        .options = CommonOptions{.deck = "input deck (TOML) with [ldp] and [audit]",
                                 .quiet = "no table of the audited cases"},
-       .sections = {"data", "partition", "model", "ldp", "audit", "output"},
+       // --collect compares every section of the runs' decks with this one.
+       .sections = federated({"privacy", "personalization", "audit", "output"}),
+       .add_options = add_audit_options,
        .register_keys = register_audit_keys,
        .run = run_audit},
       deckless("privacy",

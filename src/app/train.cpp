@@ -58,8 +58,12 @@ std::optional<CanaryAudit> canary_audit(const Deck& deck, const FederatedProblem
   problem.model->initialize(problem.seed, theta_start.data());  // as Federation::train does
   std::optional<CanaryAudit> audit;
   audit.emplace(problem.seed, config.canaries, problem.model->parameters(),
-                static_cast<std::int64_t>(problem.client_rows.size()), theta_start);
-  log::info("audit: {} canary clients, each inserted with probability 1/2", config.canaries);
+                static_cast<std::int64_t>(problem.client_rows.size()), theta_start,
+                config.inclusion);
+  log::info("audit: {} canary clients, {}", config.canaries,
+            config.inclusion == CanaryInclusion::random ? "each inserted with probability 1/2"
+            : config.inclusion == CanaryInclusion::all  ? "all inserted"
+                                                        : "none inserted");
   return audit;
 }
 

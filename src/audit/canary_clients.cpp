@@ -36,11 +36,16 @@ CanaryAuditConfig CanaryAuditConfig::from_deck(const Deck& deck) {
   CanaryAuditConfig config;
   config.canaries = static_cast<long>(deck.integer("audit.canaries"));
   config.confidence = deck.real("audit.confidence");
+  const std::string inclusion = deck.string("audit.canary_inclusion");
+  config.inclusion = inclusion == "all"    ? CanaryInclusion::all
+                     : inclusion == "none" ? CanaryInclusion::none
+                                           : CanaryInclusion::random;
   return config;
 }
 
 CanaryAudit::CanaryAudit(std::uint64_t seed, long canaries, std::size_t parameters,
-                         std::int64_t clients, const std::vector<double>& theta_start)
+                         std::int64_t clients, const std::vector<double>& theta_start,
+                         CanaryInclusion inclusion)
     : seed_(seed),
       canaries_(canaries),
       parameters_(parameters),
@@ -48,9 +53,10 @@ CanaryAudit::CanaryAudit(std::uint64_t seed, long canaries, std::size_t paramete
       clients_(clients),
       theta_start_(theta_start),
       theta_previous_(theta_start) {
-  if (canaries < 2)
+  // One canary is a multi-run audit's target: its run's own bound is then 0 and its estimate NaN.
+  if (canaries < 1)
     throw InputError(fmt::format(
-        "audit.canaries = {}: a canary audit needs at least 2 canaries (or 0 for none)", canaries));
+        "audit.canaries = {}: a canary audit needs at least 1 canary (or 0 for none)", canaries));
   if (clients + canaries > std::numeric_limits<int>::max())
     throw InputError(
         fmt::format("audit.canaries = {}: too many for {} clients", canaries, clients));
@@ -58,7 +64,10 @@ CanaryAudit::CanaryAudit(std::uint64_t seed, long canaries, std::size_t paramete
   const long ranks = world_size(), rank = world_rank();
   first_ = canaries * rank / ranks;
   count_ = canaries * (rank + 1) / ranks - first_;
-  inserted_ = draw_canary_inclusion(seed, canaries);
+  inserted_ = inclusion == CanaryInclusion::random
+                  ? draw_canary_inclusion(seed, canaries)
+                  : std::vector<std::uint8_t>(static_cast<std::size_t>(canaries),
+                                              inclusion == CanaryInclusion::all ? 1 : 0);
   for (long c = first_; c < first_ + count_; ++c)
     if (inserted_[static_cast<std::size_t>(c)]) inserted_here_.push_back(c);
   signs_.assign(static_cast<std::size_t>(count_) * words_, 0);

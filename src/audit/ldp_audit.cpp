@@ -168,7 +168,16 @@ void register_audit_keys(DeckSchema& schema) {
       key("audit.canaries", T::integer, "0",
           "`fluence train` with privacy: canary clients inserted with probability 1/2 each, "
           "scored after every round and at the end: the one-run lower bound and the canary "
-          "estimate of eps (0 = none; at least 2)",
+          "estimate of eps (0 = none; 1 = the target of a multi-run audit)",
+          0),
+      choice("audit.canary_inclusion", "\"random\"", {"random", "all", "none"},
+             "which canaries a run inserts: each with probability 1/2 (`random`), every one "
+             "(`all`) or none (`none`): a multi-run audit's runs with and without its target "
+             "(docs/math.md §11.4)"),
+      key("audit.lira_shadows", T::integer, "0",
+          "`fluence audit --membership` with a softmax-regression deck: also client-level LiRA "
+          "with this many shadow federations (even, at least 4; 0 = none), each shadow and the "
+          "target trained by FedAvg on a random half of the clients (docs/math.md §11.5)",
           0),
   });
 }

@@ -76,6 +76,16 @@ double tpr_at_fpr(const RocCurve& roc, double target, RocReading reading) {
   return tpr[last] + weight * (tpr[last + 1] - tpr[last]);
 }
 
+RocSummary summarize_roc(std::span<const double> member_scores,
+                         std::span<const double> nonmember_scores) {
+  RocSummary summary;
+  summary.roc = roc_curve(member_scores, nonmember_scores);
+  summary.auc = roc_auc(summary.roc);
+  summary.tpr_at_fpr_0_001 = tpr_at_fpr(summary.roc, 0.001);
+  summary.tpr_at_fpr_0_01 = tpr_at_fpr(summary.roc, 0.01);
+  return summary;
+}
+
 std::vector<double> loss_threshold_scores(std::span<const double> losses) {
   std::vector<double> scores(losses.size());
   std::transform(losses.begin(), losses.end(), scores.begin(), [](double l) { return -l; });

@@ -160,4 +160,22 @@ MultiRunGaussianEstimate multi_run_gaussian_estimate(std::span<const double> wit
   return estimate;
 }
 
+MultiRunAudit multi_run_audit(std::span<const double> with_target,
+                              std::span<const double> without_target, double delta, double beta) {
+  MultiRunAudit audit;
+  audit.bound = multi_run_epsilon_lower(with_target, without_target, delta, beta);
+  audit.roc = summarize_roc(with_target, without_target);
+  if (fit_gaussian(with_target).std > 0.0 || fit_gaussian(without_target).std > 0.0) {
+    audit.estimate = multi_run_gaussian_estimate(with_target, without_target, delta);
+  } else {
+    constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+    audit.estimate.with_target = fit_gaussian(with_target);
+    audit.estimate.without_target = fit_gaussian(without_target);
+    audit.estimate.delta = delta;
+    audit.estimate.mu = nan;
+    audit.estimate.epsilon = nan;
+  }
+  return audit;
+}
+
 }  // namespace fluence

@@ -67,4 +67,100 @@ void write_canary_audit_output(ResultsFile& file, const CanaryAuditResult& resul
   file.scalar("/audit/confidence", result.confidence, "1", "confidence of the lower bounds");
 }
 
+namespace {
+
+// The ROC and its summary under `group` (its own "roc_point" dimension).
+void write_roc(ResultsFile& file, const std::string& group, const RocSummary& summary) {
+  const RocCurve& roc = summary.roc;
+  std::vector<std::int64_t> points(roc.threshold.size());
+  for (std::size_t i = 0; i < points.size(); ++i) points[i] = static_cast<std::int64_t>(i);
+  file.coordinate(group + "/roc_point", points, "1", "ROC point, from the strictest threshold");
+  file.dataset(group + "/roc_fpr", roc.false_positive_rate,
+               {{"roc_point"}, "1", "false-positive rate of the test score >= roc_threshold"});
+  file.dataset(group + "/roc_tpr", roc.true_positive_rate,
+               {{"roc_point"}, "1", "true-positive rate of the test score >= roc_threshold"});
+  file.dataset(group + "/roc_threshold", roc.threshold,
+               {{"roc_point"}, "1", "the threshold of each ROC point (+inf first)"});
+  file.scalar(group + "/auc", summary.auc, "1", "area under the ROC curve");
+  file.scalar(group + "/tpr_at_fpr_0.001", summary.tpr_at_fpr_0_001, "1",
+              "largest TPR of a threshold with FPR <= 0.1%");
+  file.scalar(group + "/tpr_at_fpr_0.01", summary.tpr_at_fpr_0_01, "1",
+              "largest TPR of a threshold with FPR <= 1%");
+}
+
+void write_multi_run_attack(ResultsFile& file, const std::string& group,
+                            const MultiRunAudit& audit) {
+  const MultiRunBound& bound = audit.bound;
+  file.scalar(group + "/epsilon_lower", bound.epsilon_lower, "1",
+              "Clopper-Pearson lower bound on eps at /audit/confidence and /audit/multi_run/delta");
+  file.scalar(group + "/threshold", bound.threshold, "1",
+              "the bound's test: score >= threshold (chosen on the first half of each side)");
+  file.scalar(group + "/from_negatives", bound.from_negatives ? 1.0 : 0.0, "1",
+              "1 = the bound came from TNR <= e^eps FNR + delta");
+  file.scalar(group + "/evaluation_runs_with", static_cast<double>(bound.with_runs), "count",
+              "runs with the target in the evaluation half");
+  file.scalar(group + "/evaluation_runs_without", static_cast<double>(bound.without_runs), "count",
+              "runs without the target in the evaluation half");
+  file.scalar(group + "/epsilon_estimate", audit.estimate.epsilon, "1",
+              "Gaussian-fit estimate of eps at /audit/multi_run/delta (NaN without spread)");
+  file.scalar(group + "/mu", audit.estimate.mu, "1",
+              "|mean difference| / pooled standard deviation of the two sides' scores");
+  write_roc(file, group, audit.roc);
+}
+
+}  // namespace
+
+void write_multi_run_output(ResultsFile& file, const MultiRunRuns& runs,
+                            const MultiRunAudit& all_iterates, const MultiRunAudit& final_model) {
+  const std::string group = "/audit/multi_run";
+  file.coordinate(group + "/run", runs.names,
+                  "each run's results file, relative to the collected folder, in run order");
+  file.dataset(group + "/seed", runs.seed, {{"run"}, "1", "the run's seed"});
+  file.dataset(group + "/inserted", runs.inserted,
+               {{"run"}, "1", "1 = the target canary was inserted into the run"});
+  file.dataset(group + "/score_all_iterates", runs.score_all_iterates,
+               {{"run"}, "1", "the target's all-iterates score (white box)"});
+  file.dataset(group + "/score_final", runs.score_final,
+               {{"run"}, "1", "the target's final-model score (black box)"});
+  file.scalar(group + "/epsilon", runs.epsilon, "1", "the accountant's eps of the runs");
+  file.scalar(group + "/delta", runs.delta, "1", "delta of the bounds and estimates");
+  write_multi_run_attack(file, group + "/all_iterates", all_iterates);
+  write_multi_run_attack(file, group + "/final", final_model);
+  file.scalar("/audit/confidence", runs.confidence, "1", "confidence of the lower bounds");
+}
+
+void write_membership_output(ResultsFile& file, const std::vector<double>& member_losses,
+                             const std::vector<double>& nonmember_losses,
+                             const RocSummary& summary) {
+  const std::string group = "/audit/membership";
+  file.dimension(group + "/member", member_losses.size());
+  file.dimension(group + "/nonmember", nonmember_losses.size());
+  file.dataset(group + "/member_loss", member_losses,
+               {{"member"}, "1", "per-example loss of each training row, clients in id order"});
+  file.dataset(group + "/nonmember_loss", nonmember_losses,
+               {{"nonmember"}, "1", "per-example loss of each test row"});
+  write_roc(file, group, summary);
+}
+
+void write_client_lira_output(ResultsFile& file, const std::vector<std::uint8_t>& member,
+                              const std::vector<double>& lira,
+                              const std::vector<double>& loss_threshold, const RocSummary& lira_roc,
+                              const RocSummary& loss_roc) {
+  const std::string group = "/audit/membership/client_lira";
+  std::vector<std::int64_t> ids(member.size()), in(member.size());
+  for (std::size_t c = 0; c < member.size(); ++c) {
+    ids[c] = static_cast<std::int64_t>(c);
+    in[c] = member[c];
+  }
+  file.coordinate(group + "/client", ids, "1", "client id");
+  file.dataset(group + "/member", in,
+               {{"client"}, "1", "1 = the target federation trained on the client"});
+  file.dataset(group + "/lira_score", lira,
+               {{"client"}, "1", "LiRA's score (likelihood ratio of IN and OUT shadows)"});
+  file.dataset(group + "/loss_score", loss_threshold,
+               {{"client"}, "1", "minus the client's mean loss under the target"});
+  write_roc(file, group + "/lira", lira_roc);
+  write_roc(file, group + "/loss_threshold", loss_roc);
+}
+
 }  // namespace fluence

@@ -73,7 +73,7 @@ std::vector<std::string> model_deck_differences(const Deck& trained, const Deck&
 
 // Why the model in `file` is not the one this deck trains ("" when it is): the deck it was
 // trained with differs in a key the model depends on, or a `fluence train` trained it privately.
-std::string trained_deck_problem(hid_t file, const Deck& deck) {
+std::string trained_deck_problem(hid_t file, const Deck& deck, bool private_allowed) {
   const auto text = read_string_attribute(file, "deck");
   if (text.empty()) return "it holds no deck (not a Fluence results file)";
   std::optional<Deck> trained;
@@ -85,7 +85,7 @@ std::string trained_deck_problem(hid_t file, const Deck& deck) {
   const auto invocation = read_string_attribute(file, "command");
   const bool by_train = !invocation.empty() && invocation.front().rfind("fluence train ", 0) == 0;
   for (const char* key : {"privacy.mode", "personalization.method"})
-    if (by_train && trained->string(key) != "none")
+    if (by_train && !private_allowed && trained->string(key) != "none")
       return fmt::format(
           "`fluence train` trained it privately ({} = \"{}\"), and this command trains plain "
           "FedAvg",
@@ -105,7 +105,7 @@ std::string trained_deck_problem(hid_t file, const Deck& deck) {
 }
 
 std::vector<double> read_on_root(const std::string& path, const FederatedProblem& problem,
-                                 const Deck& deck) {
+                                 const Deck& deck, bool private_allowed) {
   if (!std::filesystem::is_regular_file(path))
     throw InputError(fmt::format("--model {}: no such file", path));
   SilentHdf5 silent;
@@ -142,7 +142,7 @@ std::vector<double> read_on_root(const std::string& path, const FederatedProblem
   } else if (stored_names(file, set, "/model/class", "classes") != problem.data.train.class_names) {
     problem_text = "its class names differ from the deck's data";
   } else {
-    problem_text = trained_deck_problem(file, deck);
+    problem_text = trained_deck_problem(file, deck, private_allowed);
   }
   if (problem_text.empty()) {
     theta.resize(model.parameters());
@@ -160,10 +160,10 @@ std::vector<double> read_on_root(const std::string& path, const FederatedProblem
 }  // namespace
 
 std::vector<double> read_trained_theta(const std::string& path, const FederatedProblem& problem,
-                                       const Deck& deck) {
+                                       const Deck& deck, bool private_allowed) {
   std::vector<double> theta(problem.model->parameters());
   collective_check([&] {
-    if (world_rank() == 0) theta = read_on_root(path, problem, deck);
+    if (world_rank() == 0) theta = read_on_root(path, problem, deck, private_allowed);
   });
   MPI_Bcast(theta.data(), static_cast<int>(theta.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD);
   return theta;

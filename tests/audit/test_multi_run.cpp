@@ -141,5 +141,31 @@ TEST(MultiRun, RefusesBadArguments) {
                InputError);
 }
 
+// multi_run_audit (what `fluence audit --collect` reports) is its three parts on the same runs,
+// and a side without spread leaves the estimate NaN instead of refusing the audit.
+TEST(MultiRun, AuditCombinesBoundEstimateAndRoc) {
+  const Runs runs = gaussian_runs(17, 400, 0.5);
+  const MultiRunAudit audit = multi_run_audit(runs.with_target, runs.without_target, 1e-5, 0.05);
+  const MultiRunBound bound =
+      multi_run_epsilon_lower(runs.with_target, runs.without_target, 1e-5, 0.05);
+  EXPECT_EQ(audit.bound.epsilon_lower, bound.epsilon_lower);
+  EXPECT_EQ(audit.bound.threshold, bound.threshold);
+  EXPECT_EQ(audit.estimate.epsilon,
+            multi_run_gaussian_estimate(runs.with_target, runs.without_target, 1e-5).epsilon);
+  const RocCurve roc = roc_curve(runs.with_target, runs.without_target);
+  EXPECT_EQ(audit.roc.auc, roc_auc(roc));
+  EXPECT_EQ(audit.roc.tpr_at_fpr_0_01, tpr_at_fpr(roc, 0.01));
+  EXPECT_EQ(audit.roc.tpr_at_fpr_0_001, tpr_at_fpr(roc, 0.001));
+  EXPECT_EQ(audit.roc.roc.threshold.size(), roc.threshold.size());
+  // mu = 2 here: an AUC of Phi(mu / sqrt 2) = 0.92 within sampling error (0.02 at 400 a side).
+  EXPECT_NEAR(audit.roc.auc, 0.5 * std::erfc(-2.0 / 2.0), 0.03);
+
+  const std::vector<double> flat(6, 0.0);
+  const MultiRunAudit none = multi_run_audit(flat, flat, 1e-5, 0.05);
+  EXPECT_TRUE(std::isnan(none.estimate.epsilon));
+  EXPECT_EQ(none.bound.epsilon_lower, 0.0);
+  EXPECT_EQ(none.roc.auc, 0.5);
+}
+
 }  // namespace
 }  // namespace fluence

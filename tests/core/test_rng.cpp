@@ -166,9 +166,9 @@ TEST(Stream, NoTwoModulesSharePurposeNumbers) {
     }
   }
   // Every purpose of issue 28's inventory, none lost in the move, issue 26's public_split, the
-  // LDP audit's draws, issue 39's canary inclusion and canary directions, and issue 40's FL-LDS
-  // subsets.
-  EXPECT_EQ(count, 36u);
+  // LDP audit's draws, issue 39's canary inclusion, canary directions and LiRA halves, and issue
+  // 40's FL-LDS subsets.
+  EXPECT_EQ(count, 37u);
 }
 
 }  // namespace

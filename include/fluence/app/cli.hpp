@@ -24,6 +24,8 @@ struct CommandLine {
   bool skip_data = false;   // validate --no-data
   bool markdown = false;    // keys --markdown
   std::string for_command;  // validate --command NAME: check the deck for that command only
+  std::string collect;      // audit --collect DIR: the multi-run audit of the runs below DIR
+  std::string membership;   // audit --membership MODEL.h5: the loss-threshold attack on its model
   std::string invocation;   // the whole command line, stored in results files
   // PETSc/SLEPc options (everything from the first single-dash option on), with argv[0] first.
   std::vector<std::string> petsc_args;

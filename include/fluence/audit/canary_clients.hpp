@@ -23,9 +23,15 @@
 namespace fluence {
 
 /// [audit] keys read by `fluence train` (declared with the LDP audit's, audit/ldp_audit.hpp).
+/// Which canaries a run inserts (audit.canary_inclusion): each with probability 1/2 (the one-run
+/// audit), or all or none of them (a multi-run audit's runs with and without its target, with the
+/// bit chosen outside the run, e.g. by the SLURM array task).
+enum class CanaryInclusion { random, all, none };
+
 struct CanaryAuditConfig {
   long canaries = 0;  // m; 0 = no canaries
   double confidence = 0.95;
+  CanaryInclusion inclusion = CanaryInclusion::random;
   static CanaryAuditConfig from_deck(const Deck& deck);
 };
 
@@ -45,9 +51,10 @@ class CanaryAudit final : public CanaryClients {
  public:
   /// m canaries over `parameters` coordinates; `clients` the run's real clients (canary c is
   /// client N + c for the sampler). Directions: Rademacher signs / sqrt(p) from the stream (seed,
-  /// canary_direction, c); inclusion from (seed, canary_inclusion, c).
+  /// canary_direction, c); inclusion from (seed, canary_inclusion, c), or forced by `inclusion`.
   CanaryAudit(std::uint64_t seed, long canaries, std::size_t parameters, std::int64_t clients,
-              const std::vector<double>& theta_start);
+              const std::vector<double>& theta_start,
+              CanaryInclusion inclusion = CanaryInclusion::random);
 
   std::span<const long> inserted_here() const override { return inserted_here_; }
   std::int64_t first_id() const override { return clients_; }

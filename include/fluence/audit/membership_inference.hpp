@@ -43,6 +43,19 @@ enum class RocReading {
 /// TPR at FPR `target` in [0, 1] (e.g. 0.001 and 0.01).
 double tpr_at_fpr(const RocCurve& roc, double target, RocReading reading = RocReading::threshold);
 
+/// What is reported of an attack: its ROC, the AUC and TPR at FPR 0.1% and 1% (the threshold
+/// reading: a test that meets the FPR).
+struct RocSummary {
+  RocCurve roc;
+  double auc = 0.0;
+  double tpr_at_fpr_0_001 = 0.0;
+  double tpr_at_fpr_0_01 = 0.0;
+};
+
+/// roc_curve, roc_auc and tpr_at_fpr of the scores (same InputErrors as roc_curve).
+RocSummary summarize_roc(std::span<const double> member_scores,
+                         std::span<const double> nonmember_scores);
+
 /// The loss-threshold attack's scores (Yeom et al. 2018): -loss, a lower loss is likelier a member.
 std::vector<double> loss_threshold_scores(std::span<const double> losses);
 

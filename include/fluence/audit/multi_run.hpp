@@ -13,6 +13,7 @@
 #include <span>
 
 #include "fluence/audit/canary_estimate.hpp"
+#include "fluence/audit/membership_inference.hpp"
 
 namespace fluence {
 
@@ -54,5 +55,18 @@ struct MultiRunGaussianEstimate {
 MultiRunGaussianEstimate multi_run_gaussian_estimate(std::span<const double> with_target,
                                                      std::span<const double> without_target,
                                                      double delta);
+
+/// Everything a multi-run audit reports of one distinguisher's scores.
+struct MultiRunAudit {
+  MultiRunBound bound;
+  /// NaN epsilon (and mu) when a side has no spread: no Gaussian fits.
+  MultiRunGaussianEstimate estimate;
+  RocSummary roc;  // "with" runs as members: the ROC of the tests "score >= t"
+};
+
+/// multi_run_epsilon_lower, multi_run_gaussian_estimate and summarize_roc of the same runs (in run
+/// order), with their InputErrors.
+MultiRunAudit multi_run_audit(std::span<const double> with_target,
+                              std::span<const double> without_target, double delta, double beta);
 
 }  // namespace fluence

@@ -8,8 +8,10 @@ namespace fluence::purpose {
 inline constexpr Purpose ldp_audit_draws{42};   // the LDP audit's runs of the mechanism
 inline constexpr Purpose canary_inclusion{43};  // which canaries a one-run audit includes
 inline constexpr Purpose canary_direction{44};  // a canary client's random unit direction
+inline constexpr Purpose lira_halves{46};       // which clients a LiRA target or shadow trains on
 
 /// Every purpose above (for the check that no two modules share a number).
-inline constexpr Purpose audit_purposes[] = {ldp_audit_draws, canary_inclusion, canary_direction};
+inline constexpr Purpose audit_purposes[] = {ldp_audit_draws, canary_inclusion, canary_direction,
+                                             lira_halves};
 
 }  // namespace fluence::purpose

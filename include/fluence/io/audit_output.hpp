@@ -1,8 +1,12 @@
 #pragma once
+#include <cstdint>
+#include <string>
 #include <vector>
 
 #include "fluence/audit/canary_clients.hpp"
 #include "fluence/audit/ldp_audit.hpp"
+#include "fluence/audit/membership_inference.hpp"
+#include "fluence/audit/multi_run.hpp"
 #include "fluence/io/results.hpp"
 
 namespace fluence {
@@ -14,5 +18,32 @@ void write_ldp_audit_output(ResultsFile& file, const std::vector<LdpAuditCase>& 
 /// /audit/canary* and the canary audit's bounds of a private `fluence train` run with
 /// audit.canaries (docs/outputs.md). Rank 0 writes.
 void write_canary_audit_output(ResultsFile& file, const CanaryAuditResult& result);
+
+/// The runs of a multi-run audit, in run order, as `fluence audit --collect` read them.
+struct MultiRunRuns {
+  std::vector<std::string> names;  // each run's results file, relative to the collected folder
+  std::vector<std::int64_t> seed, inserted;
+  std::vector<double> score_all_iterates, score_final;
+  double epsilon = 0.0;  // the accountant's eps of the runs' deck (the first run's)
+  double delta = 0.0;
+  double confidence = 0.0;
+};
+
+/// /audit/multi_run/* and /audit/confidence of `fluence audit --collect` (docs/outputs.md).
+void write_multi_run_output(ResultsFile& file, const MultiRunRuns& runs,
+                            const MultiRunAudit& all_iterates, const MultiRunAudit& final_model);
+
+/// /audit/membership/* of `fluence audit --membership` (docs/outputs.md): the loss-threshold
+/// attack's scores (members first, in row order) and its ROC.
+void write_membership_output(ResultsFile& file, const std::vector<double>& member_losses,
+                             const std::vector<double>& nonmember_losses,
+                             const RocSummary& summary);
+
+/// /audit/membership/client_lira/* (docs/outputs.md): client-level LiRA against the loss threshold
+/// on the same target federation.
+void write_client_lira_output(ResultsFile& file, const std::vector<std::uint8_t>& member,
+                              const std::vector<double>& lira,
+                              const std::vector<double>& loss_threshold, const RocSummary& lira_roc,
+                              const RocSummary& loss_roc);
 
 }  // namespace fluence
