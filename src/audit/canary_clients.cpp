@@ -49,7 +49,6 @@ CanaryAudit::CanaryAudit(std::uint64_t seed, long canaries, std::size_t paramete
     : seed_(seed),
       canaries_(canaries),
       parameters_(parameters),
-      words_((parameters + 63) / 64),
       clients_(clients),
       theta_start_(theta_start),
       theta_previous_(theta_start) {
@@ -70,22 +69,21 @@ CanaryAudit::CanaryAudit(std::uint64_t seed, long canaries, std::size_t paramete
                                               inclusion == CanaryInclusion::all ? 1 : 0);
   for (long c = first_; c < first_ + count_; ++c)
     if (inserted_[static_cast<std::size_t>(c)]) inserted_here_.push_back(c);
-  signs_.assign(static_cast<std::size_t>(count_) * words_, 0);
-  for (long k = 0; k < count_; ++k) {
-    Stream stream(seed, purpose::canary_direction, static_cast<std::uint64_t>(first_ + k));
-    for (std::size_t w = 0; w < words_; ++w) signs_[k * words_ + w] = stream.next_u64();
-  }
-  // The same signs by blocks of 8 coordinates, block-major (signed_sums' order of reading).
+  // Each canary's signs, one bit a coordinate (1 = negative) from its own stream, kept by blocks of
+  // 8 coordinates, block-major: the order signed_sums reads them in.
   const std::size_t blocks = (parameters + 7) / 8;
   sign_bytes_.assign(blocks * static_cast<std::size_t>(count_), 0);
-  for (long k = 0; k < count_; ++k)
+  for (long k = 0; k < count_; ++k) {
+    Stream stream(seed, purpose::canary_direction, static_cast<std::uint64_t>(first_ + k));
+    std::uint64_t word = 0;
     for (std::size_t b = 0; b < blocks; ++b) {
-      const std::uint64_t word = signs_[static_cast<std::size_t>(k) * words_ + b / 8];
+      if (b % 8 == 0) word = stream.next_u64();
       std::uint8_t byte = static_cast<std::uint8_t>(word >> (8 * (b % 8)));
       if (8 * b + 8 > parameters)
         byte &= static_cast<std::uint8_t>((1u << (parameters - 8 * b)) - 1);
       sign_bytes_[b * static_cast<std::size_t>(count_) + static_cast<std::size_t>(k)] = byte;
     }
+  }
   best_.assign(static_cast<std::size_t>(count_), -std::numeric_limits<double>::infinity());
 }
 
@@ -96,9 +94,10 @@ void CanaryAudit::update(long canary, double clip, double* out) const {
   // u_c = s / sqrt(p) with Rademacher signs s: a unit vector whose cosine with any fixed vector has
   // mean 0 and variance exactly 1/p, like an isotropic direction's.
   const double length = kCanaryNormInClips * clip / std::sqrt(static_cast<double>(parameters_));
-  const std::uint64_t* bits = signs_.data() + static_cast<std::size_t>(k) * words_;
+  const std::size_t count = static_cast<std::size_t>(count_);
   for (std::size_t i = 0; i < parameters_; ++i)
-    out[i] = (bits[i / 64] >> (i % 64)) & 1 ? -length : length;
+    out[i] = (sign_bytes_[(i / 8) * count + static_cast<std::size_t>(k)] >> (i % 8)) & 1 ? -length
+                                                                                         : length;
 }
 
 void CanaryAudit::signed_sums(const double* v, std::vector<double>& out) const {

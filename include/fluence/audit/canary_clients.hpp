@@ -77,10 +77,9 @@ class CanaryAudit final : public CanaryClients {
   void signed_sums(const double* v, std::vector<double>& out) const;
   std::uint64_t seed_;
   long canaries_, first_ = 0, count_ = 0;  // this rank hosts canaries [first_, first_ + count_)
-  std::size_t parameters_, words_;
+  std::size_t parameters_;
   std::int64_t clients_;
-  std::vector<std::uint64_t> signs_;      // count_ x words_ bits: 1 = negative coordinate
-  std::vector<std::uint8_t> sign_bytes_;  // the same, blocks of 8 coordinates x count_
+  std::vector<std::uint8_t> sign_bytes_;  // blocks of 8 coordinates x count_ sign bits
   std::vector<std::uint8_t> inserted_;    // every canary's inclusion
   std::vector<long> inserted_here_;
   std::vector<double> best_;  // per hosted canary: max over rounds of its cosine
