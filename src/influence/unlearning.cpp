@@ -370,7 +370,8 @@ Unlearning verify_unlearning(Federation& federation, const std::vector<double>& 
   }
   // The chord refinement's stop: |grad h_-k| / l2 <= kDistanceTarget (and never above the
   // retrain's tolerance); without strong convexity, the retrain's tolerance.
-  const double l2 = federation.problem().model->l2();
+  // (D) needs strong convexity: a convex model with l2 > 0 (a network's bound is +inf).
+  const double l2 = federation.problem().model->convex() ? federation.problem().model->l2() : 0.0;
   const double target =
       l2 > 0.0 ? std::min(training.tolerance, l2 * kDistanceTarget) : training.tolerance;
   if (config.certified_epsilon > 0.0 && removals > 0)

@@ -33,8 +33,9 @@ struct Unlearning {
   std::vector<std::int64_t> newton_steps;
   std::vector<std::int64_t> newton_cg_iterations;
   std::vector<double> newton_gradient_norm;  // [removals] |grad h_-k| at the refined model
-  // [removals] |grad h_-k| / l2 at the refined model: a proven bound on its distance to the
-  // minimizer of the l2-strongly convex h_-k (docs/math.md §1.7); +inf without strong convexity
+  // [removals] |grad h_-k| / l2 at the refined model (convex model): a proven bound on its distance
+  // to the minimizer of the l2-strongly convex h_-k (docs/math.md §1.7); +inf without strong
+  // convexity
   std::vector<double> newton_distance_bound;
   // [removals] test-loss change of the retrain, and each method's error in it
   std::vector<double> retrain_loss_change, first_order_loss_error, newton_loss_error;
