@@ -59,8 +59,10 @@ int run_influence(const CommandLine& command_line) {
   const ClientInfluence influence = client_removal_influence(
       federation, model.theta, config, training, run.verbose(), &trained->sweep);
   if (influence.stopped) return kExitStopped;
+  double scores_seconds = clock.seconds();
+  MPI_Bcast(&scores_seconds, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);  // rank 0's clock, on every rank
   log::info("influence: {} clients scored in {}", influence.estimate.size(),
-            format_duration(clock.seconds()));
+            format_duration(scores_seconds));
   std::optional<Unlearning> unlearning;
   if (config.unlearning_clients > 0)
     unlearning = in_stage(Stage::retraining, [&] {
@@ -77,6 +79,8 @@ int run_influence(const CommandLine& command_line) {
   return run.finish([&](ResultsFile& file) {
     write_training_output(file, problem, model);
     write_influence_output(file, problem, config, influence);
+    file.scalar("/influence/timing/scores", scores_seconds, "s",
+                "scoring every client (Hessian, s_test, client gradients), retrains included");
     if (unlearning) write_unlearning_output(file, *unlearning);
     if (lds) write_lds_output(file, *lds);
   });

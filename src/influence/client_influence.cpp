@@ -61,6 +61,21 @@ void register_influence_keys(DeckSchema& schema) {
                         "FL-LDS: the fraction of the clients each subset federation leaves out "
                         "(at least one client, rounded to the nearest count)",
                         0.0, 1.0, true)),
+      key("influence.certified_epsilon", T::real, "0.0",
+          "certified removal ([Guo et al. 2020](../docs/references.md#guo-2020), docs/math.md "
+          "§1.7a) with `influence.unlearning_clients`, a convex model only: the epsilon of the "
+          "(epsilon, delta)-certified removal; the model is trained with the objective perturbed "
+          "by b^T theta, b ~ N(0, sigma^2 I), sigma = sqrt(2 ln(1.5/delta)) "
+          "`certified_budget` / epsilon, and each removal checks its gradient residual against "
+          "the budget (0 = off)",
+          0.0),
+      below_maximum(key("influence.certified_delta", T::real, "1e-4",
+                        "certified removal: the delta of (epsilon, delta)", 0.0, 1.0, true)),
+      key("influence.certified_budget", T::real, "1.0",
+          "certified removal: the budget eps' on the gradient-residual norm of the summed "
+          "objective that the noise covers; a removal whose data-dependent bound exceeds it is "
+          "not certified (the model must be retrained without the client)",
+          0.0, kInf, true),
   });
   register_ihvp_keys(schema);
 }
@@ -82,6 +97,9 @@ InfluenceConfig InfluenceConfig::from_deck(const Deck& deck) {
   config.unlearning_clients = static_cast<int>(deck.integer("influence.unlearning_clients"));
   config.lds_subsets = static_cast<int>(deck.integer("influence.lds_subsets"));
   config.lds_fraction = deck.real("influence.lds_fraction");
+  config.certified_epsilon = deck.real("influence.certified_epsilon");
+  config.certified_delta = deck.real("influence.certified_delta");
+  config.certified_budget = deck.real("influence.certified_budget");
   return config;
 }
 

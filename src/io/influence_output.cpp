@@ -99,8 +99,15 @@ void write_unlearning_output(ResultsFile& file, const Unlearning& result) {
                {removal, "1", "distance of the exact retrain to the trained model"});
   file.dataset("/unlearning/first_order_gradient_residual", result.first_order_gradient_residual,
                {removal, "1", "gradient norm without the client at the influence step"});
+  file.dataset("/unlearning/chord_steps", result.chord_steps,
+               {removal, "count",
+                "chord steps theta - H(theta^)^-1 grad h_-k after the influence step (explicit "
+                "solver)"});
+  file.dataset("/unlearning/newton_distance_bound", result.newton_distance_bound,
+               {removal, "1",
+                "proven bound |grad h_-k| / l2 on the refined model's distance to the minimizer"});
   file.dataset("/unlearning/newton_steps", result.newton_steps,
-               {removal, "count", "Newton steps after the influence step"});
+               {removal, "count", "Newton steps after the influence step (and chord steps)"});
   file.dataset("/unlearning/newton_cg_iterations", result.newton_cg_iterations,
                {removal, "count", "CG iterations of those Newton steps in all"});
   file.dataset("/unlearning/newton_gradient_norm", result.newton_gradient_norm,
@@ -125,6 +132,29 @@ void write_unlearning_output(ResultsFile& file, const Unlearning& result) {
                 "solver; NaN otherwise)"});
   file.scalar("/unlearning/timing/setup", result.setup_seconds, "s",
               "one-time set-up of the solver shared by the removals");
+  if (!result.certified) return;
+  const Unlearning::Certified& c = *result.certified;
+  file.scalar("/unlearning/certified/epsilon", c.epsilon, "1", "epsilon of the certified removal");
+  file.scalar("/unlearning/certified/delta", c.delta, "1", "delta of the certified removal");
+  file.scalar("/unlearning/certified/budget", c.budget, "1",
+              "budget eps' on the gradient-residual norm (summed objective)");
+  file.scalar("/unlearning/certified/c", c.c, "1", "sqrt(2 ln(1.5 / delta))");
+  file.scalar("/unlearning/certified/sigma", c.sigma, "1",
+              "scale of the objective perturbation b ~ N(0, sigma^2 I): c budget / epsilon");
+  file.scalar("/unlearning/certified/training_residual", c.training_residual, "1",
+              "gradient norm of the perturbed summed objective at the perturbed model");
+  file.dataset("/unlearning/certified/residual_bound", c.residual_bound,
+               {removal, "1", "data-dependent bound on the removed model's gradient residual"});
+  file.dataset("/unlearning/certified/linear_residual", c.linear_residual,
+               {removal, "1", "the bound's exact linear part |grad L'_b + H' Delta|"});
+  file.dataset("/unlearning/certified/lipschitz_bound", c.lipschitz_bound,
+               {removal, "1",
+                "the bound's Lipschitz part (gamma/2) sum |x_j| |P Delta W x_j|^2, P centring"});
+  file.dataset("/unlearning/certified/residual", c.residual,
+               {removal, "1", "exact gradient residual |grad L'_b| at the removed model"});
+  file.dataset(
+      "/unlearning/certified/budget_exceeded", c.budget_exceeded,
+      {removal, "1", "1: the bound exceeds the budget, the removal is not certified (retrain)"});
 }
 
 void write_lds_output(ResultsFile& file, const ClientLds& result) {

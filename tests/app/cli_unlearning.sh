@@ -45,7 +45,8 @@ import sys, itertools, h5py, numpy as np
 f = h5py.File(sys.argv[1], "r")
 N = f["/influence/client_removal_estimate"].size
 for path in ("client", "first_order_distance", "newton_distance", "removal_norm",
-             "first_order_gradient_residual", "newton_steps", "newton_gradient_norm",
+             "first_order_gradient_residual", "chord_steps", "newton_steps",
+             "newton_gradient_norm", "newton_distance_bound",
              "retrain_loss_change", "first_order_loss_error", "newton_loss_error",
              "timing/first_order", "timing/newton", "timing/retrain"):
     assert f["/unlearning/" + path].shape == (N,), path
@@ -55,6 +56,11 @@ removal = f["/unlearning/removal_norm"][...]
 # The refined removal is the retrain's minimizer (both stop at |grad| <= 1e-11, lambda_min >= l2).
 assert np.all(newton <= 1e-8), newton
 assert np.all(f["/unlearning/newton_gradient_norm"][...] <= 1e-11)
+# The explicit solver refines by chord steps to the proven distance |grad| / l2 <= 1e-10.
+assert np.all(f["/unlearning/chord_steps"][...] > 0)
+assert np.all(f["/unlearning/newton_distance_bound"][...] <= 1e-10)
+assert np.allclose(f["/unlearning/newton_distance_bound"][...],
+                   f["/unlearning/newton_gradient_norm"][...] / 1e-3, rtol=1e-15, atol=0)
 # The influence step is second-order accurate: far closer than the change itself, not exact.
 assert np.all(first < 0.5 * removal) and np.all(first > newton), (first, removal)
 assert np.all(np.abs(f["/unlearning/newton_loss_error"][...]) <= 1e-9)
@@ -77,6 +83,53 @@ print(f"    newton distance <= {newton.max():.2e}, influence step <= {first.max(
 PY
 then pass "unlearning + FL-LDS: bitwise on 1-2 ranks, Newton-refined within 1e-8 of the retrain, score = brute-force Spearman"
 else fail "unlearning + FL-LDS"; fi
+
+# jobs/lds.sbatch outside SLURM: tasks 0 and 1 (two estimators of one seed, 6 subsets each), then
+# analysis/lds_report.py on the root: one row per estimator, its score /lds/score of its file.
+ok=1
+for task in 0 1; do
+  SLURM_ARRAY_TASK_ID=$task FLUENCE_DECK="$work/unlearn.toml" FLUENCE_OUT="$work/ldsjob" \
+    FLUENCE="$fluence" FLUENCE_SCRATCH= FLUENCE_LAUNCHER=mpirun MPIRUN="$mpirun" \
+    FLUENCE_LDS_ESTIMATORS="explicit cg" FLUENCE_SEED_BASE=4 \
+    FLUENCE_ARGS="--set influence.unlearning_clients=0 --set influence.lds_subsets=6" \
+    bash -c 'cd "$1" && bash jobs/lds.sbatch' _ "$source_dir" >"$work/ldsjob.log" 2>&1 ||
+    { ok=0; tail -3 "$work/ldsjob.log"; }
+done
+if [ "$ok" -eq 1 ] && "$python" "$source_dir/analysis/lds_report.py" "$work/ldsjob" --runs \
+  >"$work/lds_report.txt" 2>"$work/lds_report.err" &&
+  "$python" - "$work/ldsjob" "$work/lds_report.txt" <<'PY'
+import re, sys, h5py
+root, report = sys.argv[1], open(sys.argv[2]).read()
+for name in ("explicit", "cg"):
+    f = h5py.File(f"{root}/{name}_seed4/results.h5", "r")
+    assert f["/lds/predicted"].shape == (6,) and f["/ihvp/solver"][()].decode() == name
+    assert f["/influence/timing/scores"][()] > 0
+    row = next(line for line in report.splitlines() if line.startswith(name + " "))
+    shown, score = float(re.split(r"\s{2,}", row.strip())[3]), f["/lds/score"][()]
+    assert abs(shown - score) <= 5e-3 * abs(score), (row, score)  # 3 significant digits
+# The same seed, the same subsets and ground truth for both estimators.
+a, b = (h5py.File(f"{root}/{n}_seed4/results.h5", "r") for n in ("explicit", "cg"))
+assert (a["/lds/clients"][...] == b["/lds/clients"][...]).all()
+PY
+then pass "jobs/lds.sbatch: 2 array tasks outside SLURM; analysis/lds_report.py: a row per estimator"
+else fail "jobs/lds.sbatch + analysis/lds_report.py"; sed 's/^/    /' "$work/lds_report.err" | tail -5; fi
+
+# Certified removal: the noise's scale, the bound above the exact residual on every removal, and a
+# budget below every bound flags every removal (the model must be retrained).
+ok=1
+run_on_ranks cert influence "$work/unlearn.toml" "2" --set influence.lds_subsets=0 \
+  --set influence.unlearning_clients=4 --set influence.certified_epsilon=1.0 \
+  --set influence.certified_budget=1e-6
+if [ "$ok" -eq 1 ] && "$python" - "$work/cert2/results.h5" <<'PY'
+import sys, math, h5py, numpy as np
+g = h5py.File(sys.argv[1], "r")["/unlearning/certified"]
+c = math.sqrt(2 * math.log(1.5 / 1e-4))
+assert abs(g["c"][()] - c) <= 1e-15 * c and abs(g["sigma"][()] - c * 1e-6) <= 1e-15 * c * 1e-6
+assert np.all(g["residual"][...] <= g["residual_bound"][...])
+assert np.all(g["residual_bound"][...] > 1e-6) and np.all(g["budget_exceeded"][...] == 1)
+PY
+then pass "certified removal: sigma = c budget / eps, residual <= bound, budget exceeded flagged"
+else fail "certified removal"; fi
 
 # The shipped deck runs and meets issue 40's targets (timings aside).
 ok=1

@@ -6,11 +6,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <set>
 
 #include "fluence/app/deck_schema.hpp"
 #include "fluence/core/config.hpp"
+#include "fluence/core/rng.hpp"
+#include "fluence/core/vector_ops.hpp"
 #include "fluence/influence/client_influence.hpp"
+#include "fluence/influence/purposes.hpp"
 #include "fluence/influence/unlearning.hpp"
 #include "support/synthetic_deck.hpp"
 
@@ -62,6 +66,74 @@ TEST(Unlearning, NewtonRefinedRemovalEqualsRetrainFromScratch) {
   EXPECT_GT(distance(result.last_first_order, scratch.theta), 1e-6);
   EXPECT_NEAR(result.newton_distance[1], distance(result.last_newton, result.last_retrain), 1e-15);
   for (double norm : result.newton_gradient_norm) EXPECT_LE(norm, 1e-11);
+  // The explicit solver's refinement: chord steps alone, to |grad h_-k| / l2 <= 1e-10 (the proven
+  // distance to the minimizer, l2 = 1e-3), without a Newton step.
+  for (std::size_t r = 0; r < 2; ++r) {
+    EXPECT_GT(result.chord_steps[r], 0);
+    EXPECT_EQ(result.newton_steps[r], 0);
+    EXPECT_DOUBLE_EQ(result.newton_distance_bound[r], result.newton_gradient_norm[r] / 1e-3);
+    EXPECT_LE(result.newton_distance_bound[r], 1e-10);
+  }
+}
+
+// Certified removal (docs/math.md §1.7a). The noise is the stream's standard normals times sigma =
+// sqrt(2 ln(1.5/delta)) budget / epsilon (Guo et al. 2020, Theorem 3); the perturbed model
+// minimizes h + b^T theta / n; the last removal's exact gradient residual of the summed objective
+// without the client, computed here from the removed model, stays within the data-dependent bound,
+// and the bound's Lipschitz part is above the exact second-order remainder (the residual less
+// its linearization at theta_b). Tolerances: 1e-11 (the Newton tolerance of the deck) for the
+// stationarity, 1e-9 relative for recomputed norms (the same sums in another order).
+TEST(Unlearning, CertifiedRemovalBoundHoldsAndNoiseHasItsScale) {
+  const Deck deck = Deck::from_string(
+      kDeck + "certified_epsilon = 0.5\ncertified_delta = 1e-5\ncertified_budget = 3.0\n", "test",
+      deck_schema());
+  FederatedProblem problem = build_problem(deck);
+  Federation federation(problem);
+  const FederationConfig training = FederationConfig::from_deck(deck);
+  const auto trained = federation.train(training);
+  const InfluenceConfig config = InfluenceConfig::from_deck(deck);
+  const Unlearning result =
+      verify_unlearning(federation, trained.theta, config, training, 0.0, false);
+  ASSERT_TRUE(result.certified.has_value());
+  const Unlearning::Certified& c = *result.certified;
+  const double expected_c = std::sqrt(2.0 * std::log(1.5 / 1e-5));
+  EXPECT_DOUBLE_EQ(c.c, expected_c);
+  EXPECT_DOUBLE_EQ(c.sigma, expected_c * 3.0 / 0.5);
+  const std::size_t p = trained.theta.size();
+  std::vector<double> normals(p);
+  Stream(problem.seed, purpose::certified_removal_noise).fill_normal(normals);
+  ASSERT_EQ(c.noise.size(), p);
+  for (std::size_t k = 0; k < p; ++k) EXPECT_EQ(c.noise[k], c.sigma * normals[k]);
+
+  const double n = static_cast<double>(federation.train_rows());
+  std::vector<double> gradient;
+  federation.gradient(c.perturbed_model, gradient);
+  for (std::size_t k = 0; k < p; ++k) gradient[k] += c.noise[k] / n;
+  EXPECT_LE(norm2(gradient), 1e-11);
+
+  const int last = config.unlearning_clients - 1;
+  federation.exclude_clients({last});
+  const double rest = static_cast<double>(federation.train_rows());
+  std::vector<double> residual, at_start, product(p), step(p);
+  federation.gradient(c.last_removed, residual);
+  federation.gradient(c.perturbed_model, at_start);
+  for (std::size_t k = 0; k < p; ++k) step[k] = c.last_removed[k] - c.perturbed_model[k];
+  federation.hessian_vector(c.perturbed_model, step.data(), product.data());
+  federation.exclude_clients({});
+  std::vector<double> remainder(p);
+  for (std::size_t k = 0; k < p; ++k) {
+    residual[k] = rest * residual[k] + c.noise[k];
+    remainder[k] = residual[k] - (rest * (at_start[k] + product[k]) + c.noise[k]);
+  }
+  const double exact = norm2(residual);
+  EXPECT_NEAR(c.residual[last], exact, 1e-9 * exact);
+  EXPECT_LE(exact, c.residual_bound[last]);
+  EXPECT_GT(norm2(remainder), 0.0);
+  EXPECT_LE(norm2(remainder), c.lipschitz_bound[last]);
+  EXPECT_EQ(c.budget_exceeded[last], c.residual_bound[last] > 3.0 ? 1 : 0);
+  std::printf(
+      "certified removal: residual %.3e, bound %.3e (remainder %.3e, Lipschitz part %.3e)\n", exact,
+      c.residual_bound[last], norm2(remainder), c.lipschitz_bound[last]);
 }
 
 TEST(Unlearning, LdsSubsetsAreDistinctSortedAndReproducible) {

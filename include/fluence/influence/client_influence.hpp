@@ -30,6 +30,8 @@ struct InfluenceConfig {
   int unlearning_clients{};  // verified removal of clients 0 .. unlearning_clients - 1
   int lds_subsets{};         // FL-LDS subset federations (0 = none)
   double lds_fraction{};     // the fraction of the clients each leaves out
+  // Certified removal (Guo et al. 2020): epsilon (0 = off), delta and the gradient-residual budget
+  double certified_epsilon{}, certified_delta{}, certified_budget{};
 
   static InfluenceConfig from_deck(const Deck& deck);
 };

@@ -11,6 +11,7 @@
 //               predicted (sum of the left-out clients' estimates) and the actual change of the
 //               test loss ([Park et al. 2023](docs/references.md#park-2023)).
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "fluence/fl/federation.hpp"
@@ -25,9 +26,17 @@ struct Unlearning {
   // [removals] |grad h_-k| at the influence step: Guo et al. 2020's gradient residual, which
   // their certified removal masks with noise (docs/math.md §1.7)
   std::vector<double> first_order_gradient_residual;
-  std::vector<std::int64_t> newton_steps;  // [removals] Newton steps after the influence step
-  std::vector<std::int64_t> newton_cg_iterations;  // [removals] their CG iterations in all
-  std::vector<double> newton_gradient_norm;        // [removals] |grad h_-k| at the refined model
+  // [removals] chord steps theta <- theta - H(theta^)^-1 grad h_-k(theta) after the influence
+  // step (explicit solver: the factor's refinement), then Newton steps and their CG iterations
+  // (the fallback, and the only refinement without a factor)
+  std::vector<std::int64_t> chord_steps;
+  std::vector<std::int64_t> newton_steps;
+  std::vector<std::int64_t> newton_cg_iterations;
+  std::vector<double> newton_gradient_norm;  // [removals] |grad h_-k| at the refined model
+  // [removals] |grad h_-k| / l2 at the refined model (convex model): a proven bound on its distance
+  // to the minimizer of the l2-strongly convex h_-k (docs/math.md §1.7); +inf without strong
+  // convexity
+  std::vector<double> newton_distance_bound;
   // [removals] test-loss change of the retrain, and each method's error in it
   std::vector<double> retrain_loss_change, first_order_loss_error, newton_loss_error;
   // [removals] seconds: the influence step (its solve and the client's gradient), the influence
@@ -42,6 +51,27 @@ struct Unlearning {
   double setup_seconds = 0.0;  // the solver's one-time set-up (the explicit Hessian's factor)
   // The last removal's models (for tests): the influence step, the refined one and the retrain.
   std::vector<double> last_first_order, last_newton, last_retrain;
+
+  // Certified removal of Guo et al. 2020 (influence.certified_epsilon > 0; docs/math.md §1.7a):
+  // the model trained with the objective perturbed by b^T theta (summed objective), b ~ N(0,
+  // sigma^2 I) from the stream (seed, purpose::certified_removal_noise), and each client removed
+  // from it by the influence step.
+  struct Certified {
+    double epsilon = 0.0, delta = 0.0, budget = 0.0;  // (eps, delta) and the residual budget eps'
+    double c = 0.0;                                   // sqrt(2 ln(1.5 / delta))
+    double sigma = 0.0;                               // c eps' / eps: the noise's scale
+    double training_residual = 0.0;  // |grad L_b(theta_b)| of the perturbed model (summed)
+    // [removals] the data-dependent bound on |grad L'_b(theta-)| (summed objective, the removed
+    // client's data left out), its linear part |grad L'_b(theta_b) + H' Delta| and its Lipschitz
+    // part (gamma/2) sum_j |x_j| |P Delta W x_j|^2 (P: centring); the exact residual
+    // |grad L'_b(theta-)|
+    std::vector<double> residual_bound, linear_residual, lipschitz_bound, residual;
+    std::vector<std::int64_t> budget_exceeded;  // [removals] 1: not certified, retrain instead
+    std::vector<double> noise;                  // b (for tests)
+    std::vector<double> perturbed_model;        // theta_b (for tests)
+    std::vector<double> last_removed;           // the last removal's theta- (for tests)
+  };
+  std::optional<Certified> certified;
 };
 
 /// Collective. `theta` the trained minimizer, `damping` the solves' damping (ClientInfluence's).
