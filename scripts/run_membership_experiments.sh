@@ -8,7 +8,7 @@
 #  2. DP-FedAvg at eps = 1, 4, 8 (delta = 1e-5) of softmax regression as inputs/bench_feo2.toml
 #     (q = 0.05, 200 rounds, S = 0.5, here fixed), with one image per client so that the
 #     accountant's client-level add/remove adjacency is exactly an image's membership, 5 local
-#     epochs at learning rate 0.5; example-level LiRA with 16 shadows, each trained privately as
+#     epochs at learning rate 0.5; example-level LiRA with 8 shadows, each trained privately as
 #     the target.
 # Then analysis/membership_report.py prints the tables, checks TPR <= e^eps FPR + delta at every
 # ROC point of the private runs and draws the ROC figure into OUT.
@@ -40,7 +40,7 @@ for epsilon in 1 4 8; do
   run "softmax_dp_eps$epsilon" bench_feo2.toml "${subset[@]}" --set partition.clients=2000 \
     --set 'partition.scheme="iid"' --set federation.local_epochs=5 \
     --set federation.learning_rate=0.5 --set privacy.adaptive_clip=false \
-    --set "privacy.epsilon=$epsilon" --set privacy.delta=1e-5 --set audit.lira_shadows=16
+    --set "privacy.epsilon=$epsilon" --set privacy.delta=1e-5 --set audit.lira_shadows=8
 done
 /usr/bin/python3 "$here/analysis/membership_report.py" --markdown --figures "$out" \
   "$out/2nn_nonprivate" "$out/softmax_dp_eps1" "$out/softmax_dp_eps4" "$out/softmax_dp_eps8"

@@ -352,9 +352,10 @@ ClientLira client_lira(FederatedProblem& problem, const Deck& deck, int shadows,
 // shadow models, each trained as the deck trains (FedAvg, or its private training when [privacy]
 // says so) on a random half of every client's rows, drawn per training row from purpose
 // lira_examples (so the same on any rank count); shadow 2j + 1 trains on the complement of shadow
-// 2j's half, so that every example is IN for exactly half of the shadows. The statistic is the
-// scaled confidence phi of the example's label; members are the target's half, non-members the
-// other half of the training rows.
+// 2j's half, so that every example is IN for exactly half of the shadows. Each model trains with
+// its own seed (initialization, shuffles, private sampling and noise) from the same purpose. The
+// statistic is the scaled confidence phi of the example's label; members are the target's half,
+// non-members the other half of the training rows.
 
 // Training rows in client-id order, each client's rows in its order, with their client, on every
 // rank (collective).
@@ -453,7 +454,8 @@ Client client_subset(const FederatedProblem& problem, const Client& client,
 std::pair<std::vector<double>, double> train_on_examples(FederatedProblem& problem,
                                                          const FederationConfig& training,
                                                          const PrivacyConfig& privacy,
-                                                         const std::vector<std::uint8_t>& in) {
+                                                         const std::vector<std::uint8_t>& in,
+                                                         std::uint64_t training_seed) {
   std::vector<std::size_t> first(problem.client_rows.size() + 1, 0);
   for (std::size_t c = 0; c < problem.client_rows.size(); ++c)
     first[c + 1] = first[c] + problem.client_rows[c].size();
@@ -470,15 +472,18 @@ std::pair<std::vector<double>, double> train_on_examples(FederatedProblem& probl
   for (const Client& client : problem.clients)
     half_clients.push_back(
         client_subset(problem, client, in.data() + first[static_cast<std::size_t>(client.id())]));
-  // Swapped in for the training, swapped back however it ends.
+  // Swapped in for the training, swapped back however it ends; the seed keys the training's
+  // streams (initialization, shuffles, private sampling and noise) and nothing else here, the
+  // data being built already.
   struct Swap {
     FederatedProblem& problem;
     std::vector<Client>& clients;
     std::vector<std::vector<std::int64_t>>& rows;
     std::int64_t total;
+    std::uint64_t seed;
     Swap(FederatedProblem& p, std::vector<Client>& c, std::vector<std::vector<std::int64_t>>& r,
-         std::int64_t t)
-        : problem(p), clients(c), rows(r), total(t) {
+         std::int64_t t, std::uint64_t s)
+        : problem(p), clients(c), rows(r), total(t), seed(s) {
       exchange();
     }
     ~Swap() { exchange(); }
@@ -486,8 +491,9 @@ std::pair<std::vector<double>, double> train_on_examples(FederatedProblem& probl
       std::swap(problem.clients, clients);
       std::swap(problem.client_rows, rows);
       std::swap(problem.total_train_rows, total);
+      std::swap(problem.seed, seed);
     }
-  } swap(problem, half_clients, half_rows, half_total);
+  } swap(problem, half_clients, half_rows, half_total, training_seed);
   if (problem.total_train_rows == 0)
     throw InputError("example-level LiRA: a half of the training rows is empty");
   Federation federation(problem);
@@ -526,7 +532,13 @@ ExampleLiraOutput example_lira(FederatedProblem& problem, const Deck& deck, int 
   result.client = index.client;
   result.member = half(0);
   result.delta = privacy.enabled() ? privacy.delta : 0.0;
-  const auto [target_theta, epsilon] = train_on_examples(problem, training, privacy, result.member);
+  // Every model's training randomness is its own (Carlini et al.'s independent shadow runs): a
+  // shadow sharing the target's private noise would see through it.
+  auto training_seed = [&](std::uint64_t model) {
+    return Stream(problem.seed, purpose::lira_examples, model, ~std::uint64_t{0}).next_u64();
+  };
+  const auto [target_theta, epsilon] =
+      train_on_examples(problem, training, privacy, result.member, training_seed(0));
   result.epsilon = epsilon;
   auto [target_phi, target_loss] = example_statistics(problem, target_theta);
   result.target_confidence = target_phi;
@@ -535,7 +547,10 @@ ExampleLiraOutput example_lira(FederatedProblem& problem, const Deck& deck, int 
     std::vector<std::uint8_t> in = half(1 + static_cast<std::uint64_t>(k / 2));
     if (k % 2 == 1)
       for (auto& bit : in) bit = static_cast<std::uint8_t>(1 - bit);
-    const std::vector<double> theta = train_on_examples(problem, training, privacy, in).first;
+    const std::vector<double> theta =
+        train_on_examples(problem, training, privacy, in,
+                          training_seed(1 + static_cast<std::uint64_t>(k)))
+            .first;
     const std::vector<double> phi = example_statistics(problem, theta).first;
     result.shadow_confidence.insert(result.shadow_confidence.end(), phi.begin(), phi.end());
     result.shadow_in.insert(result.shadow_in.end(), in.begin(), in.end());
