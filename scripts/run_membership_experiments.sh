@@ -4,7 +4,8 @@
 #  1. non-private: McMahan et al.'s 2NN (inputs/fmnist_2nn.toml) on 20 clients of 2 label shards,
 #     every client every round, 5 local epochs, 30 rounds; example-level LiRA with SHADOWS shadow
 #     models (default 16) against the loss threshold on the same target (each model trained on a
-#     random half of every client's images);
+#     random half of every client's images); and again on the first 1,000 images, 10 clients,
+#     10 local epochs (overfit further);
 #  2. DP-FedAvg at eps = 1, 4, 8 (delta = 1e-5) of softmax regression as inputs/bench_feo2.toml
 #     (q = 0.05, 200 rounds, S = 0.5, here fixed), with one image per client so that the
 #     accountant's client-level add/remove adjacency is exactly an image's membership, 5 local
@@ -36,6 +37,9 @@ run() {  # NAME DECK SETTINGS...: train the deck's model, then audit it (wall se
 run 2nn_nonprivate fmnist_2nn.toml "${subset[@]}" --set partition.clients=20 \
   --set federation.rounds=30 --set 'federation.client_sampling="all"' \
   --set federation.local_epochs=5 --set "audit.lira_shadows=$shadows"
+run 2nn_nonprivate_1k fmnist_2nn.toml "${subset[@]}" --set data.max_train_rows=1000 \
+  --set partition.clients=10 --set federation.rounds=30 --set 'federation.client_sampling="all"' \
+  --set federation.local_epochs=10 --set "audit.lira_shadows=$shadows"
 for epsilon in 1 4 8; do
   run "softmax_dp_eps$epsilon" bench_feo2.toml "${subset[@]}" --set partition.clients=2000 \
     --set 'partition.scheme="iid"' --set federation.local_epochs=5 \
@@ -43,4 +47,4 @@ for epsilon in 1 4 8; do
     --set "privacy.epsilon=$epsilon" --set privacy.delta=1e-5 --set audit.lira_shadows=8
 done
 /usr/bin/python3 "$here/analysis/membership_report.py" --markdown --figures "$out" \
-  "$out/2nn_nonprivate" "$out/softmax_dp_eps1" "$out/softmax_dp_eps4" "$out/softmax_dp_eps8"
+  "$out/2nn_nonprivate" "$out/2nn_nonprivate_1k" "$out/softmax_dp_eps1" "$out/softmax_dp_eps4" "$out/softmax_dp_eps8"
