@@ -5,11 +5,13 @@
 // fluence audit DECK --collect DIR: the multi-run audit (docs/math.md §11.4) of the `fluence
 // train` runs of DECK below DIR, each with one target canary inserted or not; every rank reads
 // the (small) files and computes the same audit. fluence audit DECK --membership MODEL.h5: the
-// loss-threshold membership inference on that model (docs/math.md §11.5).
+// loss-threshold membership inference on that model, and LiRA at the client or example level with
+// audit.lira_shadows (docs/math.md §11.5).
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include "fluence/audit/ldp_audit.hpp"
 #include "fluence/audit/membership_inference.hpp"
 #include "fluence/audit/multi_run.hpp"
@@ -19,6 +21,7 @@
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/rng.hpp"
 #include "fluence/fl/federation.hpp"
+#include "fluence/fl/private_training.hpp"
 #include "fluence/fl/problem.hpp"
 #include "fluence/io/audit_input.hpp"
 #include "fluence/io/audit_output.hpp"
@@ -223,11 +226,21 @@ std::vector<double> nonmember_losses(const FederatedProblem& problem,
   std::vector<double> local;
   int items = 0;
   if (test.all_rows > 0) {  // a network's evaluation: every rank holds every row
-    if (test.all_features.size() != test.all_rows * width)
-      throw InputError("--membership: the test rows are held as byte codes only");
+    std::vector<double> decoded;
+    const double* features = test.all_features.data();
+    if (test.all_features.size() != test.all_rows * width) {
+      // Image data: the rows are held as byte codes of test.coding only, decoded to the doubles
+      // the encoding gives (x = offset + step k).
+      if (!test.coding || test.all_codes.size() != test.all_rows * width)
+        throw InputError("--membership: the test rows are held as byte codes only");
+      if (world_rank() == 0) {
+        decoded.resize(test.all_rows * width);
+        test.coding->decode(test.all_codes.data(), test.all_rows, decoded.data());
+      }
+      features = decoded.data();
+    }
     if (world_rank() == 0)
-      local = row_losses(*problem.model, test.all_features.data(), test.all_labels.data(),
-                         test.all_rows, theta);
+      local = row_losses(*problem.model, features, test.all_labels.data(), test.all_rows, theta);
   } else {
     if (test.rows > 0 && test.features.size() != test.rows * width)
       throw InputError("--membership: the test rows are held as byte codes only");
@@ -335,6 +348,234 @@ ClientLira client_lira(FederatedProblem& problem, const Deck& deck, int shadows,
   return result;
 }
 
+// Example-level LiRA (docs/math.md §11.5; Carlini et al. 2022, online): a target and `shadows`
+// shadow models, each trained as the deck trains (FedAvg, or its private training when [privacy]
+// says so) on a random half of every client's rows, drawn per training row from purpose
+// lira_examples (so the same on any rank count); shadow 2j + 1 trains on the complement of shadow
+// 2j's half, so that every example is IN for exactly half of the shadows. Each model trains with
+// its own seed (initialization, shuffles, private sampling and noise) from the same purpose. The
+// statistic is the scaled confidence phi of the example's label; members are the target's half,
+// non-members the other half of the training rows.
+
+// Training rows in client-id order, each client's rows in its order, with their client, on every
+// rank (collective).
+struct ExampleIndex {
+  std::vector<std::int64_t> row, client;
+};
+
+ExampleIndex example_index(const FederatedProblem& problem) {
+  ExampleIndex index;
+  for (std::size_t c = 0; c < problem.client_rows.size(); ++c)
+    for (const std::int64_t row : problem.client_rows[c]) {
+      index.row.push_back(row);
+      index.client.push_back(static_cast<std::int64_t>(c));
+    }
+  return index;
+}
+
+// Collective: per training row (ExampleIndex order), phi = log(p_y / (1 - p_y)) under theta and
+// the row's loss, on every rank.
+std::pair<std::vector<double>, std::vector<double>> example_statistics(
+    const FederatedProblem& problem, const std::vector<double>& theta) {
+  const Model& model = *problem.model;
+  const auto classes = static_cast<std::size_t>(model.classes());
+  Workspace work;
+  std::vector<double> items;  // (client id, phi, loss) in this rank's order
+  std::vector<double> logits;
+  for (const Client& client : problem.clients) {
+    const TrainingRows rows = client.training_rows();
+    if (rows.rows > 0 && rows.features == nullptr)
+      throw InputError("--membership: a client's rows are held as byte codes only");
+    logits.resize(rows.rows * classes);
+    if (rows.rows > 0) model.logits(rows.features, rows.rows, theta.data(), logits.data(), work);
+    const std::vector<double> losses =
+        row_losses(model, rows.features, rows.labels, rows.rows, theta);
+    for (std::size_t i = 0; i < rows.rows; ++i) {
+      items.push_back(client.id());
+      items.push_back(scaled_confidence_from_logits(
+          std::span<const double>(logits.data() + i * classes, classes),
+          static_cast<std::size_t>(rows.labels[i])));
+      items.push_back(losses[i]);
+    }
+  }
+  const std::vector<double> all = ordered_allgather(items, static_cast<int>(items.size() / 3), 3);
+  std::vector<std::size_t> order(all.size() / 3);
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return all[3 * a] < all[3 * b]; });
+  std::pair<std::vector<double>, std::vector<double>> result;
+  for (const std::size_t i : order) {
+    result.first.push_back(all[3 * i + 1]);
+    result.second.push_back(all[3 * i + 2]);
+  }
+  return result;
+}
+
+// Hosted client `client` with only the rows whose `keep` is 1 (local row order kept), its codes
+// rebuilt as build_problem makes them.
+Client client_subset(const FederatedProblem& problem, const Client& client,
+                     const std::uint8_t* keep) {
+  const std::size_t n = client.size();
+  const std::size_t nc = n ? client.original_categorical().size() / n : 0;
+  const std::size_t rc = n ? client.categorical().size() / n : 0;
+  const auto width = static_cast<std::size_t>(problem.model->features());
+  std::vector<std::int64_t> rows;
+  std::vector<std::int32_t> original_categorical, original_labels, categorical, labels;
+  std::vector<double> features;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!keep[i]) continue;
+    rows.push_back(client.rows()[i]);
+    original_categorical.insert(original_categorical.end(),
+                                client.original_categorical().begin() + i * nc,
+                                client.original_categorical().begin() + (i + 1) * nc);
+    original_labels.push_back(client.original_labels()[i]);
+    categorical.insert(categorical.end(), client.categorical().begin() + i * rc,
+                       client.categorical().begin() + (i + 1) * rc);
+    labels.push_back(client.labels()[i]);
+    features.insert(features.end(), client.features() + i * width,
+                    client.features() + (i + 1) * width);
+  }
+  Client subset(client.id(), std::move(rows), std::move(original_categorical),
+                std::move(original_labels), std::move(categorical), std::move(labels),
+                std::move(features));
+  if (client.training_rows().codes != nullptr) attach_codes(problem, subset);
+  if (client.local_test_size() > 0) {
+    const double* x = client.local_test_features();
+    const std::int32_t* y = client.local_test_labels();
+    subset.set_local_test(std::vector<double>(x, x + client.local_test_size() * width),
+                          std::vector<std::int32_t>(y, y + client.local_test_size()));
+  }
+  return subset;
+}
+
+// Collective: the model the deck trains (its FedAvg, or its private training) on the training rows
+// whose `in` is 1 (ExampleIndex order); the problem's clients are restored afterwards. Returns
+// theta and, for a private run, the accountant's eps.
+std::pair<std::vector<double>, double> train_on_examples(FederatedProblem& problem,
+                                                         const FederationConfig& training,
+                                                         const PrivacyConfig& privacy,
+                                                         const std::vector<std::uint8_t>& in,
+                                                         std::uint64_t training_seed) {
+  std::vector<std::size_t> first(problem.client_rows.size() + 1, 0);
+  for (std::size_t c = 0; c < problem.client_rows.size(); ++c)
+    first[c + 1] = first[c] + problem.client_rows[c].size();
+  std::vector<std::vector<std::int64_t>> half_rows(problem.client_rows.size());
+  std::int64_t half_total = 0;
+  for (std::size_t c = 0; c < problem.client_rows.size(); ++c)
+    for (std::size_t i = 0; i < problem.client_rows[c].size(); ++i)
+      if (in[first[c] + i]) {
+        half_rows[c].push_back(problem.client_rows[c][i]);
+        ++half_total;
+      }
+  std::vector<Client> half_clients;
+  half_clients.reserve(problem.clients.size());
+  for (const Client& client : problem.clients)
+    half_clients.push_back(
+        client_subset(problem, client, in.data() + first[static_cast<std::size_t>(client.id())]));
+  // Swapped in for the training, swapped back however it ends; the seed keys the training's
+  // streams (initialization, shuffles, private sampling and noise) and nothing else here, the
+  // data being built already.
+  struct Swap {
+    FederatedProblem& problem;
+    std::vector<Client>& clients;
+    std::vector<std::vector<std::int64_t>>& rows;
+    std::int64_t total;
+    std::uint64_t seed;
+    Swap(FederatedProblem& p, std::vector<Client>& c, std::vector<std::vector<std::int64_t>>& r,
+         std::int64_t t, std::uint64_t s)
+        : problem(p), clients(c), rows(r), total(t), seed(s) {
+      exchange();
+    }
+    ~Swap() { exchange(); }
+    void exchange() {
+      std::swap(problem.clients, clients);
+      std::swap(problem.client_rows, rows);
+      std::swap(problem.total_train_rows, total);
+      std::swap(problem.seed, seed);
+    }
+  } swap(problem, half_clients, half_rows, half_total, training_seed);
+  if (problem.total_train_rows == 0)
+    throw InputError("example-level LiRA: a half of the training rows is empty");
+  Federation federation(problem);
+  if (!privacy.enabled())
+    return {federation.train(training).theta, std::numeric_limits<double>::quiet_NaN()};
+  PrivateTraining private_training(federation, privacy, {}, training.aggregator);
+  std::vector<double> theta = federation.train(training, {}, &private_training).theta;
+  const auto& epsilon = private_training.history().epsilon;
+  return {std::move(theta),
+          epsilon.empty() ? std::numeric_limits<double>::quiet_NaN() : epsilon.back()};
+}
+
+ExampleLiraOutput example_lira(FederatedProblem& problem, const Deck& deck, int shadows,
+                               bool verbose) {
+  if (shadows < 4 || shadows % 2 != 0)
+    throw InputError(
+        fmt::format("audit.lira_shadows = {}: expected an even number >= 4 (or 0)", shadows));
+  FederationConfig training = FederationConfig::from_deck(deck);
+  training.polish_verbose = false;
+  training.evaluate_rounds = false;
+  const PrivacyConfig privacy =
+      PrivacyConfig::from_deck(deck, static_cast<int>(problem.client_rows.size()), training.rounds);
+  const ExampleIndex index = example_index(problem);
+  const std::size_t examples = index.row.size();
+  auto half = [&](std::uint64_t draw) {
+    std::vector<std::uint8_t> in(examples);
+    for (std::size_t e = 0; e < examples; ++e) {
+      Stream stream(problem.seed, purpose::lira_examples, draw,
+                    static_cast<std::uint64_t>(index.row[e]));
+      in[e] = stream.uniform() < 0.5;
+    }
+    return in;
+  };
+  ExampleLiraOutput result;
+  result.row = index.row;
+  result.client = index.client;
+  result.member = half(0);
+  result.delta = privacy.enabled() ? privacy.delta : 0.0;
+  // Every model's training randomness is its own (Carlini et al.'s independent shadow runs): a
+  // shadow sharing the target's private noise would see through it.
+  auto training_seed = [&](std::uint64_t model) {
+    return Stream(problem.seed, purpose::lira_examples, model, ~std::uint64_t{0}).next_u64();
+  };
+  const auto [target_theta, epsilon] =
+      train_on_examples(problem, training, privacy, result.member, training_seed(0));
+  result.epsilon = epsilon;
+  auto [target_phi, target_loss] = example_statistics(problem, target_theta);
+  result.target_confidence = target_phi;
+  ProgressLine bar("LiRA shadow models", shadows, verbose);
+  for (int k = 0; k < shadows; ++k) {
+    std::vector<std::uint8_t> in = half(1 + static_cast<std::uint64_t>(k / 2));
+    if (k % 2 == 1)
+      for (auto& bit : in) bit = static_cast<std::uint8_t>(1 - bit);
+    const std::vector<double> theta =
+        train_on_examples(problem, training, privacy, in,
+                          training_seed(1 + static_cast<std::uint64_t>(k)))
+            .first;
+    const std::vector<double> phi = example_statistics(problem, theta).first;
+    result.shadow_confidence.insert(result.shadow_confidence.end(), phi.begin(), phi.end());
+    result.shadow_in.insert(result.shadow_in.end(), in.begin(), in.end());
+    bar.done(k + 1);
+  }
+  result.global_variance = shadows < 16;
+  result.lira = lira_scores(result.target_confidence, result.shadow_confidence, result.shadow_in,
+                            {.global_variance = result.global_variance});
+  result.loss_threshold = loss_threshold_scores(target_loss);
+  auto split = [&](const std::vector<double>& scores) {
+    std::pair<std::vector<double>, std::vector<double>> sides;
+    for (std::size_t e = 0; e < examples; ++e)
+      (result.member[e] ? sides.first : sides.second).push_back(scores[e]);
+    return sides;
+  };
+  const auto [lira_in, lira_out] = split(result.lira);
+  const auto [loss_in, loss_out] = split(result.loss_threshold);
+  if (lira_in.empty() || lira_out.empty())
+    throw InputError(fmt::format("example-level LiRA: the target's half holds {} of {} examples",
+                                 lira_in.size(), examples));
+  result.lira_roc = summarize_roc(lira_in, lira_out);
+  result.loss_roc = summarize_roc(loss_in, loss_out);
+  return result;
+}
+
 // fluence audit DECK --membership MODEL.h5 (docs/math.md §11.5): the loss-threshold attack, and
 // with audit.lira_shadows client-level LiRA.
 int run_membership_audit(RunContext& run, const CommandLine& command_line) {
@@ -357,7 +598,18 @@ int run_membership_audit(RunContext& run, const CommandLine& command_line) {
       command_line.membership, members.size(), nonmembers.size(), summary.auc,
       summary.tpr_at_fpr_0_001, summary.tpr_at_fpr_0_01);
   std::optional<ClientLira> lira;
-  if (shadows > 0) {
+  std::optional<ExampleLiraOutput> examples;
+  if (shadows > 0 && run.deck().string("audit.membership_level") == "example") {
+    examples = example_lira(problem, run.deck(), shadows, run.verbose());
+    log::info(
+        "example-level LiRA ({} shadows, {} examples): AUC {:.4f}, TPR {:.4f} at 0.1% FPR, "
+        "{:.4f} at 1%; loss threshold on the same target: AUC {:.4f}, TPR {:.4f} at 0.1% FPR, "
+        "{:.4f} at 1%",
+        shadows, examples->member.size(), examples->lira_roc.auc,
+        examples->lira_roc.tpr_at_fpr_0_001, examples->lira_roc.tpr_at_fpr_0_01,
+        examples->loss_roc.auc, examples->loss_roc.tpr_at_fpr_0_001,
+        examples->loss_roc.tpr_at_fpr_0_01);
+  } else if (shadows > 0) {
     lira = client_lira(problem, run.deck(), shadows, run.verbose());
     log::info(
         "client-level LiRA ({} shadows): AUC {:.4f}, TPR {:.4f} at 1% FPR; loss threshold "
@@ -370,6 +622,7 @@ int run_membership_audit(RunContext& run, const CommandLine& command_line) {
     if (lira)
       write_client_lira_output(file, lira->member, lira->lira, lira->loss_threshold, lira->lira_roc,
                                lira->loss_roc);
+    if (examples) write_example_lira_output(file, *examples);
   });
 }
 

@@ -175,10 +175,14 @@ void register_audit_keys(DeckSchema& schema) {
              "(`all`) or none (`none`): a multi-run audit's runs with and without its target "
              "(docs/math.md §11.4)"),
       key("audit.lira_shadows", T::integer, "0",
-          "`fluence audit --membership` with a softmax-regression deck: also client-level LiRA "
-          "with this many shadow federations (even, at least 4; 0 = none), each shadow and the "
-          "target trained by FedAvg on a random half of the clients (docs/math.md §11.5)",
+          "`fluence audit --membership`: also LiRA with this many shadow models (even, at least "
+          "4; 0 = none), each shadow and the target trained on a random half of the clients or "
+          "of the examples (`membership_level`; docs/math.md §11.5)",
           0),
+      choice("audit.membership_level", "\"client\"", {"client", "example"},
+             "what LiRA's halves are made of: clients, each shadow and the target trained by "
+             "FedAvg (softmax regression only), or every client's examples, each model trained "
+             "as the deck trains (FedAvg or its private training; any model)"),
   });
 }
 

@@ -163,4 +163,38 @@ void write_client_lira_output(ResultsFile& file, const std::vector<std::uint8_t>
   write_roc(file, group + "/loss_threshold", loss_roc);
 }
 
+void write_example_lira_output(ResultsFile& file, const ExampleLiraOutput& lira) {
+  const std::string group = "/audit/membership/example_lira";
+  const std::size_t examples = lira.member.size();
+  const std::size_t shadows = examples ? lira.shadow_in.size() / examples : 0;
+  auto as_int = [](const std::vector<std::uint8_t>& bits) {
+    return std::vector<std::int64_t>(bits.begin(), bits.end());
+  };
+  file.dimension(group + "/example", examples);
+  file.dimension(group + "/shadow", shadows);
+  file.dataset(group + "/row", lira.row,
+               {{"example"}, "1", "the example's training row (clients in id order)"});
+  file.dataset(group + "/client", lira.client,
+               {{"example"}, "1", "the client holding the example"});
+  file.dataset(group + "/member", as_int(lira.member),
+               {{"example"}, "1", "1 = the target model trained on the example"});
+  file.dataset(group + "/target_confidence", lira.target_confidence,
+               {{"example"}, "1", "phi = log(p_y / (1 - p_y)) under the target model"});
+  file.dataset(group + "/shadow_confidence", lira.shadow_confidence,
+               {{"shadow", "example"}, "1", "phi under each shadow model"});
+  file.dataset(group + "/shadow_in", as_int(lira.shadow_in),
+               {{"shadow", "example"}, "1", "1 = the shadow model trained on the example"});
+  file.dataset(group + "/lira_score", lira.lira,
+               {{"example"}, "1", "LiRA's score (log likelihood ratio of IN and OUT Gaussians)"});
+  file.dataset(group + "/loss_score", lira.loss_threshold,
+               {{"example"}, "1", "minus the example's loss under the target"});
+  file.scalar(group + "/global_variance", lira.global_variance ? 1.0 : 0.0, "1",
+              "1 = one variance per side pooled over all examples (fewer than 16 shadows)");
+  file.scalar(group + "/epsilon", lira.epsilon, "1",
+              "the target's accountant eps (NaN: trained without privacy)");
+  file.scalar(group + "/delta", lira.delta, "1", "delta of that eps (0 without privacy)");
+  write_roc(file, group + "/lira", lira.lira_roc);
+  write_roc(file, group + "/loss_threshold", lira.loss_roc);
+}
+
 }  // namespace fluence

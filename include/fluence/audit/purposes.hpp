@@ -9,9 +9,10 @@ inline constexpr Purpose ldp_audit_draws{42};   // the LDP audit's runs of the m
 inline constexpr Purpose canary_inclusion{43};  // which canaries a one-run audit includes
 inline constexpr Purpose canary_direction{44};  // a canary client's random unit direction
 inline constexpr Purpose lira_halves{46};       // which clients a LiRA target or shadow trains on
+inline constexpr Purpose lira_examples{48};  // which examples an example-level LiRA model trains on
 
 /// Every purpose above (for the check that no two modules share a number).
 inline constexpr Purpose audit_purposes[] = {ldp_audit_draws, canary_inclusion, canary_direction,
-                                             lira_halves};
+                                             lira_halves, lira_examples};
 
 }  // namespace fluence::purpose

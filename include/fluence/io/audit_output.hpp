@@ -46,4 +46,22 @@ void write_client_lira_output(ResultsFile& file, const std::vector<std::uint8_t>
                               const std::vector<double>& loss_threshold, const RocSummary& lira_roc,
                               const RocSummary& loss_roc);
 
+/// Example-level LiRA (fluence audit --membership with audit.membership_level = "example"): the
+/// training rows in client-id order (each client's rows in its order), the target's half of them,
+/// every model's scaled confidence of every row, and both attacks on the same target.
+struct ExampleLiraOutput {
+  std::vector<std::int64_t> row, client;  // per example: global training row, its client
+  std::vector<std::uint8_t> member;       // per example: in the target's half
+  std::vector<double> target_confidence;  // per example: phi under the target
+  std::vector<double> shadow_confidence;  // [shadow][example]: phi under each shadow
+  std::vector<std::uint8_t> shadow_in;    // [shadow][example]: the shadow trained on it
+  std::vector<double> lira, loss_threshold;
+  RocSummary lira_roc, loss_roc;
+  bool global_variance = false;
+  double epsilon = 0.0, delta = 0.0;  // the target's accountant (NaN, 0 without privacy)
+};
+
+/// /audit/membership/example_lira/* (docs/outputs.md).
+void write_example_lira_output(ResultsFile& file, const ExampleLiraOutput& lira);
+
 }  // namespace fluence
