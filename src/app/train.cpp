@@ -20,6 +20,7 @@
 #include "fluence/core/signals.hpp"
 #include "fluence/fl/federation.hpp"
 #include "fluence/fl/private_training.hpp"
+#include "fluence/influence/memory.hpp"
 #include "fluence/io/audit_output.hpp"
 #include "fluence/io/privacy_output.hpp"
 #include "fluence/io/results.hpp"
@@ -125,6 +126,11 @@ int run_train(const CommandLine& command_line) {
   CommandCheckpoints& checkpoints = run.checkpoints();
   FederatedProblem problem = run.set_up();
   const FederationConfig config = FederationConfig::from_deck(deck);
+  // A network's batch buffers grow with federation.batch_size (up to the largest client's rows):
+  // refused here, before the first round allocates them.
+  std::vector<MemoryTerm> memory = problem.memory;
+  for (auto& term : training_batch_memory(problem, config.local)) memory.push_back(term);
+  check_memory(memory);
   log::info(
       "fluence train: {} clients on {} rank(s), {} training rows, {} parameters ({:.2f}s "
       "set-up)",

@@ -1,6 +1,6 @@
 // data.source = "leaf": LEAF's JSON files ({"users": [...], "num_samples": [...], "user_data":
-// {user: {"x": [...], "y": [...]}}}), read by a small JSON reader that fills the arrays directly,
-// without a document tree (FEMNIST's files are hundreds of megabytes of numbers).
+// {user: {"x": [...], "y": [...]}}}), read by simdjson's On-Demand parser, which fills the arrays
+// directly, without a document tree (FEMNIST's files are hundreds of megabytes of numbers).
 #include <fmt/core.h>
 #include <fmt/ranges.h>
 
@@ -10,7 +10,14 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
+#include <utility>
+
+// The definition the library's CMake package gives its users, here only: linked by file
+// (CMakeLists.txt), the package's usage requirements do not reach every other source.
+#define SIMDJSON_THREADS_ENABLED 1
+#include <simdjson.h>
 
 #include "arrays.hpp"
 #include "built_in_sources.hpp"
@@ -22,191 +29,200 @@ namespace {
 
 using arrays::Features;
 using arrays::Split;
+namespace ondemand = simdjson::ondemand;
 
-class JsonReader {
+// A LEAF file's JSON as simdjson's On-Demand parser reads it (Debian's libsimdjson-dev): values
+// are parsed where they are visited, straight into the arrays, with no document tree. What the
+// parser leaves to its user is done here: nesting is bounded (kMaxNesting), every value is
+// visited (so that a malformed one is refused, not skipped), and messages give the file, line and
+// column.
+class LeafJson {
  public:
-  JsonReader(std::string_view text, std::string path) : text_(text), path_(std::move(path)) {}
+  LeafJson(std::string path, const simdjson::padded_string& text)
+      : path_(std::move(path)), text_(text) {}
 
-  [[noreturn]] void fail(const std::string& what) const {
-    const std::string_view before = text_.substr(0, std::min(position_, text_.size()));
+  // The root object (a file that is not an object is refused at its first character).
+  ondemand::object root() {
+    const std::string_view view(text_.data(), text_.size());
+    const auto first = view.find_first_not_of(" \t\r\n");
+    if (first == std::string_view::npos)
+      fail_at(view.size(), "the JSON text ends early (a truncated file?)");
+    if (view[first] != '{')
+      fail_at(first,
+              fmt::format("expected '{{', found '{}'", message_excerpt(view.substr(first, 20))));
+    document_ = parser_.iterate(text_);
+    iterating_ = true;
+    return document_.get_object();
+  }
+
+  // Refuses text after the root object (once it has been read to its end).
+  void finish() {
+    const char* at = nullptr;
+    if (document_.current_location().get(at) == simdjson::SUCCESS && at != nullptr &&
+        at < text_.data() + text_.size())
+      fail_at(static_cast<std::size_t>(at - text_.data()), "text after the JSON object");
+  }
+
+  [[noreturn]] void fail(const std::string& what) { fail_at(offset(), what); }
+
+  static ondemand::json_type type_of(ondemand::value& value) { return value.type().value(); }
+
+  // A simdjson error, in the words of this reader's own messages where one fits. A text nested
+  // too deep is named so first, wherever simdjson stopped (an unclosed run of brackets is also a
+  // text that ends early).
+  [[noreturn]] void fail(const simdjson::simdjson_error& error) {
+    if (const auto deep = too_deep()) fail_at(*deep, nested_too_deep());
+    switch (error.error()) {
+      case simdjson::INCOMPLETE_ARRAY_OR_OBJECT:
+      case simdjson::UNCLOSED_STRING:
+      case simdjson::EMPTY:
+      case simdjson::OUT_OF_BOUNDS:
+        fail_at(text_.size(), "the JSON text ends early (a truncated file?)");
+      case simdjson::NUMBER_ERROR:
+      case simdjson::NUMBER_OUT_OF_RANGE:
+        fail(fmt::format("expected a number, found '{}'", found()));
+      case simdjson::INCORRECT_TYPE:
+      case simdjson::T_ATOM_ERROR:
+      case simdjson::F_ATOM_ERROR:
+      case simdjson::N_ATOM_ERROR:
+        fail(fmt::format("unexpected '{}'", found()));
+      case simdjson::UTF8_ERROR:
+        fail("the text is not valid UTF-8");
+      default:
+        fail(fmt::format("not valid JSON ({}) near '{}'", simdjson::error_message(error.error()),
+                         found()));
+    }
+  }
+
+  double number(ondemand::value value) {
+    if (type_of(value) != ondemand::json_type::number)
+      fail(fmt::format("expected a number, found '{}'", found()));
+    const double result = value.get_double();
+    if (!std::isfinite(result)) fail(fmt::format("expected a number, found '{}'", found()));
+    return result;
+  }
+
+  std::string string(ondemand::value value) {
+    if (type_of(value) != ondemand::json_type::string)
+      fail(fmt::format("expected a string, found '{}'", found()));
+    return std::string(std::string_view(value.get_string()));
+  }
+
+  ondemand::array array(ondemand::value value) {
+    if (type_of(value) != ondemand::json_type::array)
+      fail(fmt::format("expected '[', found '{}'", found()));
+    return value.get_array();
+  }
+
+  ondemand::object object(ondemand::value value) {
+    if (type_of(value) != ondemand::json_type::object)
+      fail(fmt::format("expected '{{', found '{}'", found()));
+    return value.get_object();
+  }
+
+  // Visits a value this reader does not use, every part of it parsed.
+  void skip(ondemand::value value) {
+    switch (type_of(value)) {
+      case ondemand::json_type::object: {
+        const Nesting nested(*this);
+        for (auto field : value.get_object()) {
+          ondemand::field member = std::move(field);
+          static_cast<void>(std::string_view(member.unescaped_key()));
+          skip(member.value());
+        }
+        break;
+      }
+      case ondemand::json_type::array: {
+        const Nesting nested(*this);
+        for (auto element : value.get_array()) skip(element.value());
+        break;
+      }
+      case ondemand::json_type::number:
+        static_cast<void>(number(value));
+        break;
+      case ondemand::json_type::string:
+        static_cast<void>(std::string_view(value.get_string()));
+        break;
+      case ondemand::json_type::boolean:
+        static_cast<void>(bool(value.get_bool()));
+        break;
+      case ondemand::json_type::null:
+        if (!bool(value.is_null())) fail(fmt::format("unexpected '{}'", found()));
+        break;
+    }
+  }
+
+  static std::string nested_too_deep() {
+    return fmt::format("arrays and objects nested more than {} deep", kMaxNesting);
+  }
+
+  // Where an array or object opens kMaxNesting + 1 deep, brackets in strings aside; nullopt when
+  // none does.
+  std::optional<std::size_t> too_deep() const {
+    int depth = 0;
+    bool in_string = false, escaped = false;
+    for (std::size_t i = 0; i < text_.size(); ++i) {
+      const char c = text_.data()[i];
+      if (in_string) {
+        if (escaped)
+          escaped = false;
+        else if (c == '\\')
+          escaped = true;
+        else if (c == '"')
+          in_string = false;
+      } else if (c == '"') {
+        in_string = true;
+      } else if (c == '[' || c == '{') {
+        if (++depth > kMaxNesting) return i;
+      } else if (c == ']' || c == '}') {
+        --depth;
+      }
+    }
+    return std::nullopt;
+  }
+
+  // Arrays and objects nest at most kMaxNesting deep (LEAF's rows need a few levels): a deeper
+  // file is refused with a clear error, not a stack overflow in the recursion over x's rows.
+  static constexpr int kMaxNesting = 64;
+  struct Nesting {
+    LeafJson& reader;
+    explicit Nesting(LeafJson& r) : reader(r) {
+      if (++reader.depth_ > kMaxNesting) reader.fail(nested_too_deep());
+    }
+    ~Nesting() { --reader.depth_; }
+    Nesting(const Nesting&) = delete;
+    Nesting& operator=(const Nesting&) = delete;
+  };
+
+ private:
+  // Where the parser is (the end of the text when it is past the last token).
+  std::size_t offset() {
+    const char* at = nullptr;
+    if (!iterating_ || document_.current_location().get(at) != simdjson::SUCCESS || at == nullptr)
+      return text_.size();
+    return static_cast<std::size_t>(at - text_.data());
+  }
+
+  std::string found() {
+    const std::string_view view(text_.data(), text_.size());
+    return message_excerpt(view.substr(std::min(offset(), view.size()), 20));
+  }
+
+  [[noreturn]] void fail_at(std::size_t position, const std::string& what) const {
+    const std::string_view before(text_.data(), std::min(position, text_.size()));
     const auto newline = before.rfind('\n');
     const std::size_t column =
-        position_ - (newline == std::string_view::npos ? 0 : newline + 1) + 1;
+        before.size() - (newline == std::string_view::npos ? 0 : newline + 1) + 1;
     throw InputError(fmt::format("{}:{}:{}: {}", path_,
                                  1 + std::count(before.begin(), before.end(), '\n'), column, what));
   }
 
-  char peek() {
-    while (position_ < text_.size() && (text_[position_] == ' ' || text_[position_] == '\n' ||
-                                        text_[position_] == '\r' || text_[position_] == '\t'))
-      ++position_;
-    if (position_ >= text_.size()) fail("the JSON text ends early (a truncated file?)");
-    return text_[position_];
-  }
-
-  bool at_end() {
-    while (position_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[position_])))
-      ++position_;
-    return position_ >= text_.size();
-  }
-
-  void expect(char c) {
-    if (peek() != c) fail(fmt::format("expected '{}', found '{}'", c, message_excerpt(found())));
-    ++position_;
-  }
-
-  template <class Member>
-  void object(Member&& member) {
-    const Nesting nested(*this);
-    expect('{');
-    if (peek() == '}') {
-      ++position_;
-      return;
-    }
-    do {
-      const std::string key = string();
-      expect(':');
-      member(key);
-    } while (consume(','));
-    expect('}');
-  }
-
-  template <class Element>
-  void array(Element&& element) {
-    const Nesting nested(*this);
-    expect('[');
-    if (peek() == ']') {
-      ++position_;
-      return;
-    }
-    do element();
-    while (consume(','));
-    expect(']');
-  }
-
-  std::string string() {
-    if (peek() != '"') fail(fmt::format("expected a string, found '{}'", message_excerpt(found())));
-    std::string out;
-    for (++position_; position_ < text_.size(); ++position_) {
-      const char c = text_[position_];
-      if (c == '"') {
-        ++position_;
-        return out;
-      }
-      if (c != '\\') {
-        out += c;
-        continue;
-      }
-      if (++position_ >= text_.size()) break;
-      const char e = text_[position_];
-      const std::string_view plain = "\"\\/bfnrt", meaning = "\"\\/\b\f\n\r\t";
-      if (const auto k = plain.find(e); k != std::string_view::npos)
-        out += meaning[k];
-      else if (e == 'u')
-        append_utf8(out, code_point());
-      else
-        fail(fmt::format("an unknown escape '\\{}' in a string", e));
-    }
-    fail("a string is not closed (a truncated file?)");
-  }
-
-  double number() {
-    peek();
-    const auto start = position_;
-    while (position_ < text_.size() &&
-           std::string_view("+-0123456789.eE").find(text_[position_]) != std::string_view::npos)
-      ++position_;
-    double value = 0;
-    const auto result = std::from_chars(text_.data() + start, text_.data() + position_, value);
-    if (position_ == start || result.ec != std::errc() || result.ptr != text_.data() + position_ ||
-        !std::isfinite(value)) {
-      position_ = start;
-      fail(fmt::format("expected a number, found '{}'", message_excerpt(found())));
-    }
-    return value;
-  }
-
-  // Arrays and objects nest at most kMaxNesting deep (LEAF's rows need a few levels): a deeper
-  // file is refused with a clear error, not a stack overflow.
-  static constexpr int kMaxNesting = 64;
-  struct Nesting {
-    JsonReader& reader;
-    explicit Nesting(JsonReader& r) : reader(r) {
-      if (++reader.depth_ > kMaxNesting)
-        reader.fail(fmt::format("arrays and objects nested more than {} deep", kMaxNesting));
-    }
-    ~Nesting() { --reader.depth_; }
-  };
-
-  void skip_value() {
-    const char c = peek();
-    if (c == '{') {
-      object([&](const std::string&) { skip_value(); });
-    } else if (c == '[') {
-      array([&] { skip_value(); });
-    } else if (c == '"') {
-      string();
-    } else if (c == 't' || c == 'f' || c == 'n') {
-      for (const std::string_view word : {"true", "false", "null"})
-        if (text_.substr(position_, word.size()) == word) {
-          position_ += word.size();
-          return;
-        }
-      fail(fmt::format("unexpected '{}'", message_excerpt(found())));
-    } else {
-      number();
-    }
-  }
-
- private:
-  bool consume(char c) {
-    if (peek() != c) return false;
-    ++position_;
-    return true;
-  }
-
-  std::string_view found() const { return text_.substr(position_, 20); }
-
-  unsigned code_point() {
-    auto hex4 = [&] {
-      if (position_ + 4 >= text_.size()) fail("a \\u escape ends early");
-      unsigned value = 0;
-      const auto result =
-          std::from_chars(text_.data() + position_ + 1, text_.data() + position_ + 5, value, 16);
-      if (result.ptr != text_.data() + position_ + 5) fail("a bad \\u escape");
-      position_ += 4;
-      return value;
-    };
-    unsigned code = hex4();
-    if (code >= 0xD800 && code < 0xDC00 && text_.substr(position_ + 1, 2) == "\\u") {
-      position_ += 2;
-      code = 0x10000 + ((code - 0xD800) << 10) + (hex4() - 0xDC00);
-    }
-    return code;
-  }
-
-  static void append_utf8(std::string& out, unsigned code) {
-    if (code < 0x80) {
-      out += static_cast<char>(code);
-    } else if (code < 0x800) {
-      out += static_cast<char>(0xC0 | (code >> 6));
-      out += static_cast<char>(0x80 | (code & 0x3F));
-    } else if (code < 0x10000) {
-      out += static_cast<char>(0xE0 | (code >> 12));
-      out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (code & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (code >> 18));
-      out += static_cast<char>(0x80 | ((code >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (code & 0x3F));
-    }
-  }
-
-  std::string_view text_;
   std::string path_;
-  std::size_t position_ = 0;
-  int depth_ = 0;  // arrays and objects open at position_
+  const simdjson::padded_string& text_;
+  ondemand::parser parser_;
+  ondemand::document document_;
+  bool iterating_ = false;  // document_ is the text's (stage 1 passed)
+  int depth_ = 0;           // arrays and objects open
 };
 
 // One user's rows as the file holds them.
@@ -223,90 +239,115 @@ struct LeafFile {
   std::map<std::string, LeafUser> data;
 };
 
-std::int64_t integer(JsonReader& reader, const char* what) {
-  const double value = reader.number();
-  if (value != std::floor(value) || std::abs(value) > 0x1p53)
-    reader.fail(fmt::format("{} {} is not an integer", what, value));
-  return static_cast<std::int64_t>(value);
+std::int64_t integer(LeafJson& json, ondemand::value value, const char* what) {
+  const double number = json.number(value);
+  if (number != std::floor(number) || std::abs(number) > 0x1p53)
+    json.fail(fmt::format("{} {} is not an integer", what, number));
+  return static_cast<std::int64_t>(number);
 }
 
 // A row of x: a number, or arrays of numbers nested to any depth, appended to `values` in C
 // order; returns its shape (sibling arrays must have one shape).
-std::vector<std::size_t> read_row(JsonReader& reader, std::vector<double>& values) {
-  if (reader.peek() == '"')
-    reader.fail(
+std::vector<std::size_t> read_row(LeafJson& json, ondemand::value value,
+                                  std::vector<double>& values) {
+  const auto type = LeafJson::type_of(value);
+  if (type == ondemand::json_type::string)
+    json.fail(
         "x holds text: expected numbers (LEAF's text data sets, Shakespeare and Sent140, need "
         "their text turned into numbers first)");
-  if (reader.peek() != '[') {
-    values.push_back(reader.number());
+  if (type != ondemand::json_type::array) {
+    values.push_back(json.number(value));
     return {};
   }
+  const LeafJson::Nesting nested(json);
   std::vector<std::size_t> inner;
   std::size_t count = 0;
-  reader.array([&] {
-    const auto shape = read_row(reader, values);
+  for (auto element : value.get_array()) {
+    const auto shape = read_row(json, element.value(), values);
     if (count == 0) inner = shape;
     if (shape != inner)
-      reader.fail(fmt::format("a ragged x row: an inner array of shape [{}] beside one of [{}]",
-                              fmt::join(shape, ", "), fmt::join(inner, ", ")));
+      json.fail(fmt::format("a ragged x row: an inner array of shape [{}] beside one of [{}]",
+                            fmt::join(shape, ", "), fmt::join(inner, ", ")));
     ++count;
-  });
+  }
   inner.insert(inner.begin(), count);
   return inner;
 }
 
-LeafUser read_user(JsonReader& reader, const std::string& path, const std::string& user) {
+LeafUser read_user(LeafJson& json, ondemand::value value, const std::string& path,
+                   const std::string& user) {
   LeafUser data;
   data.x.origin = fmt::format("{}, user '{}'", path, message_excerpt(user));
-  reader.object([&](const std::string& key) {
+  const LeafJson::Nesting nested(json);
+  for (auto field : json.object(value)) {
+    ondemand::field member = std::move(field);
+    const std::string_view key = member.unescaped_key();
     if (key == "x") {
       data.has_x = true;
-      reader.array([&] {
-        const auto shape = read_row(reader, data.x.values);
+      const LeafJson::Nesting rows(json);
+      for (auto row : json.array(member.value())) {
+        const auto shape = read_row(json, row.value(), data.x.values);
         if (data.x.rows == 0) data.x.row_shape = shape;
         if (shape != data.x.row_shape)
-          reader.fail(fmt::format("user '{}': x row {} has shape [{}] but row 0 has [{}]",
-                                  message_excerpt(user), data.x.rows, fmt::join(shape, ", "),
-                                  fmt::join(data.x.row_shape, ", ")));
+          json.fail(fmt::format("user '{}': x row {} has shape [{}] but row 0 has [{}]",
+                                message_excerpt(user), data.x.rows, fmt::join(shape, ", "),
+                                fmt::join(data.x.row_shape, ", ")));
         ++data.x.rows;
-      });
+      }
     } else if (key == "y") {
       data.has_y = true;
-      reader.array([&] {
-        if (reader.peek() == '"') reader.fail("y holds text: expected integer labels");
-        data.y.push_back(integer(reader, "label"));
-      });
+      const LeafJson::Nesting labels(json);
+      for (auto label : json.array(member.value())) {
+        ondemand::value y = label.value();
+        if (LeafJson::type_of(y) == ondemand::json_type::string)
+          json.fail("y holds text: expected integer labels");
+        data.y.push_back(integer(json, y, "label"));
+      }
     } else {
-      reader.skip_value();
+      json.skip(member.value());
     }
-  });
+  }
   return data;
 }
 
-LeafFile parse_leaf(const std::string& path, std::string_view text) {
+LeafFile parse_leaf(const std::string& path, const simdjson::padded_string& text) {
   LeafFile file;
   file.path = path;
-  JsonReader reader(text, path);
+  LeafJson json(path, text);
   bool has_users = false, has_samples = false, has_data = false;
-  reader.object([&](const std::string& key) {
-    if (key == "users") {
-      has_users = true;
-      reader.array([&] { file.users.push_back(reader.string()); });
-    } else if (key == "num_samples") {
-      has_samples = true;
-      reader.array([&] { file.num_samples.push_back(integer(reader, "num_samples")); });
-    } else if (key == "user_data") {
-      has_data = true;
-      reader.object([&](const std::string& user) {
-        if (file.data.count(user))
-          reader.fail(fmt::format("user_data has user '{}' twice", message_excerpt(user)));
-        file.data.emplace(user, read_user(reader, path, user));
-      });
-    } else {
-      reader.skip_value();
+  try {
+    const LeafJson::Nesting nested(json);
+    for (auto field : json.root()) {
+      ondemand::field member = std::move(field);
+      const std::string key(std::string_view(member.unescaped_key()));
+      if (key == "users") {
+        has_users = true;
+        const LeafJson::Nesting list(json);
+        for (auto user : json.array(member.value()))
+          file.users.push_back(json.string(user.value()));
+      } else if (key == "num_samples") {
+        has_samples = true;
+        const LeafJson::Nesting list(json);
+        for (auto count : json.array(member.value()))
+          file.num_samples.push_back(integer(json, count.value(), "num_samples"));
+      } else if (key == "user_data") {
+        has_data = true;
+        const LeafJson::Nesting users(json);
+        for (auto entry : json.object(member.value())) {
+          ondemand::field user_field = std::move(entry);
+          const std::string user(std::string_view(user_field.unescaped_key()));
+          if (file.data.count(user))
+            json.fail(fmt::format("user_data has user '{}' twice", message_excerpt(user)));
+          file.data.emplace(user, read_user(json, user_field.value(), path, user));
+        }
+      } else {
+        json.skip(member.value());
+      }
     }
-  });
-  if (!reader.at_end()) reader.fail("text after the JSON object");
+    json.finish();
+  } catch (const simdjson::simdjson_error& error) {
+    json.fail(error);
+  }
   if (!has_users || !has_samples || !has_data)
     throw InputError(
         fmt::format("{}: a LEAF file needs the keys users, num_samples and "
@@ -368,10 +409,10 @@ std::vector<std::string> leaf_files(const std::string& path) {
   return files;
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (!in.good() && !in.eof()) throw InputError(fmt::format("cannot read data file '{}'", path));
+simdjson::padded_string read_text(const std::string& path) {
+  simdjson::padded_string text;
+  if (simdjson::padded_string::load(path).get(text) != simdjson::SUCCESS)
+    throw InputError(fmt::format("cannot read data file '{}'", path));
   return text;
 }
 

@@ -13,10 +13,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 
 #include "built_in_sources.hpp"
 #include "fluence/core/error.hpp"
@@ -1033,16 +1035,6 @@ Table read_arff_lines(const std::string& path, const Table& schema,
 // ---------------------------------------------------------------------------------------------
 // IDX
 
-// One IDX array: its dimensions and its bytes past the header.
-struct IdxArray {
-  std::string path;
-  std::vector<std::uint32_t> dimensions;
-  std::vector<unsigned char> bytes;  // whole file; data starts at data_offset
-  std::size_t data_offset = 0;
-
-  const unsigned char* data() const { return bytes.data() + data_offset; }
-};
-
 // Picks "name" or "name.gz" in `directory`; gzread passes plain files through unchanged, so both
 // take the same path afterwards.
 std::string find_idx_file(const std::string& directory, const std::string& name) {
@@ -1053,88 +1045,168 @@ std::string find_idx_file(const std::string& directory, const std::string& name)
   throw InputError(fmt::format("cannot read data file '{}' (nor '{}.gz')", plain, plain));
 }
 
-// Reads a whole (possibly gzip-compressed) file into memory in large chunks: one pass through zlib
-// is far faster than item-by-item reads.
-std::vector<unsigned char> read_gzip_file(const std::string& path) {
-  gzFile file = gzopen(path.c_str(), "rb");
-  if (file == nullptr) throw InputError(fmt::format("cannot read data file '{}'", path));
-  gzbuffer(file, 1 << 18);
-  constexpr unsigned kChunk = 1u << 22;
-  std::vector<unsigned char> bytes;
-  int count = 0;
-  do {
-    const std::size_t used = bytes.size();
-    bytes.resize(used + kChunk);
-    count = gzread(file, bytes.data() + used, kChunk);
-    bytes.resize(used + std::max(count, 0));
-  } while (count > 0);
-  int error = Z_OK;
-  const std::string reason = count < 0 ? gzerror(file, &error) : "";
-  if (gzclose_r(file) != Z_OK || count < 0)
-    throw InputError(fmt::format("cannot read data file '{}': {}", path,
-                                 reason.empty() ? "truncated or corrupt gzip data" : reason));
-  return bytes;
-}
-
 std::uint32_t read_big_endian(const unsigned char* p) {
   return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) |
          std::uint32_t{p[3]};
 }
 
-// Parses the IDX header: magic 0x0000 08 NN (unsigned bytes, NN dimensions), then NN big-endian
-// sizes.
-IdxArray read_idx_file(const std::string& path, std::uint32_t dimension_count) {
-  IdxArray array{path, {}, read_gzip_file(path), 0};
-  const auto& bytes = array.bytes;
-  const std::uint32_t expected_magic = 0x800u + dimension_count;
-  const std::uint32_t magic = bytes.size() >= 4 ? read_big_endian(bytes.data()) : 0;
-  if (magic != expected_magic)
-    throw InputError(
-        fmt::format("{}: not an IDX file of {} dimensions: magic number 0x{:08x}, "
-                    "expected 0x{:08x}",
-                    path, dimension_count, magic, expected_magic));
-  array.data_offset = 4 + 4 * std::size_t{dimension_count};
-  if (bytes.size() < array.data_offset)
-    throw InputError(fmt::format("{}: the file ends inside its header", path));
-  // The product of up to three 32-bit sizes can exceed 64 bits: a crafted header whose product
-  // wraps around to the file's length must not pass the size check.
-  std::size_t items = 1;
-  bool overflow = false;
-  for (std::uint32_t d = 0; d < dimension_count; ++d) {
-    array.dimensions.push_back(read_big_endian(bytes.data() + 4 + 4 * d));
-    overflow =
-        overflow || __builtin_mul_overflow(items, std::size_t{array.dimensions.back()}, &items);
+// An IDX file (possibly gzip-compressed) opened past its header, its data read in pieces: the
+// images are turned into doubles as they are inflated, rows not asked for are never stored, and
+// the inflated file is never held whole.
+class IdxFile {
+ public:
+  // Parses the header: magic 0x0000 08 NN (unsigned bytes, NN dimensions), then NN big-endian
+  // sizes.
+  IdxFile(std::string path, std::uint32_t dimension_count) : path_(std::move(path)) {
+    file_ = gzopen(path_.c_str(), "rb");
+    if (file_ == nullptr) throw InputError(fmt::format("cannot read data file '{}'", path_));
+    gzbuffer(file_, 1 << 18);
+    unsigned char word[4] = {0, 0, 0, 0};
+    const std::uint32_t expected_magic = 0x800u + dimension_count;
+    const std::uint32_t magic = read_bytes(word, 4) == 4 ? read_big_endian(word) : 0;
+    if (magic != expected_magic)
+      throw InputError(
+          fmt::format("{}: not an IDX file of {} dimensions: magic number 0x{:08x}, "
+                      "expected 0x{:08x}",
+                      path_, dimension_count, magic, expected_magic));
+    // The product of up to three 32-bit sizes can exceed 64 bits: a crafted header whose product
+    // wraps around to the file's length must not pass the size check.
+    bool overflow = false;
+    items_ = 1;
+    for (std::uint32_t d = 0; d < dimension_count; ++d) {
+      if (read_bytes(word, 4) != 4)
+        throw InputError(fmt::format("{}: the file ends inside its header", path_));
+      dimensions_.push_back(read_big_endian(word));
+      overflow =
+          overflow || __builtin_mul_overflow(items_, std::size_t{dimensions_.back()}, &items_);
+    }
+    if (overflow)
+      throw InputError(fmt::format("{}: the header's sizes ({}) multiply beyond 2^64 bytes", path_,
+                                   fmt::join(dimensions_, " x ")));
+    // An image side is stored as an int (the convolution geometry); MNIST's is 28.
+    constexpr std::uint32_t kLargestSide = 1u << 16;
+    for (std::uint32_t d = 1; d < dimension_count; ++d)
+      if (dimensions_[d] == 0 || dimensions_[d] > kLargestSide)
+        throw InputError(fmt::format("{}: image side {} in the header is not in 1..{}", path_,
+                                     dimensions_[d], kLargestSide));
+    // What the file can hold at most: deflate compresses at most 1032:1, and a plain file holds
+    // its size. Buffers are sized by the header only up to this, so that a header promising more
+    // than the file holds costs no memory before the size check refuses it.
+    std::error_code ignored;
+    const auto on_disk = std::filesystem::file_size(path_, ignored);
+    capacity_ = ignored ? 0 : static_cast<std::size_t>(on_disk) * 1032 + 4096;
   }
-  if (overflow)
-    throw InputError(fmt::format("{}: the header's sizes ({}) multiply beyond 2^64 bytes", path,
-                                 fmt::join(array.dimensions, " x ")));
-  // An image side is stored as an int (the convolution geometry); MNIST's is 28.
-  constexpr std::uint32_t kLargestSide = 1u << 16;
-  for (std::uint32_t d = 1; d < dimension_count; ++d)
-    if (array.dimensions[d] == 0 || array.dimensions[d] > kLargestSide)
-      throw InputError(fmt::format("{}: image side {} in the header is not in 1..{}", path,
-                                   array.dimensions[d], kLargestSide));
-  if (bytes.size() - array.data_offset != items)
-    throw InputError(fmt::format("{}: the header promises {} bytes of data but the file holds {}",
-                                 path, items, bytes.size() - array.data_offset));
-  return array;
-}
+  IdxFile(const IdxFile&) = delete;
+  IdxFile& operator=(const IdxFile&) = delete;
+  ~IdxFile() {
+    if (file_ != nullptr) gzclose_r(file_);
+  }
 
-struct IdxPart {
-  IdxArray images, labels;
-  std::size_t rows() const { return images.dimensions[0]; }
-  std::size_t pixels() const { return std::size_t{images.dimensions[1]} * images.dimensions[2]; }
+  const std::string& path() const { return path_; }
+  const std::vector<std::uint32_t>& dimensions() const { return dimensions_; }
+  std::size_t rows() const { return dimensions_[0]; }
+  // Data bytes per row (pixels per image; 1 for labels).
+  std::size_t row_bytes() const {
+    std::size_t bytes = 1;
+    for (std::size_t d = 1; d < dimensions_.size(); ++d) bytes *= dimensions_[d];
+    return bytes;
+  }
+  // `wanted` of the header's count, but no more than the file can hold.
+  std::size_t plausible(std::size_t wanted) const { return std::min(wanted, capacity_); }
+
+  // Reads up to `size` data bytes; fewer only at the end of the file.
+  std::size_t read(unsigned char* out, std::size_t size) {
+    const std::size_t got = read_bytes(out, size);
+    data_read_ += got;
+    return got;
+  }
+
+  // Reads what is left, checks that the data end where the header says and closes the file.
+  void finish() {
+    std::vector<unsigned char> rest(1 << 16);
+    while (const std::size_t got = read(rest.data(), rest.size())) static_cast<void>(got);
+    const int closed = gzclose_r(file_);
+    file_ = nullptr;
+    if (closed != Z_OK)
+      throw InputError(
+          fmt::format("cannot read data file '{}': truncated or corrupt gzip data", path_));
+    if (data_read_ != items_)
+      throw InputError(fmt::format("{}: the header promises {} bytes of data but the file holds {}",
+                                   path_, items_, data_read_));
+  }
+
+ private:
+  std::size_t read_bytes(unsigned char* out, std::size_t size) {
+    std::size_t got = 0;
+    while (got < size) {
+      const auto ask = static_cast<unsigned>(std::min<std::size_t>(size - got, 1u << 30));
+      const int count = gzread(file_, out + got, ask);
+      if (count < 0) {
+        int error = Z_OK;
+        const std::string reason = gzerror(file_, &error);
+        throw InputError(fmt::format("cannot read data file '{}': {}", path_,
+                                     reason.empty() ? "truncated or corrupt gzip data" : reason));
+      }
+      if (count == 0) break;
+      got += static_cast<std::size_t>(count);
+    }
+    return got;
+  }
+
+  std::string path_;
+  gzFile file_ = nullptr;
+  std::vector<std::uint32_t> dimensions_;
+  std::size_t items_ = 0, data_read_ = 0, capacity_ = 0;
 };
 
-IdxPart read_idx_part(const std::string& directory, const std::string& images_name,
-                      const std::string& labels_name) {
-  IdxPart part{read_idx_file(find_idx_file(directory, images_name), 3),
-               read_idx_file(find_idx_file(directory, labels_name), 1)};
-  if (part.labels.dimensions[0] != part.images.dimensions[0])
-    throw InputError(fmt::format("{} holds {} images but {} holds {} labels", part.images.path,
-                                 part.images.dimensions[0], part.labels.path,
-                                 part.labels.dimensions[0]));
-  return part;
+// A label file's labels, checked to be as many as the images.
+std::vector<std::int32_t> read_idx_labels(const std::string& path, const IdxFile& images) {
+  IdxFile labels(path, 1);
+  std::vector<unsigned char> bytes(labels.plausible(labels.rows()));
+  bytes.resize(labels.read(bytes.data(), bytes.size()));
+  labels.finish();
+  if (labels.rows() != images.rows())
+    throw InputError(fmt::format("{} holds {} images but {} holds {} labels", images.path(),
+                                 images.rows(), labels.path(), labels.rows()));
+  return {bytes.begin(), bytes.end()};
+}
+
+// Turns the images of `images` into k / 255 doubles in `table.numeric`: every row, or with `rows`
+// those listed (ascending), the table then partial and holding them.
+void read_idx_pixels(IdxFile& images, const std::vector<std::int64_t>* rows, Table& table) {
+  std::array<double, 256> scaled{};  // a lookup beats a division per pixel
+  for (int v = 0; v < 256; ++v) scaled[v] = v / 255.0;
+  const std::size_t pixels = images.row_bytes(), total = images.rows();
+  const std::size_t kept = rows ? rows->size() : total;
+  if (rows && !rows->empty() && static_cast<std::size_t>(rows->back()) >= total)
+    throw std::logic_error("read_idx: a row beyond the file's was asked for");
+  table.numeric.reserve(images.plausible(kept * pixels));
+  const std::size_t chunk_rows = std::max<std::size_t>(1, (std::size_t{1} << 20) / pixels);
+  std::vector<unsigned char> chunk(chunk_rows * pixels);
+  auto next = rows ? rows->begin() : std::vector<std::int64_t>::const_iterator{};
+  for (std::size_t first = 0; first < total; first += chunk_rows) {
+    if (rows && next == rows->end()) break;  // finish() inflates the rest unstored
+    const std::size_t count = std::min(chunk_rows, total - first);
+    const std::size_t got = images.read(chunk.data(), count * pixels);
+    const std::size_t whole = got / pixels;
+    for (std::size_t r = 0; r < whole; ++r) {
+      if (rows) {
+        if (next == rows->end() || static_cast<std::size_t>(*next) != first + r) continue;
+        ++next;
+      }
+      const std::size_t at = table.numeric.size();
+      table.numeric.resize(at + pixels);
+      const unsigned char* in = chunk.data() + r * pixels;
+      double* out = table.numeric.data() + at;
+      for (std::size_t p = 0; p < pixels; ++p) out[p] = scaled[in[p]];
+    }
+    if (got < count * pixels) break;  // short: finish() names the size
+  }
+  images.finish();
+  if (rows) {
+    table.partial = true;
+    table.held = *rows;
+  }
 }
 
 Table idx_layout(std::size_t height, std::size_t width, int classes) {
@@ -1146,28 +1218,28 @@ Table idx_layout(std::size_t height, std::size_t width, int classes) {
     layout.attributes.push_back(
         {fmt::format("px{}", p), AttributeKind::numeric, {}, static_cast<int>(p)});
   for (int k = 0; k < classes; ++k) layout.class_names.push_back(std::to_string(k));
+  layout.byte_denominator = 255.0;
   return layout;
 }
 
-Table idx_table(const Table& layout, const IdxPart& part) {
-  Table table = layout;
-  table.rows = part.rows();
-  std::array<double, 256> scaled{};  // a lookup beats a division per pixel
-  for (int v = 0; v < 256; ++v) scaled[v] = v / 255.0;
-  const std::size_t values = part.rows() * part.pixels();
-  // reserve + push_back writes the 470 MB once; resize would zero it first.
-  table.numeric.reserve(values);
-  const unsigned char* pixels = part.images.data();
-  for (std::size_t i = 0; i < values; ++i) table.numeric.push_back(scaled[pixels[i]]);
-  table.label.assign(part.labels.data(), part.labels.data() + part.rows());
-  table.byte_denominator = 255.0;
-  return table;
-}
-
-int max_label(const IdxPart& part) {
-  const unsigned char* labels = part.labels.data();
-  return part.rows() == 0 ? -1 : *std::max_element(labels, labels + part.rows());
-}
+// One part (train or t10k) of an IDX set: the images' header read, their data not yet.
+struct IdxPart {
+  std::unique_ptr<IdxFile> images;
+  std::vector<std::int32_t> labels;
+  // With `values` the images are read at once (before the labels, so that an error in either file
+  // is named in file order); without, only their header (the labels of distributed ownership's
+  // index pass).
+  IdxPart(const std::string& directory, const std::string& images_name,
+          const std::string& labels_name, const std::vector<std::int64_t>* rows, bool values,
+          Table& table)
+      : images(std::make_unique<IdxFile>(find_idx_file(directory, images_name), 3)) {
+    if (values) read_idx_pixels(*images, rows, table);
+    labels = read_idx_labels(find_idx_file(directory, labels_name), *images);
+  }
+  int max_label() const {
+    return labels.empty() ? -1 : *std::max_element(labels.begin(), labels.end());
+  }
+};
 
 }  // namespace
 
@@ -1307,19 +1379,34 @@ TrainTest read_arff_rows(const std::string& train_path, const std::string& test_
   return out;
 }
 
-TrainTest read_idx(const std::string& directory) {
-  const IdxPart train =
-      read_idx_part(directory, "train-images-idx3-ubyte", "train-labels-idx1-ubyte");
-  const IdxPart test = read_idx_part(directory, "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte");
-  if (test.images.dimensions[1] != train.images.dimensions[1] ||
-      test.images.dimensions[2] != train.images.dimensions[2])
+TrainTest read_idx(const std::string& directory, const RowRequest* rows) {
+  // Whole (no request), the index pass (an empty request: labels only) or a rank's rows.
+  const bool values = rows == nullptr || !rows->train.empty() || !rows->test.empty();
+  TrainTest data;
+  const IdxPart train(directory, "train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                      rows ? &rows->train : nullptr, values, data.train);
+  const IdxPart test(directory, "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte",
+                     rows ? &rows->test : nullptr, values, data.test);
+  const auto& train_sides = train.images->dimensions();
+  const auto& test_sides = test.images->dimensions();
+  if (test_sides[1] != train_sides[1] || test_sides[2] != train_sides[2])
     throw InputError(fmt::format("{} holds {}x{} images but {} holds {}x{} images",
-                                 test.images.path, test.images.dimensions[1],
-                                 test.images.dimensions[2], train.images.path,
-                                 train.images.dimensions[1], train.images.dimensions[2]));
-  const int classes = std::max(max_label(train), max_label(test)) + 1;
-  const Table layout = idx_layout(train.images.dimensions[1], train.images.dimensions[2], classes);
-  return {idx_table(layout, train), idx_table(layout, test)};
+                                 test.images->path(), test_sides[1], test_sides[2],
+                                 train.images->path(), train_sides[1], train_sides[2]));
+  const int classes = std::max(train.max_label(), test.max_label()) + 1;
+  const Table layout = idx_layout(train_sides[1], train_sides[2], classes);
+  for (auto [table, part] : {std::pair{&data.train, &train}, std::pair{&data.test, &test}}) {
+    std::vector<double> numeric = std::move(table->numeric);
+    const bool partial = rows != nullptr;
+    std::vector<std::int64_t> held = std::move(table->held);
+    *table = layout;
+    table->rows = part->labels.size();
+    table->label = part->labels;
+    table->numeric = std::move(numeric);
+    table->partial = partial;
+    table->held = std::move(held);
+  }
+  return data;
 }
 
 namespace {
@@ -1392,7 +1479,13 @@ DataSourceSpec idx() {
           .ink_levels = true,
           .has_test_file = [](const DataConfig&) { return true; },  // the t10k files
           .read = [](const DataConfig& config, std::uint64_t,
-                     const std::string&) { return read_idx(config.path); }};
+                     const std::string&) { return read_idx(config.path); },
+          // The index pass reads the labels and the images' headers; a rank's pass inflates the
+          // images and keeps its rows' pixels only.
+          .selective =
+              rows_by_request([](const DataConfig& config, std::uint64_t, const RowRequest& rows) {
+                return read_idx(config.path, &rows);
+              })};
 }
 
 }  // namespace built_in_sources

@@ -14,6 +14,7 @@
 #include <iterator>
 #include <numeric>
 #include <stdexcept>
+#include <utility>
 
 #include "fluence/core/error.hpp"
 #include "fluence/core/memory.hpp"
@@ -689,8 +690,11 @@ TrainTest prepare(TrainTest data, const DataConfig& config, const DataSourceSpec
   }
   if (!has_test_file(config, source))
     data = split_train_test(data.train, config.test_fraction, seed);
-  data.train = first_rows(data.train, config.max_train_rows);
-  data.test = first_rows(data.test, config.max_test_rows);
+  // Only when a limit applies: first_rows copies the table it keeps whole.
+  for (auto [table, limit] :
+       {std::pair{&data.train, config.max_train_rows}, std::pair{&data.test, config.max_test_rows}})
+    if (limit > 0 && static_cast<std::size_t>(limit) < table->rows)
+      *table = first_rows(*table, limit);
   if (data.train.rows == 0)
     throw InputError(config.classes.empty()
                          ? "the training data has no rows"
@@ -756,8 +760,10 @@ void fill_values(Table& table, const std::vector<std::int64_t>& rows, Table& raw
     table.categorical.resize(rows.size() * nc);
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const std::int64_t source = table.source_row[static_cast<std::size_t>(rows[i])];
-      std::copy_n(raw.numeric_row(source), nn, table.numeric.begin() + i * nn);
-      std::copy_n(raw.categorical_row(source), nc, table.categorical.begin() + i * nc);
+      std::copy_n(raw.numeric.data() + raw.position(source) * nn, nn,
+                  table.numeric.begin() + i * nn);
+      std::copy_n(raw.categorical.data() + raw.position(source) * nc, nc,
+                  table.categorical.begin() + i * nc);
     }
   }
   table.held = rows;

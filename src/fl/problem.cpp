@@ -243,7 +243,8 @@ Client make_client(const FederatedProblem& problem, int id) {
   const int nc = train.categorical_count();
   std::vector<std::int32_t> original_categorical(rows.size() * nc), original_labels(rows.size());
   for (std::size_t i = 0; i < rows.size(); ++i) {
-    std::copy_n(train.categorical_row(rows[i]), nc, original_categorical.begin() + i * nc);
+    std::copy_n(train.categorical.data() + train.position(rows[i]) * static_cast<std::size_t>(nc),
+                nc, original_categorical.begin() + i * nc);
     original_labels[i] = train.label[rows[i]];
   }
   const Encoding& encoding = problem.encoding_of(id);

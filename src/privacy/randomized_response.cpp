@@ -126,7 +126,8 @@ void randomize_client_rows(const LdpPlan& plan, int client, const Table& train,
   categorical.resize(rows.size() * nc);
   labels.resize(rows.size());
   for (std::size_t i = 0; i < rows.size(); ++i) {
-    std::copy_n(train.categorical_row(rows[i]), nc, categorical.begin() + i * nc);
+    std::copy_n(train.categorical.data() + train.position(rows[i]) * static_cast<std::size_t>(nc),
+                nc, categorical.begin() + i * nc);
     labels[i] = train.label[static_cast<std::size_t>(rows[i])];
   }
   for (std::size_t a = 0; a < plan.attributes.size(); ++a) {

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fluence/app/deck_schema.hpp"
@@ -514,6 +515,47 @@ TEST_F(IdxTest, ReadsPlainAndGzipFiles) {
   EXPECT_EQ(data.test.label, (std::vector<std::int32_t>{2}));
   EXPECT_EQ(data.test.class_names, train.class_names);
   EXPECT_EQ(attribute_names(data.test), attribute_names(train));
+}
+
+// Distributed ownership's passes (issue 41): the index pass reads labels and headers only, a
+// rank's pass the pixels of its rows; both against the whole read.
+TEST_F(IdxTest, PassesReadTheLabelsThenTheRequestedRowsOnly) {
+  write_valid_set();
+  const auto whole = read_idx(directory_.string());
+  const RowRequest none;
+  const auto index = read_idx(directory_.string(), &none);
+  for (const auto [part, all] :
+       {std::pair{&index.train, &whole.train}, std::pair{&index.test, &whole.test}}) {
+    EXPECT_TRUE(part->partial);
+    EXPECT_TRUE(part->held.empty());
+    EXPECT_TRUE(part->numeric.empty());
+    EXPECT_EQ(part->rows, all->rows);
+    EXPECT_EQ(part->label, all->label);
+    EXPECT_EQ(part->class_names, all->class_names);
+    EXPECT_EQ(part->image_shape, all->image_shape);
+    EXPECT_EQ(part->byte_denominator, all->byte_denominator);
+  }
+  RowRequest some;
+  some.train = {0, 2};
+  some.test = {0};
+  const auto rows = read_idx(directory_.string(), &some);
+  EXPECT_EQ(rows.train.held, some.train);
+  EXPECT_EQ(rows.test.held, some.test);
+  const std::size_t pixels = 4;
+  ASSERT_EQ(rows.train.numeric.size(), 2 * pixels);
+  for (std::size_t i = 0; i < some.train.size(); ++i)
+    for (std::size_t p = 0; p < pixels; ++p)
+      EXPECT_EQ(rows.train.numeric[i * pixels + p],
+                whole.train.numeric[static_cast<std::size_t>(some.train[i]) * pixels + p]);
+  EXPECT_EQ(rows.test.numeric, whole.test.numeric);
+  // A file shorter than its header is refused by a rank's pass too, even one whose rows are all
+  // before the end, naming the sizes.
+  train_pixels_.pop_back();
+  write_idx(path("train-images-idx3-ubyte"), {3, 2, 2}, train_pixels_, false);
+  RowRequest first;
+  first.train = {0};
+  expect_input_error([&] { read_idx(directory_.string(), &first); },
+                     {path("train-images-idx3-ubyte"), "12", "11"});
 }
 
 TEST_F(IdxTest, MissingFileIsNamed) {

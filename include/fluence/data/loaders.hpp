@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "fluence/data/array_sources.hpp"
 #include "fluence/data/dataset.hpp"
 
 namespace fluence {
@@ -78,7 +79,10 @@ TrainTest read_arff_rows(const std::string& train_path, const std::string& test_
 
 /// Reads the four IDX files (train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-...), each
 /// plain or gzip-compressed (.gz), from `directory`. Pixels become numeric attributes scaled to
-/// [0, 1]; labels become classes "0".."9" (as many as occur in the label files' range).
-TrainTest read_idx(const std::string& directory);
+/// [0, 1]; labels become classes "0".."9" (as many as occur in the label files' range). With
+/// `rows`, distributed ownership's passes: an empty request reads the labels and the images'
+/// headers only (partial tables holding no values), another the pixels of the rows it lists
+/// (partial tables holding those, Table::held).
+TrainTest read_idx(const std::string& directory, const RowRequest* rows = nullptr);
 
 }  // namespace fluence
