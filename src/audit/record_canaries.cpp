@@ -84,8 +84,9 @@ CanaryAuditResult RecordCanaries::finish(const double* theta_start, const double
   result.score_all_iterates = white_;
   std::vector<double> change(parameters_);
   double norm = 0.0;
+  // A step moves the layer against the gradient sum: the canary pushes it along -u_c.
   for (std::size_t i = 0; i < parameters_; ++i) {
-    change[i] = theta_final[i] - theta_start[i];
+    change[i] = theta_start[i] - theta_final[i];
     norm += change[i] * change[i];
   }
   norm = std::sqrt(norm) * std::sqrt(static_cast<double>(parameters_));

@@ -165,8 +165,8 @@ void write_lia_output(ResultsFile& file, const lia::LiaConfig& config,
         file, *result.audit,
         "the likelihood ratio of the canary's per-step dots with the noisy gradient sums, summed "
         "over steps (white box)",
-        "cosine of the canary's direction with the audited run's final layer minus the initial "
-        "one (black box)");
+        "cosine of the canary's direction with the audited run's initial layer minus the final "
+        "one (black box: a step moves against the gradient)");
     file.scalar("/audit/epsilon_accountant", result.audit_epsilon, "1",
                 "the RDP accountant's eps of the audited DP-SGD training (one contributor's, one "
                 "training) at /audit/delta");

@@ -61,8 +61,9 @@ class Recorder final : public lia::DpSgdCanaries {
 // sqrt(p) to the step's sum (and only an inserted one is ever sampled); the white-box score is
 // sum_t log(1 - q + q exp((x_t - 1/2) / sigma^2)) with x_t = <s_c, g_t> / (sqrt(p) S), written
 // directly (the audit's form is the numerically stable one); the final score the cosine of s_c
-// with theta_T - theta_0. Tolerance 1e-12 on sums of p = 60 terms of size ~1 and the difference of
-// the stable and the direct logarithm (a few ulps each of 6 steps).
+// with theta_0 - theta_T (a step moves against the gradient). Tolerance 1e-12 on sums of p = 60
+// terms of size ~1 and the difference of the stable and the direct logarithm (a few ulps each of 6
+// steps).
 TEST(RecordCanaries, ScoresMatchABruteForceRecomputation) {
   const int rows = 30, D = 20, C = 3;
   const std::size_t p = static_cast<std::size_t>(D) * C;
@@ -113,7 +114,7 @@ TEST(RecordCanaries, ScoresMatchABruteForceRecomputation) {
       white += std::log(1.0 - q + q * std::exp((x - 0.5) / variance));
     }
     double dot = 0.0;
-    for (std::size_t i = 0; i < p; ++i) dot += canaries.sign(c, i) * (theta[i] - d.theta[i]);
+    for (std::size_t i = 0; i < p; ++i) dot += canaries.sign(c, i) * (d.theta[i] - theta[i]);
     const auto k = static_cast<std::size_t>(c);
     EXPECT_NEAR(result.score_all_iterates[k], white, 1e-12 * std::max(1.0, std::abs(white))) << c;
     EXPECT_NEAR(result.score_final[k], dot / (root_p * change_norm), 1e-12) << c;

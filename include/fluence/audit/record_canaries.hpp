@@ -7,7 +7,7 @@
 //   - white box (every step's model, hence every step's noisy gradient sum g_t, is released):
 //     x_t = <u_c, g_t> / S, combined over steps by the likelihood ratio of the subsampled Gaussian,
 //     sum_t log(1 - q + q exp((x_t - 1/2) / sigma^2)) (the plain sum of x_t when sigma = 0);
-//   - black box: cos(u_c, theta_T - theta_0).
+//   - black box: cos(u_c, theta_0 - theta_T) (a step moves the layer against the gradient).
 // From them the one-run eps lower bound (audit/one_run.hpp) and Andrew et al.'s estimate
 // (audit/canary_estimate.hpp), as CanaryAuditResult (/audit/* in docs/outputs.md).
 #include <cstdint>
