@@ -83,6 +83,6 @@ else fail "lia relevance results differ across rank counts or miss datasets"; fi
 sweep_resume lr lia "$lia_deck" "$work/liarel1/results.h5" 6 4 "${lia_rel[@]:1}"
 sweep_resume li lia "$lia_deck" "$work/lia2/results.h5" 6 4 --set lia.validators_per_contributor=25 \
   --set lia.validation_subsets=2 --set lia.participants=70 --set 'lia.vote_baseline="quantile"' \
-  --set lia.vote_quantile=0.3
+  --set lia.vote_quantile=0.3 --set audit.canaries=200
 
 cli_summary
