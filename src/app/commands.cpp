@@ -201,7 +201,7 @@ std::vector<CommandSpec> built_in_commands() {
                .restart =
                    "continue from a checkpoint (a chk_*.h5 of this deck, or \"latest\" in the "
                    "output directory): the filtering outcome and finished FL methods are kept"},
-       .sections = {"data", "model", "lia", "output"},
+       .sections = {"data", "model", "lia", "audit", "output"},
        .run = run_lia},
       {.name = "feo2-theory",
        .help =

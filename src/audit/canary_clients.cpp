@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -23,6 +24,12 @@ namespace {
 // a privatizer that forgets to clip lets it through ten times too long (a fault the audit must
 // catch).
 constexpr double kCanaryNormInClips = 10.0;
+
+std::uint8_t reverse_bits(std::uint8_t byte) {
+  byte = static_cast<std::uint8_t>((byte & 0xF0u) >> 4 | (byte & 0x0Fu) << 4);
+  byte = static_cast<std::uint8_t>((byte & 0xCCu) >> 2 | (byte & 0x33u) << 2);
+  return static_cast<std::uint8_t>((byte & 0xAAu) >> 1 | (byte & 0x55u) << 1);
+}
 
 double dot_norm(const std::vector<double>& v) {
   double sum = 0.0;
@@ -70,7 +77,7 @@ CanaryAudit::CanaryAudit(std::uint64_t seed, long canaries, std::size_t paramete
   for (long c = first_; c < first_ + count_; ++c)
     if (inserted_[static_cast<std::size_t>(c)]) inserted_here_.push_back(c);
   // Each canary's signs, one bit a coordinate (1 = negative) from its own stream, kept by blocks of
-  // 8 coordinates, block-major: the order signed_sums reads them in.
+  // 8 coordinates, block-major (the order signed_sums reads them in), each byte bit-reversed.
   const std::size_t blocks = (parameters + 7) / 8;
   sign_bytes_.assign(blocks * static_cast<std::size_t>(count_), 0);
   for (long k = 0; k < count_; ++k) {
@@ -81,7 +88,8 @@ CanaryAudit::CanaryAudit(std::uint64_t seed, long canaries, std::size_t paramete
       std::uint8_t byte = static_cast<std::uint8_t>(word >> (8 * (b % 8)));
       if (8 * b + 8 > parameters)
         byte &= static_cast<std::uint8_t>((1u << (parameters - 8 * b)) - 1);
-      sign_bytes_[b * static_cast<std::size_t>(count_) + static_cast<std::size_t>(k)] = byte;
+      sign_bytes_[b * static_cast<std::size_t>(count_) + static_cast<std::size_t>(k)] =
+          reverse_bits(byte);
     }
   }
   best_.assign(static_cast<std::size_t>(count_), -std::numeric_limits<double>::infinity());
@@ -93,30 +101,94 @@ void CanaryAudit::update(long canary, double clip, double* out) const {
     throw std::logic_error(fmt::format("canary {} is not hosted on this rank", canary));
   // u_c = s / sqrt(p) with Rademacher signs s: a unit vector whose cosine with any fixed vector has
   // mean 0 and variance exactly 1/p, like an isotropic direction's.
-  const double length = kCanaryNormInClips * clip / std::sqrt(static_cast<double>(parameters_));
+  const double value = length(clip);
   const std::size_t count = static_cast<std::size_t>(count_);
   for (std::size_t i = 0; i < parameters_; ++i)
-    out[i] = (sign_bytes_[(i / 8) * count + static_cast<std::size_t>(k)] >> (i % 8)) & 1 ? -length
-                                                                                         : length;
+    out[i] = (sign_bytes_[(i / 8) * count + static_cast<std::size_t>(k)] >> (7 - i % 8)) & 1
+                 ? -value
+                 : value;
+}
+
+double CanaryAudit::length(double clip) const {
+  return kCanaryNormInClips * clip / std::sqrt(static_cast<double>(parameters_));
+}
+
+void CanaryAudit::sign_sums(std::span<const long> canaries, std::int64_t* out) const {
+  // Per block, the canaries' bytes spread to one byte lane per coordinate and added as 64-bit
+  // words (at most 255 at a time, so no lane carries): the count of negative signs per coordinate.
+  static const auto spread = [] {
+    std::array<std::uint64_t, 256> table{};
+    for (unsigned byte = 0; byte < 256; ++byte)
+      for (unsigned bit = 0; bit < 8; ++bit)
+        if (byte >> (7 - bit) & 1u) table[byte] |= std::uint64_t{1} << (8 * bit);
+    return table;
+  }();
+  const std::size_t count = static_cast<std::size_t>(count_);
+  const auto n = static_cast<std::int64_t>(canaries.size());
+  std::vector<std::size_t> local(canaries.size());
+  for (std::size_t j = 0; j < canaries.size(); ++j) {
+    const long k = canaries[j] - first_;
+    if (k < 0 || k >= count_)
+      throw std::logic_error(fmt::format("canary {} is not hosted on this rank", canaries[j]));
+    local[j] = static_cast<std::size_t>(k);
+  }
+  const std::size_t blocks = (parameters_ + 7) / 8;
+  std::int64_t negative[8];
+  for (std::size_t b = 0; b < blocks; ++b) {
+    const std::uint8_t* bytes = sign_bytes_.data() + b * count;
+    std::fill(negative, negative + 8, 0);
+    for (std::size_t first = 0; first < local.size(); first += 255) {
+      std::uint64_t lanes = 0;
+      const std::size_t last = std::min(local.size(), first + 255);
+      for (std::size_t j = first; j < last; ++j) lanes += spread[bytes[local[j]]];
+      for (std::size_t bit = 0; bit < 8; ++bit)
+        negative[bit] += static_cast<std::int64_t>(lanes >> (8 * bit) & 0xFFu);
+    }
+    for (std::size_t bit = 0; bit < 8 && 8 * b + bit < parameters_; ++bit)
+      out[8 * b + bit] = n - 2 * negative[bit];
+  }
 }
 
 void CanaryAudit::signed_sums(const double* v, std::vector<double>& out) const {
   // sum_i s_ci v_i for every hosted canary at once, 8 coordinates at a time: the 256 signed sums
-  // of a block's 8 values are tabulated once (each from a smaller one: flipping the sign of the
-  // mask's lowest coordinate), then each canary adds the entry its 8 signs select. About
-  // (256 + canaries) / 8 operations a coordinate instead of one per canary and coordinate; the
-  // same fixed order on every rank count.
-  out.assign(static_cast<std::size_t>(count_), 0.0);
-  double table[256];
+  // of a block's 8 values are tabulated once, then each canary adds the entry its 8 signs select.
+  // About (256 + canaries) / 8 operations a coordinate instead of one per canary and coordinate;
+  // the same fixed order on every rank count. An entry flips the sign of its mask's first
+  // negative coordinate in a smaller entry's sum: with the bits reversed (coordinate j is bit
+  // 7 - j), entry 2^l + r is entry r (r < 2^l) less 2 x[7 - l], a contiguous, vectorized run per
+  // level. Blocks go by kGroup, so that a canary's running sum stays in a register across them.
+  constexpr std::size_t kGroup = 4;
+  const std::size_t count = static_cast<std::size_t>(count_);
+  out.assign(count, 0.0);
+  alignas(64) double tables[kGroup][256];
   const std::size_t blocks = (parameters_ + 7) / 8;
-  for (std::size_t b = 0; b < blocks; ++b) {
-    double x[8];
-    for (std::size_t i = 0; i < 8; ++i) x[i] = 8 * b + i < parameters_ ? v[8 * b + i] : 0.0;
-    table[0] = ((x[0] + x[1]) + (x[2] + x[3])) + ((x[4] + x[5]) + (x[6] + x[7]));
-    for (unsigned mask = 1; mask < 256; ++mask)
-      table[mask] = table[mask & (mask - 1)] - 2.0 * x[std::countr_zero(mask)];
-    const std::uint8_t* bytes = sign_bytes_.data() + b * static_cast<std::size_t>(count_);
-    for (long k = 0; k < count_; ++k) out[static_cast<std::size_t>(k)] += table[bytes[k]];
+  for (std::size_t b0 = 0; b0 < blocks; b0 += kGroup) {
+    const std::size_t group = std::min(kGroup, blocks - b0);
+    for (std::size_t g = 0; g < group; ++g) {
+      const std::size_t b = b0 + g;
+      double x[8];
+      for (std::size_t i = 0; i < 8; ++i) x[i] = 8 * b + i < parameters_ ? v[8 * b + i] : 0.0;
+      double* table = tables[g];
+      table[0] = ((x[0] + x[1]) + (x[2] + x[3])) + ((x[4] + x[5]) + (x[6] + x[7]));
+      for (std::size_t level = 0, size = 1; level < 8; ++level, size *= 2) {
+        const double twice = 2.0 * x[7 - level];
+        for (std::size_t r = 0; r < size; ++r) table[size + r] = table[r] - twice;
+      }
+    }
+    const std::uint8_t* bytes = sign_bytes_.data() + b0 * count;
+    if (group == kGroup) {
+      for (std::size_t k = 0; k < count; ++k) {
+        double sum = out[k];
+        sum += tables[0][bytes[k]];
+        sum += tables[1][bytes[count + k]];
+        sum += tables[2][bytes[2 * count + k]];
+        sum += tables[3][bytes[3 * count + k]];
+        out[k] = sum;
+      }
+    } else {
+      for (std::size_t g = 0; g < group; ++g)
+        for (std::size_t k = 0; k < count; ++k) out[k] += tables[g][bytes[g * count + k]];
+    }
   }
 }
 
@@ -156,8 +228,6 @@ CanaryAuditResult CanaryAudit::finish(const std::vector<double>& theta_final, do
                                       double confidence) const {
   CanaryAuditResult result;
   result.inserted = inserted_;
-  result.confidence = confidence;
-  result.delta = delta;
   std::vector<double> whole(parameters_);
   for (std::size_t i = 0; i < parameters_; ++i) whole[i] = theta_final[i] - theta_start_[i];
   const double norm = dot_norm(whole) * std::sqrt(static_cast<double>(parameters_));
@@ -170,6 +240,13 @@ CanaryAuditResult CanaryAudit::finish(const std::vector<double>& theta_final, do
   for (double& value : best)
     if (!std::isfinite(value)) value = 0.0;
   result.score_all_iterates = ordered_allgather(best, static_cast<int>(count_), 1);
+  canary_audit_bounds(result, delta, confidence);
+  return result;
+}
+
+void canary_audit_bounds(CanaryAuditResult& result, double delta, double confidence) {
+  result.confidence = confidence;
+  result.delta = delta;
   const double beta = 1.0 - confidence;
   result.epsilon_lower_all_iterates =
       one_run_audit(result.score_all_iterates, result.inserted, delta, beta).epsilon_lower;
@@ -194,7 +271,6 @@ CanaryAuditResult CanaryAudit::finish(const std::vector<double>& theta_final, do
   };
   result.epsilon_estimate_all_iterates = estimate(in_all, out_all);
   result.epsilon_estimate_final = estimate(in_final, out_final);
-  return result;
 }
 
 }  // namespace fluence

@@ -152,8 +152,8 @@ void register_audit_keys(DeckSchema& schema) {
   schema.add({
       section("audit",
               "privacy measured, not only bounded: the LDP audit of the deck's randomized "
-              "response ([ldp]) as it runs, and canary clients in private training "
-              "(docs/math.md §11)"),
+              "response ([ldp]) as it runs, canary clients in private training and canary "
+              "records in LIA's DP-SGD (docs/math.md §11)"),
       key("audit.draws", T::integer, "0",
           "runs of the mechanism per input (0 = enough for three standard errors within "
           "`relative_error` of each configured eps)",
@@ -168,7 +168,9 @@ void register_audit_keys(DeckSchema& schema) {
       key("audit.canaries", T::integer, "0",
           "`fluence train` with privacy: canary clients inserted with probability 1/2 each, "
           "scored after every round and at the end: the one-run lower bound and the canary "
-          "estimate of eps (0 = none; 1 = the target of a multi-run audit)",
+          "estimate of eps (0 = none; 1 = the target of a multi-run audit); `fluence lia` with "
+          "a finite `lia.epsilon_train`: canary records (gradient canaries) in contributor 0's "
+          "DP-SGD, scored white box and from its final layer (docs/math.md §11.3b)",
           0),
       choice("audit.canary_inclusion", "\"random\"", {"random", "all", "none"},
              "which canaries a run inserts: each with probability 1/2 (`random`), every one "

@@ -67,6 +67,23 @@ std::size_t QuantizedSum::add(std::size_t offset, const double* values, double s
   return beyond;
 }
 
+std::size_t QuantizedSum::add_multiples(std::size_t offset, const std::int64_t* multiples,
+                                        double value, double scale, std::size_t n) {
+  // As add's scalar loop for one term t, negated with the sign: llrint(-t) = -llrint(t), and the
+  // remainder t - round(t) (exact) changes sign with it.
+  const double t = value * (scale * inverse_quantum_);
+  if (!(std::abs(t) <= bound_ * inverse_quantum_)) return n;
+  std::int64_t* slot = slots_.data() + offset;
+  const std::int64_t h = std::llrint(t);
+  for (std::size_t i = 0; i < n; ++i) slot[i] += multiples[i] * h;
+  if (limbs_ == 2) {
+    const std::int64_t l = std::llrint((t - static_cast<double>(h)) * std::ldexp(1.0, low_bits_));
+    std::int64_t* low = slots_.data() + width_ + count_slots_ + offset;
+    for (std::size_t i = 0; i < n; ++i) low[i] += multiples[i] * l;
+  }
+  return 0;
+}
+
 std::size_t QuantizedSum::add_two_limbs(std::int64_t* high, std::int64_t* low, const double* values,
                                         double factor, double limit, std::size_t n) {
   // t = fl(v scale) / q; its high limb round(t) and the remainder t - round(t) (exact: |t| < 2^61,

@@ -291,10 +291,33 @@ void PrivateTraining::begin(int round, std::size_t count) {
   canary_updates_.clear();
   canary_scales_.clear();
   if (!canaries_) return;
+  if (summed_now_) {
+    // Every canary's update is +-L per coordinate (CanaryClients), so all have the same norm and
+    // clipping scale, and each coordinate's quantized term is +-Q (Q = the quantization of fl(scale
+    // L), rounded to nearest even: symmetric). Their exact sum is then Q times the sum of the
+    // sampled canaries' signs: one pass, the same integers as one term per canary.
+    sampled_canaries_.clear();
+    for (const long c : canaries_->inserted_here())
+      if (sampler_->in_cohort(round, static_cast<int>(canaries_->first_id() + c)))
+        sampled_canaries_.push_back(c);
+    if (sampled_canaries_.empty()) return;
+    const double length = canaries_->length(S);
+    // The norm as one update's: p equal squares summed in order.
+    double squared = 0.0;
+    const double square = length * length;
+    for (std::size_t i = 0; i < p; ++i) squared += square;
+    const double scale = S / std::max(std::sqrt(squared), S);
+    canary_signs_.resize(p);
+    canaries_->sign_sums(sampled_canaries_, canary_signs_.data());
+    counts_[3] += static_cast<std::int64_t>(sampled_canaries_.size()) *
+                  static_cast<std::int64_t>(
+                      quantized_.add_multiples(0, canary_signs_.data(), length, scale, p));
+    return;
+  }
   for (const long c : canaries_->inserted_here()) {
     if (!sampler_->in_cohort(round, static_cast<int>(canaries_->first_id() + c))) continue;
-    // One row reused when each is summed at once; every row kept when the sum waits.
-    const std::size_t row = summed_now_ ? 0 : canary_scales_.size();
+    // Every row kept: the sum waits for the bound.
+    const std::size_t row = canary_scales_.size();
     canary_updates_.resize(std::max(canary_updates_.size(), (row + 1) * p));
     double* update = canary_updates_.data() + row * p;
     canaries_->update(c, S, update);
@@ -304,11 +327,7 @@ void PrivateTraining::begin(int round, std::size_t count) {
       largest = std::max(largest, std::abs(update[i]));
     }
     canary_scales_.push_back(clipped_ ? S / std::max(std::sqrt(squared), S) : 1.0);
-    if (summed_now_) {
-      counts_[3] += static_cast<std::int64_t>(quantized_.add(0, update, canary_scales_.back(), p));
-    } else {
-      largest_ = std::max(largest_, largest);
-    }
+    largest_ = std::max(largest_, largest);
   }
 }
 

@@ -36,7 +36,9 @@ void write_ldp_audit_output(ResultsFile& file, const std::vector<LdpAuditCase>& 
   file.scalar("/audit/confidence", config.confidence, "1", "confidence of the lower bounds");
 }
 
-void write_canary_audit_output(ResultsFile& file, const CanaryAuditResult& result) {
+void write_canary_audit_output(ResultsFile& file, const CanaryAuditResult& result,
+                               const std::string& all_iterates_meaning,
+                               const std::string& final_meaning) {
   std::vector<std::int64_t> ids(result.inserted.size()), inserted(result.inserted.size());
   for (std::size_t c = 0; c < ids.size(); ++c) {
     ids[c] = static_cast<std::int64_t>(c);
@@ -46,15 +48,8 @@ void write_canary_audit_output(ResultsFile& file, const CanaryAuditResult& resul
   file.dataset("/audit/canary_inserted", inserted,
                {{"canary"}, "1", "1 = the canary was inserted into the run (probability 1/2)"});
   file.dataset("/audit/canary_score_all_iterates", result.score_all_iterates,
-               {{"canary"},
-                "1",
-                "max over rounds of the cosine of the canary's direction with the round's model "
-                "delta (white box)"});
-  file.dataset("/audit/canary_score_final", result.score_final,
-               {{"canary"},
-                "1",
-                "cosine of the canary's direction with the final model minus the initial one "
-                "(black box)"});
+               {{"canary"}, "1", all_iterates_meaning});
+  file.dataset("/audit/canary_score_final", result.score_final, {{"canary"}, "1", final_meaning});
   file.scalar("/audit/epsilon_lower", result.epsilon_lower_all_iterates, "1",
               "one-run lower bound on eps from the all-iterates scores at /audit/confidence");
   file.scalar("/audit/epsilon_lower_final", result.epsilon_lower_final, "1",

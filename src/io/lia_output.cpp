@@ -3,6 +3,8 @@
 #include <cmath>
 #include <variant>
 
+#include "fluence/io/audit_output.hpp"
+
 namespace fluence {
 
 namespace {
@@ -158,6 +160,17 @@ void write_lia_output(ResultsFile& file, const lia::LiaConfig& config,
   }
   write_fl(file, result);
   if (config.per_round()) write_rounds(file, result);
+  if (result.audit) {
+    write_canary_audit_output(
+        file, *result.audit,
+        "the likelihood ratio of the canary's per-step dots with the noisy gradient sums, summed "
+        "over steps (white box)",
+        "cosine of the canary's direction with the audited run's initial layer minus the final "
+        "one (black box: a step moves against the gradient)");
+    file.scalar("/audit/epsilon_accountant", result.audit_epsilon, "1",
+                "the RDP accountant's eps of the audited DP-SGD training (one contributor's, one "
+                "training) at /audit/delta");
+  }
   if (!result.minority.fractions.empty()) write_minority(file, config, result.minority);
   write_timing(file, result);
 }

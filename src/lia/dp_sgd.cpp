@@ -20,7 +20,8 @@ double dp_sgd_rate(std::size_t rows, const DpSgdConfig& config) {
 }
 
 void dp_sgd(const double* x, const std::int32_t* y, std::size_t rows, int features, int classes,
-            const DpSgdConfig& config, Stream& stream, double* theta, DpSgdWorkspace& work) {
+            const DpSgdConfig& config, Stream& stream, double* theta, DpSgdWorkspace& work,
+            DpSgdCanaries* canaries) {
   const int C = classes, D = features;
   const std::size_t p = static_cast<std::size_t>(C) * D;
   const double q = dp_sgd_rate(rows, config);
@@ -70,11 +71,13 @@ void dp_sgd(const double* x, const std::int32_t* y, std::size_t rows, int featur
       // Sum of clipped gradients: A^T X_batch (C x D), onto the zeroed gradient.
       add_outer(work.logits.data(), work.batch.data(), m, D, C, work.gradient.data());
     }
+    if (canaries) canaries->add(step, config.clip, q, work.gradient.data());
     if (config.noise_multiplier > 0.0) {
       const double sd = config.noise_multiplier * config.clip;
       stream.fill_normal(work.noise);
       for (std::size_t k = 0; k < p; ++k) work.gradient[k] += sd * work.noise[k];
     }
+    if (canaries) canaries->observe(step, work.gradient.data());
     const double shrink = 1.0 - config.learning_rate * config.l2;
     for (std::size_t k = 0; k < p; ++k)
       theta[k] = shrink * theta[k] - config.learning_rate * scale * work.gradient[k];

@@ -2,14 +2,23 @@
 // FL comparison method by method, each stage a resumable unit (docs/operations.md).
 #include "fluence/lia/lia.hpp"
 
+#include <mpi.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <cmath>
 
 #include "experiment.hpp"
+#include "fluence/audit/record_canaries.hpp"
+#include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/log_stage.hpp"
+#include "fluence/core/mpi.hpp"
 #include "fluence/core/resume.hpp"
 #include "fluence/lia/accounting.hpp"
 #include "fluence/lia/votes.hpp"
+#include "fluence/privacy/rdp_accountant.hpp"
 
 namespace fluence::lia {
 
@@ -137,12 +146,60 @@ void account_validators(const LiaConfig& config, LiaResult& r) {
   }
 }
 
+// The record-canary audit (audit.canaries > 0): contributor 0's DP-SGD training as configured (q,
+// sigma, S, the steps of one training, from M0's layer), run again on its records with the
+// canaries and its own draws, so that the experiment's results do not change. The rank hosting
+// contributor 0 runs it and broadcasts the scores: the same bits on any rank count.
+void audit_contributor(const Experiment& e, const CanaryAuditConfig& audit, LiaResult& r) {
+  const LiaConfig& config = e.config;
+  const bool host = e.local.first == 0 && e.local.last > 0;
+  int root = host ? world_rank() : -1;
+  MPI_Allreduce(MPI_IN_PLACE, &root, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  CanaryAuditResult result;
+  const auto m = static_cast<std::size_t>(audit.canaries);
+  result.inserted.resize(m);
+  result.score_all_iterates.resize(m);
+  result.score_final.resize(m);
+  if (host) {
+    const Client& contributor = e.participant(0);
+    result = audit_dp_sgd_records(contributor.features(), contributor.labels().data(),
+                                  contributor.size(), e.D, e.C, e.dp, e.theta0.data(), e.seed,
+                                  audit, config.delta);
+  }
+  MPI_Bcast(result.inserted.data(), static_cast<int>(m), MPI_UINT8_T, root, MPI_COMM_WORLD);
+  MPI_Bcast(result.score_all_iterates.data(), static_cast<int>(m), MPI_DOUBLE, root,
+            MPI_COMM_WORLD);
+  MPI_Bcast(result.score_final.data(), static_cast<int>(m), MPI_DOUBLE, root, MPI_COMM_WORLD);
+  canary_audit_bounds(result, config.delta, audit.confidence);
+  r.audit = std::move(result);
+  const double q = dp_sgd_rate(static_cast<std::size_t>(config.train_size), e.dp);
+  r.audit_epsilon =
+      dp_sgd_epsilon(q, e.dp.noise_multiplier,
+                     dp_sgd_steps(static_cast<std::size_t>(config.train_size), e.dp), config.delta)
+          .epsilon;
+  if (e.progress)
+    log::info(
+        "audit: {} record canaries ({} inserted) in contributor 0's DP-SGD (eps {:.4g}): eps lower "
+        "bound {:.4g} (white box), {:.4g} (final model) at {:.0f}% confidence; canary estimate "
+        "{:.4g} (white box), {:.4g} (final)",
+        m, std::count(r.audit->inserted.begin(), r.audit->inserted.end(), 1), r.audit_epsilon,
+        r.audit->epsilon_lower_all_iterates, r.audit->epsilon_lower_final,
+        100.0 * r.audit->confidence, r.audit->epsilon_estimate_all_iterates,
+        r.audit->epsilon_estimate_final);
+}
+
 }  // namespace
 
 LiaResult run_lia(const Deck& deck, bool progress, SweepCheckpoint* checkpoint) {
   LiaResult result;
   Experiment e = in_stage(Stage::setup, [&] { return set_up_experiment(deck, progress, result); });
   const LiaConfig& config = e.config;
+  const CanaryAuditConfig audit = CanaryAuditConfig::from_deck(deck);
+  if (audit.canaries > 0 && !(e.dp.noise_multiplier > 0.0))
+    throw InputError(fmt::format(
+        "audit.canaries = {} needs a private lia run: a finite lia.epsilon_train (DP-SGD with "
+        "noise)",
+        audit.canaries));
   // A restart after the filtering stage takes its outcome from the checkpoint.
   const StateArrays none;
   const StateArrays& restored = checkpoint ? checkpoint->restored() : none;
@@ -193,6 +250,7 @@ LiaResult run_lia(const Deck& deck, bool progress, SweepCheckpoint* checkpoint) 
   }
   result.time_fl = fl_clock.seconds();
   account_validators(config, result);
+  if (audit.canaries > 0) audit_contributor(e, audit, result);
   return result;
 }
 

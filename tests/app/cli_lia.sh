@@ -12,7 +12,7 @@ source "$(dirname "$0")/cli_common.sh"
 # on 1, 2 and 3 ranks (with validator subsets and split validation sets exercised too).
 lia_deck="$source_dir/inputs/lia_synthetic.toml"
 lia_extra=(--quiet --set lia.validators_per_contributor=25 --set lia.validation_subsets=2 --set lia.participants=70
-  --set 'lia.vote_baseline="quantile"' --set lia.vote_quantile=0.3)
+  --set 'lia.vote_baseline="quantile"' --set lia.vote_quantile=0.3 --set audit.canaries=200)
 for ranks in 1 2 3; do
   log_view=()  # the 2-rank run also reports its phases
   [ "$ranks" -eq 2 ] && log_view=(-log_view)
@@ -43,8 +43,16 @@ assert abs(f["/lia/epsilon_train"][()] - 2.0) < 1e-6 and abs(f["/lia/epsilon_vot
 for m in ("none", "oracle", "krum", "trimmed_mean", "centered_clipping", "lia", "lia_cc"):
     assert f[f"/lia/fl/{m}/test_accuracy"].shape == (6,), m
 assert f["/lia/minority/vote_sum"].shape == (2, 8)
+# The record-canary audit (bitwise across ranks above): 200 canaries, about half inserted, bounds
+# in [0, the accountant's eps of the audited training].
+assert f["/audit/canary_inserted"].shape == (200,) and 60 < f["/audit/canary_inserted"][...].sum() < 140
+eps = f["/audit/epsilon_accountant"][()]
+assert 0 < eps <= f["/lia/epsilon_train"][()] + 1e-9
+for name in ("epsilon_lower", "epsilon_lower_final"):
+    assert 0 <= f["/audit/" + name][()] <= eps, name
+assert np.all(np.isfinite(f["/audit/canary_score_all_iterates"][...]))
 PY
-then pass "lia on 1, 2, 3 ranks: bitwise-identical votes, decisions, sign check, minority and FL curves"
+then pass "lia on 1, 2, 3 ranks: bitwise-identical votes, decisions, sign check, minority, FL curves and record-canary audit"
 else fail "lia results differ across rank counts or miss datasets"; fi
 
 # Relevance-weighted votes (docs/math.md §9): bitwise the same on 1 and 3 ranks, the minority
@@ -75,6 +83,6 @@ else fail "lia relevance results differ across rank counts or miss datasets"; fi
 sweep_resume lr lia "$lia_deck" "$work/liarel1/results.h5" 6 4 "${lia_rel[@]:1}"
 sweep_resume li lia "$lia_deck" "$work/lia2/results.h5" 6 4 --set lia.validators_per_contributor=25 \
   --set lia.validation_subsets=2 --set lia.participants=70 --set 'lia.vote_baseline="quantile"' \
-  --set lia.vote_quantile=0.3
+  --set lia.vote_quantile=0.3 --set audit.canaries=200
 
 cli_summary

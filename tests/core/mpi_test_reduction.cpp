@@ -138,6 +138,41 @@ TEST(QuantizedSum, TheMostTermsOfTheLargestMagnitudeDoNotOverflow) {
 // psd_matrix_sum: PSD items A_k A_k^T (p = 6, rank 3), item 4 left out, spread over the ranks. The
 // result is the bits of all items quantized on one rank in reverse order with the same bound
 // (twice the largest diagonal entry), and within half a quantum per item of the exact sum.
+// add_multiples(m, v, scale) is the same integers as adding |m_i| terms of +-v one by one (the
+// canary audit's one pass over a rank's sampled canaries): bitwise, for one and two limbs, values
+// whose quantization rounds (one far below a quantum: the low limb alone), and a value past the
+// bound refused whole.
+TEST(QuantizedSum, AddMultiplesEqualsAddingEachSignedTerm) {
+  const std::size_t n = 37;
+  for (const int limbs : {1, 2}) {
+    for (const double value : {0.1234567891234, 3.0 * std::ldexp(1.0, -60), 0.7}) {
+      QuantizedSum one_by_one, multiples;
+      one_by_one.reset(n, 1, 1.0, 2000, limbs);
+      multiples.reset(n, 1, 1.0, 2000, limbs);
+      std::vector<std::int64_t> m(n);
+      std::vector<double> plus(n, value), minus(n, -value);
+      for (std::size_t i = 0; i < n; ++i) m[i] = static_cast<std::int64_t>(i % 7) - 3;
+      for (int k = 1; k <= 3; ++k) {
+        // Term k at coordinate i: +v where m_i >= k, -v where m_i <= -k.
+        std::vector<double> term(n, 0.0);
+        for (std::size_t i = 0; i < n; ++i)
+          term[i] = m[i] >= k ? plus[i] : m[i] <= -k ? minus[i] : 0.0;
+        EXPECT_EQ(one_by_one.add(0, term.data(), 0.75, n), 0u);
+      }
+      EXPECT_EQ(multiples.add_multiples(0, m.data(), value, 0.75, n), 0u);
+      std::vector<double> a(n), b(n);
+      one_by_one.local_total(a);
+      multiples.local_total(b);
+      for (std::size_t i = 0; i < n; ++i)
+        EXPECT_EQ(a[i], b[i]) << limbs << " " << value << " " << i;
+    }
+    QuantizedSum refused;
+    refused.reset(n, 1, 1.0, 2000, limbs);
+    std::vector<std::int64_t> m(n, 1);
+    EXPECT_EQ(refused.add_multiples(0, m.data(), 2.0, 1.0, n), n);
+  }
+}
+
 TEST(PsdMatrixSum, IsTheSameBitsForAnyLayoutAndCloseToTheExactSum) {
   const int items = 9, p = 6;
   auto matrix_of_item = [&](int item, double* m) {

@@ -167,8 +167,9 @@ TEST(Stream, NoTwoModulesSharePurposeNumbers) {
   }
   // Every purpose of issue 28's inventory, none lost in the move, issue 26's public_split, the
   // LDP audit's draws, issue 39's canary inclusion, canary directions and LiRA halves, and issue
-  // 40's FL-LDS subsets and certified-removal noise, and example-level LiRA's halves.
-  EXPECT_EQ(count, 39u);
+  // 40's FL-LDS subsets and certified-removal noise, LIA's record canaries and example-level
+  // LiRA's halves.
+  EXPECT_EQ(count, 40u);
 }
 
 }  // namespace

@@ -47,6 +47,11 @@ struct CanaryAuditResult {
   double epsilon_estimate_final = 0.0;         // Andrew et al., final model
 };
 
+/// Fills the bounds and estimates of `result` from its scores and inclusion: the one-run bounds
+/// at `confidence` and Andrew et al.'s estimates (NaN without two canaries and some spread on each
+/// side), at `delta`.
+void canary_audit_bounds(CanaryAuditResult& result, double delta, double confidence);
+
 class CanaryAudit final : public CanaryClients {
  public:
   /// m canaries over `parameters` coordinates; `clients` the run's real clients (canary c is
@@ -59,6 +64,8 @@ class CanaryAudit final : public CanaryClients {
   std::span<const long> inserted_here() const override { return inserted_here_; }
   std::int64_t first_id() const override { return clients_; }
   void update(long canary, double clip, double* out) const override;
+  double length(double clip) const override;
+  void sign_sums(std::span<const long> canaries, std::int64_t* out) const override;
 
   /// After round `round` (local, no collective): theta the round's model. A round seen already
   /// (a stop's checkpoint of the previous round) is not scored twice.
@@ -79,8 +86,10 @@ class CanaryAudit final : public CanaryClients {
   long canaries_, first_ = 0, count_ = 0;  // this rank hosts canaries [first_, first_ + count_)
   std::size_t parameters_;
   std::int64_t clients_;
-  std::vector<std::uint8_t> sign_bytes_;  // blocks of 8 coordinates x count_ sign bits
-  std::vector<std::uint8_t> inserted_;    // every canary's inclusion
+  // Blocks of 8 coordinates x count_ sign bytes; coordinate 8 b + j is bit 7 - j of its byte (the
+  // order in which signed_sums tabulates the 256 sums of a block).
+  std::vector<std::uint8_t> sign_bytes_;
+  std::vector<std::uint8_t> inserted_;  // every canary's inclusion
   std::vector<long> inserted_here_;
   std::vector<double> best_;  // per hosted canary: max over rounds of its cosine
   std::vector<double> theta_start_, theta_previous_, delta_, sums_;

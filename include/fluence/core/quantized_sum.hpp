@@ -34,6 +34,11 @@ class QuantizedSum {
   /// slot[offset + i] += round_to_nearest_even(fl(scale * values[i]) / q) for i < n. Returns how
   /// many terms exceeded the bound (their slots may then be wrong: the caller must not use them).
   std::size_t add(std::size_t offset, const double* values, double scale, std::size_t n);
+  /// slot[offset + i] += multiples[i] * round_to_nearest_even(fl(scale * value) / q) for i < n:
+  /// the same integers as adding |multiples[i]| terms +-value (the rounding is symmetric). Returns
+  /// n when the term exceeds the bound (nothing added), else 0.
+  std::size_t add_multiples(std::size_t offset, const std::int64_t* multiples, double value,
+                            double scale, std::size_t n);
   /// The exact integer slots (counts of clients, say), summed over ranks by allreduce too.
   std::span<std::int64_t> counts() { return {slots_.data() + width_, count_slots_}; }
   /// Raw slots summed over the ranks with the others: a value that exactly one rank writes (its

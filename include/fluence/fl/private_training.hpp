@@ -129,8 +129,13 @@ class CanaryClients {
   virtual std::span<const long> inserted_here() const = 0;
   /// The sampler id of canary 0 (above every real client's).
   virtual std::int64_t first_id() const = 0;
-  /// Canary `canary`'s update before clipping (p values) in a round clipped at `clip`.
+  /// Canary `canary`'s update before clipping (p values) in a round clipped at `clip`: every
+  /// canary's is length(clip) s_c, with its own signs s_c in {-1, 1}^p.
   virtual void update(long canary, double clip, double* out) const = 0;
+  virtual double length(double clip) const = 0;
+  /// out[i] = sum over `canaries` (hosted here) of s_ci, for i < p: the sum of their clipped
+  /// updates is then one pass over the coordinates (each canary's term is +-scale length).
+  virtual void sign_sums(std::span<const long> canaries, std::int64_t* out) const = 0;
 };
 
 /// Faults planted in the privatizer for the audit's tests, which must catch each (docs/math.md
@@ -224,6 +229,8 @@ class PrivateTraining final : public Privatizer {
   // the bound), and their clipping scales.
   const CanaryClients* canaries_ = nullptr;
   std::vector<double> canary_updates_, canary_scales_;
+  std::vector<long> sampled_canaries_;
+  std::vector<std::int64_t> canary_signs_;  // their signs' sums per coordinate
   PlantedFault fault_ = PlantedFault::none;
   QuantizedSum quantized_;
   NodeWorkQueue normal_queue_;  // the server normals, shared out among a node's ranks

@@ -15,9 +15,16 @@ namespace fluence {
 void write_ldp_audit_output(ResultsFile& file, const std::vector<LdpAuditCase>& cases,
                             const AuditConfig& config);
 
-/// /audit/canary* and the canary audit's bounds of a private `fluence train` run with
-/// audit.canaries (docs/outputs.md). Rank 0 writes.
-void write_canary_audit_output(ResultsFile& file, const CanaryAuditResult& result);
+/// /audit/canary* and the canary audit's bounds of a private `fluence train` or `fluence lia` run
+/// with audit.canaries (docs/outputs.md); the two scores' descriptions default to the canary
+/// clients' of `fluence train`. Rank 0 writes.
+void write_canary_audit_output(ResultsFile& file, const CanaryAuditResult& result,
+                               const std::string& all_iterates_meaning =
+                                   "max over rounds of the cosine of the canary's "
+                                   "direction with the round's model delta (white box)",
+                               const std::string& final_meaning =
+                                   "cosine of the canary's direction with the final model "
+                                   "minus the initial one (black box)");
 
 /// The runs of a multi-run audit, in run order, as `fluence audit --collect` read them.
 struct MultiRunRuns {

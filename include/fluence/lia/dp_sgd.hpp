@@ -31,9 +31,22 @@ struct DpSgdWorkspace {
   std::vector<std::int32_t> labels;
 };
 
+/// Extra records of a DP-SGD run whose clipped gradients are given: the record-level canaries of an
+/// audit (audit/record_canaries.hpp). Each step, after the real records' clipped gradients are
+/// summed and before the noise, `add` adds the canaries sampled in that step; after the noise,
+/// `observe` sees the step's noisy sum (what the step releases: theta_t is a data-independent
+/// function of theta_t-1 and it).
+class DpSgdCanaries {
+ public:
+  virtual ~DpSgdCanaries() = default;
+  virtual void add(long step, double clip, double rate, double* gradient) = 0;
+  virtual void observe(long step, const double* noisy_gradient) = 0;
+};
+
 /// Runs DP-SGD from `theta` (C x D, in/out) on the rows of `x` (rows x D) with labels `y`; every
-/// draw (batch membership, noise) comes from `stream`.
+/// draw (batch membership, noise) comes from `stream`; with `canaries`, their records too.
 void dp_sgd(const double* x, const std::int32_t* y, std::size_t rows, int features, int classes,
-            const DpSgdConfig& config, Stream& stream, double* theta, DpSgdWorkspace& work);
+            const DpSgdConfig& config, Stream& stream, double* theta, DpSgdWorkspace& work,
+            DpSgdCanaries* canaries = nullptr);
 
 }  // namespace fluence::lia

@@ -9,9 +9,11 @@
 // docs/math.md §9.
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "fluence/audit/canary_clients.hpp"
 #include "fluence/core/config.hpp"
 #include "fluence/core/resume.hpp"
 
@@ -133,6 +135,10 @@ struct LiaResult {
   std::vector<double> subset_votes, epsilon_validator, epsilon_validator_rdp;
   double time_setup = 0.0, time_training = 0.0, time_votes = 0.0, time_fl = 0.0;
   double vote_gflops = 0.0;  // GEMM rate of the vote pass, per rank
+  // audit.canaries > 0: the record-canary audit of one contributor's DP-SGD (audit/
+  // record_canaries.hpp), and the accountant's eps of that one training.
+  std::optional<CanaryAuditResult> audit;
+  double audit_epsilon = std::numeric_limits<double>::quiet_NaN();
 };
 
 /// Runs the whole experiment (collective). `progress` prints per-stage lines. With `checkpoint`,
