@@ -4,6 +4,7 @@
 // CG per client against block CG. Run under mpirun:
 //   scripts/mpirun.sh -n 2 build/bench/bench_block [--softmax-only | --network-only]
 //                                                   [--network-columns m]
+// (--network-columns 0: the 2NN's products only, no solves)
 // Softmax regression: p = 10^4 and 10^5 (n = 20,000, C = 10, 20 clients). The 2NN:
 // inputs/influence_2nn.toml's FedAvg model, damping 2.45 + 0.01 (what its spectrum adds, docs/
 // performance.md; the spectrum itself is not rerun), rtol 1e-6 as in the deck; its block CG solves
@@ -197,7 +198,7 @@ void network_case(int columns, double peak) {
         "the dgemm peak",
         k, t, t / k, single / (t / k), rate, 100.0 * rate / peak);
   }
-  vectors(deck, federation, *hessian, trained.theta, 1e-6, 1, columns);
+  if (columns > 0) vectors(deck, federation, *hessian, trained.theta, 1e-6, 1, columns);
 }
 
 }  // namespace
