@@ -5,9 +5,11 @@
 #include <cmath>
 #include <cstring>
 
+#include "fluence/core/error.hpp"
 #include "fluence/core/rng.hpp"
 #include "fluence/data/purposes.hpp"
 #include "fluence/influence/block_cg.hpp"
+#include "fluence/influence/client_influence.hpp"
 #include "fluence/model/block_products.hpp"
 #include "fluence/model/network.hpp"
 #include "pooled_hessian.hpp"
@@ -224,6 +226,29 @@ TEST(BlockCg, SolverWarmStartsFromKnownSolutions) {
   EXPECT_TRUE(outcome.converged);
   EXPECT_EQ(outcome.block_iterations, 0);  // the projection already meets rtol
   expect_solved(f, B, X, 2, config.rtol);
+}
+
+TEST(BlockCg, BlockSizeNeedsFederatedCg) {
+  // Block CG solves the federated systems only: other solvers and the client scope are refused
+  // with the key named, the default (1) and the federated CG accepted.
+  auto config = [](std::vector<std::string> overrides) {
+    return InfluenceConfig::from_deck(
+        Deck::from_string("", "test", deck_schema(), std::move(overrides)));
+  };
+  EXPECT_EQ(config({}).block_size, 1);
+  EXPECT_EQ(config({"influence.block_size=0"}).block_size, 0);
+  EXPECT_EQ(config({"influence.block_size=8"}).block_size, 8);
+  for (const auto& refused : std::vector<std::vector<std::string>>{
+           {"influence.block_size=0", "influence.solver=\"lissa\""},
+           {"influence.block_size=4", "influence.hessian=\"client\""}}) {
+    try {
+      config(refused);
+      ADD_FAILURE() << refused[1] << " accepted";
+    } catch (const InputError& error) {
+      EXPECT_NE(std::string(error.what()).find("influence.block_size"), std::string::npos);
+    }
+  }
+  EXPECT_THROW(config({"influence.block_size=-1"}), InputError);
 }
 
 }  // namespace
