@@ -12,6 +12,7 @@
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/rank_warnings.hpp"
 #include "fluence/fl/newton.hpp"
+#include "fluence/influence/block_cg.hpp"
 
 namespace fluence {
 
@@ -36,6 +37,12 @@ void register_influence_keys(DeckSchema& schema) {
              "retraining) or the papers' loss-only variant"),
       key("influence.vectors", T::boolean, "true",
           "solve and write every client's parameter-change vector [clients × parameters]"),
+      key("influence.block_size", T::integer, "1",
+          "with `vectors`: right-hand sides per block CG solve (docs/math.md §3.4), each "
+          "Hessian product a GEMM over the block; 1 = one CG solve per client (as before), 0 = "
+          "all clients in one block. The block's working set is about 9 × block × p doubles per "
+          "rank",
+          0),
       key("influence.retrain", T::boolean, "false",
           "check the estimates against exact retraining without each client"),
       choice("influence.retrain_mode", "\"newton\"", {"newton", "full", "warm"},
@@ -89,6 +96,15 @@ InfluenceConfig InfluenceConfig::from_deck(const Deck& deck) {
   config.spectrum = deck.boolean("influence.spectrum");
   config.removal_gradient = parse_removal_gradient(deck.string("influence.removal_gradient"));
   config.vectors = deck.boolean("influence.vectors");
+  config.block_size = static_cast<int>(deck.integer("influence.block_size"));
+  if (config.block_size != 1 &&
+      (config.ihvp.method != IhvpMethod::cg || config.scope != HessianScope::federated))
+    throw InputError(fmt::format(
+        "{}: influence.block_size = {} solves the clients' vectors by block CG, which needs "
+        "influence.solver = \"cg\" and influence.hessian = \"federated\" (here \"{}\" and "
+        "\"{}\"); use block_size = 1",
+        deck.where("influence.block_size"), config.block_size, to_string(config.ihvp.method),
+        to_string(config.scope)));
   config.retrain = deck.boolean("influence.retrain");
   const std::string mode = deck.string("influence.retrain_mode");
   config.retrain_mode = mode == "full"   ? InfluenceConfig::Retrain::full
@@ -225,6 +241,15 @@ class InfluenceSweep {
   IhvpSolver* solver_ = nullptr;
 };
 
+bool single_parameter_changes(Federation& federation, IhvpSolver& solver,
+                              const std::vector<double>& gradients, bool progress,
+                              InfluenceSweep& sweep, ClientInfluence& result);
+bool block_parameter_changes(Federation& federation, const InfluenceConfig& config,
+                             const std::vector<double>& test_gradient,
+                             const std::vector<double>& s_test,
+                             const std::vector<double>& gradients, HessianOperator& hessian,
+                             bool progress, InfluenceSweep& sweep, ClientInfluence& result);
+
 // Returns false when a stop signal ended it.
 bool federated_scope(Federation& federation, const InfluenceConfig& config,
                      const std::vector<double>& test_gradient, const std::vector<double>& gradients,
@@ -251,6 +276,31 @@ bool federated_scope(Federation& federation, const InfluenceConfig& config,
   result.estimate = ordered_allgather(local_estimates, static_cast<int>(problem.clients.size()), 1);
   if (!config.vectors) return true;
   sweep.restore(*solver);
+  if (config.block_size != 1) {
+    const bool done = block_parameter_changes(federation, config, test_gradient, s_test, gradients,
+                                              hessian, progress, sweep, result);
+    if (!done) return false;
+  } else if (!single_parameter_changes(federation, *solver, gradients, progress, sweep, result)) {
+    return false;
+  }
+  sweep.detach(*solver);
+  const std::vector<double> numbers = sweep.all_numbers();
+  for (int id = 0; id < clients; ++id) {
+    const double* row = numbers.data() + static_cast<std::size_t>(id) * kSolveColumns;
+    result.iterations.push_back(static_cast<std::int64_t>(row[kIterations]));
+    result.relative_residual.push_back(row[kResidual]);
+  }
+  return true;
+}
+
+// One CG solve per client (influence.block_size = 1). Returns false when a stop signal ended it.
+bool single_parameter_changes(Federation& federation, IhvpSolver& solver,
+                              const std::vector<double>& gradients, bool progress,
+                              InfluenceSweep& sweep, ClientInfluence& result) {
+  auto& problem = federation.problem();
+  const std::size_t p = federation.parameters();
+  const int clients = static_cast<int>(problem.client_rows.size());
+  const std::int64_t n = federation.train_rows();
   // Each client's parameter change needs a solve with the federated Hessian: every rank takes part
   // (the product is a collective), the owner broadcasts its gradient and keeps the vector.
   ProgressLine bar("parameter-change vectors", clients, progress);
@@ -263,7 +313,7 @@ bool federated_scope(Federation& federation, const InfluenceConfig& config,
     if (owner == world_rank())
       std::copy_n(gradients.begin() + static_cast<std::ptrdiff_t>(local * p), p, rhs.begin());
     MPI_Bcast(rhs.data(), static_cast<int>(p), MPI_DOUBLE, owner, MPI_COMM_WORLD);
-    const SolveReport solve = removal_parameter_change(*solver, rhs, n, delta);
+    const SolveReport solve = removal_parameter_change(solver, rhs, n, delta);
     if (owner == world_rank()) {
       std::copy(delta.begin(), delta.end(),
                 result.local_vectors.begin() + static_cast<std::ptrdiff_t>(local * p));
@@ -275,12 +325,62 @@ bool federated_scope(Federation& federation, const InfluenceConfig& config,
     bar.done(id + 1);
     if (sweep.finished(1)) return false;
   }
-  sweep.detach(*solver);
-  numbers = sweep.all_numbers();
-  for (int id = 0; id < clients; ++id) {
-    const double* row = numbers.data() + static_cast<std::size_t>(id) * kSolveColumns;
-    result.iterations.push_back(static_cast<std::int64_t>(row[kIterations]));
-    result.relative_residual.push_back(row[kResidual]);
+  return true;
+}
+
+// The clients' parameter changes by block CG, influence.block_size clients per block (0: all),
+// each block started from the projection onto s_test. A block is one unit of the sweep per
+// client in it. Returns false when a stop signal ended it.
+bool block_parameter_changes(Federation& federation, const InfluenceConfig& config,
+                             const std::vector<double>& test_gradient,
+                             const std::vector<double>& s_test,
+                             const std::vector<double>& gradients, HessianOperator& hessian,
+                             bool progress, InfluenceSweep& sweep, ClientInfluence& result) {
+  auto& problem = federation.problem();
+  const std::size_t p = federation.parameters();
+  const int clients = static_cast<int>(problem.client_rows.size());
+  const double scale = 1.0 / static_cast<double>(federation.train_rows());
+  const std::vector<double> numbers = sweep.all_numbers();
+  std::vector<int> pending;
+  for (int id = 0; id < clients; ++id)
+    if (numbers[static_cast<std::size_t>(id) * kSolveColumns + kSolved] == 0.0)
+      pending.push_back(id);
+  const int total = static_cast<int>(pending.size());
+  const int width = config.block_size > 0 ? config.block_size : std::max(1, total);
+  BlockIhvpSolver solver(config.ihvp, hessian);
+  solver.add_solution(s_test.data(), test_gradient.data());
+  ProgressLine bar("parameter-change vectors (block CG)", total, progress);
+  std::vector<double> B, X;
+  for (int first = 0; first < total; first += width) {
+    const int k = std::min(width, total - first);
+    B.resize(static_cast<std::size_t>(k) * p);
+    X.resize(B.size());
+    for (int j = 0; j < k; ++j) {  // each owner broadcasts its client's gradient
+      const int id = pending[static_cast<std::size_t>(first + j)];
+      const int owner = problem.layout->owner(id);
+      double* column = B.data() + static_cast<std::size_t>(j) * p;
+      if (owner == world_rank())
+        std::copy_n(
+            gradients.begin() + static_cast<std::ptrdiff_t>((id - result.first_local_client) * p),
+            p, column);
+      MPI_Bcast(column, static_cast<int>(p), MPI_DOUBLE, owner, MPI_COMM_WORLD);
+    }
+    const BlockCgOutcome outcome = solver.solve(B.data(), X.data(), k);
+    for (int j = 0; j < k; ++j) {
+      const int id = pending[static_cast<std::size_t>(first + j)];
+      if (problem.layout->owner(id) != world_rank()) continue;
+      const auto local = static_cast<std::size_t>(id - result.first_local_client);
+      const double* x = X.data() + static_cast<std::size_t>(j) * p;
+      std::transform(x, x + p,
+                     result.local_vectors.begin() + static_cast<std::ptrdiff_t>(local * p),
+                     [scale](double value) { return value * scale; });
+      double* row = sweep.numbers(local);
+      row[kSolved] = 1.0;
+      row[kIterations] = outcome.columns[static_cast<std::size_t>(j)].iterations;
+      row[kResidual] = outcome.columns[static_cast<std::size_t>(j)].relative_residual;
+    }
+    bar.done(first + k);
+    if (sweep.finished(k)) return false;
   }
   return true;
 }

@@ -7,6 +7,8 @@
 #include "fluence/core/quantized_sum.hpp"
 #include "fluence/core/rng.hpp"
 #include "fluence/influence/purposes.hpp"
+#include "fluence/model/block_products.hpp"
+#include "fluence/model/network.hpp"
 
 namespace fluence {
 
@@ -24,6 +26,12 @@ KroneckerFactors HessianOperator::kronecker_factors() {
   throw InputError(
       "influence.preconditioner = \"kronecker\" needs the Kronecker factors of the logistic "
       "model's Hessian, which this Hessian does not have; use \"jacobi\", \"none\" or \"auto\"");
+}
+
+void HessianOperator::apply_block(const double* V, double* out, int k) {
+  const std::size_t p = parameters();
+  for (int j = 0; j < k; ++j)
+    apply(V + static_cast<std::size_t>(j) * p, out + static_cast<std::size_t>(j) * p);
 }
 
 namespace {
@@ -77,6 +85,22 @@ class ClientProducts {
     model_.hessian_vector_sum(client_.features(), client_.labels().data(), client_.size(),
                               theta_.data(), v, out, work);
   }
+  /// apply() for k vectors one after another: one GEMM over the block for the linear model, one
+  /// forward pass shared by the k R-operator products for a network.
+  void apply_block(const double* V, double* out, int k, Workspace& work,
+                   std::vector<double>& scratch) const {
+    const std::size_t p = model_.parameters();
+    if (const SoftmaxRegression* linear = model_.linear())
+      return softmax_hessian_vector_block_at(*linear, client_.features(), client_.size(),
+                                             probabilities_.data(), V, k, out, scratch);
+    if (const auto* network = dynamic_cast<const Network*>(&model_))
+      return network_hessian_vector_block_sum(*network, client_.features(), client_.labels().data(),
+                                              client_.size(), theta_.data(), V, k, out, work);
+    for (int j = 0; j < k; ++j)
+      model_.hessian_vector_sum(client_.features(), client_.labels().data(), client_.size(),
+                                theta_.data(), V + static_cast<std::size_t>(j) * p,
+                                out + static_cast<std::size_t>(j) * p, work);
+  }
 
  private:
   const Model& model_;
@@ -111,6 +135,35 @@ class FederatedHessian final : public HessianOperator {
       products_[k]->apply(v, sum, work_);
     });
     finish(v, out, 1.0 / static_cast<double>(federation_.train_rows()));
+  }
+
+  // The k columns in chunks whose per-client partial products (kept until the client-order
+  // reduction) fit kBlockProductBytes on the root, which gathers every client's.
+  void apply_block(const double* V, double* out, int k) override {
+    const std::size_t p = parameters();
+    const std::size_t clients = std::max<std::size_t>(1, federation_.problem().client_rows.size());
+    const int chunk = static_cast<int>(std::clamp<std::size_t>(
+        kBlockProductBytes / (sizeof(double) * p * clients), 1, static_cast<std::size_t>(k)));
+    for (int first = 0; first < k; first += chunk) {
+      const int width = std::min(chunk, k - first);
+      const double* in = V + static_cast<std::size_t>(first) * p;
+      double* result = out + static_cast<std::size_t>(first) * p;
+      federation_.sum_over_clients(std::span<double>(result, static_cast<std::size_t>(width) * p),
+                                   [&](std::size_t c, double* sum) {
+                                     if (auto* objective = federation_.local_objective(c)) {
+                                       for (int j = 0; j < width; ++j)
+                                         objective->hessian_vector_sum(
+                                             theta_.data(), in + static_cast<std::size_t>(j) * p,
+                                             sum + static_cast<std::size_t>(j) * p);
+                                       return;
+                                     }
+                                     products_[c]->apply_block(in, sum, width, work_, scratch_);
+                                   });
+      const double scale = 1.0 / static_cast<double>(federation_.train_rows());
+      for (int j = 0; j < width; ++j)
+        finish(in + static_cast<std::size_t>(j) * p, result + static_cast<std::size_t>(j) * p,
+               scale);
+    }
   }
 
   void apply_sampled(const double* v, double* out, int batch, std::uint64_t key0,
@@ -216,7 +269,7 @@ class FederatedHessian final : public HessianOperator {
   Federation& federation_;
   const std::vector<double>& theta_;
   std::vector<std::unique_ptr<ClientProducts>> products_;  // per local client
-  std::vector<double> batch_;
+  std::vector<double> batch_, scratch_;
   std::vector<std::int32_t> labels_;
   Workspace work_;
 };
@@ -240,6 +293,14 @@ class ClientHessian final : public HessianOperator {
   void apply(const double* v, double* out) override {
     products_->apply(v, out, work_);
     finish(v, out, 1.0 / static_cast<double>(client_.size()));
+  }
+
+  void apply_block(const double* V, double* out, int k) override {
+    const std::size_t p = parameters();
+    products_->apply_block(V, out, k, work_, scratch_);
+    for (int j = 0; j < k; ++j)
+      finish(V + static_cast<std::size_t>(j) * p, out + static_cast<std::size_t>(j) * p,
+             1.0 / static_cast<double>(client_.size()));
   }
 
   void apply_sampled(const double* v, double* out, int batch, std::uint64_t key0,
@@ -295,7 +356,7 @@ class ClientHessian final : public HessianOperator {
   const std::vector<double>& theta_;
   std::unique_ptr<ClientProducts> products_;
   std::vector<std::int64_t> drawn_;
-  std::vector<double> batch_;
+  std::vector<double> batch_, scratch_;
   std::vector<std::int32_t> labels_;
   Workspace work_;
 };

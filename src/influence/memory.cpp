@@ -46,12 +46,33 @@ std::vector<MemoryTerm> ihvp_memory(const FederatedProblem& problem, const IhvpC
   return terms;
 }
 
+std::vector<MemoryTerm> block_solve_memory(const FederatedProblem& problem,
+                                           const InfluenceConfig& influence) {
+  if (!influence.vectors || influence.block_size == 1 ||
+      influence.scope != HessianScope::federated || influence.ihvp.method != IhvpMethod::cg)
+    return {};
+  const double p = static_cast<double>(problem.model->parameters());
+  const auto clients = static_cast<int>(problem.client_rows.size());
+  const int width = influence.block_size > 0 ? std::min(influence.block_size, clients) : clients;
+  // block_cg.cpp: the right-hand sides, the solutions and their true residuals, the active
+  // columns' iterates and residuals, the new directions and their images, the search block and
+  // its image: 9 blocks of p x width; the federated block product's per-client partial products
+  // (at most kBlockProductBytes, on the root which gathers them all).
+  const double partial = std::min(static_cast<double>(kBlockProductBytes),
+                                  8.0 * p * std::max(1, clients) * std::max(1, width));
+  return {{72.0 * p * width + partial,
+           fmt::format("influence.block_size = {}: the block CG working set, 9 blocks of {} x {} "
+                       "and the block product's per-client partial products",
+                       influence.block_size, p, width)}};
+}
+
 std::vector<MemoryTerm> influence_command_memory(const FederatedProblem& problem,
                                                  const InfluenceConfig& influence,
                                                  const FederationConfig& training) {
   std::vector<MemoryTerm> terms = problem.memory;
   for (auto& term : training_batch_memory(problem, training.local)) terms.push_back(term);
   for (auto& term : ihvp_memory(problem, influence.ihvp)) terms.push_back(term);
+  for (auto& term : block_solve_memory(problem, influence)) terms.push_back(term);
   return terms;
 }
 

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "fluence/core/rng.hpp"
+#include "fluence/model/block_products.hpp"
 #include "fluence/model/layers.hpp"
 #include "fluence/model/purposes.hpp"
 #include "fluence/model/softmax_head.hpp"
@@ -911,6 +912,31 @@ void Network::loss_hessian_vector_sum(const double* x, std::size_t rows, const L
     loss.hessian(start, n, classes_, passes.logits(), passes.r_logits(), passes.logit_delta(),
                  passes.r_logit_delta());
     passes.r_backward(theta, v, input, n, out);
+  }
+}
+
+void network_hessian_vector_block_sum(const Network& network, const double* x,
+                                      const std::int32_t* y, std::size_t rows, const double* theta,
+                                      const double* v, int k, double* out, Workspace& work) {
+  const std::size_t p = network.parameters(), block = network.block_rows();
+  std::fill(out, out + static_cast<std::size_t>(k) * p, 0.0);
+  const std::size_t D = network.features();
+  const int C = network.classes();
+  const LabelCrossEntropy loss(y);
+  Passes<double> passes(network.layers(), C, true, true, pass_buffers<double>(work),
+                        std::min(rows, block));
+  for (std::size_t start = 0; start < rows; start += block) {
+    const int n = static_cast<int>(std::min(block, rows - start));
+    const double* input = x + start * D;
+    // The activations at theta do not depend on the direction: the R passes only read them.
+    passes.forward(theta, input, n);
+    for (int j = 0; j < k; ++j) {
+      const double* vj = v + static_cast<std::size_t>(j) * p;
+      passes.r_forward(theta, vj, input, n);
+      loss.hessian(start, n, C, passes.logits(), passes.r_logits(), passes.logit_delta(),
+                   passes.r_logit_delta());
+      passes.r_backward(theta, vj, input, n, out + static_cast<std::size_t>(j) * p);
+    }
   }
 }
 

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "fluence/core/lanes.hpp"
+#include "fluence/model/block_products.hpp"
 #include "fluence/model/dense_kernels.hpp"
 #include "fluence/model/row_kernels.hpp"
 
@@ -265,6 +266,38 @@ void SoftmaxRegression::hessian_vector_sum_at(const double* x, std::size_t rows,
   for (std::size_t start = 0; start < rows; start += chunk) {
     const std::size_t n = std::min(chunk, rows - start);
     hessian_vector_chunk(x + start * D, n, probabilities + start * C, v, out, work.scratch.data());
+  }
+}
+
+void softmax_hessian_vector_block_at(const SoftmaxRegression& model, const double* x,
+                                     std::size_t rows, const double* probabilities, const double* v,
+                                     int k, double* out, std::vector<double>& scratch) {
+  const int C = model.classes(), D = model.features(), width = k * C;
+  std::fill(out, out + static_cast<std::size_t>(k) * model.parameters(), 0.0);
+  if (rows == 0 || k == 0) return;
+  // Rows per pass: the directional logits (rows x kC) stay near 2 MB, and at least 64 rows keep
+  // the update GEMM's inner dimension long enough.
+  const std::size_t chunk =
+      std::max<std::size_t>(64, (std::size_t(1) << 18) / static_cast<std::size_t>(width));
+  scratch.resize(std::min(rows, chunk) * static_cast<std::size_t>(width));
+  double* a = scratch.data();
+  for (std::size_t start = 0; start < rows; start += chunk) {
+    const auto n = static_cast<int>(std::min(chunk, rows - start));
+    const double* xs = x + start * D;
+    // a_r = [V_1 x_r, ..., V_k x_r]: the stacked weights are a kC x D row-major matrix.
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, width, D, 1.0, xs, D, v, D, 0.0, a,
+                width);
+    for (int r = 0; r < n; ++r) {
+      const double* pr = probabilities + (start + static_cast<std::size_t>(r)) * C;
+      for (int j = 0; j < k; ++j) {
+        double* ar = a + static_cast<std::size_t>(r) * width + static_cast<std::size_t>(j) * C;
+        double mean = 0.0;
+        for (int c = 0; c < C; ++c) mean += pr[c] * ar[c];
+        for (int c = 0; c < C; ++c) ar[c] = pr[c] * (ar[c] - mean);
+      }
+    }
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, width, D, n, 1.0, a, width, xs, D, 1.0,
+                out, D);
   }
 }
 

@@ -25,6 +25,7 @@ struct InfluenceConfig {
   bool spectrum{};
   RemovalGradient removal_gradient{};
   bool vectors{};
+  int block_size{};  // clients per block CG solve of the vectors: 1 = one CG each, 0 = all
   bool retrain{};
   enum class Retrain { newton, full, warm } retrain_mode{};
   int unlearning_clients{};  // verified removal of clients 0 .. unlearning_clients - 1

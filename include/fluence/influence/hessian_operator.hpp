@@ -20,6 +20,11 @@ enum class HessianScope { federated, client };
 HessianScope parse_hessian_scope(const std::string& name);
 std::string to_string(HessianScope scope);
 
+/// What a federated block product holds at most of per-client partial products until their
+/// client-order reduction (it works through the block's columns in chunks that fit; the root
+/// gathers every client's): influence/memory.hpp counts it.
+constexpr std::size_t kBlockProductBytes = std::size_t(256) << 20;
+
 class HessianOperator {
  public:
   virtual ~HessianOperator() = default;
@@ -29,6 +34,12 @@ class HessianOperator {
   virtual bool collective() const = 0;
   /// out = H v.
   virtual void apply(const double* v, double* out) = 0;
+  /// out = H V for k vectors at once (influence.block_size; docs/math.md §3.4): V and out hold k
+  /// vectors of p values, one after another (k x p row-major, i.e. the p x k block column-major),
+  /// so that the products run as GEMMs over the block. Default: k products by apply(). The
+  /// federated product sums each client's block in client order, like apply(): the same bits
+  /// for any rank count.
+  virtual void apply_block(const double* V, double* out, int k);
   /// out = H_B v, with the data term averaged over `batch` rows drawn uniformly with replacement
   /// from stream (seed, lissa_sample, key0, key1, scope id): an unbiased estimate of H v (LiSSA).
   virtual void apply_sampled(const double* v, double* out, int batch, std::uint64_t key0,

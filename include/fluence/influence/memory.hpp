@@ -21,7 +21,12 @@ std::vector<MemoryTerm> training_batch_memory(const FederatedProblem& problem,
 /// explicit solver's dense Hessian and its factor.
 std::vector<MemoryTerm> ihvp_memory(const FederatedProblem& problem, const IhvpConfig& config);
 
-/// problem.memory and both of the above, for check_memory.
+/// The block CG of the parameter-change vectors (influence.vectors with influence.block_size != 1,
+/// federated Hessian): its blocks of p x block_size and the block product's partial products.
+std::vector<MemoryTerm> block_solve_memory(const FederatedProblem& problem,
+                                           const InfluenceConfig& influence);
+
+/// problem.memory and the above, for check_memory.
 std::vector<MemoryTerm> influence_command_memory(const FederatedProblem& problem,
                                                  const InfluenceConfig& influence,
                                                  const FederationConfig& training);
