@@ -37,6 +37,8 @@ CommandCheckpoints::CommandCheckpoints(const CommandLine& command_line, const De
       keep_(static_cast<int>(deck.integer("output.keep"))),
       stop_at_(command_line.test_stop_at) {
   install_stop_handlers();
+  if (command_line.test_stop_inside > 0 && world_rank() == world_size() - 1)
+    arm_test_stop_inside(command_line.test_stop_inside);
   if (command_line.restart.empty()) return;
   std::string used;
   restored_ = read_restart(command_line.restart, directory_, deck, used, command_);
@@ -73,8 +75,9 @@ SweepCheckpoints::SweepCheckpoints(CommandCheckpoints& checkpoints, StateArrays 
   if (!restored || restored->arrays.count("sweep/units") == 0) return;
   sweep_restored_ = true;
   units_ = static_cast<long>(state_array(restored->arrays, "sweep/units", 1)[0]);
-  // A checkpoint of the finished model alone holds nothing of the sweep yet.
-  if (units_ > 0) restored_ = restored->arrays;
+  // A checkpoint of the finished model alone holds nothing of the sweep yet, unless a stop
+  // inside the first unit saved its partial state.
+  if (units_ > 0 || restored->arrays.count(kPartialUnit)) restored_ = restored->arrays;
 }
 
 bool SweepCheckpoints::model_ready() {

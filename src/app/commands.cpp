@@ -12,7 +12,7 @@ namespace fluence::app {
 
 // The deck, --set, and the options `options` names: --out and --force to replace a finished run's
 // results (docs/operations.md "The output directory"), --quiet, --model, --restart and the hidden
-// testing aid --test-stop-at (docs/operations.md).
+// testing aids --test-stop-at and --test-stop-inside (docs/operations.md).
 void add_common_options(CLI::App* command, CommandLine& result, const CommonOptions& options) {
   command->add_option("deck", result.deck, options.deck)->required();
   if (options.output) {
@@ -31,6 +31,11 @@ void add_common_options(CLI::App* command, CommandLine& result, const CommonOpti
     command
         ->add_option("--test-stop-at", result.test_stop_at,
                      "testing aid: raise SIGUSR1 on the last rank at checkpoint number N")
+        ->group("");
+    command
+        ->add_option("--test-stop-inside", result.test_stop_inside,
+                     "testing aid: raise SIGUSR1 on the last rank at its K-th boundary inside a "
+                     "unit (a CG iteration, a Newton step, a LiSSA step)")
         ->group("");
   }
 }

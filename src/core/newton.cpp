@@ -75,7 +75,16 @@ NewtonReport minimize_newton(NewtonObjective& objective, std::vector<double>& th
   report.value = objective.value_and_gradient(theta, gradient);
   report.gradient_norm = norm2(gradient);
   DampedSystem system(objective, settings);
+  if (settings.resume) {
+    report.steps = settings.resume->steps;
+    report.cg_iterations = settings.resume->cg_iterations;
+    if (settings.resume->damping != system.damping()) system.set_damping(settings.resume->damping);
+  }
   for (; report.steps < settings.max_steps && report.gradient_norm > settings.tolerance;) {
+    if (settings.stop_poll && settings.stop_poll()) {
+      report.interrupted = true;
+      break;
+    }
     objective.set_point(theta);
     const double forcing =
         std::max(settings.forcing_floor,
@@ -123,6 +132,7 @@ NewtonReport minimize_newton(NewtonObjective& objective, std::vector<double>& th
     if (settings.after_step) settings.after_step(report.steps, theta);
   }
   report.converged = report.gradient_norm <= settings.tolerance;
+  report.progress = {report.steps, report.cg_iterations, system.damping()};
   return report;
 }
 

@@ -11,6 +11,7 @@ namespace fluence {
 namespace {
 
 volatile std::sig_atomic_t stop_signal = 0;
+long fine_boundaries = 0, test_stop_inside = 0;
 
 // After a stop request a rank must never block on its output: Open MPI's mpirun stops reading the
 // ranks' output pipes when it is signalled, and a rank blocked writing a progress line to a full
@@ -55,6 +56,23 @@ bool stop_signal_received() {
 
 int received_stop_signal() {
   return static_cast<int>(stop_signal);
+}
+
+bool stop_signal_inside_unit() {
+  // The testing aid delivers a real signal: the same path as SLURM's USR1.
+  if (++fine_boundaries == test_stop_inside) std::raise(SIGUSR1);
+  return stop_signal != 0;
+}
+
+bool stop_inside_unit_anywhere() {
+  int local = stop_signal_inside_unit() ? 1 : 0, any = 0;
+  MPI_Allreduce(&local, &any, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD);
+  return any != 0;
+}
+
+void arm_test_stop_inside(long boundary) {
+  test_stop_inside = boundary;
+  fine_boundaries = 0;
 }
 
 }  // namespace fluence

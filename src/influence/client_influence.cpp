@@ -11,6 +11,7 @@
 #include "fluence/core/log_stage.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/rank_warnings.hpp"
+#include "fluence/core/signals.hpp"
 #include "fluence/fl/newton.hpp"
 #include "fluence/influence/block_cg.hpp"
 
@@ -143,6 +144,23 @@ std::vector<double> local_removal_gradients(Federation& federation,
 // columns in this order. kSolved is 0 until the client's system is solved.
 enum SolveColumn : std::size_t { kSolved, kEstimate, kIterations, kResidual, kSolveColumns };
 
+// A unit a stop interrupted (docs/operations.md "Stops inside a unit"): `influence/partial` holds
+// [kind, client id (-1 for s_test), then the kind's scalars], `influence/partial_state` the
+// solver's state or, for a retrain, its Newton iterate.
+enum class PartialUnit { s_test = 1, vector = 2, retrain = 3 };
+
+const char* partial_name(PartialUnit kind) {
+  switch (kind) {
+    case PartialUnit::s_test:
+      return "the s_test solve";
+    case PartialUnit::vector:
+      return "the solve";
+    case PartialUnit::retrain:
+      return "the retrain";
+  }
+  return "";
+}
+
 // The sweep's resumable state (docs/operations.md). Units: one client's solve (its
 // parameter-change vector with the federated Hessian, or its local solve with its own), then one
 // client's leave-one-out retrain. Per local client, `numbers` holds a SolveColumn row;
@@ -186,6 +204,38 @@ class InfluenceSweep {
       units_ += numbers[id * kSolveColumns + kSolved] != 0.0 ? 1 : 0;
     units_ += std::count(retrained_.begin(), retrained_.end(), 1);
     if (state.count("influence/solver")) solver_history_ = state.at("influence/solver");
+    if (state.count("influence/partial")) {
+      partial_ = state_array(state, "influence/partial");
+      partial_state_ = state_array(state, "influence/partial_state");
+      if (partial_.size() < 2)
+        throw InputError("checkpoint: influence/partial does not fit this run");
+    }
+  }
+
+  /// Whether a stop may interrupt a unit: the sweep has checkpoints to write its state to.
+  bool interruptible() const { return checkpoint_ != nullptr; }
+  /// The saved state of the unit `kind` of client `id` a stop interrupted (null: none); `scalars`
+  /// receives the kind's scalars. Given once: the unit then continues from it.
+  const std::vector<double>* resume(PartialUnit kind, int id, std::vector<double>* scalars) {
+    if (partial_.size() < 2 || static_cast<int>(partial_[0]) != static_cast<int>(kind) ||
+        static_cast<int>(partial_[1]) != id)
+      return nullptr;
+    if (scalars) scalars->assign(partial_.begin() + 2, partial_.end());
+    partial_.clear();
+    resumed_ = std::move(partial_state_);
+    partial_state_.clear();
+    return &resumed_;
+  }
+  /// Collective, when a stop (agreed by every rank) interrupted the unit `kind` of client `id`:
+  /// writes the checkpoint with its partial state (the same on every rank). True.
+  bool interrupted(PartialUnit kind, int id, std::vector<double> state,
+                   const std::vector<double>& scalars, const std::string& where) {
+    partial_ = {static_cast<double>(kind), static_cast<double>(id)};
+    partial_.insert(partial_.end(), scalars.begin(), scalars.end());
+    partial_state_ = std::move(state);
+    log::info("stop inside {}{}: {} saved", partial_name(kind),
+              id >= 0 ? fmt::format(" for client {}", id) : std::string(), where);
+    return finished(0);
   }
 
   /// Restores the federated solver's history (CG warm starts) when resuming.
@@ -228,6 +278,11 @@ class InfluenceSweep {
       state["influence/solver"] = solver_->history();
     else if (!solver_history_.empty())
       state["influence/solver"] = solver_history_;
+    if (!partial_.empty()) {
+      state["influence/partial"] = partial_;
+      state["influence/partial_state"] = partial_state_;
+      state[kPartialUnit] = {1.0};
+    }
   }
 
   SweepCheckpoint* checkpoint_;
@@ -239,6 +294,7 @@ class InfluenceSweep {
   long units_ = 0;
   std::vector<double> solver_history_;
   IhvpSolver* solver_ = nullptr;
+  std::vector<double> partial_, partial_state_, resumed_;
 };
 
 bool single_parameter_changes(Federation& federation, IhvpSolver& solver,
@@ -249,6 +305,27 @@ bool block_parameter_changes(Federation& federation, const InfluenceConfig& conf
                              const std::vector<double>& s_test,
                              const std::vector<double>& gradients, HessianOperator& hessian,
                              bool progress, InfluenceSweep& sweep, ClientInfluence& result);
+
+// Collective: the solve of `b` into `x`, which a stop may interrupt (the unit `kind` of client
+// `id`) when the sweep is interruptible: continued from the checkpoint's state when it holds
+// this unit's, else started afresh. Interrupted: writes the checkpoint and returns false.
+bool interruptible_solve(IhvpSolver& solver, InfluenceSweep& sweep, PartialUnit kind, int id,
+                         const std::function<SolveReport()>& solve, SolveReport& report) {
+  const bool pollable = sweep.interruptible() && solver.set_stop_poll(stop_inside_unit_anywhere);
+  if (const std::vector<double>* state = sweep.resume(kind, id, nullptr)) {
+    log::info("resuming {}{} after {} iterations (from the checkpoint)", partial_name(kind),
+              id >= 0 ? fmt::format(" for client {}", id) : std::string(),
+              solver.interrupted_progress(*state));
+    solver.resume_next(*state);
+  }
+  report = solve();
+  if (pollable) solver.set_stop_poll({});
+  if (!report.interrupted) return true;
+  const std::vector<double> state = solver.interrupted_state();
+  sweep.interrupted(kind, id, state, {},
+                    fmt::format("{} iterations", solver.interrupted_progress(state)));
+  return false;
+}
 
 // Returns false when a stop signal ended it.
 bool federated_scope(Federation& federation, const InfluenceConfig& config,
@@ -261,7 +338,11 @@ bool federated_scope(Federation& federation, const InfluenceConfig& config,
   const std::int64_t n = federation.train_rows();
   auto solver = make_ihvp_solver(config.ihvp, hessian);
   std::vector<double> s_test;
-  const SolveReport report = solve_s_test(*solver, test_gradient, s_test);
+  SolveReport report;
+  if (!interruptible_solve(
+          *solver, sweep, PartialUnit::s_test, -1,
+          [&] { return solve_s_test(*solver, test_gradient, s_test); }, report))
+    return false;
   log::info("s_test: {} iterations, relative residual {:.3e}", report.iterations,
             report.relative_residual);
   result.iterations.push_back(report.iterations);
@@ -313,7 +394,11 @@ bool single_parameter_changes(Federation& federation, IhvpSolver& solver,
     if (owner == world_rank())
       std::copy_n(gradients.begin() + static_cast<std::ptrdiff_t>(local * p), p, rhs.begin());
     MPI_Bcast(rhs.data(), static_cast<int>(p), MPI_DOUBLE, owner, MPI_COMM_WORLD);
-    const SolveReport solve = removal_parameter_change(solver, rhs, n, delta);
+    SolveReport solve;
+    if (!interruptible_solve(
+            solver, sweep, PartialUnit::vector, id,
+            [&] { return removal_parameter_change(solver, rhs, n, delta); }, solve))
+      return false;
     if (owner == world_rank()) {
       std::copy(delta.begin(), delta.end(),
                 result.local_vectors.begin() + static_cast<std::ptrdiff_t>(local * p));
@@ -456,8 +541,8 @@ bool retrain_has_tolerance(const InfluenceConfig& config, const FederationConfig
 
 // The model the federation's current clients retrain to from theta (influence.retrain_mode).
 std::vector<double> retrained_model(Federation& federation, const std::vector<double>& theta,
-                                    const InfluenceConfig& config,
-                                    const FederationConfig& training) {
+                                    const InfluenceConfig& config, const FederationConfig& training,
+                                    RetrainStop* stop) {
   FederationConfig quiet = training;
   quiet.polish_verbose = false;
   quiet.evaluate_rounds = false;
@@ -479,12 +564,20 @@ std::vector<double> retrained_model(Federation& federation, const std::vector<do
   // local Newton: the stationary point near theta.
   // newton_polish's settings; its unnamed warning is replaced by one naming the client (the
   // caller's, from the final gradient norm).
-  std::vector<double> retrained = theta;
+  std::vector<double> retrained = stop && stop->resume ? stop->from : theta;
   FederatedObjective objective(federation);
   NewtonSettings settings;
   settings.tolerance = training.tolerance;
   settings.max_steps = training.polish_max_steps;
-  minimize_newton(objective, retrained, settings);
+  if (stop) {
+    settings.stop_poll = stop->poll;
+    if (stop->resume) settings.resume = &stop->progress;
+  }
+  const NewtonReport report = minimize_newton(objective, retrained, settings);
+  if (stop) {
+    stop->interrupted = report.interrupted;
+    stop->progress = report.progress;
+  }
   return retrained;
 }
 
@@ -541,7 +634,29 @@ bool retrain_without_each_client(Federation& federation, const std::vector<doubl
     if (sweep.retrained(id)) continue;
     const auto at = static_cast<std::size_t>(id);
     federation.exclude_clients({id});
-    const std::vector<double> retrained = retrained_model(federation, theta, config, training);
+    // A Newton retrain is interruptible between its steps (docs/operations.md).
+    RetrainStop stop;
+    if (sweep.interruptible()) stop.poll = stop_inside_unit_anywhere;
+    std::vector<double> scalars;
+    if (const std::vector<double>* from = sweep.resume(PartialUnit::retrain, id, &scalars)) {
+      stop.resume = true;
+      stop.from = *from;
+      if (scalars.size() != 3 || stop.from.size() != theta.size())
+        throw InputError("checkpoint: the interrupted retrain does not fit this run");
+      stop.progress = {static_cast<int>(scalars[0]), static_cast<long>(scalars[1]), scalars[2]};
+      log::info("resuming the retrain for client {} after {} Newton steps (from the checkpoint)",
+                id, stop.progress.steps);
+    }
+    const std::vector<double> retrained =
+        retrained_model(federation, theta, config, training, &stop);
+    if (stop.interrupted) {
+      federation.exclude_clients({});
+      sweep.interrupted(PartialUnit::retrain, id, retrained,
+                        {static_cast<double>(stop.progress.steps),
+                         static_cast<double>(stop.progress.cg_iterations), stop.progress.damping},
+                        fmt::format("{} Newton steps", stop.progress.steps));
+      return false;
+    }
     federation.gradient(retrained, gradient);
     result.retrain_gradient_norm[at] = norm2(gradient);
     result.actual[at] = federation.evaluate_test(retrained).first - base_test_loss;

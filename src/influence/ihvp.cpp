@@ -264,6 +264,14 @@ class KrylovSolver final : public IhvpSolver {
   IhvpMethod method() const override { return IhvpMethod::cg; }
   std::vector<double> history() const override { return recycler_.saved(); }
   void restore_history(const std::vector<double>& history) override { recycler_.restore(history); }
+  bool set_stop_poll(std::function<bool()> poll) override {
+    return cg_.set_stop_poll(std::move(poll));
+  }
+  std::vector<double> interrupted_state() const override { return cg_.interrupted_state(); }
+  void resume_next(std::vector<double> state) override { cg_.resume_next(std::move(state)); }
+  long interrupted_progress(const std::vector<double>& state) const override {
+    return ConjugateGradient::interrupted_iterations(state);
+  }
 
   SolveReport solve(const double* b, double* x) override {
     const std::size_t p = hessian_.parameters();
@@ -279,6 +287,8 @@ class KrylovSolver final : public IhvpSolver {
     if (preconditioner_ == IhvpPreconditioner::kronecker && !kronecker_)
       kronecker_ = std::make_unique<KroneckerPreconditioner>(hessian_.kronecker_factors());
     const CgOutcome outcome = cg_.solve(b, x);
+    report.interrupted = outcome.interrupted;
+    if (report.interrupted) return report;
     report.iterations = outcome.iterations;
     report.relative_residual = relative_residual(hessian_, b, x);
     if (!outcome.converged)
@@ -392,6 +402,22 @@ class LissaSolver final : public IhvpSolver {
     if (history.size() != 1) throw InputError("checkpoint: the LiSSA solver history is malformed");
     solve_count_ = static_cast<std::uint64_t>(history[0]);
   }
+  bool set_stop_poll(std::function<bool()> poll) override {
+    poll_ = std::move(poll);
+    return true;
+  }
+  // [repeat, step, x, h]: the recursion's place, the finished repeats' sum and its iterate.
+  std::vector<double> interrupted_state() const override { return interrupted_; }
+  void resume_next(std::vector<double> state) override {
+    if (state.size() != 2 + 2 * hessian_.parameters())
+      throw InputError("checkpoint: the interrupted LiSSA solve does not fit this problem");
+    resume_ = std::move(state);
+  }
+  long interrupted_progress(const std::vector<double>& state) const override {
+    return state.size() < 2
+               ? 0
+               : static_cast<long>(state[0]) * config_.depth + static_cast<long>(state[1]);
+  }
 
   // Koh & Liang's recursion h_j = b + (I - H_j / scale) h_{j-1}, h_0 = b, so that
   // h_J / scale -> H^{-1} b when every eigenvalue of H lies in (0, 2 scale); averaged over repeats.
@@ -400,9 +426,26 @@ class LissaSolver final : public IhvpSolver {
     std::vector<double> h(p), hh(p);
     std::fill(x, x + p, 0.0);
     const double limit = config_.divergence_limit * norm(b, p) / config_.scale;
-    for (int repeat = 0; repeat < config_.repeats; ++repeat) {
-      std::copy(b, b + p, h.begin());
-      for (int step = 0; step < config_.depth; ++step) {
+    int first_repeat = 0, first_step = 0;
+    interrupted_.clear();
+    if (!resume_.empty()) {
+      first_repeat = static_cast<int>(resume_[0]);
+      first_step = static_cast<int>(resume_[1]);
+      std::copy_n(resume_.begin() + 2, p, x);
+      std::copy_n(resume_.begin() + 2 + static_cast<std::ptrdiff_t>(p), p, h.begin());
+      resume_.clear();
+    }
+    for (int repeat = first_repeat; repeat < config_.repeats; ++repeat) {
+      if (repeat != first_repeat || first_step == 0) std::copy(b, b + p, h.begin());
+      for (int step = repeat == first_repeat ? first_step : 0; step < config_.depth; ++step) {
+        if (poll_ && poll_()) {
+          interrupted_ = {static_cast<double>(repeat), static_cast<double>(step)};
+          interrupted_.insert(interrupted_.end(), x, x + p);
+          interrupted_.insert(interrupted_.end(), h.begin(), h.end());
+          SolveReport report;
+          report.interrupted = true;
+          return report;
+        }
         if (config_.batch > 0)
           hessian_.apply_sampled(h.data(), hh.data(), config_.batch,
                                  solve_count_ * 1000003ULL + static_cast<std::uint64_t>(repeat),
@@ -431,6 +474,8 @@ class LissaSolver final : public IhvpSolver {
   HessianOperator& hessian_;
   LissaConfig config_;
   std::uint64_t solve_count_ = 0;
+  std::function<bool()> poll_;
+  std::vector<double> interrupted_, resume_;
 };
 
 class LowRankSolver final : public IhvpSolver {

@@ -63,4 +63,25 @@ else
   fail "federation.batch_size = 1e8 with an MLP"
 fi
 
+# FLUENCE_MEMORY_LIMIT malformed on rank 1 only (its environment, set by a wrapper from
+# OMPI_COMM_WORLD_RANK; an MPMD launch or a site's per-node module does the same): every rank
+# exits 2 with the message, none waits in a collective (timeout: a hang fails, exit 124). Each
+# rank's own exit status is recorded by the wrapper, so an abort of the others would show.
+for command in train influence; do
+  rm -f "$work/rank_code."*
+  timeout 120 "$mpirun" -n 2 bash -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then export FLUENCE_MEMORY_LIMIT=lots; fi
+    "$@"; code=$?; echo $code >"'"$work"'/rank_code.$OMPI_COMM_WORLD_RANK"; exit $code' wrapper "$fluence" "$command" \
+    "$source_dir/inputs/quickstart.toml" --out "$work/one_rank_$command" --quiet >"$work/one_rank_$command.log" 2>&1
+  code=$?
+  if [ "$code" -eq 2 ] && [ "$(cat "$work/rank_code.0" 2>/dev/null)" = 2 ] &&
+    [ "$(cat "$work/rank_code.1" 2>/dev/null)" = 2 ] &&
+    [ "$(grep -c 'FLUENCE_MEMORY_LIMIT = "lots" is not allowed' "$work/one_rank_$command.log")" -eq 1 ] &&
+    [ ! -e "$work/one_rank_$command/results.h5" ]; then
+    pass "$command: FLUENCE_MEMORY_LIMIT malformed on rank 1 only: both ranks exit 2, one message"
+  else
+    fail "$command: FLUENCE_MEMORY_LIMIT malformed on rank 1 only (mpirun exit $code, rank 0 $(cat "$work/rank_code.0" 2>/dev/null), rank 1 $(cat "$work/rank_code.1" 2>/dev/null); 124: hung)"
+    tail -3 "$work/one_rank_$command.log" | sed 's/^/    /'
+  fi
+done
+
 cli_summary

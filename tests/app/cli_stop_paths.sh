@@ -93,4 +93,38 @@ else
   tail -3 "$work/fastU.log" | sed 's/^/    /'
 fi
 
+# A stop inside a long unit (issue 41; docs/operations.md "Stops inside a unit"): TERM to mpirun
+# while `influence` solves s_test by CG, each iteration a federated Hessian product over 50,000
+# rows x 1,120 parameters, so that the solve lasts longer than mpirun's grace. The ranks stop the
+# solve at the next iteration and checkpoint its state (/state/influence.partial; mpirun no longer
+# relays their output), and `--restart latest` on 3 ranks continues it: bitwise the uninterrupted
+# run.
+big=("$source_dir/inputs/influence_synthetic.toml" --set data.synthetic.rows=50000
+  --set data.synthetic.numeric=100 --set data.synthetic.classes=10 --set federation.rounds=1
+  --set 'federation.polish="none"' --set influence.spectrum=false --set influence.vectors=false
+  --set influence.retrain=false --set output.checkpoint_every=1)
+"$mpirun" -n 2 "$fluence" influence "${big[@]}" --out "$work/bigR" --quiet >"$work/bigR.log" 2>&1 ||
+  fail "uninterrupted influence run with a long s_test"
+out="$work/bigT"
+"$mpirun" -n 2 "$fluence" influence "${big[@]}" --out "$out" --quiet >"$out.log" 2>&1 &
+launcher=$!
+# The model's checkpoint (rounds trained + 1 = 2) is written just before s_test.
+deadline=$((SECONDS + 120))
+until [ -e "$out/chk_000002.h5" ] || [ "$SECONDS" -ge "$deadline" ]; do sleep 0.05; done
+sleep 1
+kill -TERM "$launcher"
+wait "$launcher"
+code=$?
+last=$(ls "$out"/chk_*.h5 2>/dev/null | tail -1)
+if [ -n "$last" ] && [ ! -e "$out/results.h5" ] &&
+  "$python" -c "import h5py,sys; f=h5py.File(sys.argv[1],'r'); assert f['state/influence.partial'][0] == 1 and f['state/influence.partial_state'][0] > 0" "$last" &&
+  "$mpirun" -n 3 "$fluence" influence "${big[@]}" --out "$out" --restart latest >"$out.resume.log" 2>&1 &&
+  grep -q "resuming the s_test solve after" "$out.resume.log" &&
+  compare_runs "$work/bigR/results.h5" "$out/results.h5"; then
+  pass "SIGTERM to mpirun inside influence's s_test solve: $(grep -o "resuming the s_test solve after [0-9]* iterations" "$out.resume.log"), bitwise identical on 3 ranks"
+else
+  fail "SIGTERM to mpirun inside influence's s_test solve (mpirun exit $code; checkpoints: $(ls "$out" | tr '\n' ' '))"
+  tail -3 "$out.log" "$out.resume.log" 2>/dev/null | sed 's/^/    /'
+fi
+
 cli_summary

@@ -228,3 +228,88 @@ TEST(Newton, DampsIndefiniteStepsAndReachesRosenbrocksMinimizer) {
 
 }  // namespace
 }  // namespace fluence
+
+namespace fluence {
+namespace {
+
+// h = sum_i (theta_i^2 - 1)^2 / 4 + (c / 2) sum_i (theta_i - theta_{i+1})^2: near 0 its Hessian
+// diag(3 theta^2 - 1) + c L (L the path's Laplacian) is negative definite, so Newton must raise
+// the damping there and lower it again on the way to a minimum.
+class DoubleWells final : public NewtonObjective {
+ public:
+  static constexpr double kCoupling = 0.1;
+  std::size_t parameters() const override { return 6; }
+  double value_and_gradient(const std::vector<double>& t, std::vector<double>& g) override {
+    const std::size_t n = t.size();
+    double value = 0.0;
+    g.assign(n, 0.0);
+    for (std::size_t i = 0; i < n; ++i) {
+      value += 0.25 * (t[i] * t[i] - 1.0) * (t[i] * t[i] - 1.0);
+      g[i] += t[i] * t[i] * t[i] - t[i];
+      if (i + 1 < n) {
+        const double d = t[i] - t[i + 1];
+        value += 0.5 * kCoupling * d * d;
+        g[i] += kCoupling * d;
+        g[i + 1] -= kCoupling * d;
+      }
+    }
+    return value;
+  }
+  void set_point(const std::vector<double>& t) override { point_ = t; }
+  void hessian_vector(const double* v, double* out) override {
+    const std::size_t n = point_.size();
+    for (std::size_t i = 0; i < n; ++i) out[i] = (3.0 * point_[i] * point_[i] - 1.0) * v[i];
+    for (std::size_t i = 0; i + 1 < n; ++i) {
+      const double d = kCoupling * (v[i] - v[i + 1]);
+      out[i] += d;
+      out[i + 1] -= d;
+    }
+  }
+
+ private:
+  std::vector<double> point_;
+};
+
+// A Newton run stopped between steps (docs/operations.md "Stops inside a unit") and continued from
+// its iterate and progress ends in the same bits as the uninterrupted run, after only the steps
+// left. DoubleWells from near 0 raises the Levenberg-Marquardt damping on its first steps, so a
+// continuation that lost the damping would take other steps.
+TEST(Newton, AnInterruptedRunContinuesToTheSameBits) {
+  NewtonSettings settings;
+  settings.tolerance = 1e-10;
+  settings.max_steps = 200;
+  settings.prefix = "test_newton_";
+  const std::vector<double> start{0.5, -0.4, 0.3, 0.45, -0.5, 0.35};
+  DoubleWells reference_objective;
+  std::vector<double> reference = start;
+  const NewtonReport full = minimize_newton(reference_objective, reference, settings);
+  ASSERT_TRUE(full.converged) << full.steps << " steps, |grad| " << full.gradient_norm;
+  ASSERT_GT(full.steps, 4);
+  bool stopped_damped = false;  // some stop fell where the damping was raised
+  for (int stop_after = 1; stop_after < full.steps; ++stop_after) {
+    DoubleWells objective;
+    std::vector<double> theta = start;
+    NewtonSettings stopping = settings;
+    int polls = 0;
+    stopping.stop_poll = [&] { return ++polls == stop_after + 1; };
+    const NewtonReport stopped = minimize_newton(objective, theta, stopping);
+    ASSERT_TRUE(stopped.interrupted);
+    EXPECT_EQ(stopped.progress.steps, stop_after);
+    stopped_damped = stopped_damped || stopped.progress.damping > 0.0;
+    NewtonSettings resumed = settings;
+    resumed.resume = &stopped.progress;
+    int steps_taken = 0;
+    resumed.after_step = [&](int, const std::vector<double>&) { ++steps_taken; };
+    const NewtonReport finished = minimize_newton(objective, theta, resumed);
+    EXPECT_FALSE(finished.interrupted);
+    EXPECT_EQ(finished.steps, full.steps);
+    EXPECT_EQ(finished.cg_iterations, full.cg_iterations);
+    EXPECT_EQ(steps_taken, full.steps - stop_after);
+    EXPECT_EQ(theta, reference) << "stopped after " << stop_after;
+    EXPECT_EQ(finished.value, full.value);
+  }
+  EXPECT_TRUE(stopped_damped);
+}
+
+}  // namespace
+}  // namespace fluence

@@ -18,6 +18,7 @@ struct CommandLine {
   std::string model;              // influence --model results.h5
   std::string restart;            // --restart chk.h5 | latest (train, influence, fldp, whatif)
   int test_stop_at = -1;          // hidden --test-stop-at N: SIGUSR1 at checkpoint N (tests)
+  long test_stop_inside = 0;      // hidden --test-stop-inside K: SIGUSR1 at fine boundary K (tests)
   std::vector<std::string> sets;  // --set section.key=value
   bool quiet = false;
   bool force = false;       // --force: overwrite a finished results.h5 in the output directory

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace fluence {
 
@@ -63,7 +64,8 @@ struct CgSettings {
 struct CgOutcome {
   int iterations = 0;
   bool converged = false;
-  bool indefinite = false;  // CG met non-positive curvature: A (or M) is not positive definite
+  bool indefinite = false;   // CG met non-positive curvature: A (or M) is not positive definite
+  bool interrupted = false;  // a stop poll ended it: ConjugateGradient::interrupted_state()
 };
 
 class ConjugateGradient {
@@ -83,14 +85,35 @@ class ConjugateGradient {
   /// x = A^-1 b (x: the initial guess when settings.initial_guess).
   CgOutcome solve(const double* b, double* x);
 
+  /// Stops inside a solve (docs/operations.md "Stops inside a unit"): `poll` is called after
+  /// every iteration that did not converge (collective when the operator is: every rank polls at
+  /// the same iteration). When it says stop, the solve ends after one more iteration (whose
+  /// scalars the state needs) with CgOutcome::interrupted, and interrupted_state() holds
+  /// everything KSPCG would carry on with. Resumable only with PETSc's CG as this class sets it
+  /// up (type cg, unpreconditioned norm, the default convergence test); PETSc options that change
+  /// those turn the poll off (every solve then runs to its end). False when the poll is off.
+  bool set_stop_poll(std::function<bool()> poll);
+  const std::vector<double>& interrupted_state() const;
+  /// The next solve, of the same b, continues the interrupted solve `state` describes: the same
+  /// operations in the same order as KSPCG's, so the result is the same bits as an uninterrupted
+  /// solve.
+  void resume_next(std::vector<double> state);
+  /// The iterations done before the interruption `state` describes.
+  static int interrupted_iterations(const std::vector<double>& state);
+
+  struct StopTest;  // the convergence test that polls (krylov.cpp)
+
  private:
   void use_custom_shell(PC pc);
+  CgOutcome resume(const std::vector<double>& state, double* x);
 
   OperatorShell shell_;
   CgSettings settings_;
   KSP ksp_ = nullptr;
   Vec rhs_ = nullptr, solution_ = nullptr;
   bool user_rtol_ = false;
+  std::unique_ptr<StopTest> stop_;
+  std::vector<double> resume_;
 };
 
 }  // namespace fluence

@@ -40,6 +40,14 @@ class NewtonObjective {
   virtual bool has_hessian_diagonal() const { return false; }
 };
 
+/// Where a Newton run stands between steps: with its theta, what it needs to continue bitwise
+/// (docs/operations.md "Stops inside a unit").
+struct NewtonProgress {
+  int steps = 0;
+  long cg_iterations = 0;
+  double damping = 0.0;  // the Levenberg-Marquardt damping reached
+};
+
 struct NewtonSettings {
   double tolerance = 1e-10;  // stop when ||grad h|| <= tolerance
   int max_steps = 50;
@@ -55,6 +63,11 @@ struct NewtonSettings {
   double forcing_power = 0.5, forcing_floor = 1e-12;
   /// Called after every step with the step number (from 1) and the new theta.
   std::function<void(int, const std::vector<double>&)> after_step;
+  /// Polled (collectively: every rank alike) before every step: true ends the run there with
+  /// NewtonReport::interrupted; theta and NewtonReport::progress then continue it.
+  std::function<bool()> stop_poll;
+  /// Continue an interrupted run from theta with this progress (null: a fresh start).
+  const NewtonProgress* resume = nullptr;
 };
 
 struct NewtonReport {
@@ -62,6 +75,8 @@ struct NewtonReport {
   long cg_iterations = 0;
   double value = 0.0, gradient_norm = 0.0;
   bool converged = false;
+  bool interrupted = false;  // stop_poll ended it
+  NewtonProgress progress;   // where it stopped
 };
 
 /// Minimizes from theta (in/out).

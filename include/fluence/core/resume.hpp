@@ -19,6 +19,11 @@ namespace fluence {
 /// Named numeric arrays: the state a command declares resumable (what a checkpoint stores).
 using StateArrays = std::map<std::string, std::vector<double>>;
 
+/// Present (= {1}) in a checkpoint written by a stop inside a unit of work: the sweep's arrays
+/// then hold that unit's partial state too (docs/operations.md "Stops inside a unit"), and a
+/// restart reads them even before the first unit finished.
+inline constexpr const char* kPartialUnit = "sweep/partial";
+
 class SweepCheckpoint {
  public:
   virtual ~SweepCheckpoint() = default;

@@ -11,6 +11,7 @@
 //   lowrank  projection onto the top-k eigenpairs from SLEPc (an Arnoldi-style approximation to
 //            compare against: exact only on that subspace).
 // Every solve reports its iterations and the true relative residual ||H x - b|| / ||b||.
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,6 +60,7 @@ void register_ihvp_keys(DeckSchema& schema);
 struct SolveReport {
   int iterations = 0;
   double relative_residual = 0.0;  // ||H x - b|| / ||b||, recomputed after the solve
+  bool interrupted = false;        // a stop poll ended it: IhvpSolver::interrupted_state(), x unset
 };
 
 class IhvpSolver {
@@ -76,6 +78,25 @@ class IhvpSolver {
   virtual std::vector<double> history() const { return {}; }
   /// Restores what history() returned (replacing this solver's own history).
   virtual void restore_history(const std::vector<double>& history) { (void)history; }
+
+  /// Stops inside a solve (docs/operations.md "Stops inside a unit"): `poll` is called at the
+  /// solver's fine boundaries (a CG iteration, a LiSSA step), collectively when the operator is
+  /// a collective; when it says stop, solve() returns SolveReport::interrupted and
+  /// interrupted_state() holds what the solve needs to continue. False: this solver (or its
+  /// PETSc options) cannot continue bitwise, and its solves run to their end.
+  virtual bool set_stop_poll(std::function<bool()> poll) {
+    (void)poll;
+    return false;
+  }
+  virtual std::vector<double> interrupted_state() const { return {}; }
+  /// The next solve, of the same b, continues the interrupted one `state` describes: its result
+  /// is the same bits as an uninterrupted solve.
+  virtual void resume_next(std::vector<double> state) { (void)state; }
+  /// The iterations (CG) or steps (LiSSA) done before the interruption `state` describes.
+  virtual long interrupted_progress(const std::vector<double>& state) const {
+    (void)state;
+    return 0;
+  }
 };
 
 /// The solver for `config.method` on `hessian` (kept by reference). InputError when the method
