@@ -16,6 +16,8 @@
 
 namespace fluence {
 
+class KfacCurvature;
+
 enum class HessianScope { federated, client };
 HessianScope parse_hessian_scope(const std::string& name);
 std::string to_string(HessianScope scope);
@@ -41,6 +43,10 @@ class HessianOperator {
   /// l2 + damping. A collective when the operator is. InputError where there are none: only the
   /// logistic model's own data term has them (not a network, not FLDP's expected-loss clients).
   virtual KroneckerFactors kronecker_factors();
+  /// K-FAC of a network's Hessian at theta (EK-FAC with `corrected`; influence/kfac.hpp), shift =
+  /// l2 + damping. A collective when the operator is. InputError where there is none (not a
+  /// network of dense layers, FLDP's expected-loss clients).
+  virtual std::unique_ptr<KfacCurvature> kfac(bool corrected);
 
   double damping() const { return damping_; }
   void set_damping(double damping) { damping_ = damping; }
