@@ -1,4 +1,4 @@
-// Block Hessian products and block CG (issue 40, docs/math.md §3.4): the machine's dgemm peak
+// Block Hessian products and block CG (issue 40, docs/math.md §3.3): the machine's dgemm peak
 // measured in the same run (a 2,000^3 dgemm on every rank at once), the federated block product's
 // GFLOP/s against it, and the parameter-change vectors of every client (influence.vectors) by one
 // CG per client against block CG. Run under mpirun:

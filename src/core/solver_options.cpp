@@ -58,6 +58,7 @@ PetscErrorCode configure_ksp(const char* prefix) {
   if (!code) code = PCSetType(pc, PCNONE);
   // The run's CG registers its shell preconditioners' names before it reads the options.
   if (!code) code = register_named_pc_type(kKroneckerPcType);
+  if (!code) code = register_named_pc_type(kKfacPcType);
   if (!code) code = KSPSetOptionsPrefix(ksp, prefix);
   if (!code) code = KSPSetFromOptions(ksp);
   // Read only at the end of a solve (KSPConvergedReasonViewFromOptions), not by KSPSetFromOptions:

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
 
@@ -14,6 +15,7 @@
 #include "fluence/core/signals.hpp"
 #include "fluence/fl/newton.hpp"
 #include "fluence/influence/block_cg.hpp"
+#include "fluence/influence/lanczos.hpp"
 
 namespace fluence {
 
@@ -39,7 +41,7 @@ void register_influence_keys(DeckSchema& schema) {
       key("influence.vectors", T::boolean, "true",
           "solve and write every client's parameter-change vector [clients × parameters]"),
       key("influence.block_size", T::integer, "1",
-          "with `vectors`: right-hand sides per block CG solve (docs/math.md §3.4), each "
+          "with `vectors`: right-hand sides per block CG solve (docs/math.md §3.3), each "
           "Hessian product a GEMM over the block; 1 = one CG solve per client (as before), 0 = "
           "all clients in one block. The block's working set is about 9 × block × p doubles per "
           "rank",
@@ -327,6 +329,43 @@ bool interruptible_solve(IhvpSolver& solver, InfluenceSweep& sweep, PartialUnit 
   return false;
 }
 
+// The estimator's s_test and scores against the exact s_test by CG (the deck's preconditioner and
+// tolerance), logged and kept for /influence/estimator.
+ClientInfluence::EstimatorError estimator_error(
+    const InfluenceConfig& config, HessianOperator& hessian,
+    const std::vector<double>& test_gradient, const std::vector<double>& s_test,
+    const std::vector<double>& estimate, double seconds,
+    const std::function<std::vector<double>(const std::vector<double>&)>& scores) {
+  ClientInfluence::EstimatorError error;
+  error.seconds = seconds;
+  IhvpConfig exact = config.ihvp;
+  exact.method = IhvpMethod::cg;
+  Stopwatch clock;
+  auto solver = make_ihvp_solver(exact, hessian);
+  std::vector<double> s_exact;
+  const SolveReport report = solve_s_test(*solver, test_gradient, s_exact);
+  error.exact_seconds = clock.seconds();
+  error.exact_iterations = report.iterations;
+  error.exact_estimate = scores(s_exact);
+  const auto relative = [](const std::vector<double>& a, const std::vector<double>& b) {
+    double difference = 0.0, size = 0.0;
+    for (std::size_t k = 0; k < a.size(); ++k) {
+      difference += (a[k] - b[k]) * (a[k] - b[k]);
+      size += b[k] * b[k];
+    }
+    return size > 0.0 ? std::sqrt(difference / size) : std::sqrt(difference);
+  };
+  error.score_relative_difference = relative(estimate, error.exact_estimate);
+  error.solution_relative_difference = relative(s_test, s_exact);
+  error.spearman = spearman(estimate, error.exact_estimate);
+  log::info(
+      "{} against exact CG ({} iterations, {:.3g} s; the estimator {:.3g} s): scores' relative "
+      "difference {:.3e}, Spearman {:.4f}; s_test's relative difference {:.3e}",
+      to_string(config.ihvp.method), report.iterations, error.exact_seconds, seconds,
+      error.score_relative_difference, error.spearman, error.solution_relative_difference);
+  return error;
+}
+
 // Returns false when a stop signal ended it.
 bool federated_scope(Federation& federation, const InfluenceConfig& config,
                      const std::vector<double>& test_gradient, const std::vector<double>& gradients,
@@ -336,6 +375,7 @@ bool federated_scope(Federation& federation, const InfluenceConfig& config,
   const std::size_t p = federation.parameters();
   const int clients = static_cast<int>(problem.client_rows.size());
   const std::int64_t n = federation.train_rows();
+  Stopwatch clock;
   auto solver = make_ihvp_solver(config.ihvp, hessian);
   std::vector<double> s_test;
   SolveReport report;
@@ -343,18 +383,25 @@ bool federated_scope(Federation& federation, const InfluenceConfig& config,
           *solver, sweep, PartialUnit::s_test, -1,
           [&] { return solve_s_test(*solver, test_gradient, s_test); }, report))
     return false;
+  const double seconds = clock.seconds();
   log::info("s_test: {} iterations, relative residual {:.3e}", report.iterations,
             report.relative_residual);
   result.iterations.push_back(report.iterations);
   result.relative_residual.push_back(report.relative_residual);
-  std::vector<double> local_estimates(problem.clients.size());
-  for (std::size_t k = 0; k < problem.clients.size(); ++k)
-    local_estimates[k] = removal_loss_change(
-        s_test,
-        std::vector<double>(gradients.begin() + static_cast<std::ptrdiff_t>(k * p),
-                            gradients.begin() + static_cast<std::ptrdiff_t>((k + 1) * p)),
-        n);
-  result.estimate = ordered_allgather(local_estimates, static_cast<int>(problem.clients.size()), 1);
+  const auto scores = [&](const std::vector<double>& s) {
+    std::vector<double> local_estimates(problem.clients.size());
+    for (std::size_t k = 0; k < problem.clients.size(); ++k)
+      local_estimates[k] = removal_loss_change(
+          s,
+          std::vector<double>(gradients.begin() + static_cast<std::ptrdiff_t>(k * p),
+                              gradients.begin() + static_cast<std::ptrdiff_t>((k + 1) * p)),
+          n);
+    return ordered_allgather(local_estimates, static_cast<int>(problem.clients.size()), 1);
+  };
+  result.estimate = scores(s_test);
+  if (config.ihvp.method == IhvpMethod::ekfac)
+    result.estimator_error =
+        estimator_error(config, hessian, test_gradient, s_test, result.estimate, seconds, scores);
   if (!config.vectors) return true;
   sweep.restore(*solver);
   if (config.block_size != 1) {
@@ -733,7 +780,9 @@ void check_hessian_spectrum(HessianOperator& hessian, const InfluenceConfig& con
   // non-positive-definite Hessian needs is decided on that, and the spectrum is kept undamped
   // (what /hessian/eigenvalue_* promise: the curvature of the objective itself).
   const double applied = damping;
-  result = hessian_spectrum(hessian, config.ihvp.eigen_tolerance);
+  result = config.ihvp.lanczos_spectrum
+               ? lanczos_spectrum(hessian, config.ihvp.eigen_tolerance, 300)
+               : hessian_spectrum(hessian, config.ihvp.eigen_tolerance);
   const double extra = damping_for(*result);
   auto& spectrum = *result;
   spectrum.eigenvalue_min -= applied;
@@ -745,9 +794,11 @@ void check_hessian_spectrum(HessianOperator& hessian, const InfluenceConfig& con
       applied != 0.0
           ? fmt::format(", undamped (influence.damping = {:g} added in the solves)", applied)
           : std::string();
-  log::info("Hessian spectrum: lambda_min {:.6e}  lambda_max {:.6e}  condition number {:.3e}{}",
-            spectrum.eigenvalue_min, spectrum.eigenvalue_max, spectrum.condition_number,
-            with_damping);
+  log::info(
+      "Hessian spectrum: lambda_min {:.6e}  lambda_max {:.6e}  condition number {:.3e}{} ({} {} "
+      "iterations)",
+      spectrum.eigenvalue_min, spectrum.eigenvalue_max, spectrum.condition_number, with_damping,
+      spectrum.iterations, config.ihvp.lanczos_spectrum ? "Lanczos" : "Krylov-Schur");
   if (extra == 0.0) return;
   if (config.auto_damping) {
     damping += extra;

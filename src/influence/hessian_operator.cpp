@@ -6,6 +6,7 @@
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/quantized_sum.hpp"
 #include "fluence/core/rng.hpp"
+#include "fluence/influence/kfac.hpp"
 #include "fluence/influence/purposes.hpp"
 #include "fluence/model/block_products.hpp"
 #include "fluence/model/network.hpp"
@@ -32,6 +33,12 @@ void HessianOperator::apply_block(const double* V, double* out, int k) {
   const std::size_t p = parameters();
   for (int j = 0; j < k; ++j)
     apply(V + static_cast<std::size_t>(j) * p, out + static_cast<std::size_t>(j) * p);
+}
+
+std::unique_ptr<KfacCurvature> HessianOperator::kfac(bool) {
+  throw InputError(
+      "influence.preconditioner = \"kfac\" and influence.solver = \"ekfac\" need the K-FAC "
+      "factors of a network's own Hessian, which this Hessian does not have");
 }
 
 namespace {
@@ -253,6 +260,11 @@ class FederatedHessian final : public HessianOperator {
         static_cast<double>(federation_.train_rows()), linear.l2() + damping_);
   }
 
+  std::unique_ptr<KfacCurvature> kfac(bool corrected) override {
+    return federated_kfac(federation_, theta_, federation_.problem().model->l2() + damping_,
+                          corrected);
+  }
+
   void dense(std::vector<double>& out) override {
     if (!federation_.problem().model->linear()) return dense_from_products(*this, out);
     federation_.explicit_hessian(theta_, out);
@@ -331,6 +343,10 @@ class ClientHessian final : public HessianOperator {
     return normalized_kronecker_factors(linear.classes(), linear.features(), std::move(class_sum),
                                         std::move(feature_sum), static_cast<double>(client_.size()),
                                         linear.l2() + damping_);
+  }
+
+  std::unique_ptr<KfacCurvature> kfac(bool corrected) override {
+    return client_kfac(model_, client_, theta_, model_.l2() + damping_, corrected);
   }
 
   void dense(std::vector<double>& out) override {

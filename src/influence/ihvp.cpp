@@ -11,6 +11,7 @@
 #include "fluence/core/log.hpp"
 #include "fluence/core/rng.hpp"
 #include "fluence/core/solver_options.hpp"
+#include "fluence/influence/kfac.hpp"
 #include "fluence/influence/purposes.hpp"
 #include "fluence/influence/spectrum.hpp"
 
@@ -25,7 +26,9 @@ IhvpMethod parse_ihvp_method(const std::string& name) {
   if (name == "explicit") return IhvpMethod::explicit_cholesky;
   if (name == "lissa") return IhvpMethod::lissa;
   if (name == "lowrank") return IhvpMethod::lowrank;
-  throw InputError("unknown IHVP solver '" + name + "' (allowed: cg, explicit, lissa, lowrank)");
+  if (name == "ekfac") return IhvpMethod::ekfac;
+  throw InputError("unknown IHVP solver '" + name +
+                   "' (allowed: cg, explicit, lissa, lowrank, ekfac)");
 }
 
 std::string to_string(IhvpMethod method) {
@@ -38,6 +41,8 @@ std::string to_string(IhvpMethod method) {
       return "lissa";
     case IhvpMethod::lowrank:
       return "lowrank";
+    case IhvpMethod::ekfac:
+      return "ekfac";
   }
   return "?";
 }
@@ -46,7 +51,9 @@ IhvpPreconditioner parse_ihvp_preconditioner(const std::string& name) {
   if (name == "none") return IhvpPreconditioner::none;
   if (name == "jacobi") return IhvpPreconditioner::jacobi;
   if (name == "kronecker") return IhvpPreconditioner::kronecker;
-  throw InputError("unknown IHVP preconditioner '" + name + "' (allowed: none, jacobi, kronecker)");
+  if (name == "kfac") return IhvpPreconditioner::kfac;
+  throw InputError("unknown IHVP preconditioner '" + name +
+                   "' (allowed: none, jacobi, kronecker, kfac)");
 }
 
 std::string to_string(IhvpPreconditioner preconditioner) {
@@ -57,6 +64,8 @@ std::string to_string(IhvpPreconditioner preconditioner) {
       return "jacobi";
     case IhvpPreconditioner::kronecker:
       return "kronecker";
+    case IhvpPreconditioner::kfac:
+      return "kfac";
   }
   return "?";
 }
@@ -65,16 +74,20 @@ void register_ihvp_keys(DeckSchema& schema) {
   using namespace deck_keys;
   using T = KeyType;
   schema.add({
-      choice("influence.solver", "\"cg\"", {"cg", "explicit", "lissa", "lowrank"}, "IHVP solver"),
+      choice("influence.solver", "\"cg\"", {"cg", "explicit", "lissa", "lowrank", "ekfac"},
+             "IHVP solver (`ekfac`: a network's EK-FAC inverse, no iterations, scored against "
+             "exact CG in the output; docs/math.md §3.2)"),
       below_maximum(key("influence.rtol", T::real, "1e-10",
                         "cg: stop when ‖b − Hx‖ ≤ rtol ‖b‖ (PETSc `-ihvp_ksp_rtol` overrides)", 0.0,
                         1.0, true)),
       key("influence.max_iterations", T::integer, "0", "cg: most iterations (0 = 10 p + 100)", 0),
-      choice("influence.preconditioner", "\"auto\"", {"auto", "jacobi", "kronecker", "none"},
+      choice("influence.preconditioner", "\"auto\"",
+             {"auto", "jacobi", "kronecker", "kfac", "none"},
              "cg: Jacobi from the exact Hessian diagonal, or kronecker: (G ⊗ A + (l2 + damping) "
-             "I)⁻¹ from the softmax and feature factors (docs/math.md §3.1); both only "
-             "for the logistic model (refused for networks), or none; `auto` = jacobi for "
-             "logistic, none for mlp and cnn"),
+             "I)⁻¹ from the softmax and feature factors (docs/math.md §3.1), both only "
+             "for the logistic model; kfac: K-FAC's layer-wise (G ⊗ A + (l2 + damping) I)⁻¹ "
+             "for an mlp (docs/math.md §3.2); or none; `auto` = jacobi for logistic, none for "
+             "mlp and cnn"),
       key("influence.warm_start", T::boolean, "true",
           "cg: start each solve from the projection onto earlier solutions"),
       key("influence.explicit_max_parameters", T::integer, "6000",
@@ -95,6 +108,10 @@ void register_ihvp_keys(DeckSchema& schema) {
       key("influence.lowrank_rank", T::integer, "20", "lowrank: eigenpairs k", 1),
       below_maximum(key("influence.eigen_tolerance", T::real, "1e-8", "SLEPc relative tolerance",
                         0.0, 1.0, true)),
+      choice("influence.spectrum_solver", "\"krylovschur\"", {"krylovschur", "lanczos"},
+             "the extreme Hessian eigenvalues: SLEPc Krylov–Schur, one solve per end, or one "
+             "unrestarted Lanczos space for both ends (full reorthogonalization; one p-vector per "
+             "product, at most 300; docs/math.md §4)"),
   });
 }
 
@@ -110,7 +127,20 @@ IhvpConfig IhvpConfig::from_deck(const Deck& deck) {
   config.preconditioner = preconditioner == "auto"
                               ? (logistic ? IhvpPreconditioner::jacobi : IhvpPreconditioner::none)
                               : parse_ihvp_preconditioner(preconditioner);
-  if (config.preconditioner != IhvpPreconditioner::none && !logistic)
+  const bool mlp = deck.string("model.type") == "mlp";
+  if (config.preconditioner == IhvpPreconditioner::kfac && !mlp)
+    throw InputError(fmt::format(
+        "{}: influence.preconditioner = \"kfac\" needs model.type = \"mlp\" (a network of dense "
+        "layers), not \"{}\"; {}",
+        deck.where("influence.preconditioner"), deck.string("model.type"),
+        logistic ? "the logistic model has \"kronecker\"" : "use \"auto\" or \"none\""));
+  if (config.method == IhvpMethod::ekfac && !mlp)
+    throw InputError(fmt::format(
+        "{}: influence.solver = \"ekfac\" needs model.type = \"mlp\" (a network of dense "
+        "layers), not \"{}\"",
+        deck.where("influence.solver"), deck.string("model.type")));
+  if (config.preconditioner != IhvpPreconditioner::none &&
+      config.preconditioner != IhvpPreconditioner::kfac && !logistic)
     throw InputError(fmt::format(
         "{}: influence.preconditioner = \"{}\" needs {}, which model.type = \"{}\" does not "
         "compute (it would take p Hessian products); use \"auto\" or \"none\"",
@@ -128,6 +158,7 @@ IhvpConfig IhvpConfig::from_deck(const Deck& deck) {
   config.lissa.divergence_limit = deck.real("influence.lissa.divergence_limit");
   config.lowrank_rank = static_cast<int>(deck.integer("influence.lowrank_rank"));
   config.eigen_tolerance = deck.real("influence.eigen_tolerance");
+  config.lanczos_spectrum = deck.string("influence.spectrum_solver") == "lanczos";
   return config;
 }
 
@@ -229,6 +260,7 @@ IhvpPreconditioner command_line_preconditioner(IhvpPreconditioner deck) {
   if (set != PETSC_TRUE) return deck;
   const std::string type = name;
   if (type == kKroneckerPcType) return IhvpPreconditioner::kronecker;
+  if (type == kKfacPcType) return IhvpPreconditioner::kfac;
   if (type == "jacobi") return IhvpPreconditioner::jacobi;
   return IhvpPreconditioner::none;  // PETSc's own PC, set up by KSPSetFromOptions
 }
@@ -249,12 +281,16 @@ class KrylovSolver final : public IhvpSolver {
           settings.prefix = kIhvpPrefix;
           settings.rtol = config.rtol;
           settings.max_iterations = config.max_iterations;
-          settings.preconditioner =
-              preconditioner_ == IhvpPreconditioner::jacobi      ? CgPreconditioner::jacobi
-              : preconditioner_ == IhvpPreconditioner::kronecker ? CgPreconditioner::custom
-                                                                 : CgPreconditioner::none;
-          settings.custom_name = kKroneckerPcType;
+          const bool shell = preconditioner_ == IhvpPreconditioner::kronecker ||
+                             preconditioner_ == IhvpPreconditioner::kfac;
+          settings.preconditioner = preconditioner_ == IhvpPreconditioner::jacobi
+                                        ? CgPreconditioner::jacobi
+                                    : shell ? CgPreconditioner::custom
+                                            : CgPreconditioner::none;
+          settings.custom_name =
+              preconditioner_ == IhvpPreconditioner::kfac ? kKfacPcType : kKroneckerPcType;
           settings.apply_preconditioner = [this](const double* r, double* z) {
+            if (kfac_) return kfac_->apply_inverse(r, z);
             kronecker_->apply(r, z);
           };
           settings.initial_guess = true;
@@ -286,6 +322,7 @@ class KrylovSolver final : public IhvpSolver {
       std::fill(x, x + p, 0.0);
     if (preconditioner_ == IhvpPreconditioner::kronecker && !kronecker_)
       kronecker_ = std::make_unique<KroneckerPreconditioner>(hessian_.kronecker_factors());
+    if (preconditioner_ == IhvpPreconditioner::kfac && !kfac_) kfac_ = hessian_.kfac(false);
     const CgOutcome outcome = cg_.solve(b, x);
     report.interrupted = outcome.interrupted;
     if (report.interrupted) return report;
@@ -307,6 +344,7 @@ class KrylovSolver final : public IhvpSolver {
   IhvpConfig config_;
   IhvpPreconditioner preconditioner_;
   std::unique_ptr<KroneckerPreconditioner> kronecker_;  // built at the first solve
+  std::unique_ptr<KfacCurvature> kfac_;                 // built at the first solve
   ConjugateGradient cg_;
 };
 
@@ -518,6 +556,8 @@ std::unique_ptr<IhvpSolver> make_ihvp_solver(const IhvpConfig& config, HessianOp
       return std::make_unique<LissaSolver>(config, hessian);
     case IhvpMethod::lowrank:
       return std::make_unique<LowRankSolver>(config, hessian);
+    case IhvpMethod::ekfac:
+      return make_ekfac_solver(hessian);
   }
   throw InputError("unknown IHVP solver");
 }

@@ -66,6 +66,25 @@ void write_influence_output(ResultsFile& file, const FederatedProblem& problem,
                 "mean absolute error over the converged retrains at minima");
     file.attribute("/influence/mae_trusted", "retrains", result.trusted.count);
   }
+  if (result.estimator_error) {
+    const auto& error = *result.estimator_error;
+    file.scalar("/influence/estimator/seconds", error.seconds, "s",
+                "time of s_test by the estimator (influence.solver)");
+    file.scalar("/influence/estimator/exact_seconds", error.exact_seconds, "s",
+                "time of s_test by exact CG");
+    file.scalar("/influence/estimator/exact_iterations",
+                static_cast<double>(error.exact_iterations), "count",
+                "CG iterations of the exact s_test");
+    file.dataset("/influence/estimator/exact_estimate", error.exact_estimate,
+                 {{"client"}, "nat", "client_removal_estimate from the exact s_test by CG"});
+    file.scalar("/influence/estimator/score_relative_difference", error.score_relative_difference,
+                "1", "relative 2-norm difference of the estimator's and CG's client scores");
+    file.scalar("/influence/estimator/spearman", error.spearman, "1",
+                "Spearman correlation of the estimator's and CG's client scores");
+    file.scalar("/influence/estimator/solution_relative_difference",
+                error.solution_relative_difference, "1",
+                "relative 2-norm difference of the estimator's and CG's s_test");
+  }
   write_hessian_spectrum(file, result.spectrum);
   file.string("/ihvp/solver", to_string(config.ihvp.method), "inverse-Hessian-vector solver");
   file.dimension("/ihvp/solve", result.iterations.size());

@@ -154,6 +154,9 @@ class Passes {
   const T* r_logits() const { return r_act_.back(); }
   // Layer l's output (after any activation fused into it by finish_output).
   const T* activation(std::size_t l) const { return act_[l]; }
+  // Layer l's d loss / d output (after backward; a parametric layer's with a fused activation
+  // below the activation, since the activation's backward works in place).
+  const T* output_delta(std::size_t l) const { return delta_[l]; }
   T* r_logit_delta() { return r_delta_.back(); }
   double* squared_norms() { return b_.squared_norms.data(); }
   double* row_scale() { return b_.row_scale.data(); }
@@ -1008,6 +1011,38 @@ void Network::clipped_gradient_sum(const double* x, const std::int32_t* y, std::
       scale[r] = norm > clip ? clip / norm : 1.0;
     }
     passes.add_scaled_gradients(input, n, scale, out);
+  }
+}
+
+void Network::visit_curvature_directions(const double* x, std::size_t rows, const double* theta,
+                                         Workspace& work, const CurvatureVisitor& visit) const {
+  for (const Layer& layer : layers_)
+    if (layer.kind == LayerKind::conv2d)
+      throw std::invalid_argument("K-FAC factors are implemented for dense layers only");
+  const std::size_t D = features(), C = static_cast<std::size_t>(classes_);
+  Passes<double> passes(layers_, classes_, true, false, pass_buffers<double>(work),
+                        std::min(rows, block_rows_));
+  std::vector<double>& p = pass_buffers<double>(work).logits;
+  for (std::size_t start = 0; start < rows; start += block_rows_) {
+    const int n = static_cast<int>(std::min(block_rows_, rows - start));
+    const double* input = x + start * D;
+    passes.forward(theta, input, n);
+    std::copy(passes.logits(), passes.logits() + std::size_t(n) * C, p.begin());
+    softmax_probabilities(p.data(), std::size_t(n), classes_);
+    for (std::size_t c = 0; c < C; ++c) {
+      double* delta = passes.logit_delta();
+      for (int r = 0; r < n; ++r) {
+        const double* pr = p.data() + r * C;
+        const double root = std::sqrt(pr[c]);
+        for (std::size_t j = 0; j < C; ++j)
+          delta[r * C + j] = root * ((j == c ? 1.0 : 0.0) - pr[j]);
+      }
+      passes.backward(theta, input, n, nullptr, 0.0, 0.0);
+      for (std::size_t l = 0; l < layers_.size(); ++l)
+        if (layers_[l].kind == LayerKind::dense)
+          visit(l, n, static_cast<int>(c), l ? passes.activation(l - 1) : input,
+                passes.output_delta(l));
+    }
   }
 }
 

@@ -1,4 +1,4 @@
-// The federated block Hessian product and block CG (docs/math.md §3.4) at 1-4 ranks: the block
+// The federated block Hessian product and block CG (docs/math.md §3.3) at 1-4 ranks: the block
 // product against a client-order sum written here from the whole data (so the same bits for any
 // rank count), block CG against dense solves, and `fluence influence`'s vectors by block CG
 // against the one-CG-per-client ones.

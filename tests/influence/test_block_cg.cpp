@@ -1,4 +1,4 @@
-// Block Hessian products and block CG (docs/math.md §3.4) against k single products and dense
+// Block Hessian products and block CG (docs/math.md §3.3) against k single products and dense
 // solves (LAPACK), on the pooled-data Hessian of the IHVP tests and on small networks.
 #include <gtest/gtest.h>
 

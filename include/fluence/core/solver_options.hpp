@@ -13,6 +13,8 @@ inline constexpr const char* kSpectrumPrefix = "hessian_";
 /// The IHVP's Kronecker preconditioner as a PC type name (-ihvp_pc_type kronecker): a PCSHELL
 /// (core/krylov.hpp, CgSettings::custom_name).
 inline constexpr const char* kKroneckerPcType = "kronecker";
+/// A network's K-FAC preconditioner (-ihvp_pc_type kfac; influence/kfac.hpp), a PCSHELL too.
+inline constexpr const char* kKfacPcType = "kfac";
 
 /// Registers `name` as a PC type that only names a choice (its solver installs its own PCSHELL
 /// when the option selects it), so that -<prefix>pc_type NAME parses. Returns PETSc's error code.

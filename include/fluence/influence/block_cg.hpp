@@ -1,5 +1,5 @@
 #pragma once
-// Block conjugate gradients for many right-hand sides at once (docs/math.md §3.4): H X = B with k
+// Block conjugate gradients for many right-hand sides at once (docs/math.md §3.3): H X = B with k
 // columns, each iteration one block product H P (HessianOperator::apply_block: GEMMs over the
 // block). The breakdown-free variant of O'Leary's block CG (Ji & Li 2017): the search block is
 // made H-orthonormal by an eigendecomposition of its Gram matrix, dropping the directions the

@@ -66,6 +66,17 @@ struct ClientInfluence {
   std::vector<std::int64_t> iterations;   // per solve: federated = s_test then each client's
   std::vector<double> relative_residual;  // vector; client = each client's vector
   std::vector<double> local_vectors;      // this rank's clients x parameters, client order
+  // influence.solver = "ekfac" with the federated Hessian: the estimator's scores against those of
+  // the exact s_test by CG (the deck's preconditioner, rtol), and both solves' times.
+  struct EstimatorError {
+    double seconds = 0.0, exact_seconds = 0.0;  // s_test by the estimator, by CG
+    double score_relative_difference = 0.0;     // ||e - e_cg|| / ||e_cg|| over the clients
+    double spearman = 0.0;                      // of e and e_cg
+    double solution_relative_difference = 0.0;  // ||s - s_cg|| / ||s_cg||
+    std::int64_t exact_iterations = 0;
+    std::vector<double> exact_estimate;  // [clients]
+  };
+  std::optional<EstimatorError> estimator_error;
   int first_local_client = 0;
   int local_clients = 0;
 };

@@ -16,6 +16,8 @@
 
 namespace fluence {
 
+class KfacCurvature;
+
 enum class HessianScope { federated, client };
 HessianScope parse_hessian_scope(const std::string& name);
 std::string to_string(HessianScope scope);
@@ -34,7 +36,7 @@ class HessianOperator {
   virtual bool collective() const = 0;
   /// out = H v.
   virtual void apply(const double* v, double* out) = 0;
-  /// out = H V for k vectors at once (influence.block_size; docs/math.md §3.4): V and out hold k
+  /// out = H V for k vectors at once (influence.block_size; docs/math.md §3.3): V and out hold k
   /// vectors of p values, one after another (k x p row-major, i.e. the p x k block column-major),
   /// so that the products run as GEMMs over the block. Default: k products by apply(). The
   /// federated product sums each client's block in client order, like apply(): the same bits
@@ -52,6 +54,10 @@ class HessianOperator {
   /// l2 + damping. A collective when the operator is. InputError where there are none: only the
   /// logistic model's own data term has them (not a network, not FLDP's expected-loss clients).
   virtual KroneckerFactors kronecker_factors();
+  /// K-FAC of a network's Hessian at theta (EK-FAC with `corrected`; influence/kfac.hpp), shift =
+  /// l2 + damping. A collective when the operator is. InputError where there is none (not a
+  /// network of dense layers, FLDP's expected-loss clients).
+  virtual std::unique_ptr<KfacCurvature> kfac(bool corrected);
 
   double damping() const { return damping_; }
   void set_damping(double damping) { damping_ = damping; }

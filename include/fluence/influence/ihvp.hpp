@@ -9,7 +9,10 @@
 //   explicit the dense Hessian, Cholesky-factored once (LAPACK), for small p;
 //   lissa    stochastic Neumann-series estimation (Agarwal et al.; seed 001 Table I "SE");
 //   lowrank  projection onto the top-k eigenpairs from SLEPc (an Arnoldi-style approximation to
-//            compare against: exact only on that subspace).
+//            compare against: exact only on that subspace);
+//   ekfac    a network's EK-FAC inverse (influence/kfac.hpp), no iterations: an estimator that
+//            `fluence influence` scores against exact CG.
+// CG on a network can be preconditioned by K-FAC (`kfac`, a PCSHELL, also `-ihvp_pc_type kfac`).
 // Every solve reports its iterations and the true relative residual ||H x - b|| / ||b||.
 #include <functional>
 #include <memory>
@@ -21,11 +24,11 @@
 
 namespace fluence {
 
-enum class IhvpMethod { cg, explicit_cholesky, lissa, lowrank };
+enum class IhvpMethod { cg, explicit_cholesky, lissa, lowrank, ekfac };
 IhvpMethod parse_ihvp_method(const std::string& name);
 std::string to_string(IhvpMethod method);
 
-enum class IhvpPreconditioner { none, jacobi, kronecker };
+enum class IhvpPreconditioner { none, jacobi, kronecker, kfac };
 IhvpPreconditioner parse_ihvp_preconditioner(const std::string& name);
 std::string to_string(IhvpPreconditioner preconditioner);
 
@@ -43,12 +46,13 @@ struct IhvpConfig {
   IhvpMethod method{};
   double rtol{};                        // CG: stop when ||b - H x|| <= rtol ||b||
   int max_iterations{};                 // CG: 0 = 10 p + 100
-  IhvpPreconditioner preconditioner{};  // CG: none, Jacobi from diag(H), Kronecker factors
+  IhvpPreconditioner preconditioner{};  // CG: none, Jacobi from diag(H), Kronecker, K-FAC
   bool warm_start{};                    // CG: H-orthogonal projection onto earlier solutions
   int explicit_max_parameters{};
   LissaConfig lissa;
   int lowrank_rank{};
   double eigen_tolerance{};
+  bool lanczos_spectrum{};  // influence.spectrum_solver = "lanczos" (influence/lanczos.hpp)
 
   static IhvpConfig from_deck(const Deck& deck);
 };

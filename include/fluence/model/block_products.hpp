@@ -1,5 +1,5 @@
 #pragma once
-// Hessian products for k vectors at once (influence.block_size, docs/math.md §3.4): `v` and `out`
+// Hessian products for k vectors at once (influence.block_size, docs/math.md §3.3): `v` and `out`
 // hold k vectors of p parameters, one after another (k x p row-major, i.e. the p x k block
 // column-major), both overwritten/read whole.
 #include <cstddef>

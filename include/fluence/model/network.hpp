@@ -9,6 +9,7 @@
 // pass of directional derivatives), and per-example gradient norms for DP-SGD's clipping. Local
 // SGD runs in double or in float (federation.local_precision) and writes each layer's update
 // straight into theta from the weight-gradient GEMM.
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -119,6 +120,18 @@ class Network final : public Model {
   void clipped_gradient_sum(const double* x, const std::int32_t* y, std::size_t rows,
                             const double* theta, double clip, double* out, Workspace& work,
                             double* norms = nullptr) const override;
+
+  /// What K-FAC's factors are made of (influence/kfac.hpp, docs/math.md §3.2). With p_r the
+  /// softmax probabilities of row r at theta and the C directions v_rc = sqrt(p_rc) (e_c - p_r),
+  /// whose outer products sum to the head's Hessian diag(p_r) - p_r p_r^T: for each block of rows
+  /// (block_rows() at most), each c in ascending order and each dense layer l in ascending order,
+  /// visit(l, rows, c, a, g) with a the layer's inputs (rows x in) and g the gradients of
+  /// v_rc . z_r with respect to its outputs before the activation (rows x out). Networks with a
+  /// convolution are refused (std::invalid_argument).
+  using CurvatureVisitor = std::function<void(std::size_t layer, int rows, int direction,
+                                              const double* inputs, const double* gradients)>;
+  void visit_curvature_directions(const double* x, std::size_t rows, const double* theta,
+                                  Workspace& work, const CurvatureVisitor& visit) const;
 
   void sgd_epoch(const TrainingRows& data, const std::int64_t* order, int batch_size,
                  double learning_rate, double* theta, Workspace& work, const StepTerms& terms = {},
