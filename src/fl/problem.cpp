@@ -542,7 +542,7 @@ FederatedProblem build_problem(const Deck& deck) {
                               network ? RowsHeld::local : RowsHeld::across_ranks));
     test_coding = shared_byte_coding(test_encoding, test);
   }
-  if (const auto* network_model = dynamic_cast<const Network*>(problem.model.get()))
+  if (const auto* network_model = problem.model->network())
     problem.test =
         make_network_test_set(test, test_encoding, test_coding, network_model->evaluation_rows());
   else

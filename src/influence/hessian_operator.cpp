@@ -100,7 +100,7 @@ class ClientProducts {
     if (const SoftmaxRegression* linear = model_.linear())
       return softmax_hessian_vector_block_at(*linear, client_.features(), client_.size(),
                                              probabilities_.data(), V, k, out, scratch);
-    if (const auto* network = dynamic_cast<const Network*>(&model_))
+    if (const auto* network = model_.network())
       return network_hessian_vector_block_sum(*network, client_.features(), client_.labels().data(),
                                               client_.size(), theta_.data(), V, k, out, work);
     for (int j = 0; j < k; ++j)

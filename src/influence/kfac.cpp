@@ -101,7 +101,7 @@ void unflatten(const double* in, KfacFactors& f) {
 }  // namespace
 
 const Network& kfac_network(const Model& model, const char* use) {
-  const auto* network = dynamic_cast<const Network*>(&model);
+  const auto* network = model.network();
   bool dense = network != nullptr;
   if (network)
     for (const Layer& layer : network->layers())

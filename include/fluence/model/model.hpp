@@ -23,6 +23,7 @@
 namespace fluence {
 
 class SoftmaxRegression;
+class Network;
 struct NetworkBuffers;
 
 struct LossAndAccuracy {
@@ -207,6 +208,9 @@ class Model {
   /// The linear model's fast paths (one-hot kernels, explicit Hessian, byte-coded evaluation), or
   /// null for a model without them.
   virtual const SoftmaxRegression* linear() const { return nullptr; }
+  /// The layered network's own paths (its R-operator on a block of directions, its K-FAC
+  /// factors), or null for a model that is not one.
+  virtual const Network* network() const { return nullptr; }
 };
 
 }  // namespace fluence

@@ -76,6 +76,7 @@ class Network final : public Model {
   Network(const NetworkSpec& spec, int classes, double l2);
 
   const std::vector<Layer>& layers() const { return layers_; }
+  const Network* network() const override { return this; }
   const NetworkSpec& spec() const { return spec_; }
   /// Rows per block of the passes over many rows that keep every buffer (gradients, R-operator).
   std::size_t block_rows() const { return block_rows_; }
