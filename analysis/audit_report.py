@@ -89,11 +89,7 @@ def draw_roc(run, path):
     ax.plot(fpr, bound, color="0.4", linestyle="--",
             label=f"TPR = e^{EPS} FPR + δ ({EPS} = {fmt_num(eps)})")
     ax.plot(fpr, fpr, color="0.7", linestyle=":", label="chance")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("false-positive rate")
-    ax.set_ylabel("true-positive rate")
-    ax.legend(loc="lower right", fontsize="small")
+    report_common.finish_roc_axes(ax)
     return report_common.save(fig, path)
 
 

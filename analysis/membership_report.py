@@ -114,11 +114,7 @@ def draw_roc(runs, path):
             bound = np.minimum(1.0, math.exp(run["epsilon"]) * fpr + run["delta"])
             ax.plot(fpr, bound, color="0.5", linestyle=":", linewidth=0.8)
     ax.plot(fpr, fpr, color="0.7", linestyle=":", label="chance; dotted: e^ε FPR + δ")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("false-positive rate")
-    ax.set_ylabel("true-positive rate")
-    ax.legend(loc="lower right", fontsize="x-small")
+    report_common.finish_roc_axes(ax, "x-small")
     return report_common.save(fig, path)
 
 

@@ -307,6 +307,16 @@ def legend_entries(axes):
     return handles, labels
 
 
+def finish_roc_axes(ax, fontsize="small"):
+    """Log-log ROC axes (the low false-positive rates are where membership and audit attacks
+    differ) with their labels and the legend."""
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("false-positive rate")
+    ax.set_ylabel("true-positive rate")
+    ax.legend(loc="lower right", fontsize=fontsize)
+
+
 def save(fig, path):
     """Write a figure as vector PDF and 300-dpi PNG beside it (style.save,
     creating the directory) and close it; returns the PNG's path."""

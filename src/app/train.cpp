@@ -112,6 +112,11 @@ void write_results(ResultsFile& file, const FederatedProblem& problem, const Tra
         audit.inserted.size(), std::count(audit.inserted.begin(), audit.inserted.end(), 1),
         audit.epsilon_lower_all_iterates, audit.epsilon_lower_final, 100.0 * audit.confidence,
         audit.epsilon_estimate_all_iterates, audit.epsilon_estimate_final);
+    if (!audit.score_likelihood.empty())
+      log::info(
+          "audit: likelihood-ratio statistic (all iterates): eps lower bound {:.4g}, canary "
+          "estimate {:.4g}",
+          audit.epsilon_lower_likelihood, audit.epsilon_estimate_likelihood);
     write_canary_audit_output(file, audit);
   }
 }
@@ -169,7 +174,11 @@ int run_train(const CommandLine& command_line) {
           unused, unused.find(',') == std::string::npos ? "has" : "have");
   }
   std::optional<CanaryAudit> canaries = canary_audit(deck, problem, private_training);
-  if (canaries) private_training->insert_canaries(&*canaries);
+  if (canaries) {
+    canaries->set_likelihood_model(privacy.sampling_rate,
+                                   private_training->history().update_noise_multiplier);
+    private_training->insert_canaries(&*canaries);
+  }
   std::optional<TrainingResume> resume;
   if (const CheckpointState* restored = checkpoints.restored()) {
     resume = resume_training(*restored, federation.parameters(), config.rounds,

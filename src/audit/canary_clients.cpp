@@ -192,17 +192,41 @@ void CanaryAudit::signed_sums(const double* v, std::vector<double>& out) const {
   }
 }
 
+void CanaryAudit::set_likelihood_model(double sampling_rate, double update_noise_multiplier) {
+  if (!(sampling_rate > 0.0 && sampling_rate <= 1.0) || !(update_noise_multiplier > 0.0))
+    return;  // no noise or no sampling: no likelihood model (the statistic is left out)
+  likelihood_rate_ = sampling_rate;
+  likelihood_shift_ = 1.0 / update_noise_multiplier;
+  likelihood_.assign(static_cast<std::size_t>(count_), 0.0);
+}
+
+namespace {
+
+// log(1 - q + q e^x), without overflow for large x (a planted fault's unnoised canary) and without
+// cancellation for small |x|.
+double subsampled_log_likelihood_ratio(double q, double x) {
+  if (x > 0.0) return x + std::log(q + (1.0 - q) * std::exp(-x));
+  return std::log1p(q * std::expm1(x));
+}
+
+}  // namespace
+
 void CanaryAudit::observe(int round, const std::vector<double>& theta) {
   if (round <= last_round_) return;
   delta_.resize(parameters_);
   for (std::size_t i = 0; i < parameters_; ++i) delta_[i] = theta[i] - theta_previous_[i];
-  const double norm = dot_norm(delta_) * std::sqrt(static_cast<double>(parameters_));
+  const double root_p = std::sqrt(static_cast<double>(parameters_));
+  const double norm = dot_norm(delta_) * root_p;
   // cos(u_c, delta) = sum_i s_i delta_i / (sqrt(p) ||delta||); a round that did not move the
   // model carries no signal (0).
   signed_sums(delta_.data(), sums_);
+  const double mu = likelihood_shift_, q = likelihood_rate_;
   for (long k = 0; k < count_; ++k) {
-    const double cosine = norm > 0.0 ? sums_[static_cast<std::size_t>(k)] / norm : 0.0;
-    best_[static_cast<std::size_t>(k)] = std::max(best_[static_cast<std::size_t>(k)], cosine);
+    const auto j = static_cast<std::size_t>(k);
+    const double cosine = norm > 0.0 ? sums_[j] / norm : 0.0;
+    best_[j] = std::max(best_[j], cosine);
+    if (!likelihood_.empty())
+      likelihood_[j] += subsampled_log_likelihood_ratio(q, mu * root_p * cosine - 0.5 * mu * mu);
   }
   theta_previous_ = theta;
   last_round_ = round;
@@ -210,16 +234,27 @@ void CanaryAudit::observe(int round, const std::vector<double>& theta) {
 
 std::vector<double> CanaryAudit::state() const {
   std::vector<double> all = ordered_allgather(best_, static_cast<int>(count_), 1);
+  if (!likelihood_.empty()) {
+    const std::vector<double> sums = ordered_allgather(likelihood_, static_cast<int>(count_), 1);
+    all.insert(all.end(), sums.begin(), sums.end());
+  }
   all.push_back(static_cast<double>(last_round_));
   return all;
 }
 
 void CanaryAudit::restore(const std::vector<double>& state, const std::vector<double>& theta) {
-  if (state.size() != static_cast<std::size_t>(canaries_) + 1)
-    throw InputError(
-        fmt::format("checkpoint: the canary audit holds {} canaries, this run audit.canaries = {}",
-                    state.empty() ? 0 : state.size() - 1, canaries_));
+  const auto m = static_cast<std::size_t>(canaries_);
+  const std::size_t expected = (likelihood_.empty() ? m : 2 * m) + 1;
+  if (state.size() != expected)
+    throw InputError(fmt::format(
+        "checkpoint: the canary audit holds {} values, this run (audit.canaries = {}{}) needs {}",
+        state.size(), canaries_, likelihood_.empty() ? "" : ", with the likelihood statistic",
+        expected));
   std::copy(state.begin() + first_, state.begin() + first_ + count_, best_.begin());
+  if (!likelihood_.empty())
+    std::copy(state.begin() + static_cast<std::ptrdiff_t>(m) + first_,
+              state.begin() + static_cast<std::ptrdiff_t>(m) + first_ + count_,
+              likelihood_.begin());
   last_round_ = static_cast<int>(state.back());
   theta_previous_ = theta;
 }
@@ -240,6 +275,8 @@ CanaryAuditResult CanaryAudit::finish(const std::vector<double>& theta_final, do
   for (double& value : best)
     if (!std::isfinite(value)) value = 0.0;
   result.score_all_iterates = ordered_allgather(best, static_cast<int>(count_), 1);
+  if (!likelihood_.empty())
+    result.score_likelihood = ordered_allgather(likelihood_, static_cast<int>(count_), 1);
   canary_audit_bounds(result, delta, confidence);
   return result;
 }
@@ -271,6 +308,12 @@ void canary_audit_bounds(CanaryAuditResult& result, double delta, double confide
   };
   result.epsilon_estimate_all_iterates = estimate(in_all, out_all);
   result.epsilon_estimate_final = estimate(in_final, out_final);
+  if (!result.score_likelihood.empty()) {
+    result.epsilon_lower_likelihood =
+        one_run_audit(result.score_likelihood, result.inserted, delta, beta).epsilon_lower;
+    const auto [in_likelihood, out_likelihood] = split(result.score_likelihood);
+    result.epsilon_estimate_likelihood = estimate(in_likelihood, out_likelihood);
+  }
 }
 
 }  // namespace fluence

@@ -9,38 +9,12 @@
 
 #include "fluence/core/error.hpp"
 #include "fluence/core/mpi.hpp"
+#include "fluence/influence/kronecker.hpp"
 #include "fluence/model/network.hpp"
-
-extern "C" {
-void dsyevd_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda, double* w,
-             double* work, const int* lwork, int* iwork, const int* liwork, int* info);
-}
 
 namespace fluence {
 
 namespace {
-
-// The eigenvalues (ascending, negatives from rounding clamped to 0) of the symmetric n x n
-// row-major `matrix`, which is overwritten by its eigenvectors, one per row (as in kronecker.cpp).
-std::vector<double> eigendecompose(std::vector<double>& matrix, int n) {
-  std::vector<double> values(static_cast<std::size_t>(n));
-  if (n == 0) return values;
-  int info = 0, lwork = -1, liwork = -1, iwork_size = 0;
-  double work_size = 0.0;
-  dsyevd_("V", "U", &n, matrix.data(), &n, values.data(), &work_size, &lwork, &iwork_size, &liwork,
-          &info);
-  lwork = static_cast<int>(work_size);
-  liwork = iwork_size;
-  std::vector<double> work(static_cast<std::size_t>(std::max(lwork, 1)));
-  std::vector<int> iwork(static_cast<std::size_t>(std::max(liwork, 1)));
-  dsyevd_("V", "U", &n, matrix.data(), &n, values.data(), work.data(), &lwork, iwork.data(),
-          &liwork, &info);
-  if (info != 0)
-    throw RuntimeError("K-FAC: the eigendecomposition of a factor failed (LAPACK dsyevd info " +
-                       std::to_string(info) + ")");
-  for (auto& value : values) value = std::max(value, 0.0);
-  return values;
-}
 
 // The upper triangle of a SYRK sum copied to the lower one.
 void mirror_upper(std::vector<double>& m, int n) {
@@ -200,8 +174,8 @@ KfacCurvature::KfacCurvature(const KfacFactors& factors)
     block.shape.bias = layer.bias;
     block.qg = layer.output_factor;
     block.qa = layer.input_factor;
-    block.g = eigendecompose(block.qg, layer.outputs);
-    block.a = eigendecompose(block.qa, layer.width());
+    block.g = symmetric_eigendecomposition(block.qg, layer.outputs, "K-FAC output-gradient factor");
+    block.a = symmetric_eigendecomposition(block.qa, layer.width(), "K-FAC input factor");
     const auto out = static_cast<std::size_t>(layer.outputs);
     const auto width = static_cast<std::size_t>(layer.width());
     block.lambda.resize(out * width);

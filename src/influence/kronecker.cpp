@@ -15,13 +15,12 @@ void dsyevd_(const char* jobz, const char* uplo, const int* n, double* a, const 
 
 namespace fluence {
 
-namespace {
-
 // The eigenvalues (ascending, negatives from rounding clamped to 0) of the symmetric n x n
 // row-major `matrix`, which is overwritten by its eigenvectors, one per row: column-major "U" of a
 // row-major symmetric matrix is the same matrix, and LAPACK's column-major eigenvector columns are
 // then rows.
-std::vector<double> eigendecompose(std::vector<double>& matrix, int n, const char* what) {
+std::vector<double> symmetric_eigendecomposition(std::vector<double>& matrix, int n,
+                                                 const std::string& what) {
   std::vector<double> values(static_cast<std::size_t>(n));
   if (n == 0) return values;
   int info = 0, lwork = -1, liwork = -1, iwork_size = 0;
@@ -35,13 +34,11 @@ std::vector<double> eigendecompose(std::vector<double>& matrix, int n, const cha
   dsyevd_("V", "U", &n, matrix.data(), &n, values.data(), work.data(), &lwork, iwork.data(),
           &liwork, &info);
   if (info != 0)
-    throw RuntimeError(std::string("Kronecker preconditioner: the eigendecomposition of the ") +
-                       what + " factor failed (LAPACK dsyevd info " + std::to_string(info) + ")");
+    throw RuntimeError("the eigendecomposition of the " + what + " failed (LAPACK dsyevd info " +
+                       std::to_string(info) + ")");
   for (auto& value : values) value = std::max(value, 0.0);
   return values;
 }
-
-}  // namespace
 
 KroneckerFactors normalized_kronecker_factors(int classes, int features,
                                               std::vector<double> class_sum,
@@ -71,8 +68,10 @@ KroneckerPreconditioner::KroneckerPreconditioner(const KroneckerFactors& factors
   const auto C = static_cast<std::size_t>(classes_), D = static_cast<std::size_t>(features_);
   if (class_vectors_.size() != C * C || feature_vectors_.size() != D * D)
     throw std::invalid_argument("KroneckerPreconditioner: factor sizes do not match C and D");
-  const auto g = eigendecompose(class_vectors_, classes_, "class");
-  const auto a = eigendecompose(feature_vectors_, features_, "feature");
+  const auto g = symmetric_eigendecomposition(class_vectors_, classes_,
+                                              "Kronecker preconditioner's class factor");
+  const auto a = symmetric_eigendecomposition(feature_vectors_, features_,
+                                              "Kronecker preconditioner's feature factor");
   inverse_.resize(C * D);
   const double largest = (C > 0 && D > 0 ? g.back() * a.back() : 0.0) + factors.shift;
   for (std::size_t c = 0; c < C; ++c)

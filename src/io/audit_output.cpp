@@ -58,6 +58,18 @@ void write_canary_audit_output(ResultsFile& file, const CanaryAuditResult& resul
               "canary-client estimate of eps from the all-iterates scores (Gaussian fits)");
   file.scalar("/audit/epsilon_estimate_final", result.epsilon_estimate_final, "1",
               "canary-client estimate of eps from the final-model scores (Gaussian fits)");
+  if (!result.score_likelihood.empty()) {
+    file.dataset("/audit/canary_score_likelihood", result.score_likelihood,
+                 {{"canary"},
+                  "1",
+                  "sum over rounds of log(1 - q + q exp(mu zeta_t - mu^2/2)), zeta_t = sqrt(p) "
+                  "cos(u_c, theta_t - theta_t-1), mu = 1/z_update: the subsampled Gaussian "
+                  "mechanism's likelihood ratio (white box)"});
+    file.scalar("/audit/epsilon_lower_likelihood", result.epsilon_lower_likelihood, "1",
+                "one-run lower bound on eps from the likelihood scores at /audit/confidence");
+    file.scalar("/audit/epsilon_estimate_likelihood", result.epsilon_estimate_likelihood, "1",
+                "canary-client estimate of eps from the likelihood scores (Gaussian fits)");
+  }
   file.scalar("/audit/delta", result.delta, "1", "delta of the bounds and the estimates");
   file.scalar("/audit/confidence", result.confidence, "1", "confidence of the lower bounds");
 }

@@ -123,7 +123,8 @@ work = sys.argv[1]
 runs = [h5py.File(f"{work}/{name}/results.h5", "r") for name in ("canary1", "canary2", "canary3", "canaryR")]
 f = runs[0]
 names = ["canary", "canary_inserted", "canary_score_all_iterates", "canary_score_final", "epsilon_lower",
-         "epsilon_lower_final", "epsilon_estimate", "epsilon_estimate_final", "delta", "confidence"]
+         "epsilon_lower_final", "epsilon_estimate", "epsilon_estimate_final", "delta", "confidence",
+         "canary_score_likelihood", "epsilon_lower_likelihood", "epsilon_estimate_likelihood"]
 for name in names:
     for other in runs[1:]:
         assert np.array_equal(f["/audit/" + name][...], other["/audit/" + name][...], equal_nan=True), name
@@ -131,6 +132,7 @@ assert f["/audit/canary_score_final"].shape == (300,)
 assert 100 < f["/audit/canary_inserted"][...].sum() < 200
 eps = f["/privacy/epsilon"][-1]
 assert f["/audit/epsilon_lower"][()] < eps and f["/audit/epsilon_lower_final"][()] < eps
+assert f["/audit/epsilon_lower_likelihood"][()] < eps
 plain = h5py.File(f"{work}/canary_none/results.h5", "r")
 for name in ("epsilon", "sampled_private", "sampled_opt_out", "client_epsilon"):
     assert np.array_equal(plain["/privacy/" + name][...], f["/privacy/" + name][...]), name

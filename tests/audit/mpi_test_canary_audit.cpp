@@ -56,6 +56,8 @@ AuditedRun audited_run(int seed, const std::string& privacy, int rounds, long ca
   std::vector<double> start(federation.parameters());
   problem.model->initialize(problem.seed, start.data());
   CanaryAudit audit(problem.seed, canaries, federation.parameters(), clients, start);
+  audit.set_likelihood_model(privacy_config.sampling_rate,
+                             training.history().update_noise_multiplier);
   training.insert_canaries(&audit);
   const TrainingResult result = federation.train(
       config, {}, &training,
@@ -101,6 +103,48 @@ TEST(CanaryAudit, ScoresAreTheCosinesOfTheDirections) {
   }
 }
 
+// The likelihood statistic against a brute force: three observed rounds, each round's cosine of
+// every hosted canary's direction with the model's change in a plain loop, and the sum of
+// log(1 - q + q exp(mu sqrt(p) cos - mu^2/2)) written out. Tolerance 1e-10: sqrt(p) cos is O(1)
+// (the cosines agree to ~1e-14, times sqrt(p) = 32 and mu), three terms. A canary whose direction
+// the model moves along gets a large score, which the overflow-safe form must keep finite.
+TEST(CanaryAudit, LikelihoodScoresSumTheRoundsLogRatios) {
+  const std::size_t p = 1003;
+  const double q = 0.3, z = 0.8, mu = 1.0 / z;
+  std::vector<std::vector<double>> thetas(4, std::vector<double>(p));
+  for (std::size_t i = 0; i < p; ++i)
+    for (std::size_t t = 0; t < thetas.size(); ++t)
+      thetas[t][i] = std::sin(0.1 * static_cast<double>(i) + static_cast<double>(t)) +
+                     static_cast<double>(t) * std::cos(0.37 * static_cast<double>(i));
+  CanaryAudit audit(17, 64, p, 10, thetas[0]);
+  audit.set_likelihood_model(q, z);
+  std::vector<double> direction(p);
+  if (!audit.inserted_here().empty()) {  // the last round moves along a canary: a huge score
+    audit.update(audit.inserted_here().front(), 0.1, direction.data());  // unit length
+    for (std::size_t i = 0; i < p; ++i) thetas[3][i] = thetas[2][i] + 50.0 * direction[i];
+  }
+  for (int t = 1; t < 4; ++t) audit.observe(t, thetas[static_cast<std::size_t>(t)]);
+  const CanaryAuditResult result = audit.finish(thetas[3], 1e-6, 0.95);
+  ASSERT_EQ(result.score_likelihood.size(), 64u);
+  for (const long c : audit.inserted_here()) {
+    audit.update(c, 0.1, direction.data());
+    double expected = 0.0;
+    for (std::size_t t = 1; t < 4; ++t) {
+      double dot = 0.0, norm = 0.0;
+      for (std::size_t i = 0; i < p; ++i) {
+        const double change = thetas[t][i] - thetas[t - 1][i];
+        dot += direction[i] * change;
+        norm += change * change;
+      }
+      const double x = mu * std::sqrt(static_cast<double>(p)) * dot / std::sqrt(norm) - mu * mu / 2;
+      expected += x > 30.0 ? x + std::log(q) : std::log(1.0 - q + q * std::exp(x));
+    }
+    const double score = result.score_likelihood[static_cast<std::size_t>(c)];
+    ASSERT_TRUE(std::isfinite(score)) << c;
+    EXPECT_NEAR(score, expected, 1e-10 * std::max(1.0, std::abs(expected))) << c;
+  }
+}
+
 // One round with every client at z = sqrt(2) (RDP eps 4.16 at delta 1e-8): faults that change it
 // by a factor of 4 (the noise) or 10 (the canary's unclipped length) are far above, and the 4,000
 // canaries over 40,001 parameters (cosines between directions ~ 0.005) let the one-run bound see
@@ -117,6 +161,7 @@ TEST(CanaryAudit, SkippedClippingIsCaught) {
   const AuditedRun run = audited_run(4, kModest, 1, 1000, PlantedFault::clipping_skipped);
   EXPECT_GT(run.audit.epsilon_lower_final, run.epsilon);
   EXPECT_GT(run.audit.epsilon_lower_all_iterates, run.epsilon);
+  EXPECT_GT(run.audit.epsilon_lower_likelihood, run.epsilon);
 }
 
 // Poisson sampling with q = 0.02 over 100 rounds at z = 1.25 (RDP eps 1.09). The planted fault
@@ -131,7 +176,8 @@ TEST(CanaryAudit, FixedCohortAccountedAsPoissonIsCaught) {
 }
 
 // Sound: over 100 seeds of two fast configurations (one round at q = 1; three at q = 0.5), 400
-// canaries each (1,001 parameters), neither bound exceeds the accountant's eps more often than its
+// canaries each (1,001 parameters), none of the three bounds (final, all-iterates maximum,
+// likelihood) exceeds the accountant's eps more often than its
 // 95% confidence allows: at most 5 + 3 standard deviations (sqrt(100 x 0.05 x 0.95) = 2.2) of 100,
 // i.e. 11. (The accountant's eps is an upper bound and the one-run bound is loose: in practice none
 // does.) The same bits on every rank count: the bounds agree across ranks.
@@ -144,7 +190,8 @@ TEST(CanaryAudit, CorrectPrivatizerStaysUnderTheAccountant) {
         seed, every ? kModest : "sampling_rate = 0.5\nnoise_multiplier = 1.0\nclip = 1.0\n",
         every ? 1 : 3, 400, PlantedFault::none, true, 1000);
     const double bound =
-        std::max(run.audit.epsilon_lower_final, run.audit.epsilon_lower_all_iterates);
+        std::max({run.audit.epsilon_lower_final, run.audit.epsilon_lower_all_iterates,
+                  run.audit.epsilon_lower_likelihood});
     exceeded += bound > run.epsilon;
     largest_ratio = std::max(largest_ratio, bound / run.epsilon);
     double agreed[2] = {bound, -bound};

@@ -45,6 +45,11 @@ struct CanaryAuditResult {
   double epsilon_lower_final = 0.0;            // one-run bound, black box
   double epsilon_estimate_all_iterates = 0.0;  // Andrew et al., all iterates
   double epsilon_estimate_final = 0.0;         // Andrew et al., final model
+  // The white-box likelihood-ratio statistic (CanaryAudit::set_likelihood_model; empty without
+  // one): per canary sum over rounds of log(1 - q + q exp(mu zeta_t - mu^2/2)), zeta_t =
+  // sqrt(p) cos(u_c, theta_t - theta_t-1), with its one-run bound and its estimate.
+  std::vector<double> score_likelihood;
+  double epsilon_lower_likelihood = 0.0, epsilon_estimate_likelihood = 0.0;
 };
 
 /// Fills the bounds and estimates of `result` from its scores and inclusion: the one-run bounds
@@ -67,12 +72,21 @@ class CanaryAudit final : public CanaryClients {
   double length(double clip) const override;
   void sign_sums(std::span<const long> canaries, std::int64_t* out) const override;
 
+  /// Also scores every canary by the likelihood ratio of the Poisson-subsampled Gaussian mechanism
+  /// over the rounds (docs/math.md §11.3c): a round's normalized score zeta = sqrt(p) cos(u_c,
+  /// delta_t) is N(0, 1) for a canary not in the round (u_c random, independent of delta_t) and
+  /// N(mu, 1) with mu = 1 / z_update for one sampled into it (its clipped update S u_c against
+  /// noise z_update S per coordinate), so the Neyman-Pearson statistic of the whole run is
+  /// sum_t log(1 - q + q exp(mu zeta_t - mu^2 / 2)). Any fixed statistic keeps the one-run bound
+  /// sound; this one sees the ~qT rounds a canary is in instead of the largest of T.
+  void set_likelihood_model(double sampling_rate, double update_noise_multiplier);
   /// After round `round` (local, no collective): theta the round's model. A round seen already
   /// (a stop's checkpoint of the previous round) is not scored twice.
   void observe(int round, const std::vector<double>& theta);
-  /// Collective: the running maxima of every canary in canary order and the last round scored (a
-  /// checkpoint's "parts/audit_canaries"); restore takes them back on any rank count, with theta
-  /// the checkpoint's model.
+  /// Collective: the running maxima of every canary in canary order, then (with a likelihood
+  /// model) the running likelihood sums, and the last round scored (a checkpoint's
+  /// "parts/audit_canaries"); restore takes them back on any rank count, with theta the
+  /// checkpoint's model.
   std::vector<double> state() const;
   void restore(const std::vector<double>& state, const std::vector<double>& theta);
   /// Collective: the scores of every canary and the bounds, with `delta` the run's.
@@ -92,6 +106,9 @@ class CanaryAudit final : public CanaryClients {
   std::vector<std::uint8_t> inserted_;  // every canary's inclusion
   std::vector<long> inserted_here_;
   std::vector<double> best_;  // per hosted canary: max over rounds of its cosine
+  // The likelihood statistic (set_likelihood_model): q, mu, and per hosted canary its running sum.
+  double likelihood_rate_ = 0.0, likelihood_shift_ = 0.0;
+  std::vector<double> likelihood_;
   std::vector<double> theta_start_, theta_previous_, delta_, sums_;
   int last_round_ = 0;
 };

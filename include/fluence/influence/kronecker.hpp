@@ -8,6 +8,7 @@
 // on every row). M = G ⊗ A + shift I, shift = l2 + damping as in the Hessian, is inverted through
 // the eigendecompositions of G and A: two small GEMMs on each side per application.
 #include <cstddef>
+#include <string>
 #include <vector>
 
 namespace fluence {
@@ -29,6 +30,13 @@ KroneckerFactors normalized_kronecker_factors(int classes, int features,
                                               std::vector<double> class_sum,
                                               std::vector<double> feature_sum, double rows,
                                               double shift);
+
+/// The eigenvalues (ascending, negatives from rounding clamped to 0) of the symmetric n x n
+/// row-major `matrix`, which is overwritten by its eigenvectors, one per row (LAPACK dsyevd: the
+/// same bits on every rank for the same matrix, one BLAS thread per rank). RuntimeError naming
+/// `what` when LAPACK fails. Shared by the Kronecker and the K-FAC preconditioners.
+std::vector<double> symmetric_eigendecomposition(std::vector<double>& matrix, int n,
+                                                 const std::string& what);
 
 class KroneckerPreconditioner {
  public:
