@@ -710,6 +710,10 @@ void write_run_resources(ResultsFile& file, double setup_seconds) {
   file.dimension("/metrics/rank", peaks.size());
   file.dataset("/metrics/peak_memory_bytes", peaks,
                {{"rank"}, "bytes", "peak resident memory of each rank (VmHWM)"});
+  // The root attribute `hosts` is left out beyond kMaxAttributeStrings ranks (HDF5's 64 KiB limit
+  // on an attribute); this dataset holds the same names at any rank count.
+  file.strings("/metrics/host", rank_hosts(), "/metrics/rank",
+               "the host each rank ran on (MPI_Get_processor_name)");
   if (world_rank() != 0) return;
   const auto largest = std::max_element(peaks.begin(), peaks.end());
   if (*largest > 0)

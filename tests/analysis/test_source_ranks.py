@@ -30,7 +30,7 @@ CLIENTS, PER_CLIENT, TEST_ROWS, WIDTH, CLASSES = 12, 40, 120, 8, 3
 RANKS = (1, 2, 3, 4)
 # Datasets that legitimately differ between rank counts: timings, memory and who ran what.
 VARYING = ("metrics/wall_time_s", "metrics/setup_time_s", "metrics/peak_memory_bytes",
-           "metrics/rank", "clients/rank")
+           "metrics/host", "metrics/rank", "clients/rank")
 
 COMMON = """seed = 3
 [partition]
