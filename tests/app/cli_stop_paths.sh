@@ -94,12 +94,14 @@ else
 fi
 
 # A stop inside a long unit (issue 41; docs/operations.md "Stops inside a unit"): TERM to mpirun
-# while `influence` solves s_test by CG, each iteration a federated Hessian product over 50,000
-# rows x 1,120 parameters, so that the solve lasts longer than mpirun's grace. The ranks stop the
+# while `influence` solves s_test by CG, each iteration a federated Hessian product over 112,500
+# training rows x 1,130 parameters, so that the solve (46 iterations) lasts about as long as
+# mpirun's grace even on an idle machine (2.5 s; with 50,000 rows it ended within the second the
+# test used to wait). The ranks stop the
 # solve at the next iteration and checkpoint its state (/state/influence.partial; mpirun no longer
 # relays their output), and `--restart latest` on 3 ranks continues it: bitwise the uninterrupted
 # run.
-big=("$source_dir/inputs/influence_synthetic.toml" --set data.synthetic.rows=50000
+big=("$source_dir/inputs/influence_synthetic.toml" --set data.synthetic.rows=150000
   --set data.synthetic.numeric=100 --set data.synthetic.classes=10 --set federation.rounds=1
   --set 'federation.polish="none"' --set influence.spectrum=false --set influence.vectors=false
   --set influence.retrain=false --set output.checkpoint_every=1)
@@ -111,7 +113,7 @@ launcher=$!
 # The model's checkpoint (rounds trained + 1 = 2) is written just before s_test.
 deadline=$((SECONDS + 120))
 until [ -e "$out/chk_000002.h5" ] || [ "$SECONDS" -ge "$deadline" ]; do sleep 0.05; done
-sleep 1
+sleep 0.3
 kill -TERM "$launcher"
 wait "$launcher"
 code=$?
