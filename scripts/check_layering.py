@@ -19,7 +19,9 @@ import sys
 
 ORDER = ["core", "data", "model", "privacy", "fl", ("influence", "lia", "fldp", "whatif", "audit"),
          "io", "app"]
-PEERS = {"fldp": {"influence"}, "whatif": {"influence"}}  # the allowed includes within a level
+# The allowed includes within a level: fldp and whatif use influence's solvers, lia audits its
+# DP-SGD with audit's statistics (lia/record_canaries.hpp).
+PEERS = {"fldp": {"influence"}, "whatif": {"influence"}, "lia": {"audit"}}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 

@@ -10,13 +10,13 @@
 #include <cmath>
 
 #include "experiment.hpp"
-#include "fluence/audit/record_canaries.hpp"
 #include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/log_stage.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/resume.hpp"
 #include "fluence/lia/accounting.hpp"
+#include "fluence/lia/record_canaries.hpp"
 #include "fluence/lia/votes.hpp"
 #include "fluence/privacy/rdp_accountant.hpp"
 

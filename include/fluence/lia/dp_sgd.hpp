@@ -32,7 +32,7 @@ struct DpSgdWorkspace {
 };
 
 /// Extra records of a DP-SGD run whose clipped gradients are given: the record-level canaries of an
-/// audit (audit/record_canaries.hpp). Each step, after the real records' clipped gradients are
+/// audit (lia/record_canaries.hpp). Each step, after the real records' clipped gradients are
 /// summed and before the noise, `add` adds the canaries sampled in that step; after the noise,
 /// `observe` sees the step's noisy sum (what the step releases: theta_t is a data-independent
 /// function of theta_t-1 and it).

@@ -1,8 +1,8 @@
-// Record-level canaries in LIA's DP-SGD (audit/record_canaries.hpp): the scores against a
+// Record-level canaries in LIA's DP-SGD (lia/record_canaries.hpp): the scores against a
 // brute-force recomputation from the run's recorded steps, the audit sound on the correct mechanism
 // (its lower bounds stay under the accountant's eps over many seeds) and catching a planted fault
 // (DP-SGD run without its noise while accounted with it).
-#include "fluence/audit/record_canaries.hpp"
+#include "fluence/lia/record_canaries.hpp"
 
 #include <gtest/gtest.h>
 

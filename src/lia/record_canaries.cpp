@@ -1,5 +1,5 @@
 // Record-level canaries in DP-SGD and their audit (docs/math.md §11.3b).
-#include "fluence/audit/record_canaries.hpp"
+#include "fluence/lia/record_canaries.hpp"
 
 #include <fmt/format.h>
 
