@@ -225,7 +225,7 @@ void CanaryAudit::observe(int round, const std::vector<double>& theta) {
     const auto j = static_cast<std::size_t>(k);
     const double cosine = norm > 0.0 ? sums_[j] / norm : 0.0;
     best_[j] = std::max(best_[j], cosine);
-    if (!likelihood_.empty())
+    if (likelihood_model())
       likelihood_[j] += subsampled_log_likelihood_ratio(q, mu * root_p * cosine - 0.5 * mu * mu);
   }
   theta_previous_ = theta;
@@ -234,7 +234,7 @@ void CanaryAudit::observe(int round, const std::vector<double>& theta) {
 
 std::vector<double> CanaryAudit::state() const {
   std::vector<double> all = ordered_allgather(best_, static_cast<int>(count_), 1);
-  if (!likelihood_.empty()) {
+  if (likelihood_model()) {
     const std::vector<double> sums = ordered_allgather(likelihood_, static_cast<int>(count_), 1);
     all.insert(all.end(), sums.begin(), sums.end());
   }
@@ -244,14 +244,14 @@ std::vector<double> CanaryAudit::state() const {
 
 void CanaryAudit::restore(const std::vector<double>& state, const std::vector<double>& theta) {
   const auto m = static_cast<std::size_t>(canaries_);
-  const std::size_t expected = (likelihood_.empty() ? m : 2 * m) + 1;
+  const std::size_t expected = (!likelihood_model() ? m : 2 * m) + 1;
   if (state.size() != expected)
     throw InputError(fmt::format(
         "checkpoint: the canary audit holds {} values, this run (audit.canaries = {}{}) needs {}",
-        state.size(), canaries_, likelihood_.empty() ? "" : ", with the likelihood statistic",
+        state.size(), canaries_, !likelihood_model() ? "" : ", with the likelihood statistic",
         expected));
   std::copy(state.begin() + first_, state.begin() + first_ + count_, best_.begin());
-  if (!likelihood_.empty())
+  if (likelihood_model())
     std::copy(state.begin() + static_cast<std::ptrdiff_t>(m) + first_,
               state.begin() + static_cast<std::ptrdiff_t>(m) + first_ + count_,
               likelihood_.begin());
@@ -275,7 +275,7 @@ CanaryAuditResult CanaryAudit::finish(const std::vector<double>& theta_final, do
   for (double& value : best)
     if (!std::isfinite(value)) value = 0.0;
   result.score_all_iterates = ordered_allgather(best, static_cast<int>(count_), 1);
-  if (!likelihood_.empty())
+  if (likelihood_model())
     result.score_likelihood = ordered_allgather(likelihood_, static_cast<int>(count_), 1);
   canary_audit_bounds(result, delta, confidence);
   return result;

@@ -143,6 +143,13 @@ TEST(CanaryAudit, LikelihoodScoresSumTheRoundsLogRatios) {
     ASSERT_TRUE(std::isfinite(score)) << c;
     EXPECT_NEAR(score, expected, 1e-10 * std::max(1.0, std::abs(expected))) << c;
   }
+  // One canary on several ranks: the ranks that host none still take part in gathering the sums
+  // (a hang here is the failure: the multi-run audit's one-canary runs deadlocked once).
+  CanaryAudit single(17, 1, p, 10, thetas[0]);
+  single.set_likelihood_model(q, z);
+  single.observe(1, thetas[1]);
+  EXPECT_EQ(single.state().size(), 3u);
+  EXPECT_EQ(single.finish(thetas[1], 1e-6, 0.95).score_likelihood.size(), 1u);
 }
 
 // One round with every client at z = sqrt(2) (RDP eps 4.16 at delta 1e-8): faults that change it

@@ -107,6 +107,9 @@ class CanaryAudit final : public CanaryClients {
   std::vector<long> inserted_here_;
   std::vector<double> best_;  // per hosted canary: max over rounds of its cosine
   // The likelihood statistic (set_likelihood_model): q, mu, and per hosted canary its running sum.
+  // Whether it is on is the same on every rank (a rank may host no canary: its sums are empty, and
+  // it still takes part in the collectives that gather them).
+  bool likelihood_model() const { return likelihood_rate_ > 0.0; }
   double likelihood_rate_ = 0.0, likelihood_shift_ = 0.0;
   std::vector<double> likelihood_;
   std::vector<double> theta_start_, theta_previous_, delta_, sums_;
