@@ -81,7 +81,7 @@ void restore_canary_audit(CanaryAudit& canaries, const TrainingResume& resume) {
 // RunContext), with the privacy, FeO2 and audit lines of the console.
 void write_results(ResultsFile& file, const FederatedProblem& problem, const TrainingResult& result,
                    PrivateTraining* private_training, const PrivacyConfig& privacy,
-                   const CanaryAudit* canaries, const Deck& deck) {
+                   CanaryAudit* canaries, const Deck& deck) {
   write_training_output(file, problem, result);
   if (private_training && !private_training->history().epsilon.empty()) {
     const auto& history = private_training->history();

@@ -31,10 +31,26 @@ std::uint8_t reverse_bits(std::uint8_t byte) {
   return static_cast<std::uint8_t>((byte & 0xAAu) >> 1 | (byte & 0x55u) << 1);
 }
 
-double dot_norm(const std::vector<double>& v) {
+double euclidean_norm(const double* v, std::size_t n) {
   double sum = 0.0;
-  for (const double x : v) sum += x * x;
+  for (std::size_t i = 0; i < n; ++i) sum += v[i] * v[i];
   return std::sqrt(sum);
+}
+
+// out[k R + r] += the R-lane entries that canary k's sign bytes select in `groups` consecutive
+// tables (256 x R each), group by group in order; the canary's R running sums stay in registers.
+template <std::size_t groups, std::size_t R>
+void add_table_entries_of(const double* tables, const std::uint8_t* bytes, std::size_t count,
+                          double* out) {
+  for (std::size_t k = 0; k < count; ++k) {
+    double sum[R];
+    for (std::size_t r = 0; r < R; ++r) sum[r] = out[k * R + r];
+    for (std::size_t g = 0; g < groups; ++g) {
+      const double* entry = tables + (g * 256 + bytes[g * count + k]) * R;
+      for (std::size_t r = 0; r < R; ++r) sum[r] += entry[r];
+    }
+    for (std::size_t r = 0; r < R; ++r) out[k * R + r] = sum[r];
+  }
 }
 
 }  // namespace
@@ -149,46 +165,54 @@ void CanaryAudit::sign_sums(std::span<const long> canaries, std::int64_t* out) c
   }
 }
 
-void CanaryAudit::signed_sums(const double* v, std::vector<double>& out) const {
-  // sum_i s_ci v_i for every hosted canary at once, 8 coordinates at a time: the 256 signed sums
-  // of a block's 8 values are tabulated once, then each canary adds the entry its 8 signs select.
-  // About (256 + canaries) / 8 operations a coordinate instead of one per canary and coordinate;
-  // the same fixed order on every rank count. An entry flips the sign of its mask's first
-  // negative coordinate in a smaller entry's sum: with the bits reversed (coordinate j is bit
+void CanaryAudit::signed_sums(const double* const* v, std::size_t vectors,
+                              std::vector<double>& out) const {
+  // sum_i s_ci v_ri for every hosted canary c and vector r at once, 8 coordinates at a time: the
+  // 256 signed sums of a block's 8 values are tabulated once, then each canary adds the entry its 8
+  // signs select. About (256 + canaries) / 8 operations a coordinate instead of one per canary and
+  // coordinate; the same fixed order on every rank count. An entry flips the sign of its mask's
+  // first negative coordinate in a smaller entry's sum: with the bits reversed (coordinate j is bit
   // 7 - j), entry 2^l + r is entry r (r < 2^l) less 2 x[7 - l], a contiguous, vectorized run per
-  // level. Blocks go by kGroup, so that a canary's running sum stays in a register across them.
+  // level. The kRounds vectors (rounds) share each table entry's slot, so that one sign byte
+  // selects kRounds sums in one vector load and add; a canary's kRounds running sums stay in a
+  // register across a group of kGroup blocks. Every lane adds exactly the terms, in exactly the
+  // order, that one vector alone would: the sums are the same bits however many rounds are batched.
   constexpr std::size_t kGroup = 4;
+  constexpr std::size_t R = kRounds;
+  if (vectors > R) throw std::logic_error("canary audit: too many vectors scored at once");
   const std::size_t count = static_cast<std::size_t>(count_);
-  out.assign(count, 0.0);
-  alignas(64) double tables[kGroup][256];
+  out.assign(count * R, 0.0);
+  std::vector<double>& tables = tables_;  // kGroup x 256 x R, reused across rounds
+  tables.resize(kGroup * 256 * R);
   const std::size_t blocks = (parameters_ + 7) / 8;
   for (std::size_t b0 = 0; b0 < blocks; b0 += kGroup) {
     const std::size_t group = std::min(kGroup, blocks - b0);
     for (std::size_t g = 0; g < group; ++g) {
       const std::size_t b = b0 + g;
-      double x[8];
-      for (std::size_t i = 0; i < 8; ++i) x[i] = 8 * b + i < parameters_ ? v[8 * b + i] : 0.0;
-      double* table = tables[g];
-      table[0] = ((x[0] + x[1]) + (x[2] + x[3])) + ((x[4] + x[5]) + (x[6] + x[7]));
+      double x[8][R], twice[8][R];
+      for (std::size_t i = 0; i < 8; ++i)
+        for (std::size_t r = 0; r < R; ++r) {
+          x[i][r] = r < vectors && 8 * b + i < parameters_ ? v[r][8 * b + i] : 0.0;
+          twice[i][r] = 2.0 * x[i][r];
+        }
+      double* table = tables.data() + g * 256 * R;
+      for (std::size_t r = 0; r < R; ++r)
+        table[r] = ((x[0][r] + x[1][r]) + (x[2][r] + x[3][r])) +
+                   ((x[4][r] + x[5][r]) + (x[6][r] + x[7][r]));
       for (std::size_t level = 0, size = 1; level < 8; ++level, size *= 2) {
-        const double twice = 2.0 * x[7 - level];
-        for (std::size_t r = 0; r < size; ++r) table[size + r] = table[r] - twice;
+        const double* lanes = twice[7 - level];
+        for (std::size_t e = 0; e < size; ++e)
+          for (std::size_t r = 0; r < R; ++r)
+            table[(size + e) * R + r] = table[e * R + r] - lanes[r];
       }
     }
     const std::uint8_t* bytes = sign_bytes_.data() + b0 * count;
-    if (group == kGroup) {
-      for (std::size_t k = 0; k < count; ++k) {
-        double sum = out[k];
-        sum += tables[0][bytes[k]];
-        sum += tables[1][bytes[count + k]];
-        sum += tables[2][bytes[2 * count + k]];
-        sum += tables[3][bytes[3 * count + k]];
-        out[k] = sum;
-      }
-    } else {
+    if (group == kGroup)
+      add_table_entries_of<kGroup, R>(tables.data(), bytes, count, out.data());
+    else
       for (std::size_t g = 0; g < group; ++g)
-        for (std::size_t k = 0; k < count; ++k) out[k] += tables[g][bytes[g * count + k]];
-    }
+        add_table_entries_of<1, R>(tables.data() + g * 256 * R, bytes + g * count, count,
+                                   out.data());
   }
 }
 
@@ -213,26 +237,45 @@ double subsampled_log_likelihood_ratio(double q, double x) {
 
 void CanaryAudit::observe(int round, const std::vector<double>& theta) {
   if (round <= last_round_) return;
-  delta_.resize(parameters_);
-  for (std::size_t i = 0; i < parameters_; ++i) delta_[i] = theta[i] - theta_previous_[i];
-  const double root_p = std::sqrt(static_cast<double>(parameters_));
-  const double norm = dot_norm(delta_) * root_p;
-  // cos(u_c, delta) = sum_i s_i delta_i / (sqrt(p) ||delta||); a round that did not move the
-  // model carries no signal (0).
-  signed_sums(delta_.data(), sums_);
-  const double mu = likelihood_shift_, q = likelihood_rate_;
-  for (long k = 0; k < count_; ++k) {
-    const auto j = static_cast<std::size_t>(k);
-    const double cosine = norm > 0.0 ? sums_[j] / norm : 0.0;
-    best_[j] = std::max(best_[j], cosine);
-    if (likelihood_model())
-      likelihood_[j] += subsampled_log_likelihood_ratio(q, mu * root_p * cosine - 0.5 * mu * mu);
-  }
+  // The round's model change waits in a slot until kRounds are there (or state() or finish() needs
+  // the scores): each pass over the sign bytes then scores kRounds rounds.
+  pending_deltas_.resize(kRounds * parameters_);
+  double* delta = pending_deltas_.data() + static_cast<std::size_t>(pending_) * parameters_;
+  for (std::size_t i = 0; i < parameters_; ++i) delta[i] = theta[i] - theta_previous_[i];
+  ++pending_;
   theta_previous_ = theta;
   last_round_ = round;
+  if (pending_ == static_cast<int>(kRounds)) score_pending();
 }
 
-std::vector<double> CanaryAudit::state() const {
+void CanaryAudit::score_pending() {
+  if (pending_ == 0) return;
+  const std::size_t rounds = static_cast<std::size_t>(pending_);
+  std::vector<const double*> deltas(rounds);
+  for (std::size_t r = 0; r < rounds; ++r) deltas[r] = pending_deltas_.data() + r * parameters_;
+  signed_sums(deltas.data(), rounds, sums_);
+  const double root_p = std::sqrt(static_cast<double>(parameters_));
+  const double mu = likelihood_shift_, q = likelihood_rate_;
+  // Rounds in order, as each was observed: the running sums are the same bits as one round at a
+  // time.
+  for (std::size_t r = 0; r < rounds; ++r) {
+    const double* delta = deltas[r];
+    const double norm = euclidean_norm(delta, parameters_) * root_p;
+    // cos(u_c, delta) = sum_i s_i delta_i / (sqrt(p) ||delta||); a round that did not move the
+    // model carries no signal (0).
+    for (long k = 0; k < count_; ++k) {
+      const auto j = static_cast<std::size_t>(k);
+      const double cosine = norm > 0.0 ? sums_[j * kRounds + r] / norm : 0.0;
+      best_[j] = std::max(best_[j], cosine);
+      if (likelihood_model())
+        likelihood_[j] += subsampled_log_likelihood_ratio(q, mu * root_p * cosine - 0.5 * mu * mu);
+    }
+  }
+  pending_ = 0;
+}
+
+std::vector<double> CanaryAudit::state() {
+  score_pending();
   std::vector<double> all = ordered_allgather(best_, static_cast<int>(count_), 1);
   if (likelihood_model()) {
     const std::vector<double> sums = ordered_allgather(likelihood_, static_cast<int>(count_), 1);
@@ -257,18 +300,24 @@ void CanaryAudit::restore(const std::vector<double>& state, const std::vector<do
               likelihood_.begin());
   last_round_ = static_cast<int>(state.back());
   theta_previous_ = theta;
+  pending_ = 0;
 }
 
 CanaryAuditResult CanaryAudit::finish(const std::vector<double>& theta_final, double delta,
-                                      double confidence) const {
+                                      double confidence) {
+  score_pending();
   CanaryAuditResult result;
   result.inserted = inserted_;
   std::vector<double> whole(parameters_);
   for (std::size_t i = 0; i < parameters_; ++i) whole[i] = theta_final[i] - theta_start_[i];
-  const double norm = dot_norm(whole) * std::sqrt(static_cast<double>(parameters_));
-  std::vector<double> local_final;
-  signed_sums(whole.data(), local_final);
-  for (double& value : local_final) value = norm > 0.0 ? value / norm : 0.0;
+  const double norm =
+      euclidean_norm(whole.data(), parameters_) * std::sqrt(static_cast<double>(parameters_));
+  std::vector<double> sums;
+  const double* whole_data = whole.data();
+  signed_sums(&whole_data, 1, sums);
+  std::vector<double> local_final(static_cast<std::size_t>(count_));
+  for (std::size_t k = 0; k < local_final.size(); ++k)
+    local_final[k] = norm > 0.0 ? sums[k * kRounds] / norm : 0.0;
   result.score_final = ordered_allgather(local_final, static_cast<int>(count_), 1);
   // A canary of a run without rounds has no all-iterates score: 0 (no signal).
   std::vector<double> best = best_;

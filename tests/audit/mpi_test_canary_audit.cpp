@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -150,6 +151,67 @@ TEST(CanaryAudit, LikelihoodScoresSumTheRoundsLogRatios) {
   single.observe(1, thetas[1]);
   EXPECT_EQ(single.state().size(), 3u);
   EXPECT_EQ(single.finish(thetas[1], 1e-6, 0.95).score_likelihood.size(), 1u);
+}
+
+// Rounds are scored eight at a time (CanaryAudit::kRounds): 19 rounds cross two batches and end in
+// a partial one. Against a brute force (each round's cosine of every hosted canary's direction with
+// the model's change in a plain loop, the maximum and the likelihood sum written out; tolerance
+// 1e-10 as above), and a stop after round 11 (state() in mid-batch, restored into a fresh audit
+// that observes rounds 12-19) against the uninterrupted audit, bit for bit.
+TEST(CanaryAudit, RoundsScoredInBatchesMatchABruteForceAndAResume) {
+  const std::size_t p = 517, rounds = 19;
+  const double q = 0.3, z = 0.8, mu = 1.0 / z;
+  std::vector<std::vector<double>> thetas(rounds + 1, std::vector<double>(p));
+  for (std::size_t t = 0; t <= rounds; ++t)
+    for (std::size_t i = 0; i < p; ++i)
+      thetas[t][i] = std::sin(0.1 * static_cast<double>(i * (t + 1)) + static_cast<double>(t)) +
+                     0.3 * static_cast<double>(t) * std::cos(0.37 * static_cast<double>(i));
+  thetas[5] = thetas[4];  // a round that does not move the model scores 0
+  auto audit_of = [&] {
+    CanaryAudit audit(23, 40, p, 10, thetas[0]);
+    audit.set_likelihood_model(q, z);
+    return audit;
+  };
+  CanaryAudit whole = audit_of();
+  for (std::size_t t = 1; t <= rounds; ++t) whole.observe(static_cast<int>(t), thetas[t]);
+  const CanaryAuditResult expected = whole.finish(thetas[rounds], 1e-6, 0.95);
+
+  CanaryAudit first = audit_of();
+  for (std::size_t t = 1; t <= 11; ++t) first.observe(static_cast<int>(t), thetas[t]);
+  const std::vector<double> saved = first.state();
+  CanaryAudit resumed = audit_of();
+  resumed.restore(saved, thetas[11]);
+  for (std::size_t t = 11; t <= rounds; ++t)  // round 11 again: seen already, not scored twice
+    resumed.observe(static_cast<int>(t), thetas[t]);
+  const CanaryAuditResult result = resumed.finish(thetas[rounds], 1e-6, 0.95);
+  for (std::size_t c = 0; c < 40; ++c) {
+    EXPECT_EQ(result.score_all_iterates[c], expected.score_all_iterates[c]) << c;
+    EXPECT_EQ(result.score_likelihood[c], expected.score_likelihood[c]) << c;
+    EXPECT_EQ(result.score_final[c], expected.score_final[c]) << c;
+  }
+
+  std::vector<double> direction(p);
+  for (const long c : whole.inserted_here()) {
+    whole.update(c, 0.1, direction.data());
+    double best = -std::numeric_limits<double>::infinity(), likelihood = 0.0;
+    for (std::size_t t = 1; t <= rounds; ++t) {
+      double dot = 0.0, norm = 0.0;
+      for (std::size_t i = 0; i < p; ++i) {
+        const double change = thetas[t][i] - thetas[t - 1][i];
+        dot += direction[i] * change;
+        norm += change * change;
+      }
+      const double cosine = norm > 0.0 ? dot / std::sqrt(norm) : 0.0;
+      best = std::max(best, cosine);
+      const double x = mu * std::sqrt(static_cast<double>(p)) * cosine - mu * mu / 2;
+      likelihood += std::log(1.0 - q + q * std::exp(x));
+    }
+    const auto k = static_cast<std::size_t>(c);
+    EXPECT_NEAR(expected.score_all_iterates[k], best, 1e-12) << c;
+    EXPECT_NEAR(expected.score_likelihood[k], likelihood,
+                1e-10 * std::max(1.0, std::abs(likelihood)))
+        << c;
+  }
 }
 
 // One round with every client at z = sqrt(2) (RDP eps 4.16 at delta 1e-8): faults that change it

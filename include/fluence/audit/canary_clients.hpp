@@ -81,21 +81,25 @@ class CanaryAudit final : public CanaryClients {
   /// sound; this one sees the ~qT rounds a canary is in instead of the largest of T.
   void set_likelihood_model(double sampling_rate, double update_noise_multiplier);
   /// After round `round` (local, no collective): theta the round's model. A round seen already
-  /// (a stop's checkpoint of the previous round) is not scored twice.
+  /// (a stop's checkpoint of the previous round) is not scored twice. Rounds are scored kRounds at
+  /// a time (the scores are the same bits as one at a time); state() and finish() score the rest.
   void observe(int round, const std::vector<double>& theta);
   /// Collective: the running maxima of every canary in canary order, then (with a likelihood
   /// model) the running likelihood sums, and the last round scored (a checkpoint's
   /// "parts/audit_canaries"); restore takes them back on any rank count, with theta the
   /// checkpoint's model.
-  std::vector<double> state() const;
+  std::vector<double> state();
   void restore(const std::vector<double>& state, const std::vector<double>& theta);
   /// Collective: the scores of every canary and the bounds, with `delta` the run's.
-  CanaryAuditResult finish(const std::vector<double>& theta_final, double delta,
-                           double confidence) const;
+  CanaryAuditResult finish(const std::vector<double>& theta_final, double delta, double confidence);
 
  private:
-  // Every hosted canary's direction dotted with v, times sqrt(p): out[k] = sum_i s_ki v_i.
-  void signed_sums(const double* v, std::vector<double>& out) const;
+  static constexpr std::size_t kRounds = 8;  // rounds scored in one pass over the sign bytes
+  // Every hosted canary's direction dotted with each of `vectors` <= kRounds vectors, times
+  // sqrt(p): out[k kRounds + r] = sum_i s_ki v[r]_i.
+  void signed_sums(const double* const* v, std::size_t vectors, std::vector<double>& out) const;
+  // Scores the rounds observed since the last pass, in round order.
+  void score_pending();
   std::uint64_t seed_;
   long canaries_, first_ = 0, count_ = 0;  // this rank hosts canaries [first_, first_ + count_)
   std::size_t parameters_;
@@ -112,7 +116,10 @@ class CanaryAudit final : public CanaryClients {
   bool likelihood_model() const { return likelihood_rate_ > 0.0; }
   double likelihood_rate_ = 0.0, likelihood_shift_ = 0.0;
   std::vector<double> likelihood_;
-  std::vector<double> theta_start_, theta_previous_, delta_, sums_;
+  std::vector<double> theta_start_, theta_previous_, sums_;
+  std::vector<double> pending_deltas_;  // kRounds slots of p: the model changes not yet scored
+  int pending_ = 0;
+  mutable std::vector<double> tables_;  // signed_sums' tables, kept to spare an allocation a pass
   int last_round_ = 0;
 };
 
