@@ -149,18 +149,24 @@ enum SolveColumn : std::size_t { kSolved, kEstimate, kIterations, kResidual, kSo
 // A unit a stop interrupted (docs/operations.md "Stops inside a unit"): `influence/partial` holds
 // [kind, client id (-1 for s_test), then the kind's scalars], `influence/partial_state` the
 // solver's state or, for a retrain, its Newton iterate.
-enum class PartialUnit { s_test = 1, vector = 2, retrain = 3 };
+enum class PartialUnitKind { s_test = 1, vector = 2, retrain = 3 };
 
-const char* partial_name(PartialUnit kind) {
+// What messages call the unit `kind` of client `id` (-1: s_test).
+std::string partial_name(PartialUnitKind kind, int id) {
+  const std::string client = id >= 0 ? fmt::format(" for client {}", id) : std::string();
   switch (kind) {
-    case PartialUnit::s_test:
+    case PartialUnitKind::s_test:
       return "the s_test solve";
-    case PartialUnit::vector:
-      return "the solve";
-    case PartialUnit::retrain:
-      return "the retrain";
+    case PartialUnitKind::vector:
+      return "the solve" + client;
+    case PartialUnitKind::retrain:
+      return "the retrain" + client;
   }
   return "";
+}
+
+std::vector<double> partial_key(PartialUnitKind kind, int id) {
+  return {static_cast<double>(kind), static_cast<double>(id)};
 }
 
 // The sweep's resumable state (docs/operations.md). Units: one client's solve (its
@@ -206,39 +212,15 @@ class InfluenceSweep {
       units_ += numbers[id * kSolveColumns + kSolved] != 0.0 ? 1 : 0;
     units_ += std::count(retrained_.begin(), retrained_.end(), 1);
     if (state.count("influence/solver")) solver_history_ = state.at("influence/solver");
-    if (state.count("influence/partial")) {
-      partial_ = state_array(state, "influence/partial");
-      partial_state_ = state_array(state, "influence/partial_state");
-      if (partial_.size() < 2)
-        throw InputError("checkpoint: influence/partial does not fit this run");
-    }
+    partial_.restore(state);
   }
 
-  /// Whether a stop may interrupt a unit: the sweep has checkpoints to write its state to.
-  bool interruptible() const { return checkpoint_ != nullptr; }
-  /// The saved state of the unit `kind` of client `id` a stop interrupted (null: none); `scalars`
-  /// receives the kind's scalars. Given once: the unit then continues from it.
-  const std::vector<double>* resume(PartialUnit kind, int id, std::vector<double>* scalars) {
-    if (partial_.size() < 2 || static_cast<int>(partial_[0]) != static_cast<int>(kind) ||
-        static_cast<int>(partial_[1]) != id)
-      return nullptr;
-    if (scalars) scalars->assign(partial_.begin() + 2, partial_.end());
-    partial_.clear();
-    resumed_ = std::move(partial_state_);
-    partial_state_.clear();
-    return &resumed_;
-  }
-  /// Collective, when a stop (agreed by every rank) interrupted the unit `kind` of client `id`:
+  /// The interrupted unit a restart continues, and the one a stop saves: null when the sweep has
+  /// no checkpoints to write it to (its units then run to their end).
+  PartialUnit* partial() { return checkpoint_ ? &partial_ : nullptr; }
+  /// Collective, when a stop (agreed by every rank) interrupted a unit, recorded in partial():
   /// writes the checkpoint with its partial state (the same on every rank). True.
-  bool interrupted(PartialUnit kind, int id, std::vector<double> state,
-                   const std::vector<double>& scalars, const std::string& where) {
-    partial_ = {static_cast<double>(kind), static_cast<double>(id)};
-    partial_.insert(partial_.end(), scalars.begin(), scalars.end());
-    partial_state_ = std::move(state);
-    log::info("stop inside {}{}: {} saved", partial_name(kind),
-              id >= 0 ? fmt::format(" for client {}", id) : std::string(), where);
-    return finished(0);
-  }
+  bool interrupted() { return finished(0); }
 
   /// Restores the federated solver's history (CG warm starts) when resuming.
   void restore(IhvpSolver& solver) {
@@ -280,11 +262,7 @@ class InfluenceSweep {
       state["influence/solver"] = solver_->history();
     else if (!solver_history_.empty())
       state["influence/solver"] = solver_history_;
-    if (!partial_.empty()) {
-      state["influence/partial"] = partial_;
-      state["influence/partial_state"] = partial_state_;
-      state[kPartialUnit] = {1.0};
-    }
+    partial_.save(state);
   }
 
   SweepCheckpoint* checkpoint_;
@@ -296,7 +274,7 @@ class InfluenceSweep {
   long units_ = 0;
   std::vector<double> solver_history_;
   IhvpSolver* solver_ = nullptr;
-  std::vector<double> partial_, partial_state_, resumed_;
+  PartialUnit partial_{"influence", 2};  // [kind, client id (-1 for s_test)]
 };
 
 bool single_parameter_changes(Federation& federation, IhvpSolver& solver,
@@ -308,24 +286,14 @@ bool block_parameter_changes(Federation& federation, const InfluenceConfig& conf
                              const std::vector<double>& gradients, HessianOperator& hessian,
                              bool progress, InfluenceSweep& sweep, ClientInfluence& result);
 
-// Collective: the solve of `b` into `x`, which a stop may interrupt (the unit `kind` of client
-// `id`) when the sweep is interruptible: continued from the checkpoint's state when it holds
-// this unit's, else started afresh. Interrupted: writes the checkpoint and returns false.
-bool interruptible_solve(IhvpSolver& solver, InfluenceSweep& sweep, PartialUnit kind, int id,
+// Collective: the solve of `b` into `x` as the unit `kind` of client `id`, which a stop may
+// interrupt (influence/ihvp.hpp). Interrupted: writes the checkpoint and returns false.
+bool interruptible_solve(IhvpSolver& solver, InfluenceSweep& sweep, PartialUnitKind kind, int id,
                          const std::function<SolveReport()>& solve, SolveReport& report) {
-  const bool pollable = sweep.interruptible() && solver.set_stop_poll(stop_inside_unit_anywhere);
-  if (const std::vector<double>* state = sweep.resume(kind, id, nullptr)) {
-    log::info("resuming {}{} after {} iterations (from the checkpoint)", partial_name(kind),
-              id >= 0 ? fmt::format(" for client {}", id) : std::string(),
-              solver.interrupted_progress(*state));
-    solver.resume_next(*state);
-  }
-  report = solve();
-  if (pollable) solver.set_stop_poll({});
-  if (!report.interrupted) return true;
-  const std::vector<double> state = solver.interrupted_state();
-  sweep.interrupted(kind, id, state, {},
-                    fmt::format("{} iterations", solver.interrupted_progress(state)));
+  if (interruptible_solve(solver, sweep.partial(), partial_key(kind, id), partial_name(kind, id),
+                          solve, report))
+    return true;
+  sweep.interrupted();
   return false;
 }
 
@@ -380,7 +348,7 @@ bool federated_scope(Federation& federation, const InfluenceConfig& config,
   std::vector<double> s_test;
   SolveReport report;
   if (!interruptible_solve(
-          *solver, sweep, PartialUnit::s_test, -1,
+          *solver, sweep, PartialUnitKind::s_test, -1,
           [&] { return solve_s_test(*solver, test_gradient, s_test); }, report))
     return false;
   const double seconds = clock.seconds();
@@ -443,7 +411,7 @@ bool single_parameter_changes(Federation& federation, IhvpSolver& solver,
     MPI_Bcast(rhs.data(), static_cast<int>(p), MPI_DOUBLE, owner, MPI_COMM_WORLD);
     SolveReport solve;
     if (!interruptible_solve(
-            solver, sweep, PartialUnit::vector, id,
+            solver, sweep, PartialUnitKind::vector, id,
             [&] { return removal_parameter_change(solver, rhs, n, delta); }, solve))
       return false;
     if (owner == world_rank()) {
@@ -589,7 +557,7 @@ bool retrain_has_tolerance(const InfluenceConfig& config, const FederationConfig
 // The model the federation's current clients retrain to from theta (influence.retrain_mode).
 std::vector<double> retrained_model(Federation& federation, const std::vector<double>& theta,
                                     const InfluenceConfig& config, const FederationConfig& training,
-                                    RetrainStop* stop) {
+                                    InterruptibleNewton* stop) {
   FederationConfig quiet = training;
   quiet.polish_verbose = false;
   quiet.evaluate_rounds = false;
@@ -611,20 +579,14 @@ std::vector<double> retrained_model(Federation& federation, const std::vector<do
   // local Newton: the stationary point near theta.
   // newton_polish's settings; its unnamed warning is replaced by one naming the client (the
   // caller's, from the final gradient norm).
-  std::vector<double> retrained = stop && stop->resume ? stop->from : theta;
+  std::vector<double> retrained = theta;
   FederatedObjective objective(federation);
   NewtonSettings settings;
   settings.tolerance = training.tolerance;
   settings.max_steps = training.polish_max_steps;
-  if (stop) {
-    settings.stop_poll = stop->poll;
-    if (stop->resume) settings.resume = &stop->progress;
-  }
+  if (stop) stop->arm(settings, retrained);
   const NewtonReport report = minimize_newton(objective, retrained, settings);
-  if (stop) {
-    stop->interrupted = report.interrupted;
-    stop->progress = report.progress;
-  }
+  if (stop) stop->interrupted(report, retrained);
   return retrained;
 }
 
@@ -682,26 +644,13 @@ bool retrain_without_each_client(Federation& federation, const std::vector<doubl
     const auto at = static_cast<std::size_t>(id);
     federation.exclude_clients({id});
     // A Newton retrain is interruptible between its steps (docs/operations.md).
-    RetrainStop stop;
-    if (sweep.interruptible()) stop.poll = stop_inside_unit_anywhere;
-    std::vector<double> scalars;
-    if (const std::vector<double>* from = sweep.resume(PartialUnit::retrain, id, &scalars)) {
-      stop.resume = true;
-      stop.from = *from;
-      if (scalars.size() != 3 || stop.from.size() != theta.size())
-        throw InputError("checkpoint: the interrupted retrain does not fit this run");
-      stop.progress = {static_cast<int>(scalars[0]), static_cast<long>(scalars[1]), scalars[2]};
-      log::info("resuming the retrain for client {} after {} Newton steps (from the checkpoint)",
-                id, stop.progress.steps);
-    }
+    InterruptibleNewton stop(sweep.partial(), partial_key(PartialUnitKind::retrain, id),
+                             partial_name(PartialUnitKind::retrain, id));
     const std::vector<double> retrained =
         retrained_model(federation, theta, config, training, &stop);
-    if (stop.interrupted) {
+    if (stop.stopped()) {
       federation.exclude_clients({});
-      sweep.interrupted(PartialUnit::retrain, id, retrained,
-                        {static_cast<double>(stop.progress.steps),
-                         static_cast<double>(stop.progress.cg_iterations), stop.progress.damping},
-                        fmt::format("{} Newton steps", stop.progress.steps));
+      sweep.interrupted();
       return false;
     }
     federation.gradient(retrained, gradient);
