@@ -84,7 +84,10 @@ struct FldpResult {
 };
 
 /// Collective. `theta` is the trained model; `training` drives full retrains. With `checkpoint`,
-/// the sweep is resumable, one case a unit: a restart skips the finished cases.
+/// the sweep is resumable, one case a unit: a restart skips the finished cases, and a stop inside
+/// a case (its estimate's CG solves, its Newton retrains and refinement) saves the case so far and
+/// the interrupted solve's or Newton run's state, which a restart continues (docs/operations.md
+/// "Stops inside a unit").
 FldpResult run_fldp(Federation& federation, const std::vector<double>& theta,
                     const InfluenceConfig& influence, const FldpConfig& config,
                     const FederationConfig& training, bool progress,
