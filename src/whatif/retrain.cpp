@@ -301,14 +301,17 @@ class PerturbedNewton final : public NewtonObjective {
 }  // namespace
 
 RetrainReport newton_retrain(PerturbedObjective& objective, IhvpSolver& clean_hessian,
-                             std::vector<double>& theta, double tolerance, int max_iterations) {
+                             std::vector<double>& theta, double tolerance, int max_iterations,
+                             InterruptibleNewton* stop) {
   PerturbedNewton newton(objective, theta.size());
   NewtonSettings settings;
   settings.tolerance = tolerance;
   settings.max_steps = max_iterations;
   settings.preconditioner = [&](const double* r, double* z) { clean_hessian.apply_inverse(r, z); };
+  if (stop) stop->arm(settings, theta);
   const NewtonReport newton_report = minimize_newton(newton, theta, settings);
   RetrainReport report;
+  report.interrupted = stop && stop->interrupted(newton_report, theta);
   report.iterations = newton_report.steps;
   report.hessian_products = newton_report.cg_iterations;  // one product per CG iteration
   report.gradient_norm = newton_report.gradient_norm;

@@ -134,6 +134,7 @@ class WhatifRunner {
     state["whatif/seconds"] = kPhaseSeconds.pack(seconds);
     state["whatif/solver"] = solver_->history();
     if (retrain_solver_) state["whatif/retrain_solver"] = retrain_solver_->history();
+    partial_.save(state);
   }
 
   void prepare_units(WhatifResult& result) {
@@ -168,6 +169,7 @@ class WhatifRunner {
     result.time_second_order = seconds.second_order;
     result.time_retrain = seconds.retrain;
     solver_->restore_history(state_array(state, "whatif/solver"));
+    partial_.restore(state);
   }
 
   enum class Phase { none, second, retrain };
@@ -178,6 +180,32 @@ class WhatifRunner {
   double end_phase() {
     phase_ = Phase::none;
     return phase_clock_.seconds();
+  }
+
+  // The units a stop may interrupt inside (docs/operations.md "Stops inside a unit"): a
+  // second-order unit at the solve of one fraction, a retrain chain at one fraction's retrain.
+  // The partial unit's key: [kind, unit index, fraction].
+  enum class PartialKind { second = 1, retrain = 2 };
+  // The first fraction of `unit` to compute: where a stop interrupted it, else 0. The earlier
+  // fractions' results are the checkpoint's.
+  std::size_t first_fraction(PartialKind kind, std::size_t unit) const {
+    const std::vector<double>& key = partial_.waiting();
+    if (key.empty() || key[0] != static_cast<double>(kind) || key[1] != static_cast<double>(unit))
+      return 0;
+    return static_cast<std::size_t>(key[2]);
+  }
+  PartialUnit* partial() { return checkpoint_ ? &partial_ : nullptr; }
+  static std::vector<double> partial_key(PartialKind kind, std::size_t unit, std::size_t k) {
+    return {static_cast<double>(kind), static_cast<double>(unit), static_cast<double>(k)};
+  }
+  std::string fraction_name(std::size_t k) const {
+    return fmt::format("fraction {:g}", config_.fractions[k]);
+  }
+  // Collective, when a stop (agreed by every rank) interrupted a unit recorded in partial_: the
+  // checkpoint with its partial state. Returns false (the sweep stops).
+  bool interrupted(const WhatifResult& result) {
+    checkpoint_->units_done(units_, [&](StateArrays& state) { save(result, state); });
+    return false;
   }
 
   // Collective, after a finished unit: true when a stop signal ends the sweep (checkpointed).
@@ -299,13 +327,24 @@ class WhatifRunner {
           const bool expected = d == static_cast<std::size_t>(R);
           build_pseudo_rows(variant.variant, e, expected, static_cast<int>(d));
           std::vector<double> theta = theta_;  // warm start; then each fraction from the last
-          for (std::size_t k = 0; k < K_; ++k) {
+          // Resuming a chain a stop interrupted: its first fractions are the checkpoint's, and
+          // the interrupted retrain continues from its saved iterate.
+          const std::size_t first = first_fraction(PartialKind::retrain, chain);
+          done += static_cast<long>(first);
+          for (std::size_t k = first; k < K_; ++k) {
             std::vector<std::size_t> active;
             for (const auto& prefix : selection_.prefix) active.push_back(prefix[k]);
             objective.set_active_records(active);
+            InterruptibleNewton stop(
+                partial(), partial_key(PartialKind::retrain, chain, k),
+                fmt::format("the retrain of {} eps {:g} {} at {}", to_string(variant.variant),
+                            config_.epsilons[e],
+                            expected ? std::string("expectation") : fmt::format("draw {}", d),
+                            fraction_name(k)));
             const RetrainReport report =
                 newton_retrain(objective, solver, theta, config_.retrain_tolerance,
-                               config_.retrain_max_iterations);
+                               config_.retrain_max_iterations, &stop);
+            if (report.interrupted) return interrupted(result);
             result.retrain_iterations += report.iterations;
             result.retrain_hessian_products += report.hessian_products;
             result.worst_gradient_norm = std::max(result.worst_gradient_norm, report.gradient_norm);
@@ -407,8 +446,16 @@ class WhatifRunner {
             for (std::size_t j = 0; j < p; ++j) sum[k * p + j] += running[j];
           }
         });
-        for (std::size_t k = 0; k < K_; ++k) {
-          solver_->solve(b.data() + k * p, delta.data());
+        // Resuming a unit a stop interrupted: its first fractions are the checkpoint's, and the
+        // interrupted solve continues from its saved state.
+        for (std::size_t k = first_fraction(PartialKind::second, v * E_ + e); k < K_; ++k) {
+          SolveReport report;
+          if (!interruptible_solve(
+                  *solver_, partial(), partial_key(PartialKind::second, v * E_ + e, k),
+                  fmt::format("the second-order solve of {} eps {:g} at {}",
+                              to_string(variant.variant), config_.epsilons[e], fraction_name(k)),
+                  [&] { return solver_->solve(b.data() + k * p, delta.data()); }, report))
+            return interrupted(result);
           double first = 0.0, quadratic = 0.0;
           for (std::size_t j = 0; j < p; ++j) delta[j] *= -inverse_n;
           if (dense)
@@ -546,6 +593,7 @@ class WhatifRunner {
   Workspace work_;
   SweepCheckpoint* checkpoint_;
   std::vector<char> second_done_, chain_done_;  // per unit: finished (here or before a restart)
+  PartialUnit partial_{"whatif", 3};            // the unit a stop interrupted inside
   long units_ = 0;
   Phase phase_ = Phase::none;
   Stopwatch phase_clock_;

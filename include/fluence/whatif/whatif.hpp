@@ -111,7 +111,10 @@ struct WhatifResult {
 /// sweep is resumable; its units, in this order: the second-order estimates of one (variant, eps)
 /// over every fraction (K solves), then the retrains of one (variant, eps, draw or the
 /// expectation) over every fraction (K retrains, each warm-started from the previous fraction's).
-/// A restart skips the finished units; s_test and the first-order estimates are recomputed.
+/// A restart skips the finished units; s_test and the first-order estimates are recomputed. A stop
+/// inside a unit (at a CG iteration of one fraction's solve, or a Newton step of one fraction's
+/// retrain) saves it, and a restart continues it from that fraction (docs/operations.md "Stops
+/// inside a unit").
 WhatifResult run_whatif(Federation& federation, const std::vector<double>& theta,
                         const InfluenceConfig& influence, const WhatifConfig& config, bool progress,
                         SweepCheckpoint* checkpoint = nullptr);
