@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <map>
 #include <string>
 
 #include "fluence/core/deck_keys.hpp"
@@ -213,6 +214,37 @@ class InfluenceSweep {
     units_ += std::count(retrained_.begin(), retrained_.end(), 1);
     if (state.count("influence/solver")) solver_history_ = state.at("influence/solver");
     partial_.restore(state);
+    if (state.count("influence/local_partial"))
+      restore_local_partial(state.at("influence/local_partial"), result.first_local_client);
+  }
+
+  /// Client scope (docs/operations.md "Stops inside a unit"): the local solves are each rank's
+  /// own and not in step, so each polls its own rank's signal and a stop may interrupt one solve
+  /// per rank. The saved state of this rank's client `id` (null: none); given once.
+  const std::vector<double>* local_resume(int id) {
+    const auto found = local_partial_.find(id);
+    if (found == local_partial_.end()) return nullptr;
+    local_resumed_ = std::move(found->second.second);
+    local_partial_.erase(found);
+    return &local_resumed_;
+  }
+  /// Records this rank's client `id` whose local solve a stop interrupted after `progress`
+  /// iterations (or LiSSA steps), with the solver's state.
+  void local_interrupted(int id, long progress, std::vector<double> state) {
+    local_partial_[id] = {progress, std::move(state)};
+    local_new_.push_back(id);
+  }
+  /// Collective, after a step of local solves: rank 0 names the solves a stop interrupted in it.
+  void log_local_interruptions() {
+    std::vector<double> mine;
+    for (int id : local_new_)
+      mine.insert(mine.end(),
+                  {static_cast<double>(id), static_cast<double>(local_partial_.at(id).first)});
+    local_new_.clear();
+    const std::vector<double> all = gather_in_rank_order(mine);
+    for (std::size_t k = 0; k + 1 < all.size(); k += 2)
+      log::info("stop inside the local solve for client {}: {} iterations saved",
+                static_cast<int>(all[k]), static_cast<long>(all[k + 1]));
   }
 
   /// The interrupted unit a restart continues, and the one a stop saves: null when the sweep has
@@ -263,6 +295,56 @@ class InfluenceSweep {
     else if (!solver_history_.empty())
       state["influence/solver"] = solver_history_;
     partial_.save(state);
+    // Every rank's interrupted local solves, in rank order: [client id, progress, size, state...]
+    // per solve (the same array on every rank).
+    std::vector<double> mine;
+    for (const auto& [id, entry] : local_partial_) {
+      mine.insert(mine.end(), {static_cast<double>(id), static_cast<double>(entry.first),
+                               static_cast<double>(entry.second.size())});
+      mine.insert(mine.end(), entry.second.begin(), entry.second.end());
+    }
+    std::vector<double> all = gather_in_rank_order(mine);
+    if (!all.empty()) {
+      state["influence/local_partial"] = std::move(all);
+      state[kPartialUnit] = {1.0};
+    }
+  }
+
+  // The inverse of save's `influence/local_partial`: this rank's clients' entries are kept for
+  // local_resume; rank 0 names every one.
+  void restore_local_partial(const std::vector<double>& all, int first_local) {
+    for (std::size_t k = 0; k + 3 <= all.size();) {
+      const int id = static_cast<int>(all[k]);
+      const auto progress = static_cast<long>(all[k + 1]);
+      const auto size = static_cast<std::size_t>(all[k + 2]);
+      if (k + 3 + size > all.size())
+        throw InputError("checkpoint: influence/local_partial does not fit this run");
+      log::info("resuming the local solve for client {} after {} iterations (from the checkpoint)",
+                id, progress);
+      if (id >= first_local && id < first_local + static_cast<int>(local_))
+        local_partial_[id] = {
+            progress, std::vector<double>(all.begin() + static_cast<std::ptrdiff_t>(k + 3),
+                                          all.begin() + static_cast<std::ptrdiff_t>(k + 3 + size))};
+      k += 3 + size;
+    }
+  }
+
+  // Collective: every rank's `mine`, concatenated in rank order, on every rank.
+  static std::vector<double> gather_in_rank_order(const std::vector<double>& mine) {
+    const int ranks = world_size();
+    int count = static_cast<int>(mine.size());
+    std::vector<int> counts(static_cast<std::size_t>(ranks)),
+        offsets(static_cast<std::size_t>(ranks));
+    MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, MPI_COMM_WORLD);
+    int total = 0;
+    for (int r = 0; r < ranks; ++r) {
+      offsets[static_cast<std::size_t>(r)] = total;
+      total += counts[static_cast<std::size_t>(r)];
+    }
+    std::vector<double> all(static_cast<std::size_t>(total));
+    MPI_Allgatherv(mine.data(), count, MPI_DOUBLE, all.data(), counts.data(), offsets.data(),
+                   MPI_DOUBLE, MPI_COMM_WORLD);
+    return all;
   }
 
   SweepCheckpoint* checkpoint_;
@@ -275,6 +357,11 @@ class InfluenceSweep {
   std::vector<double> solver_history_;
   IhvpSolver* solver_ = nullptr;
   PartialUnit partial_{"influence", 2};  // [kind, client id (-1 for s_test)]
+  // Client scope: this rank's interrupted local solves, client id -> (progress, solver state);
+  // local_new_ those of the current step, local_resumed_ the one given to local_resume.
+  std::map<int, std::pair<long, std::vector<double>>> local_partial_;
+  std::vector<int> local_new_;
+  std::vector<double> local_resumed_;
 };
 
 bool single_parameter_changes(Federation& federation, IhvpSolver& solver,
@@ -510,25 +597,42 @@ bool client_scope(Federation& federation, const std::vector<double>& theta,
       const std::size_t k = pending[static_cast<std::size_t>(step)];
       const int id = result.first_local_client + static_cast<int>(k);
       // Seed 000 Table 1: the client inverts only its own Hessian; no other party takes part.
+      // Its solve polls this rank's own stop signal (the ranks' solves are not in step); an
+      // interrupted one is saved and continued by the restart, the others of the step finish.
+      bool interrupted = false;
       const SolveReport report = warnings.keep(fmt::format("client {}", id), id, [&] {
         auto hessian = make_client_hessian(federation, k, theta);
         hessian->set_damping(result.damping);
         auto solver = make_ihvp_solver(config.ihvp, *hessian);
+        if (sweep.partial()) solver->set_stop_poll(stop_signal_inside_unit);
+        if (const std::vector<double>* state = sweep.local_resume(id)) solver->resume_next(*state);
         const std::vector<double> g(gradients.begin() + static_cast<std::ptrdiff_t>(k * p),
                                     gradients.begin() + static_cast<std::ptrdiff_t>((k + 1) * p));
-        return removal_parameter_change(*solver, g, n, delta);
+        SolveReport one = removal_parameter_change(*solver, g, n, delta);
+        if (one.interrupted) {
+          std::vector<double> state = solver->interrupted_state();
+          const long progress = solver->interrupted_progress(state);
+          sweep.local_interrupted(id, progress, std::move(state));
+          interrupted = true;
+        }
+        return one;
       });
-      double* row = sweep.numbers(k);
-      row[kSolved] = 1.0;
-      row[kEstimate] = loss_change(test_gradient, delta);
-      row[kIterations] = report.iterations;
-      row[kResidual] = report.relative_residual;
-      std::copy(delta.begin(), delta.end(),
-                result.local_vectors.begin() + static_cast<std::ptrdiff_t>(k * p));
-      solved = 1;
-      bar.done(step + 1);
+      if (!interrupted) {
+        double* row = sweep.numbers(k);
+        row[kSolved] = 1.0;
+        row[kEstimate] = loss_change(test_gradient, delta);
+        row[kIterations] = report.iterations;
+        row[kResidual] = report.relative_residual;
+        std::copy(delta.begin(), delta.end(),
+                  result.local_vectors.begin() + static_cast<std::ptrdiff_t>(k * p));
+        solved = 1;
+        bar.done(step + 1);
+      }
     }
+    // An interrupted solve is not counted; the stop that interrupted it writes the checkpoint
+    // with its state.
     MPI_Allreduce(MPI_IN_PLACE, &solved, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    sweep.log_local_interruptions();
     if (sweep.finished(solved)) {
       warnings.gather();
       return false;
