@@ -150,7 +150,7 @@ enum SolveColumn : std::size_t { kSolved, kEstimate, kIterations, kResidual, kSo
 // A unit a stop interrupted (docs/operations.md "Stops inside a unit"): `influence/partial` holds
 // [kind, client id (-1 for s_test), then the kind's scalars], `influence/partial_state` the
 // solver's state or, for a retrain, its Newton iterate.
-enum class PartialUnitKind { s_test = 1, vector = 2, retrain = 3 };
+enum class PartialUnitKind { s_test = 1, vector = 2, retrain = 3, block = 4 };
 
 // What messages call the unit `kind` of client `id` (-1: s_test).
 std::string partial_name(PartialUnitKind kind, int id) {
@@ -162,6 +162,8 @@ std::string partial_name(PartialUnitKind kind, int id) {
       return "the solve" + client;
     case PartialUnitKind::retrain:
       return "the retrain" + client;
+    case PartialUnitKind::block:
+      return "the block solve" + fmt::format(" from client {}", id);
   }
   return "";
 }
@@ -536,6 +538,9 @@ bool block_parameter_changes(Federation& federation, const InfluenceConfig& conf
   const int width = config.block_size > 0 ? config.block_size : std::max(1, total);
   BlockIhvpSolver solver(config.ihvp, hessian);
   solver.add_solution(s_test.data(), test_gradient.data());
+  // A block solve is interruptible after every block iteration (docs/operations.md); a restart
+  // forms the same blocks from the unsolved clients, so the interrupted one is its first.
+  if (sweep.partial()) solver.set_stop_poll(stop_inside_unit_anywhere);
   ProgressLine bar("parameter-change vectors (block CG)", total, progress);
   std::vector<double> B, X;
   for (int first = 0; first < total; first += width) {
@@ -552,7 +557,22 @@ bool block_parameter_changes(Federation& federation, const InfluenceConfig& conf
             p, column);
       MPI_Bcast(column, static_cast<int>(p), MPI_DOUBLE, owner, MPI_COMM_WORLD);
     }
-    const BlockCgOutcome outcome = solver.solve(B.data(), X.data(), k);
+    const int first_id = pending[static_cast<std::size_t>(first)];
+    const std::vector<double> key = partial_key(PartialUnitKind::block, first_id);
+    const std::string name = partial_name(PartialUnitKind::block, first_id);
+    if (const std::vector<double>* state =
+            sweep.partial() ? sweep.partial()->resume(key, nullptr) : nullptr) {
+      log::info("resuming {} after {} block iterations (from the checkpoint)", name,
+                BlockIhvpSolver::interrupted_iterations(*state));
+      solver.resume_next(*state);
+    }
+    BlockCgOutcome outcome = solver.solve(B.data(), X.data(), k);
+    if (outcome.interrupted) {
+      sweep.partial()->interrupted(key, {}, std::move(outcome.state), name,
+                                   fmt::format("{} block iterations", outcome.block_iterations));
+      sweep.interrupted();
+      return false;
+    }
     for (int j = 0; j < k; ++j) {
       const int id = pending[static_cast<std::size_t>(first + j)];
       if (problem.layout->owner(id) != world_rank()) continue;

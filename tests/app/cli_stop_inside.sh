@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Stops inside a long unit of `fluence influence` (issue 41; docs/operations.md "Stops inside a
 # unit"): a stop signal that arrives during a CG solve (s_test, a client's parameter-change
-# vector, a client-scope local solve), a Newton retrain or a LiSSA recursion saves the unit's partial state in the checkpoint,
+# vector), a Newton retrain or a LiSSA recursion saves the unit's partial state in the checkpoint,
 # and `--restart latest` on 3 ranks continues the unit where it stopped and ends bitwise as the
 # uninterrupted 2-rank run. The stop is raised deterministically by the hidden
 # --test-stop-inside K (SIGUSR1 on the last rank at its K-th boundary inside a unit: a CG
@@ -57,17 +57,6 @@ stop_inside client_vector $((s_test_polls + 3)) "stop inside the solve for clien
   "resuming the solve for client 0 after 4 iterations" "$work/cgR"
 stop_inside retrain $((solve_polls + 3)) "stop inside the retrain for client 0: 2 Newton steps saved" \
   "resuming the retrain for client 0 after 2 Newton steps" "$work/cgR"
-
-# Client scope: each rank solves its own clients with their own Hessians, not in step, and polls
-# its own signal; the last rank (which --test-stop-inside signals) stops inside its first client's
-# solve (client 10 of 20 on 2 ranks) while rank 0's solve of client 0 finishes. The checkpoint
-# keeps every rank's interrupted solve (/state/influence.local_partial).
-client=(--set 'influence.hessian="client"')
-"$mpirun" -n 2 "$fluence" influence "$deck" --out "$work/clientR" --quiet "${common[@]}" "${client[@]}" \
-  >"$work/clientR.log" 2>&1 || fail "uninterrupted client-scope influence run"
-PARTIAL=influence.local_partial stop_inside client_scope 5 \
-  "stop inside the local solve for client 10: 6 iterations saved" \
-  "resuming the local solve for client 10 after 6 iterations" "$work/clientR" "${client[@]}"
 
 # LiSSA: the recursion polls before each step; the 120th boundary falls in s_test's first repeat.
 lissa=(--set 'influence.solver="lissa"' --set influence.lissa.depth=300 --set influence.lissa.repeats=2
