@@ -13,8 +13,11 @@
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/rank_warnings.hpp"
 #include "fluence/core/rng.hpp"
+#include "fluence/core/vector_ops.hpp"
 #include "fluence/fldp/purposes.hpp"
 #include "fluence/influence/estimators.hpp"
+#include "fluence/influence/spectrum.hpp"
+#include "fluence/influence/trust.hpp"
 
 namespace fluence {
 
@@ -88,7 +91,9 @@ const VectorFields<FldpCaseResult> kCaseVectors = {
     {"test_accuracy_retrain", &FldpCaseResult::test_accuracy_retrain},
     {"ald", &FldpCaseResult::ald},
     {"aad", &FldpCaseResult::aad},
-    {"ed", &FldpCaseResult::ed}};
+    {"ed", &FldpCaseResult::ed},
+    {"retrain_gradient_norm", &FldpCaseResult::retrain_gradient_norm},
+    {"retrain_min_eigenvalue", &FldpCaseResult::retrain_min_eigenvalue}};
 const ScalarFields<FldpCaseResult> kCaseNumbers = {
     {"test_loss_estimate", &FldpCaseResult::test_loss_estimate},
     {"test_accuracy_estimate", &FldpCaseResult::test_accuracy_estimate},
@@ -101,7 +106,9 @@ const ScalarFields<FldpCaseResult> kCaseNumbers = {
     {"time_retrain", &FldpCaseResult::time_retrain},
     {"mc_standard_error", &FldpCaseResult::mc_standard_error},
     {"ihvp_iterations", &FldpCaseResult::ihvp_iterations},
-    {"ihvp_residual", &FldpCaseResult::ihvp_residual}};
+    {"ihvp_residual", &FldpCaseResult::ihvp_residual},
+    {"expected_gradient_norm", &FldpCaseResult::expected_gradient_norm},
+    {"expected_min_eigenvalue", &FldpCaseResult::expected_min_eigenvalue}};
 
 std::string case_prefix(std::size_t c) {
   return fmt::format("fldp/case_{:06d}/", c);
@@ -203,6 +210,7 @@ class FldpRunner {
       }
     }
     flag_residuals(result);
+    flag_retrains(result);
     return result;
   }
 
@@ -262,6 +270,76 @@ class FldpRunner {
           "(/fldp/ihvp_residual_above_tolerance)",
           flagged.size(), result.cases.size(), influence_.ihvp.rtol, worst, id_list(flagged));
   }
+  // "case 0 expected, case 3 draw 1": the first 20 names and "and N more".
+  static std::string name_list(const std::vector<std::string>& names) {
+    std::string list;
+    for (std::size_t k = 0; k < names.size() && k < 20; ++k) list += (k > 0 ? ", " : "") + names[k];
+    if (names.size() > 20) list += fmt::format(" and {} more", names.size() - 20);
+    return list;
+  }
+
+  // The retrains that cannot stand for the changed model (docs/outputs.md): stopped above
+  // federation.tolerance (a Newton retrain, or a full one with the polish; the others have no
+  // target), or at a saddle point (negative curvature above rounding, on the trained model's
+  // lambda_max scale), flagged and named.
+  void flag_retrains(FldpResult& result) const {
+    if (!config_.retrain) return;
+    const bool has_tolerance = !config_.retrain_full || training_.newton_polish;
+    const double scale = result.spectrum ? result.spectrum->eigenvalue_max : 0.0;
+    const auto converged = [&](double norm) {
+      return !has_tolerance || norm <= training_.tolerance;
+    };
+    std::vector<std::string> unconverged, saddles;
+    long count = 0;
+    for (std::size_t c = 0; c < result.cases.size(); ++c) {
+      auto& one = result.cases[c];
+      ++count;
+      one.expected_converged = converged(one.expected_gradient_norm);
+      one.expected_saddle = is_saddle(one.expected_min_eigenvalue, scale);
+      if (!one.expected_converged) unconverged.push_back(fmt::format("case {} expected", c));
+      if (one.expected_saddle) saddles.push_back(fmt::format("case {} expected", c));
+      const std::size_t draws = one.retrain_gradient_norm.size();
+      one.retrain_converged.assign(draws, 1);
+      one.retrain_saddle.assign(draws, 0);
+      for (std::size_t d = 0; d < draws; ++d) {
+        ++count;
+        one.retrain_converged[d] = converged(one.retrain_gradient_norm[d]) ? 1 : 0;
+        one.retrain_saddle[d] = is_saddle(one.retrain_min_eigenvalue[d], scale) ? 1 : 0;
+        if (!one.retrain_converged[d]) unconverged.push_back(fmt::format("case {} draw {}", c, d));
+        if (one.retrain_saddle[d]) saddles.push_back(fmt::format("case {} draw {}", c, d));
+      }
+    }
+    if (!unconverged.empty())
+      log::warn(
+          "fldp: {} of {} retrains stopped above federation.tolerance = {:.1e} ({}; "
+          "/fldp/expected_retrain_converged, /fldp/retrain_converged): the estimates' errors "
+          "against them include the retrains' own",
+          unconverged.size(), count, training_.tolerance, name_list(unconverged));
+    if (!saddles.empty())
+      log::warn(
+          "fldp: {} of {} retrains stopped at saddle points, not minima ({}; "
+          "/fldp/expected_retrain_saddle, /fldp/retrain_saddle)",
+          saddles.size(), count, name_list(saddles));
+  }
+
+  // Collective: how far the retrain at `point` is from a minimum of the objective as installed
+  // (the changed one): ||grad h'|| and, with influence.spectrum, the smallest eigenvalue of its
+  // Hessian there (undamped; SLEPc runs alike on every rank, so a failure is everywhere).
+  void assess_retrain(const std::vector<double>& point, const std::string& what,
+                      double& gradient_norm, double& min_eigenvalue) {
+    FederatedObjective objective(federation_);
+    std::vector<double> gradient(p_);
+    objective.value_and_gradient(point, gradient);
+    gradient_norm = norm2(gradient);
+    if (!influence_.spectrum) return;
+    auto hessian = make_federated_hessian(federation_, point);
+    try {
+      min_eigenvalue = smallest_eigenvalue(*hessian, influence_.ihvp.eigen_tolerance);
+    } catch (const RuntimeError& error) {
+      log::warn("fldp: no curvature for the {}: {}", what, error.what());
+    }
+  }
+
   std::size_t local_index(int client) const {
     return static_cast<std::size_t>(client - problem_.layout->first_client(world_rank()));
   }
@@ -502,6 +580,10 @@ class FldpRunner {
               ? federation_.train(quiet(training_)).theta
               : retrain_from(result.theta_expected.empty() ? theta_ : result.theta_expected, &stop);
       total_time += clock.seconds();
+      double gradient_norm = std::nan(""), min_eigenvalue = std::nan("");
+      if (!stop.stopped())  // on the re-randomized data it was retrained on
+        assess_retrain(retrained, fmt::format("retrain of case {} draw {}", index, draw),
+                       gradient_norm, min_eigenvalue);
       for (auto& [k, original] : saved) std::swap(problem_.clients[k], original);
       if (stop.stopped()) {
         federation_.exclude_clients({});
@@ -514,6 +596,8 @@ class FldpRunner {
       result.ald.push_back(result.test_loss_estimate - loss);
       result.aad.push_back(result.test_accuracy_estimate - accuracy);
       result.ed.push_back(distance(result.theta_estimate, retrained));
+      result.retrain_gradient_norm.push_back(gradient_norm);
+      result.retrain_min_eigenvalue.push_back(min_eigenvalue);
     }
     federation_.exclude_clients({});
     result.time_retrain = config_.retrain_seeds > 0 ? total_time / config_.retrain_seeds : 0.0;
@@ -557,6 +641,8 @@ class FldpRunner {
           uninstall();
           return stop_case(result);
         }
+        assess_retrain(result.theta_expected, fmt::format("expected retrain of case {}", index),
+                       result.expected_gradient_norm, result.expected_min_eigenvalue);
         std::tie(result.test_loss_expected, result.test_accuracy_expected) =
             federation_.evaluate_test(result.theta_expected);
         result.ald_expected = result.test_loss_estimate - result.test_loss_expected;
