@@ -58,6 +58,27 @@ void write_variant(ResultsFile& file, const WhatifConfig& config,
   if (config.expected_retrain)
     file.dataset(base + "expected_retrain", variant.expected_retrain,
                  {cell, "nat", "change of the test loss after the expected retrain"});
+  // Whether each retrain stands for the change it measures (docs/outputs.md), and the metrics
+  // over the cells whose retrains all do.
+  const auto converged = [&](const std::vector<double>& norms) {
+    std::vector<std::int64_t> flags;
+    for (double norm : norms) flags.push_back(norm <= config.retrain_tolerance ? 1 : 0);
+    return flags;
+  };
+  const std::vector<std::string> draw_cell{"group_fraction", "eps", "draw"};
+  file.dataset(base + "actual_gradient_norm", variant.actual_gradient_norm,
+               {draw_cell, "1", "final gradient norm of the perturbed objective at the retrain"});
+  file.dataset(base + "actual_converged", converged(variant.actual_gradient_norm),
+               {draw_cell, "1", "1 when the retrain reached whatif.retrain_tolerance"});
+  if (config.expected_retrain) {
+    file.dataset(base + "expected_retrain_gradient_norm", variant.expected_gradient_norm,
+                 {cell, "1", "final gradient norm of the expected objective at its retrain"});
+    file.dataset(base + "expected_retrain_converged", converged(variant.expected_gradient_norm),
+                 {cell, "1", "1 when the expected retrain reached whatif.retrain_tolerance"});
+  }
+  write_metrics(file, base + "trusted/", K, config, variant.first_trusted);
+  if (config.second_order)
+    write_metrics(file, base + "second_order/trusted/", K, config, variant.second_trusted);
 }
 
 void write_timing(ResultsFile& file, const WhatifConfig& config, const WhatifResult& result,

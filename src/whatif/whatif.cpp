@@ -91,10 +91,15 @@ class WhatifRunner {
       return stopped(result);
     for (auto& variant : result.variants) {
       if (!config_.retrain) break;
-      variant.first = metrics(variant, variant.estimated, config_.repeats);
-      if (config_.second_order)
-        variant.second = metrics(variant, variant.second_order, config_.repeats);
+      const std::vector<char> all(K_ * E_, 1), trusted = trusted_cells(variant);
+      variant.first = metrics(variant, variant.estimated, config_.repeats, all);
+      variant.first_trusted = metrics(variant, variant.estimated, config_.repeats, trusted);
+      if (config_.second_order) {
+        variant.second = metrics(variant, variant.second_order, config_.repeats, all);
+        variant.second_trusted = metrics(variant, variant.second_order, config_.repeats, trusted);
+      }
     }
+    if (config_.retrain) name_unconverged(result);
     if (result.worst_gradient_norm > config_.retrain_tolerance)
       log::warn(
           "whatif: some retrains stopped at ||grad|| = {:.3g} > retrain_tolerance {:.3g} "
@@ -127,6 +132,8 @@ class WhatifRunner {
     state["whatif/second_order"] = joined(&WhatifVariantResult::second_order);
     state["whatif/actual"] = joined(&WhatifVariantResult::actual);
     state["whatif/expected_retrain"] = joined(&WhatifVariantResult::expected_retrain);
+    state["whatif/actual_gradient_norm"] = joined(&WhatifVariantResult::actual_gradient_norm);
+    state["whatif/expected_gradient_norm"] = joined(&WhatifVariantResult::expected_gradient_norm);
     state["whatif/retrain_totals"] = kRetrainTotals.pack(result);
     const double running = phase_clock_.seconds();
     const PhaseSeconds seconds{result.time_second_order + (phase_ == Phase::second ? running : 0.0),
@@ -146,6 +153,8 @@ class WhatifRunner {
       if (!config_.retrain) continue;
       variant.actual.assign(K_ * E_ * R, nan());
       variant.expected_retrain.assign(K_ * E_, nan());
+      variant.actual_gradient_norm.assign(K_ * E_ * R, nan());
+      variant.expected_gradient_norm.assign(K_ * E_, nan());
     }
     if (!checkpoint_ || checkpoint_->restored().empty()) return;
     const StateArrays& state = checkpoint_->restored();
@@ -163,6 +172,8 @@ class WhatifRunner {
     split("whatif/second_order", &WhatifVariantResult::second_order);
     split("whatif/actual", &WhatifVariantResult::actual);
     split("whatif/expected_retrain", &WhatifVariantResult::expected_retrain);
+    split("whatif/actual_gradient_norm", &WhatifVariantResult::actual_gradient_norm);
+    split("whatif/expected_gradient_norm", &WhatifVariantResult::expected_gradient_norm);
     kRetrainTotals.read(state, "whatif/retrain_totals", result);
     PhaseSeconds seconds;
     kPhaseSeconds.read(state, "whatif/seconds", seconds);
@@ -349,10 +360,14 @@ class WhatifRunner {
             result.retrain_hessian_products += report.hessian_products;
             result.worst_gradient_norm = std::max(result.worst_gradient_norm, report.gradient_norm);
             const double change = test_.evaluate(theta).first - result.base_test_loss;
-            if (expected)
+            if (expected) {
               variant.expected_retrain[k * E_ + e] = change;
-            else
+              variant.expected_gradient_norm[k * E_ + e] = report.gradient_norm;
+            } else {
               variant.actual[(k * E_ + e) * static_cast<std::size_t>(R) + d] = change;
+              variant.actual_gradient_norm[(k * E_ + e) * static_cast<std::size_t>(R) + d] =
+                  report.gradient_norm;
+            }
             ++result.retrain_count;
             bar.done(++done);
           }
@@ -364,30 +379,83 @@ class WhatifRunner {
     return true;
   }
 
+  // The (fraction, eps) cells whose retrains (every draw, and the expected one) reached
+  // retrain_tolerance: a retrain that stopped short does not stand for the change it measures.
+  std::vector<char> trusted_cells(const WhatifVariantResult& variant) const {
+    const std::size_t R = static_cast<std::size_t>(config_.repeats);
+    std::vector<char> trusted(K_ * E_, 1);
+    const auto converged = [&](double norm) { return norm <= config_.retrain_tolerance; };
+    for (std::size_t cell = 0; cell < K_ * E_; ++cell) {
+      for (std::size_t r = 0; r < R; ++r)
+        if (!converged(variant.actual_gradient_norm[cell * R + r])) trusted[cell] = 0;
+      if (config_.expected_retrain && !converged(variant.expected_gradient_norm[cell]))
+        trusted[cell] = 0;
+    }
+    return trusted;
+  }
+
+  // One warning naming the retrains that stopped above retrain_tolerance (the first 20).
+  void name_unconverged(const WhatifResult& result) const {
+    const std::size_t R = static_cast<std::size_t>(config_.repeats);
+    std::vector<std::string> names;
+    std::size_t count = 0;
+    const auto add = [&](double norm, const WhatifVariantResult& variant, std::size_t k,
+                         std::size_t e, const std::string& draw) {
+      if (norm <= config_.retrain_tolerance) return;
+      if (++count <= 20)
+        names.push_back(fmt::format("{} fraction {:g} eps {:g} {}", to_string(variant.variant),
+                                    config_.fractions[k], config_.epsilons[e], draw));
+    };
+    for (const auto& variant : result.variants)
+      for (std::size_t k = 0; k < K_; ++k)
+        for (std::size_t e = 0; e < E_; ++e) {
+          for (std::size_t r = 0; r < R; ++r)
+            add(variant.actual_gradient_norm[(k * E_ + e) * R + r], variant, k, e,
+                fmt::format("draw {}", r));
+          if (config_.expected_retrain)
+            add(variant.expected_gradient_norm[k * E_ + e], variant, k, e, "expectation");
+        }
+    if (count == 0) return;
+    std::string list;
+    for (const auto& name : names) list += (list.empty() ? "" : ", ") + name;
+    if (count > names.size()) list += fmt::format(" and {} more", count - names.size());
+    log::warn(
+        "whatif: {} retrains stopped above whatif.retrain_tolerance = {:.1e} ({}; "
+        "/whatif/<v>/actual_converged, /whatif/<v>/expected_retrain_converged): their cells are "
+        "left out of /whatif/<v>/trusted/*",
+        count, config_.retrain_tolerance, list);
+  }
+
   // MAE and Spearman rho over the eps grid per fraction (seed 001 §V-4, "run ten times and report
   // the average"): against the mean change over the draws (what an estimate of the expected change
   // is compared with), and per draw averaged over the draws.
+  // Over the eps values whose cell `use` marks (all of them: the seed's metrics).
   EstimateMetrics metrics(const WhatifVariantResult& variant, const std::vector<double>& estimated,
-                          int R) const {
+                          int R, const std::vector<char>& use) const {
     EstimateMetrics m;
     for (auto* series : {&m.mae, &m.spearman, &m.mae_per_draw, &m.spearman_per_draw,
                          &m.mae_expected, &m.spearman_expected})
       series->assign(K_, nan());
     auto rho = [&](const std::vector<double>& a, const std::vector<double>& b) {
-      return E_ < 2 ? nan() : spearman(a, b);
+      return a.size() < 2 ? nan() : spearman(a, b);
     };
     for (std::size_t k = 0; k < K_; ++k) {
-      const std::vector<double> estimate(estimated.begin() + k * E_,
-                                         estimated.begin() + (k + 1) * E_);
+      std::vector<std::size_t> eps;  // the eps of the cells used, in grid order
+      for (std::size_t e = 0; e < E_; ++e)
+        if (use[k * E_ + e]) eps.push_back(e);
+      if (eps.empty()) continue;
+      const std::size_t n = eps.size();
+      std::vector<double> estimate(n);
+      for (std::size_t i = 0; i < n; ++i) estimate[i] = estimated[k * E_ + eps[i]];
       if (R > 0) {
-        std::vector<double> mean(E_, 0.0), actual(E_);
+        std::vector<double> mean(n, 0.0), actual(n);
         double mae = 0.0, correlation = 0.0;
         int defined = 0;  // rho is undefined for a draw whose changes are all equal (no record
                           // flipped at any eps, as happens for tiny groups): left out of the mean
         for (int r = 0; r < R; ++r) {
-          for (std::size_t e = 0; e < E_; ++e) {
-            actual[e] = variant.actual[(k * E_ + e) * R + r];
-            mean[e] += actual[e] / R;
+          for (std::size_t i = 0; i < n; ++i) {
+            actual[i] = variant.actual[(k * E_ + eps[i]) * R + r];
+            mean[i] += actual[i] / R;
           }
           mae += mean_absolute_error(estimate, actual) / R;
           const double value = rho(estimate, actual);
@@ -402,8 +470,8 @@ class WhatifRunner {
         m.spearman[k] = rho(estimate, mean);
       }
       if (config_.expected_retrain) {
-        const std::vector<double> expected(variant.expected_retrain.begin() + k * E_,
-                                           variant.expected_retrain.begin() + (k + 1) * E_);
+        std::vector<double> expected(n);
+        for (std::size_t i = 0; i < n; ++i) expected[i] = variant.expected_retrain[k * E_ + eps[i]];
         m.mae_expected[k] = mean_absolute_error(estimate, expected);
         m.spearman_expected[k] = rho(estimate, expected);
       }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Retrains of `fluence fldp` that say whether they can be trusted (issue 41, as `influence` does
-# for its retrains: tests/app/cli_influence_trust.sh; docs/outputs.md): each retrain's gradient
-# norm and convergence flag, the curvature at each retrained point with saddle points flagged, and
-# the unconverged named in a warning.
+# Retrains of `fluence fldp` and `fluence whatif` that say whether they can be trusted (issue 41,
+# as `influence` does for its retrains: tests/app/cli_influence_trust.sh; docs/outputs.md): each
+# retrain's gradient norm and convergence flag, the unconverged named in one warning; for fldp the
+# curvature at each retrained point with saddle points flagged; for whatif the metrics also over
+# the cells whose retrains all converged.
 # Usage: cli_sweep_trust.sh FLUENCE_BINARY SOURCE_DIR (one CTest entry per script)
 set -u
 source "$(dirname "$0")/cli_common.sh"
@@ -58,5 +59,40 @@ assert log.count("retrains stopped above federation.tolerance") == 1
 PY
 then pass "fldp: unconverged retrains flagged in the file and named in one warning"
 else fail "fldp: trust of unconverged retrains"; sed 's/^/    /' "$work/short.log" | tail -5; fi
+
+# whatif: two Newton steps per retrain leave some above whatif.retrain_tolerance and some not. Each
+# flag follows its gradient norm, the warning counts and names them, and the trusted MAE is the
+# estimate's against the mean retrain over the eps whose retrains (both draws and the expectation)
+# all converged, NaN where none did; the seed's MAE keeps every cell.
+"$mpirun" -n 2 "$fluence" whatif "$source_dir/inputs/whatif_synthetic.toml" --out "$work/whatif" --quiet \
+  --set whatif.test_sample=500 --set whatif.repeats=2 --set 'whatif.epsilons=[1.0, 3.0, 6.0]' \
+  --set 'whatif.variants=["rr_l"]' --set whatif.retrain_max_iterations=2 >"$work/whatif.log" 2>&1
+if "$python" - "$work/whatif/results.h5" "$work/whatif.log" <<'PY'
+import re, sys, h5py, numpy as np
+f = h5py.File(sys.argv[1], "r")
+log = open(sys.argv[2]).read()
+v = f["/whatif/rr_l"]
+tolerance = 1e-8  # whatif.retrain_tolerance's default
+actual_ok = v["actual_converged"][...]
+expected_ok = v["expected_retrain_converged"][...]
+assert np.array_equal(actual_ok, (v["actual_gradient_norm"][...] <= tolerance).astype(actual_ok.dtype))
+assert np.array_equal(expected_ok, (v["expected_retrain_gradient_norm"][...] <= tolerance).astype(expected_ok.dtype))
+unconverged = int((actual_ok == 0).sum() + (expected_ok == 0).sum())
+assert 0 < unconverged < actual_ok.size + expected_ok.size, unconverged
+line = re.search(r"whatif: (\d+) retrains stopped above whatif.retrain_tolerance = 1.0e-08 \(([^;]*);", log)
+assert line and int(line.group(1)) == unconverged, line
+assert line.group(2).startswith("rr_l fraction 0.05 eps 1 ") and line.group(2).count(", ") + 1 == min(unconverged, 20)
+estimated, actual = v["estimated"][...], v["actual"][...]
+trusted = np.all(actual_ok == 1, axis=2) & (expected_ok == 1)
+assert trusted.any() and not trusted.all()
+for k in range(estimated.shape[0]):
+    use = trusted[k]
+    mae = np.mean(np.abs(estimated[k, use] - actual[k, use].mean(axis=1))) if use.any() else np.nan
+    assert np.allclose(v["trusted/mae"][k], mae, rtol=1e-12, equal_nan=True), (k, v["trusted/mae"][k], mae)
+    full = np.mean(np.abs(estimated[k] - actual[k].mean(axis=1)))
+    assert np.isclose(v["mae"][k], full, rtol=1e-12), (k, v["mae"][k], full)
+PY
+then pass "whatif: unconverged retrains flagged and named, metrics also over the trusted cells"
+else fail "whatif: trust of retrains"; sed 's/^/    /' "$work/whatif.log" | tail -5; fi
 
 cli_summary

@@ -87,6 +87,10 @@ struct WhatifVariantResult {
   std::vector<double> actual;            // K x E x R, when retrained
   std::vector<double> expected_retrain;  // K x E, when retrained
   EstimateMetrics first, second;
+  // Each retrain's final ||grad h_S|| (as actual and expected_retrain), and the metrics again over
+  // the trusted cells only: the (fraction, eps) whose retrains all reached retrain_tolerance.
+  std::vector<double> actual_gradient_norm, expected_gradient_norm;
+  EstimateMetrics first_trusted, second_trusted;
 };
 
 struct WhatifResult {
