@@ -10,11 +10,13 @@
 #include <limits>
 #include <memory>
 
+#include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/log_stage.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/rng.hpp"
 #include "fluence/influence/estimators.hpp"
+#include "fluence/influence/trust.hpp"
 #include "fluence/privacy/randomized_response.hpp"
 #include "fluence/whatif/retrain.hpp"
 #include "fluence/whatif/row_influence.hpp"
@@ -91,7 +93,8 @@ class WhatifRunner {
       return stopped(result);
     for (auto& variant : result.variants) {
       if (!config_.retrain) break;
-      const std::vector<char> all(K_ * E_, 1), trusted = trusted_cells(variant);
+      const std::vector<char> all(K_ * E_, 1),
+          trusted = trusted_cells(variant, result.eigenvalue_max);
       variant.first = metrics(variant, variant.estimated, config_.repeats, all);
       variant.first_trusted = metrics(variant, variant.estimated, config_.repeats, trusted);
       if (config_.second_order) {
@@ -99,7 +102,7 @@ class WhatifRunner {
         variant.second_trusted = metrics(variant, variant.second_order, config_.repeats, trusted);
       }
     }
-    if (config_.retrain) name_unconverged(result);
+    if (config_.retrain) name_untrusted(result);
     if (result.worst_gradient_norm > config_.retrain_tolerance)
       log::warn(
           "whatif: some retrains stopped at ||grad|| = {:.3g} > retrain_tolerance {:.3g} "
@@ -134,6 +137,8 @@ class WhatifRunner {
     state["whatif/expected_retrain"] = joined(&WhatifVariantResult::expected_retrain);
     state["whatif/actual_gradient_norm"] = joined(&WhatifVariantResult::actual_gradient_norm);
     state["whatif/expected_gradient_norm"] = joined(&WhatifVariantResult::expected_gradient_norm);
+    state["whatif/actual_min_eigenvalue"] = joined(&WhatifVariantResult::actual_min_eigenvalue);
+    state["whatif/expected_min_eigenvalue"] = joined(&WhatifVariantResult::expected_min_eigenvalue);
     state["whatif/retrain_totals"] = kRetrainTotals.pack(result);
     const double running = phase_clock_.seconds();
     const PhaseSeconds seconds{result.time_second_order + (phase_ == Phase::second ? running : 0.0),
@@ -155,6 +160,8 @@ class WhatifRunner {
       variant.expected_retrain.assign(K_ * E_, nan());
       variant.actual_gradient_norm.assign(K_ * E_ * R, nan());
       variant.expected_gradient_norm.assign(K_ * E_, nan());
+      variant.actual_min_eigenvalue.assign(K_ * E_ * R, nan());
+      variant.expected_min_eigenvalue.assign(K_ * E_, nan());
     }
     if (!checkpoint_ || checkpoint_->restored().empty()) return;
     const StateArrays& state = checkpoint_->restored();
@@ -174,6 +181,8 @@ class WhatifRunner {
     split("whatif/expected_retrain", &WhatifVariantResult::expected_retrain);
     split("whatif/actual_gradient_norm", &WhatifVariantResult::actual_gradient_norm);
     split("whatif/expected_gradient_norm", &WhatifVariantResult::expected_gradient_norm);
+    split("whatif/actual_min_eigenvalue", &WhatifVariantResult::actual_min_eigenvalue);
+    split("whatif/expected_min_eigenvalue", &WhatifVariantResult::expected_min_eigenvalue);
     kRetrainTotals.read(state, "whatif/retrain_totals", result);
     PhaseSeconds seconds;
     kPhaseSeconds.read(state, "whatif/seconds", seconds);
@@ -233,6 +242,7 @@ class WhatifRunner {
     std::optional<HessianSpectrum> spectrum;  // a diagnostic, not part of the timed IHVP
     if (influence_.spectrum)
       check_hessian_spectrum(*hessian_, influence_, spectrum, result.damping);
+    if (spectrum) result.eigenvalue_max = spectrum->eigenvalue_max;
     Stopwatch clock;
     solver_ = make_ihvp_solver(influence_.ihvp, *hessian_);
     std::vector<double> test_gradient;
@@ -360,14 +370,25 @@ class WhatifRunner {
             result.retrain_hessian_products += report.hessian_products;
             result.worst_gradient_norm = std::max(result.worst_gradient_norm, report.gradient_norm);
             const double change = test_.evaluate(theta).first - result.base_test_loss;
-            if (expected) {
-              variant.expected_retrain[k * E_ + e] = change;
-              variant.expected_gradient_norm[k * E_ + e] = report.gradient_norm;
-            } else {
-              variant.actual[(k * E_ + e) * static_cast<std::size_t>(R) + d] = change;
-              variant.actual_gradient_norm[(k * E_ + e) * static_cast<std::size_t>(R) + d] =
-                  report.gradient_norm;
-            }
+            // The curvature where the retrain stopped: forward loss correction (and the clean
+            // records' removal) can make h_S non-convex, and a stationary point with negative
+            // curvature is a saddle point, not the retrained model it stands for.
+            double curvature = nan();
+            if (influence_.spectrum) try {
+                curvature =
+                    perturbed_min_eigenvalue(objective, theta, influence_.ihvp.eigen_tolerance);
+              } catch (const RuntimeError& error) {
+                log::warn("whatif: no curvature for the retrain of {} eps {:g} at {}: {}",
+                          to_string(variant.variant), config_.epsilons[e], fraction_name(k),
+                          error.what());
+              }
+            const std::size_t at =
+                expected ? k * E_ + e : (k * E_ + e) * static_cast<std::size_t>(R) + d;
+            (expected ? variant.expected_retrain : variant.actual)[at] = change;
+            (expected ? variant.expected_gradient_norm : variant.actual_gradient_norm)[at] =
+                report.gradient_norm;
+            (expected ? variant.expected_min_eigenvalue : variant.actual_min_eigenvalue)[at] =
+                curvature;
             ++result.retrain_count;
             bar.done(++done);
           }
@@ -380,50 +401,76 @@ class WhatifRunner {
   }
 
   // The (fraction, eps) cells whose retrains (every draw, and the expected one) reached
-  // retrain_tolerance: a retrain that stopped short does not stand for the change it measures.
-  std::vector<char> trusted_cells(const WhatifVariantResult& variant) const {
+  // retrain_tolerance at a minimum (no negative curvature above rounding on the trained model's
+  // lambda_max scale): a retrain that stopped short, or at a saddle point, does not stand for the
+  // change it measures.
+  std::vector<char> trusted_cells(const WhatifVariantResult& variant, double scale) const {
     const std::size_t R = static_cast<std::size_t>(config_.repeats);
     std::vector<char> trusted(K_ * E_, 1);
-    const auto converged = [&](double norm) { return norm <= config_.retrain_tolerance; };
+    const auto ok = [&](double norm, double curvature) {
+      return norm <= config_.retrain_tolerance && !is_saddle(curvature, scale);
+    };
     for (std::size_t cell = 0; cell < K_ * E_; ++cell) {
       for (std::size_t r = 0; r < R; ++r)
-        if (!converged(variant.actual_gradient_norm[cell * R + r])) trusted[cell] = 0;
-      if (config_.expected_retrain && !converged(variant.expected_gradient_norm[cell]))
+        if (!ok(variant.actual_gradient_norm[cell * R + r],
+                variant.actual_min_eigenvalue[cell * R + r]))
+          trusted[cell] = 0;
+      if (config_.expected_retrain &&
+          !ok(variant.expected_gradient_norm[cell], variant.expected_min_eigenvalue[cell]))
         trusted[cell] = 0;
     }
     return trusted;
   }
 
-  // One warning naming the retrains that stopped above retrain_tolerance (the first 20).
-  void name_unconverged(const WhatifResult& result) const {
+  // One warning naming the retrains that stopped above retrain_tolerance, one naming those at
+  // saddle points (the first 20 of each).
+  void name_untrusted(const WhatifResult& result) const {
     const std::size_t R = static_cast<std::size_t>(config_.repeats);
-    std::vector<std::string> names;
-    std::size_t count = 0;
-    const auto add = [&](double norm, const WhatifVariantResult& variant, std::size_t k,
+    struct Names {
+      std::vector<std::string> first;
+      std::size_t count = 0;
+      std::string list() const {
+        std::string text;
+        for (const auto& name : first) text += (text.empty() ? "" : ", ") + name;
+        if (count > first.size()) text += fmt::format(" and {} more", count - first.size());
+        return text;
+      }
+    } unconverged, saddles;
+    const auto add = [&](Names& names, const WhatifVariantResult& variant, std::size_t k,
                          std::size_t e, const std::string& draw) {
-      if (norm <= config_.retrain_tolerance) return;
-      if (++count <= 20)
-        names.push_back(fmt::format("{} fraction {:g} eps {:g} {}", to_string(variant.variant),
-                                    config_.fractions[k], config_.epsilons[e], draw));
+      if (++names.count <= 20)
+        names.first.push_back(fmt::format("{} fraction {:g} eps {:g} {}",
+                                          to_string(variant.variant), config_.fractions[k],
+                                          config_.epsilons[e], draw));
+    };
+    const auto check = [&](double norm, double curvature, const WhatifVariantResult& variant,
+                           std::size_t k, std::size_t e, const std::string& draw) {
+      if (!(norm <= config_.retrain_tolerance)) add(unconverged, variant, k, e, draw);
+      if (is_saddle(curvature, result.eigenvalue_max)) add(saddles, variant, k, e, draw);
     };
     for (const auto& variant : result.variants)
       for (std::size_t k = 0; k < K_; ++k)
         for (std::size_t e = 0; e < E_; ++e) {
           for (std::size_t r = 0; r < R; ++r)
-            add(variant.actual_gradient_norm[(k * E_ + e) * R + r], variant, k, e,
-                fmt::format("draw {}", r));
+            check(variant.actual_gradient_norm[(k * E_ + e) * R + r],
+                  variant.actual_min_eigenvalue[(k * E_ + e) * R + r], variant, k, e,
+                  fmt::format("draw {}", r));
           if (config_.expected_retrain)
-            add(variant.expected_gradient_norm[k * E_ + e], variant, k, e, "expectation");
+            check(variant.expected_gradient_norm[k * E_ + e],
+                  variant.expected_min_eigenvalue[k * E_ + e], variant, k, e, "expectation");
         }
-    if (count == 0) return;
-    std::string list;
-    for (const auto& name : names) list += (list.empty() ? "" : ", ") + name;
-    if (count > names.size()) list += fmt::format(" and {} more", count - names.size());
-    log::warn(
-        "whatif: {} retrains stopped above whatif.retrain_tolerance = {:.1e} ({}; "
-        "/whatif/<v>/actual_converged, /whatif/<v>/expected_retrain_converged): their cells are "
-        "left out of /whatif/<v>/trusted/*",
-        count, config_.retrain_tolerance, list);
+    if (unconverged.count > 0)
+      log::warn(
+          "whatif: {} retrains stopped above whatif.retrain_tolerance = {:.1e} ({}; "
+          "/whatif/<v>/actual_converged, /whatif/<v>/expected_retrain_converged): their cells "
+          "are left out of /whatif/<v>/trusted/*",
+          unconverged.count, config_.retrain_tolerance, unconverged.list());
+    if (saddles.count > 0)
+      log::warn(
+          "whatif: {} retrains stopped at saddle points, not minima ({}; "
+          "/whatif/<v>/actual_saddle, "
+          "/whatif/<v>/expected_retrain_saddle): their cells are left out of /whatif/<v>/trusted/*",
+          saddles.count, saddles.list());
   }
 
   // MAE and Spearman rho over the eps grid per fraction (seed 001 §V-4, "run ten times and report

@@ -91,8 +91,15 @@ for k in range(estimated.shape[0]):
     assert np.allclose(v["trusted/mae"][k], mae, rtol=1e-12, equal_nan=True), (k, v["trusted/mae"][k], mae)
     full = np.mean(np.abs(estimated[k] - actual[k].mean(axis=1)))
     assert np.isclose(v["mae"][k], full, rtol=1e-12), (k, v["mae"][k], full)
+# The curvature at each retrained point: rr_l leaves the rows' features, so h_S stays convex and,
+# as for fldp, its smallest eigenvalue is model.l2 (the softmax invariance direction): no saddles.
+for prefix in ("actual", "expected_retrain"):
+    eig = v[f"{prefix}_min_eigenvalue"][...]
+    assert np.all(np.abs(eig - 1e-3) <= 1e-10), (prefix, eig)
+    assert np.all(v[f"{prefix}_saddle"][...] == 0)
+assert "saddle points" not in log
 PY
-then pass "whatif: unconverged retrains flagged and named, metrics also over the trusted cells"
+then pass "whatif: unconverged retrains flagged and named, curvature model.l2, metrics also over the trusted cells"
 else fail "whatif: trust of retrains"; sed 's/^/    /' "$work/whatif.log" | tail -5; fi
 
 cli_summary

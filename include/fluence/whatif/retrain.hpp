@@ -85,6 +85,11 @@ class PerturbedObjective {
   std::vector<double> point_;
 };
 
+/// Collective: the smallest eigenvalue of the Hessian of h_S at `theta` (the active records' as
+/// set; SLEPc, influence/spectrum.hpp), the curvature where a retrain stopped.
+double perturbed_min_eigenvalue(PerturbedObjective& objective, const std::vector<double>& theta,
+                                double tolerance);
+
 struct RetrainReport {
   int iterations = 0;  // Newton steps
   long hessian_products = 0;

@@ -90,6 +90,9 @@ struct WhatifVariantResult {
   // Each retrain's final ||grad h_S|| (as actual and expected_retrain), and the metrics again over
   // the trusted cells only: the (fraction, eps) whose retrains all reached retrain_tolerance.
   std::vector<double> actual_gradient_norm, expected_gradient_norm;
+  // With influence.spectrum: the smallest Hessian eigenvalue of h_S at each retrain (NaN: not
+  // computed), and whether it is a saddle point (on the trained model's lambda_max scale).
+  std::vector<double> actual_min_eigenvalue, expected_min_eigenvalue;
   EstimateMetrics first_trusted, second_trusted;
 };
 
@@ -109,6 +112,7 @@ struct WhatifResult {
   long retrain_iterations = 0;        // Newton steps over every retrain
   long retrain_hessian_products = 0;  // products by the perturbed Hessian over every retrain
   double worst_gradient_norm = 0.0;   // largest final ||grad|| of any retrain
+  double eigenvalue_max = 0.0;        // of the trained model's Hessian (saddle test scale; 0: none)
 };
 
 /// Collective. `theta` is the trained minimizer of the clean objective. With `checkpoint`, the
