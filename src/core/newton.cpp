@@ -8,6 +8,7 @@
 #include "fluence/core/error.hpp"
 #include "fluence/core/krylov.hpp"
 #include "fluence/core/log.hpp"
+#include "fluence/core/signals.hpp"
 #include "fluence/core/vector_ops.hpp"
 
 namespace fluence {
@@ -143,6 +144,31 @@ int newton_direction(NewtonObjective& objective, const std::vector<double>& thet
   DampedSystem system(objective, settings);
   direction.resize(gradient.size());
   return system.solve(gradient, direction, rtol).iterations;
+}
+
+void InterruptibleNewton::arm(NewtonSettings& settings, std::vector<double>& theta) {
+  if (!partial_) return;
+  settings.stop_poll = stop_inside_unit_anywhere;
+  std::vector<double> scalars;
+  const std::vector<double>* from = partial_->resume(key_, &scalars);
+  if (!from) return;
+  if (scalars.size() != 3 || from->size() != theta.size())
+    throw InputError(fmt::format("checkpoint: the interrupted {} does not fit this run", name_));
+  theta = *from;
+  progress_ = {static_cast<int>(scalars[0]), static_cast<long>(scalars[1]), scalars[2]};
+  settings.resume = &progress_;
+  log::info("resuming {} after {} Newton steps (from the checkpoint)", name_, progress_.steps);
+}
+
+bool InterruptibleNewton::interrupted(const NewtonReport& report,
+                                      const std::vector<double>& theta) {
+  stopped_ = report.interrupted;
+  if (!stopped_) return false;
+  const NewtonProgress& at = report.progress;
+  partial_->interrupted(
+      key_, {static_cast<double>(at.steps), static_cast<double>(at.cg_iterations), at.damping},
+      theta, name_, fmt::format("{} Newton steps", at.steps));
+  return true;
 }
 
 }  // namespace fluence

@@ -53,14 +53,17 @@ int newton_direction(Federation& federation, const std::vector<double>& theta,
 }
 
 int newton_polish(Federation& federation, std::vector<double>& theta, double tolerance,
-                  int max_steps, bool verbose, const NewtonPreconditioner& preconditioner) {
+                  int max_steps, bool verbose, const NewtonPreconditioner& preconditioner,
+                  InterruptibleNewton* stop) {
   FederatedObjective objective(federation);
   NewtonSettings settings;
   settings.tolerance = tolerance;
   settings.max_steps = max_steps;
   settings.verbose = verbose;
   settings.preconditioner = preconditioner;
+  if (stop) stop->arm(settings, theta);
   const NewtonReport report = minimize_newton(objective, theta, settings);
+  if (stop && stop->interrupted(report, theta)) return report.steps;
   if (!report.converged)
     log::warn("Newton polish stopped after {} steps with |grad h| = {:.3e} > tolerance {:.1e}",
               report.steps, report.gradient_norm, tolerance);

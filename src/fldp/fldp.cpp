@@ -13,8 +13,11 @@
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/rank_warnings.hpp"
 #include "fluence/core/rng.hpp"
+#include "fluence/core/vector_ops.hpp"
 #include "fluence/fldp/purposes.hpp"
 #include "fluence/influence/estimators.hpp"
+#include "fluence/influence/spectrum.hpp"
+#include "fluence/influence/trust.hpp"
 
 namespace fluence {
 
@@ -88,7 +91,9 @@ const VectorFields<FldpCaseResult> kCaseVectors = {
     {"test_accuracy_retrain", &FldpCaseResult::test_accuracy_retrain},
     {"ald", &FldpCaseResult::ald},
     {"aad", &FldpCaseResult::aad},
-    {"ed", &FldpCaseResult::ed}};
+    {"ed", &FldpCaseResult::ed},
+    {"retrain_gradient_norm", &FldpCaseResult::retrain_gradient_norm},
+    {"retrain_min_eigenvalue", &FldpCaseResult::retrain_min_eigenvalue}};
 const ScalarFields<FldpCaseResult> kCaseNumbers = {
     {"test_loss_estimate", &FldpCaseResult::test_loss_estimate},
     {"test_accuracy_estimate", &FldpCaseResult::test_accuracy_estimate},
@@ -101,7 +106,9 @@ const ScalarFields<FldpCaseResult> kCaseNumbers = {
     {"time_retrain", &FldpCaseResult::time_retrain},
     {"mc_standard_error", &FldpCaseResult::mc_standard_error},
     {"ihvp_iterations", &FldpCaseResult::ihvp_iterations},
-    {"ihvp_residual", &FldpCaseResult::ihvp_residual}};
+    {"ihvp_residual", &FldpCaseResult::ihvp_residual},
+    {"expected_gradient_norm", &FldpCaseResult::expected_gradient_norm},
+    {"expected_min_eigenvalue", &FldpCaseResult::expected_min_eigenvalue}};
 
 std::string case_prefix(std::size_t c) {
   return fmt::format("fldp/case_{:06d}/", c);
@@ -177,30 +184,73 @@ class FldpRunner {
     const std::size_t cases = config_.cases.size();
     const StateArrays none;
     result.cases.resize(cases);
-    std::vector<char> done =
-        restore_cases(checkpoint_ ? checkpoint_->restored() : none, result.cases, solver_.get());
+    const StateArrays& restored = checkpoint_ ? checkpoint_->restored() : none;
+    std::vector<char> done = restore_cases(restored, result.cases, solver_.get());
+    restore_partial(restored);
     long finished = std::count(done.begin(), done.end(), 1);
     ProgressLine bar("cases", static_cast<long>(cases), progress_);
     for (std::size_t c = 0; c < cases; ++c) {
       if (done[c]) continue;
-      result.cases[c] = run_case(config_.cases[c], c);
+      const auto save = [&](StateArrays& state) {
+        save_cases(result.cases, done, solver_.get(), state);
+        save_partial(state);
+      };
+      if (!run_case(config_.cases[c], c, result.cases[c])) {
+        // A stop inside the case: the checkpoint holds its partial state.
+        checkpoint_->units_done(finished, save);
+        result.stopped = true;
+        return result;
+      }
       report(config_.cases[c], result.cases[c]);
       bar.done(++finished);
       done[c] = 1;
-      const auto save = [&](StateArrays& state) {
-        save_cases(result.cases, done, solver_.get(), state);
-      };
       if (checkpoint_ && checkpoint_->units_done(finished, save)) {
         result.stopped = true;
         return result;
       }
     }
     flag_residuals(result);
+    flag_retrains(result);
     return result;
   }
 
  private:
   int owner(int client) const { return problem_.layout->owner(client); }
+
+  // A case a stop interrupted (docs/operations.md "Stops inside a unit"): the partial unit's key
+  // is [case, stage, index in the stage], its state the interrupted solve's or Newton run's, and
+  // the case's results so far are saved as a finished case's under `fldp/partial_case/`.
+  enum CaseStage { kEstimate = 1, kExpectedRetrain = 2, kRefine = 3, kDraw = 4 };
+  PartialUnit* partial() { return checkpoint_ ? &partial_ : nullptr; }
+  static std::vector<double> partial_key(std::size_t index, CaseStage stage, int at) {
+    return {static_cast<double>(index), static_cast<double>(stage), static_cast<double>(at)};
+  }
+  static constexpr const char* kPartialCase = "fldp/partial_case/";
+  void restore_partial(const StateArrays& state) {
+    partial_.restore(state);
+    if (partial_.waiting().empty()) return;
+    kCaseVectors.read(state, kPartialCase, partial_case_);
+    kCaseNumbers.read(state, std::string(kPartialCase) + "numbers", partial_case_);
+  }
+  void save_partial(StateArrays& state) const {
+    partial_.save(state);
+    if (partial_.waiting().empty()) return;
+    kCaseVectors.write(partial_case_, kPartialCase, state);
+    state[std::string(kPartialCase) + "numbers"] = kCaseNumbers.pack(partial_case_);
+  }
+  // Records the case's results so far with the interrupted unit (already in partial_). False.
+  bool stop_case(const FldpCaseResult& result) {
+    partial_case_ = result;
+    return false;
+  }
+  // Where case `index` resumes: its stage and index there (0, 0: from its start), `result` set to
+  // its results so far.
+  std::pair<int, int> resume_point(std::size_t index, FldpCaseResult& result) const {
+    const std::vector<double>& key = partial_.waiting();
+    if (key.empty() || key[0] != static_cast<double>(index)) return {0, 0};
+    result = partial_case_;
+    return {static_cast<int>(key[1]), static_cast<int>(key[2])};
+  }
 
   // The cases whose solves ended above their residual target, flagged and named.
   void flag_residuals(FldpResult& result) const {
@@ -220,6 +270,76 @@ class FldpRunner {
           "(/fldp/ihvp_residual_above_tolerance)",
           flagged.size(), result.cases.size(), influence_.ihvp.rtol, worst, id_list(flagged));
   }
+  // "case 0 expected, case 3 draw 1": the first 20 names and "and N more".
+  static std::string name_list(const std::vector<std::string>& names) {
+    std::string list;
+    for (std::size_t k = 0; k < names.size() && k < 20; ++k) list += (k > 0 ? ", " : "") + names[k];
+    if (names.size() > 20) list += fmt::format(" and {} more", names.size() - 20);
+    return list;
+  }
+
+  // The retrains that cannot stand for the changed model (docs/outputs.md): stopped above
+  // federation.tolerance (a Newton retrain, or a full one with the polish; the others have no
+  // target), or at a saddle point (negative curvature above rounding, on the trained model's
+  // lambda_max scale), flagged and named.
+  void flag_retrains(FldpResult& result) const {
+    if (!config_.retrain) return;
+    const bool has_tolerance = !config_.retrain_full || training_.newton_polish;
+    const double scale = result.spectrum ? result.spectrum->eigenvalue_max : 0.0;
+    const auto converged = [&](double norm) {
+      return !has_tolerance || norm <= training_.tolerance;
+    };
+    std::vector<std::string> unconverged, saddles;
+    long count = 0;
+    for (std::size_t c = 0; c < result.cases.size(); ++c) {
+      auto& one = result.cases[c];
+      ++count;
+      one.expected_converged = converged(one.expected_gradient_norm);
+      one.expected_saddle = is_saddle(one.expected_min_eigenvalue, scale);
+      if (!one.expected_converged) unconverged.push_back(fmt::format("case {} expected", c));
+      if (one.expected_saddle) saddles.push_back(fmt::format("case {} expected", c));
+      const std::size_t draws = one.retrain_gradient_norm.size();
+      one.retrain_converged.assign(draws, 1);
+      one.retrain_saddle.assign(draws, 0);
+      for (std::size_t d = 0; d < draws; ++d) {
+        ++count;
+        one.retrain_converged[d] = converged(one.retrain_gradient_norm[d]) ? 1 : 0;
+        one.retrain_saddle[d] = is_saddle(one.retrain_min_eigenvalue[d], scale) ? 1 : 0;
+        if (!one.retrain_converged[d]) unconverged.push_back(fmt::format("case {} draw {}", c, d));
+        if (one.retrain_saddle[d]) saddles.push_back(fmt::format("case {} draw {}", c, d));
+      }
+    }
+    if (!unconverged.empty())
+      log::warn(
+          "fldp: {} of {} retrains stopped above federation.tolerance = {:.1e} ({}; "
+          "/fldp/expected_retrain_converged, /fldp/retrain_converged): the estimates' errors "
+          "against them include the retrains' own",
+          unconverged.size(), count, training_.tolerance, name_list(unconverged));
+    if (!saddles.empty())
+      log::warn(
+          "fldp: {} of {} retrains stopped at saddle points, not minima ({}; "
+          "/fldp/expected_retrain_saddle, /fldp/retrain_saddle)",
+          saddles.size(), count, name_list(saddles));
+  }
+
+  // Collective: how far the retrain at `point` is from a minimum of the objective as installed
+  // (the changed one): ||grad h'|| and, with influence.spectrum, the smallest eigenvalue of its
+  // Hessian there (undamped; SLEPc runs alike on every rank, so a failure is everywhere).
+  void assess_retrain(const std::vector<double>& point, const std::string& what,
+                      double& gradient_norm, double& min_eigenvalue) {
+    FederatedObjective objective(federation_);
+    std::vector<double> gradient(p_);
+    objective.value_and_gradient(point, gradient);
+    gradient_norm = norm2(gradient);
+    if (!influence_.spectrum) return;
+    auto hessian = make_federated_hessian(federation_, point);
+    try {
+      min_eigenvalue = smallest_eigenvalue(*hessian, influence_.ihvp.eigen_tolerance);
+    } catch (const RuntimeError& error) {
+      log::warn("fldp: no curvature for the {}: {}", what, error.what());
+    }
+  }
+
   std::size_t local_index(int client) const {
     return static_cast<std::size_t>(client - problem_.layout->first_client(world_rank()));
   }
@@ -265,8 +385,12 @@ class FldpRunner {
   // I = -H^{-1} b for one change. Federated scope: every rank takes part in the solve (the
   // owner broadcasts b); client scope: the owner solves with its own Hessian and broadcasts I
   // (only the influence vector leaves the client, seed 000 Alg. 1).
-  void influence_vector(const FldpChange& change, ExpectedChange* expected, int batch,
-                        std::vector<double>& influence, FldpCaseResult& result) {
+  // With `stop` (the federated scope's solve, which every rank takes part in), a stop may
+  // interrupt the solve as that unit: false, `partial_` then holds it. The client scope's solve
+  // is the owner's alone and runs to its end.
+  bool influence_vector(const FldpChange& change, ExpectedChange* expected, int batch,
+                        std::vector<double>& influence, FldpCaseResult& result,
+                        const std::vector<double>* stop = nullptr) {
     const int root = owner(change.client);
     std::vector<double> b(p_);
     influence.resize(p_);
@@ -274,7 +398,11 @@ class FldpRunner {
     if (root == world_rank()) change_gradient(change, expected, batch, b);
     if (influence_.scope == HessianScope::federated) {
       MPI_Bcast(b.data(), static_cast<int>(p_), MPI_DOUBLE, root, MPI_COMM_WORLD);
-      report = solver_->solve(b.data(), influence.data());
+      if (!interruptible_solve(
+              *solver_, stop ? partial() : nullptr, stop ? *stop : std::vector<double>{},
+              fmt::format("the solve for client {}", change.client),
+              [&] { return solver_->solve(b.data(), influence.data()); }, report))
+        return false;
     } else {
       // The owner's own solve: its warnings reach rank 0 through the gather.
       RankWarnings warnings;
@@ -298,18 +426,32 @@ class FldpRunner {
     }
     result.ihvp_iterations += report.iterations;
     result.ihvp_residual = std::max(result.ihvp_residual, report.relative_residual);
+    return true;
   }
 
   // theta^ + (1/n) sum_i I_i (seed 000 Eq. 19-20), the changes in client order.
   std::vector<double> estimate(const FldpCase& c, const CaseState& state, int batch,
                                FldpCaseResult& result) {
-    std::vector<double> theta = theta_, influence;
+    std::vector<double> theta = theta_;
+    estimate_from(c, state, batch, 0, theta, result, nullptr);
+    return theta;
+  }
+  // The sum of the changes from `first` on into `theta` (the sum of the earlier ones). With
+  // `index` (the case's), each solve is a unit a stop may interrupt: false, `theta` then holds
+  // the sum before the interrupted change.
+  bool estimate_from(const FldpCase& c, const CaseState& state, int batch, std::size_t first,
+                     std::vector<double>& theta, FldpCaseResult& result, const std::size_t* index) {
+    std::vector<double> influence;
     const double inverse_n = 1.0 / static_cast<double>(federation_.train_rows());
-    for (std::size_t k = 0; k < c.changes.size(); ++k) {
-      influence_vector(c.changes[k], state.expected[k].get(), batch, influence, result);
+    for (std::size_t k = first; k < c.changes.size(); ++k) {
+      std::vector<double> key;
+      if (index) key = partial_key(*index, kEstimate, static_cast<int>(k));
+      if (!influence_vector(c.changes[k], state.expected[k].get(), batch, influence, result,
+                            index ? &key : nullptr))
+        return false;
       for (std::size_t j = 0; j < p_; ++j) theta[j] += inverse_n * influence[j];
     }
-    return theta;
+    return true;
   }
 
   // The standard error of theta_I from the spread of the per-batch estimates (each batch is an
@@ -356,7 +498,8 @@ class FldpRunner {
   // `seconds_before`: what the refined estimate has cost before its first step (the first-order
   // estimate and installing the changed client's expected data), so that newton_time is the whole
   // refined estimator's time after each step (issue 26: one estimator, its error and its time).
-  void refine(FldpCaseResult& result, double seconds_before) {
+  // With `stop`, a stop may end it between steps (false; `result` then holds the steps so far).
+  bool refine(FldpCaseResult& result, double seconds_before, InterruptibleNewton& stop) {
     Stopwatch clock;
     std::vector<double> theta = result.theta_estimate;
     FederatedObjective objective(federation_);
@@ -376,7 +519,8 @@ class FldpRunner {
       result.newton_ed_expected.push_back(config_.retrain ? distance(current, result.theta_expected)
                                                           : std::nan(""));
     };
-    minimize_newton(objective, theta, settings);
+    stop.arm(settings, theta);
+    if (stop.interrupted(minimize_newton(objective, theta, settings), theta)) return false;
     // A zero gradient ends the steps early: the remaining distances are the last one.
     while (result.newton_time.size() < static_cast<std::size_t>(config_.newton_steps))
       result.newton_time.push_back(seconds_before + clock.seconds());
@@ -386,6 +530,7 @@ class FldpRunner {
               ? (config_.retrain ? distance(theta, result.theta_expected) : std::nan(""))
               : result.newton_ed_expected.back());
     result.theta_newton = theta;
+    return true;
   }
 
   // The clean Hessian's Cholesky factor (explicit solver, federated scope; with
@@ -398,18 +543,23 @@ class FldpRunner {
 
   // The minimizer of the current objective by Newton from `start` (warm start: the changed
   // objective is strictly convex, so this is what retraining from scratch converges to).
-  std::vector<double> retrain_from(const std::vector<double>& start) {
+  // With `stop`, a stop may end it between steps (stop->stopped(): the iterate is returned).
+  std::vector<double> retrain_from(const std::vector<double>& start,
+                                   InterruptibleNewton* stop = nullptr) {
     std::vector<double> theta = start;
     newton_polish(federation_, theta, training_.tolerance, training_.polish_max_steps, false,
-                  clean_preconditioner());
+                  clean_preconditioner(), stop);
     return theta;
   }
 
-  // Retrains on re-randomized data of the changing clients (draws 0 .. retrain_seeds - 1).
-  void rerandomized_retrains(const FldpCase& c, const CaseState& state, FldpCaseResult& result) {
+  // Retrains on re-randomized data of the changing clients (draws `first` .. retrain_seeds - 1;
+  // the earlier draws' results are in `result`). Each Newton retrain is a unit a stop may
+  // interrupt: false, `result` then holds the finished draws (time_retrain their total time).
+  bool rerandomized_retrains(const FldpCase& c, std::size_t index, const CaseState& state,
+                             int first, FldpCaseResult& result) {
     federation_.exclude_clients(state.removed);
-    double total_time = 0.0;
-    for (int draw = 0; draw < config_.retrain_seeds; ++draw) {
+    double total_time = first > 0 ? result.time_retrain : 0.0;
+    for (int draw = first; draw < config_.retrain_seeds; ++draw) {
       std::vector<std::pair<std::size_t, Client>> saved;
       for (const auto& change : c.changes) {
         if (change.remove || owner(change.client) != world_rank()) continue;
@@ -421,55 +571,97 @@ class FldpRunner {
         saved.emplace_back(k, std::move(replacement));
       }
       Stopwatch clock;
+      InterruptibleNewton stop(partial(), partial_key(index, kDraw, draw),
+                               fmt::format("the retrain of case {} draw {}", index, draw));
       // A draw's optimum scatters around the expected retrain's (when there is one): starting
       // there saves Newton steps over starting from theta^.
       const std::vector<double> retrained =
           config_.retrain_full
               ? federation_.train(quiet(training_)).theta
-              : retrain_from(result.theta_expected.empty() ? theta_ : result.theta_expected);
+              : retrain_from(result.theta_expected.empty() ? theta_ : result.theta_expected, &stop);
       total_time += clock.seconds();
+      double gradient_norm = std::nan(""), min_eigenvalue = std::nan("");
+      if (!stop.stopped())  // on the re-randomized data it was retrained on
+        assess_retrain(retrained, fmt::format("retrain of case {} draw {}", index, draw),
+                       gradient_norm, min_eigenvalue);
       for (auto& [k, original] : saved) std::swap(problem_.clients[k], original);
+      if (stop.stopped()) {
+        federation_.exclude_clients({});
+        result.time_retrain = total_time;
+        return false;
+      }
       const auto [loss, accuracy] = federation_.evaluate_test(retrained);
       result.test_loss_retrain.push_back(loss);
       result.test_accuracy_retrain.push_back(accuracy);
       result.ald.push_back(result.test_loss_estimate - loss);
       result.aad.push_back(result.test_accuracy_estimate - accuracy);
       result.ed.push_back(distance(result.theta_estimate, retrained));
+      result.retrain_gradient_norm.push_back(gradient_norm);
+      result.retrain_min_eigenvalue.push_back(min_eigenvalue);
     }
     federation_.exclude_clients({});
     result.time_retrain = config_.retrain_seeds > 0 ? total_time / config_.retrain_seeds : 0.0;
+    return true;
   }
 
-  FldpCaseResult run_case(const FldpCase& c, std::size_t index) {
-    FldpCaseResult result;
+  // One case into `result`. False: a stop interrupted it (docs/operations.md "Stops inside a
+  // unit"), `partial_` and partial_case_ hold where; a restart continues it from there: the
+  // finished stages are the checkpoint's, the interrupted solve or Newton run continues from its
+  // state. The Monte-Carlo standard error's solves and a full retrain (fldp.retrain_full) run to
+  // their end.
+  bool run_case(const FldpCase& c, std::size_t index, FldpCaseResult& result) {
+    result = FldpCaseResult();
+    const auto [stage, at] = resume_point(index, result);
     MPI_Barrier(MPI_COMM_WORLD);
     Stopwatch clock;
     const CaseState state = prepare(c, index);
-    result.theta_estimate = estimate(c, state, -1, result);
-    MPI_Barrier(MPI_COMM_WORLD);
-    result.time_estimate = clock.seconds();
-    std::tie(result.test_loss_estimate, result.test_accuracy_estimate) =
-        federation_.evaluate_test(result.theta_estimate);
-    if (state.monte_carlo) result.mc_standard_error = monte_carlo_error(c, state);
+    if (stage <= kEstimate) {
+      std::vector<double> theta = stage == kEstimate ? result.theta_estimate : theta_;
+      const bool done =
+          estimate_from(c, state, -1, static_cast<std::size_t>(at), theta, result, &index);
+      result.theta_estimate = std::move(theta);
+      if (!done) return stop_case(result);
+      MPI_Barrier(MPI_COMM_WORLD);
+      result.time_estimate += clock.seconds();
+      std::tie(result.test_loss_estimate, result.test_accuracy_estimate) =
+          federation_.evaluate_test(result.theta_estimate);
+      if (state.monte_carlo) result.mc_standard_error = monte_carlo_error(c, state);
+    }
 
     LogStage retraining(Stage::retraining);
-    if (config_.retrain || config_.newton_steps > 0) {
+    if ((config_.retrain || config_.newton_steps > 0) && stage <= kRefine) {
       Stopwatch install_clock;
       install(c, state);
       const double install_seconds = install_clock.seconds();
-      if (config_.retrain) {
-        result.theta_expected = retrain_from(theta_);
+      if (config_.retrain && stage <= kExpectedRetrain) {
+        InterruptibleNewton stop(partial(), partial_key(index, kExpectedRetrain, 0),
+                                 fmt::format("the expected retrain of case {}", index));
+        result.theta_expected = retrain_from(theta_, &stop);
+        if (stop.stopped()) {
+          uninstall();
+          return stop_case(result);
+        }
+        assess_retrain(result.theta_expected, fmt::format("expected retrain of case {}", index),
+                       result.expected_gradient_norm, result.expected_min_eigenvalue);
         std::tie(result.test_loss_expected, result.test_accuracy_expected) =
             federation_.evaluate_test(result.theta_expected);
         result.ald_expected = result.test_loss_estimate - result.test_loss_expected;
         result.aad_expected = result.test_accuracy_estimate - result.test_accuracy_expected;
         result.ed_expected = distance(result.theta_estimate, result.theta_expected);
       }
-      if (config_.newton_steps > 0) refine(result, result.time_estimate + install_seconds);
+      if (config_.newton_steps > 0) {
+        InterruptibleNewton stop(partial(), partial_key(index, kRefine, 0),
+                                 fmt::format("the Newton refinement of case {}", index));
+        if (!refine(result, result.time_estimate + install_seconds, stop)) {
+          uninstall();
+          return stop_case(result);
+        }
+      }
       uninstall();
     }
-    if (config_.retrain) rerandomized_retrains(c, state, result);
-    return result;
+    if (config_.retrain && !rerandomized_retrains(c, index, state, stage == kDraw ? at : 0, result))
+      return stop_case(result);
+    return true;
   }
 
   void report(const FldpCase& c, const FldpCaseResult& result) const {
@@ -509,6 +701,8 @@ class FldpRunner {
   std::unique_ptr<HessianOperator> hessian_;
   std::unique_ptr<IhvpSolver> solver_;
   Workspace work_;
+  PartialUnit partial_{"fldp", 3};  // the case a stop interrupted inside: [case, stage, index]
+  FldpCaseResult partial_case_;     // its results so far
 };
 
 }  // namespace

@@ -102,6 +102,22 @@ void combine(const double* w, int m, int s, const double* x, std::size_t p, doub
   add_combinations(1.0, w, m, s, x, p, y);
 }
 
+// An interrupted block solve's state, at the end of a block iteration that left columns to
+// solve: [k, restart, m, s, block iterations, column products, indefinite, each column's
+// iterations (k), the active columns (m), X (k x p: the deflated columns' solutions), the active
+// iterates and recurrence residuals (m x p each), the search block and its image (s x p each)].
+// Everything else the loop uses is recomputed from these before it is read.
+enum StateHead : std::size_t {
+  kK,
+  kRestart,
+  kM,
+  kS,
+  kBlockIterations,
+  kProducts,
+  kIndefinite,
+  kHead
+};
+
 }  // namespace
 
 BlockCgOutcome block_cg(HessianOperator& hessian, const double* B, double* X, int k,
@@ -123,34 +139,74 @@ BlockCgOutcome block_cg(HessianOperator& hessian, const double* B, double* X, in
     outcome.column_products += k;
     for (std::size_t i = 0; i < residual.size(); ++i) residual[i] = B[i] - residual[i];
   };
-  true_residuals();
 
   std::vector<int> active;  // the columns still being solved
   std::vector<double> xa, ra, z, q, search, image, coefficients, w, gram;
-  // Restarts from the true residuals when the recurrence's drifted below the target: a few at
-  // most (a tolerance near rounding could otherwise never be met).
-  for (int restart = 0; restart <= kRestarts; ++restart) {
-    // (Re)start from the true residuals of the columns above their target.
-    active.clear();
-    for (int j = 0; j < k; ++j) {
-      auto& report = outcome.columns[static_cast<std::size_t>(j)];
-      const double r = std::sqrt(squared_norm(residual.data() + at(j, p), p));
-      report.relative_residual =
-          bnorm[static_cast<std::size_t>(j)] > 0.0 ? r / bnorm[static_cast<std::size_t>(j)] : r;
-      if (r > target[static_cast<std::size_t>(j)] && report.iterations < limit &&
-          bnorm[static_cast<std::size_t>(j)] > 0.0)
-        active.push_back(j);
-    }
-    if (active.empty()) break;
-    int m = static_cast<int>(active.size());
+  int m = 0, s = 0;  // active columns; rows of the current search block (H-orthonormal)
+  int first_restart = 0;
+  bool resumed = settings.resume != nullptr;
+  if (resumed) {  // the loop's variables where the interrupted solve left them
+    const std::vector<double>& state = *settings.resume;
+    const auto read = [&](std::size_t from, std::size_t count, double* to) {
+      if (from + count > state.size())
+        throw InputError("checkpoint: the interrupted block CG solve does not fit this problem");
+      std::copy_n(state.begin() + static_cast<std::ptrdiff_t>(from), count, to);
+    };
+    if (state.size() < kHead || static_cast<int>(state[kK]) != k)
+      throw InputError("checkpoint: the interrupted block CG solve does not fit this block");
+    first_restart = static_cast<int>(state[kRestart]);
+    m = static_cast<int>(state[kM]);
+    s = static_cast<int>(state[kS]);
+    outcome.block_iterations = static_cast<int>(state[kBlockIterations]);
+    outcome.column_products = static_cast<long>(state[kProducts]);
+    outcome.indefinite = state[kIndefinite] != 0.0;
+    std::size_t at_state = kHead;
+    for (int j = 0; j < k; ++j)
+      outcome.columns[static_cast<std::size_t>(j)].iterations =
+          static_cast<int>(state.at(at_state++));
+    active.resize(static_cast<std::size_t>(m));
+    for (int a = 0; a < m; ++a)
+      active[static_cast<std::size_t>(a)] = static_cast<int>(state.at(at_state++));
     xa.resize(at(m, p));
     ra.resize(at(m, p));
-    for (int a = 0; a < m; ++a) {
-      std::copy_n(X + at(active[static_cast<std::size_t>(a)], p), p, xa.begin() + at(a, p));
-      std::copy_n(residual.begin() + at(active[static_cast<std::size_t>(a)], p), p,
-                  ra.begin() + at(a, p));
+    search.resize(at(s, p));
+    image.resize(at(s, p));
+    read(at_state, at(k, p), X);
+    at_state += at(k, p);
+    for (std::vector<double>* block : {&xa, &ra, &search, &image}) {
+      read(at_state, block->size(), block->data());
+      at_state += block->size();
     }
-    int s = 0;  // the current search block (H-orthonormal rows) and its image
+  } else {
+    true_residuals();
+  }
+  // Restarts from the true residuals when the recurrence's drifted below the target: a few at
+  // most (a tolerance near rounding could otherwise never be met).
+  for (int restart = first_restart; restart <= kRestarts; ++restart) {
+    if (!resumed) {
+      // (Re)start from the true residuals of the columns above their target.
+      active.clear();
+      for (int j = 0; j < k; ++j) {
+        auto& report = outcome.columns[static_cast<std::size_t>(j)];
+        const double r = std::sqrt(squared_norm(residual.data() + at(j, p), p));
+        report.relative_residual =
+            bnorm[static_cast<std::size_t>(j)] > 0.0 ? r / bnorm[static_cast<std::size_t>(j)] : r;
+        if (r > target[static_cast<std::size_t>(j)] && report.iterations < limit &&
+            bnorm[static_cast<std::size_t>(j)] > 0.0)
+          active.push_back(j);
+      }
+      if (active.empty()) break;
+      m = static_cast<int>(active.size());
+      xa.resize(at(m, p));
+      ra.resize(at(m, p));
+      for (int a = 0; a < m; ++a) {
+        std::copy_n(X + at(active[static_cast<std::size_t>(a)], p), p, xa.begin() + at(a, p));
+        std::copy_n(residual.begin() + at(active[static_cast<std::size_t>(a)], p), p,
+                    ra.begin() + at(a, p));
+      }
+      s = 0;
+    }
+    resumed = false;
     bool progress = true;
     while (m > 0 && progress) {
       // Z = M^-1 R, then the new directions Z - P (Q^T Z): H-orthogonal to the last block.
@@ -209,6 +265,23 @@ BlockCgOutcome block_cg(HessianOperator& hessian, const double* B, double* X, in
       m = kept;
       active.resize(static_cast<std::size_t>(m));
       progress = !outcome.indefinite;
+      if (m > 0 && progress && settings.stop_poll && settings.stop_poll()) {
+        auto& state = outcome.state;
+        state = {static_cast<double>(k),
+                 static_cast<double>(restart),
+                 static_cast<double>(m),
+                 static_cast<double>(s),
+                 static_cast<double>(outcome.block_iterations),
+                 static_cast<double>(outcome.column_products),
+                 outcome.indefinite ? 1.0 : 0.0};
+        for (const auto& report : outcome.columns) state.push_back(report.iterations);
+        state.insert(state.end(), active.begin(), active.end());
+        state.insert(state.end(), X, X + at(k, p));
+        for (const std::vector<double>* block : {&xa, &ra, &search, &image})
+          state.insert(state.end(), block->begin(), block->end());
+        outcome.interrupted = true;
+        return outcome;
+      }
     }
     for (int a = 0; a < m; ++a)
       std::copy_n(xa.begin() + at(a, p), p, X + at(active[static_cast<std::size_t>(a)], p));
@@ -299,17 +372,27 @@ BlockCgOutcome BlockIhvpSolver::solve(const double* B, double* X, int k) {
     settings_.preconditioner = make_block_preconditioner(config_, hessian_);
     preconditioner_made_ = true;
   }
-  if (config_.warm_start)
+  std::vector<double> resume = std::move(resume_);
+  resume_.clear();
+  BlockCgSettings settings = settings_;
+  if (!resume.empty())
+    settings.resume = &resume;  // X is the state's
+  else if (config_.warm_start)
     initial_guess(B, X, k);
   else
     std::fill(X, X + at(k, hessian_.parameters()), 0.0);
-  BlockCgOutcome outcome = block_cg(hessian_, B, X, k, settings_);
+  BlockCgOutcome outcome = block_cg(hessian_, B, X, k, settings);
+  if (outcome.interrupted) return outcome;
   if (!outcome.converged)
     log::warn(
         "IHVP: block CG left columns above rtol{} after {} block iterations",
         outcome.indefinite ? " (the Hessian is not positive definite: set influence.damping)" : "",
         outcome.block_iterations);
   return outcome;
+}
+
+int BlockIhvpSolver::interrupted_iterations(const std::vector<double>& state) {
+  return state.size() > kBlockIterations ? static_cast<int>(state[kBlockIterations]) : 0;
 }
 
 }  // namespace fluence

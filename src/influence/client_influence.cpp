@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <map>
 #include <string>
 
 #include "fluence/core/deck_keys.hpp"
@@ -149,18 +150,26 @@ enum SolveColumn : std::size_t { kSolved, kEstimate, kIterations, kResidual, kSo
 // A unit a stop interrupted (docs/operations.md "Stops inside a unit"): `influence/partial` holds
 // [kind, client id (-1 for s_test), then the kind's scalars], `influence/partial_state` the
 // solver's state or, for a retrain, its Newton iterate.
-enum class PartialUnit { s_test = 1, vector = 2, retrain = 3 };
+enum class PartialUnitKind { s_test = 1, vector = 2, retrain = 3, block = 4 };
 
-const char* partial_name(PartialUnit kind) {
+// What messages call the unit `kind` of client `id` (-1: s_test).
+std::string partial_name(PartialUnitKind kind, int id) {
+  const std::string client = id >= 0 ? fmt::format(" for client {}", id) : std::string();
   switch (kind) {
-    case PartialUnit::s_test:
+    case PartialUnitKind::s_test:
       return "the s_test solve";
-    case PartialUnit::vector:
-      return "the solve";
-    case PartialUnit::retrain:
-      return "the retrain";
+    case PartialUnitKind::vector:
+      return "the solve" + client;
+    case PartialUnitKind::retrain:
+      return "the retrain" + client;
+    case PartialUnitKind::block:
+      return "the block solve" + fmt::format(" from client {}", id);
   }
   return "";
+}
+
+std::vector<double> partial_key(PartialUnitKind kind, int id) {
+  return {static_cast<double>(kind), static_cast<double>(id)};
 }
 
 // The sweep's resumable state (docs/operations.md). Units: one client's solve (its
@@ -206,39 +215,46 @@ class InfluenceSweep {
       units_ += numbers[id * kSolveColumns + kSolved] != 0.0 ? 1 : 0;
     units_ += std::count(retrained_.begin(), retrained_.end(), 1);
     if (state.count("influence/solver")) solver_history_ = state.at("influence/solver");
-    if (state.count("influence/partial")) {
-      partial_ = state_array(state, "influence/partial");
-      partial_state_ = state_array(state, "influence/partial_state");
-      if (partial_.size() < 2)
-        throw InputError("checkpoint: influence/partial does not fit this run");
-    }
+    partial_.restore(state);
+    if (state.count("influence/local_partial"))
+      restore_local_partial(state.at("influence/local_partial"), result.first_local_client);
   }
 
-  /// Whether a stop may interrupt a unit: the sweep has checkpoints to write its state to.
-  bool interruptible() const { return checkpoint_ != nullptr; }
-  /// The saved state of the unit `kind` of client `id` a stop interrupted (null: none); `scalars`
-  /// receives the kind's scalars. Given once: the unit then continues from it.
-  const std::vector<double>* resume(PartialUnit kind, int id, std::vector<double>* scalars) {
-    if (partial_.size() < 2 || static_cast<int>(partial_[0]) != static_cast<int>(kind) ||
-        static_cast<int>(partial_[1]) != id)
-      return nullptr;
-    if (scalars) scalars->assign(partial_.begin() + 2, partial_.end());
-    partial_.clear();
-    resumed_ = std::move(partial_state_);
-    partial_state_.clear();
-    return &resumed_;
+  /// Client scope (docs/operations.md "Stops inside a unit"): the local solves are each rank's
+  /// own and not in step, so each polls its own rank's signal and a stop may interrupt one solve
+  /// per rank. The saved state of this rank's client `id` (null: none); given once.
+  const std::vector<double>* local_resume(int id) {
+    const auto found = local_partial_.find(id);
+    if (found == local_partial_.end()) return nullptr;
+    local_resumed_ = std::move(found->second.second);
+    local_partial_.erase(found);
+    return &local_resumed_;
   }
-  /// Collective, when a stop (agreed by every rank) interrupted the unit `kind` of client `id`:
+  /// Records this rank's client `id` whose local solve a stop interrupted after `progress`
+  /// iterations (or LiSSA steps), with the solver's state.
+  void local_interrupted(int id, long progress, std::vector<double> state) {
+    local_partial_[id] = {progress, std::move(state)};
+    local_new_.push_back(id);
+  }
+  /// Collective, after a step of local solves: rank 0 names the solves a stop interrupted in it.
+  void log_local_interruptions() {
+    std::vector<double> mine;
+    for (int id : local_new_)
+      mine.insert(mine.end(),
+                  {static_cast<double>(id), static_cast<double>(local_partial_.at(id).first)});
+    local_new_.clear();
+    const std::vector<double> all = gather_in_rank_order(mine);
+    for (std::size_t k = 0; k + 1 < all.size(); k += 2)
+      log::info("stop inside the local solve for client {}: {} iterations saved",
+                static_cast<int>(all[k]), static_cast<long>(all[k + 1]));
+  }
+
+  /// The interrupted unit a restart continues, and the one a stop saves: null when the sweep has
+  /// no checkpoints to write it to (its units then run to their end).
+  PartialUnit* partial() { return checkpoint_ ? &partial_ : nullptr; }
+  /// Collective, when a stop (agreed by every rank) interrupted a unit, recorded in partial():
   /// writes the checkpoint with its partial state (the same on every rank). True.
-  bool interrupted(PartialUnit kind, int id, std::vector<double> state,
-                   const std::vector<double>& scalars, const std::string& where) {
-    partial_ = {static_cast<double>(kind), static_cast<double>(id)};
-    partial_.insert(partial_.end(), scalars.begin(), scalars.end());
-    partial_state_ = std::move(state);
-    log::info("stop inside {}{}: {} saved", partial_name(kind),
-              id >= 0 ? fmt::format(" for client {}", id) : std::string(), where);
-    return finished(0);
-  }
+  bool interrupted() { return finished(0); }
 
   /// Restores the federated solver's history (CG warm starts) when resuming.
   void restore(IhvpSolver& solver) {
@@ -280,11 +296,57 @@ class InfluenceSweep {
       state["influence/solver"] = solver_->history();
     else if (!solver_history_.empty())
       state["influence/solver"] = solver_history_;
-    if (!partial_.empty()) {
-      state["influence/partial"] = partial_;
-      state["influence/partial_state"] = partial_state_;
+    partial_.save(state);
+    // Every rank's interrupted local solves, in rank order: [client id, progress, size, state...]
+    // per solve (the same array on every rank).
+    std::vector<double> mine;
+    for (const auto& [id, entry] : local_partial_) {
+      mine.insert(mine.end(), {static_cast<double>(id), static_cast<double>(entry.first),
+                               static_cast<double>(entry.second.size())});
+      mine.insert(mine.end(), entry.second.begin(), entry.second.end());
+    }
+    std::vector<double> all = gather_in_rank_order(mine);
+    if (!all.empty()) {
+      state["influence/local_partial"] = std::move(all);
       state[kPartialUnit] = {1.0};
     }
+  }
+
+  // The inverse of save's `influence/local_partial`: this rank's clients' entries are kept for
+  // local_resume; rank 0 names every one.
+  void restore_local_partial(const std::vector<double>& all, int first_local) {
+    for (std::size_t k = 0; k + 3 <= all.size();) {
+      const int id = static_cast<int>(all[k]);
+      const auto progress = static_cast<long>(all[k + 1]);
+      const auto size = static_cast<std::size_t>(all[k + 2]);
+      if (k + 3 + size > all.size())
+        throw InputError("checkpoint: influence/local_partial does not fit this run");
+      log::info("resuming the local solve for client {} after {} iterations (from the checkpoint)",
+                id, progress);
+      if (id >= first_local && id < first_local + static_cast<int>(local_))
+        local_partial_[id] = {
+            progress, std::vector<double>(all.begin() + static_cast<std::ptrdiff_t>(k + 3),
+                                          all.begin() + static_cast<std::ptrdiff_t>(k + 3 + size))};
+      k += 3 + size;
+    }
+  }
+
+  // Collective: every rank's `mine`, concatenated in rank order, on every rank.
+  static std::vector<double> gather_in_rank_order(const std::vector<double>& mine) {
+    const int ranks = world_size();
+    int count = static_cast<int>(mine.size());
+    std::vector<int> counts(static_cast<std::size_t>(ranks)),
+        offsets(static_cast<std::size_t>(ranks));
+    MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, MPI_COMM_WORLD);
+    int total = 0;
+    for (int r = 0; r < ranks; ++r) {
+      offsets[static_cast<std::size_t>(r)] = total;
+      total += counts[static_cast<std::size_t>(r)];
+    }
+    std::vector<double> all(static_cast<std::size_t>(total));
+    MPI_Allgatherv(mine.data(), count, MPI_DOUBLE, all.data(), counts.data(), offsets.data(),
+                   MPI_DOUBLE, MPI_COMM_WORLD);
+    return all;
   }
 
   SweepCheckpoint* checkpoint_;
@@ -296,7 +358,12 @@ class InfluenceSweep {
   long units_ = 0;
   std::vector<double> solver_history_;
   IhvpSolver* solver_ = nullptr;
-  std::vector<double> partial_, partial_state_, resumed_;
+  PartialUnit partial_{"influence", 2};  // [kind, client id (-1 for s_test)]
+  // Client scope: this rank's interrupted local solves, client id -> (progress, solver state);
+  // local_new_ those of the current step, local_resumed_ the one given to local_resume.
+  std::map<int, std::pair<long, std::vector<double>>> local_partial_;
+  std::vector<int> local_new_;
+  std::vector<double> local_resumed_;
 };
 
 bool single_parameter_changes(Federation& federation, IhvpSolver& solver,
@@ -308,24 +375,14 @@ bool block_parameter_changes(Federation& federation, const InfluenceConfig& conf
                              const std::vector<double>& gradients, HessianOperator& hessian,
                              bool progress, InfluenceSweep& sweep, ClientInfluence& result);
 
-// Collective: the solve of `b` into `x`, which a stop may interrupt (the unit `kind` of client
-// `id`) when the sweep is interruptible: continued from the checkpoint's state when it holds
-// this unit's, else started afresh. Interrupted: writes the checkpoint and returns false.
-bool interruptible_solve(IhvpSolver& solver, InfluenceSweep& sweep, PartialUnit kind, int id,
+// Collective: the solve of `b` into `x` as the unit `kind` of client `id`, which a stop may
+// interrupt (influence/ihvp.hpp). Interrupted: writes the checkpoint and returns false.
+bool interruptible_solve(IhvpSolver& solver, InfluenceSweep& sweep, PartialUnitKind kind, int id,
                          const std::function<SolveReport()>& solve, SolveReport& report) {
-  const bool pollable = sweep.interruptible() && solver.set_stop_poll(stop_inside_unit_anywhere);
-  if (const std::vector<double>* state = sweep.resume(kind, id, nullptr)) {
-    log::info("resuming {}{} after {} iterations (from the checkpoint)", partial_name(kind),
-              id >= 0 ? fmt::format(" for client {}", id) : std::string(),
-              solver.interrupted_progress(*state));
-    solver.resume_next(*state);
-  }
-  report = solve();
-  if (pollable) solver.set_stop_poll({});
-  if (!report.interrupted) return true;
-  const std::vector<double> state = solver.interrupted_state();
-  sweep.interrupted(kind, id, state, {},
-                    fmt::format("{} iterations", solver.interrupted_progress(state)));
+  if (interruptible_solve(solver, sweep.partial(), partial_key(kind, id), partial_name(kind, id),
+                          solve, report))
+    return true;
+  sweep.interrupted();
   return false;
 }
 
@@ -380,7 +437,7 @@ bool federated_scope(Federation& federation, const InfluenceConfig& config,
   std::vector<double> s_test;
   SolveReport report;
   if (!interruptible_solve(
-          *solver, sweep, PartialUnit::s_test, -1,
+          *solver, sweep, PartialUnitKind::s_test, -1,
           [&] { return solve_s_test(*solver, test_gradient, s_test); }, report))
     return false;
   const double seconds = clock.seconds();
@@ -443,7 +500,7 @@ bool single_parameter_changes(Federation& federation, IhvpSolver& solver,
     MPI_Bcast(rhs.data(), static_cast<int>(p), MPI_DOUBLE, owner, MPI_COMM_WORLD);
     SolveReport solve;
     if (!interruptible_solve(
-            solver, sweep, PartialUnit::vector, id,
+            solver, sweep, PartialUnitKind::vector, id,
             [&] { return removal_parameter_change(solver, rhs, n, delta); }, solve))
       return false;
     if (owner == world_rank()) {
@@ -481,6 +538,9 @@ bool block_parameter_changes(Federation& federation, const InfluenceConfig& conf
   const int width = config.block_size > 0 ? config.block_size : std::max(1, total);
   BlockIhvpSolver solver(config.ihvp, hessian);
   solver.add_solution(s_test.data(), test_gradient.data());
+  // A block solve is interruptible after every block iteration (docs/operations.md); a restart
+  // forms the same blocks from the unsolved clients, so the interrupted one is its first.
+  if (sweep.partial()) solver.set_stop_poll(stop_inside_unit_anywhere);
   ProgressLine bar("parameter-change vectors (block CG)", total, progress);
   std::vector<double> B, X;
   for (int first = 0; first < total; first += width) {
@@ -497,7 +557,22 @@ bool block_parameter_changes(Federation& federation, const InfluenceConfig& conf
             p, column);
       MPI_Bcast(column, static_cast<int>(p), MPI_DOUBLE, owner, MPI_COMM_WORLD);
     }
-    const BlockCgOutcome outcome = solver.solve(B.data(), X.data(), k);
+    const int first_id = pending[static_cast<std::size_t>(first)];
+    const std::vector<double> key = partial_key(PartialUnitKind::block, first_id);
+    const std::string name = partial_name(PartialUnitKind::block, first_id);
+    if (const std::vector<double>* state =
+            sweep.partial() ? sweep.partial()->resume(key, nullptr) : nullptr) {
+      log::info("resuming {} after {} block iterations (from the checkpoint)", name,
+                BlockIhvpSolver::interrupted_iterations(*state));
+      solver.resume_next(*state);
+    }
+    BlockCgOutcome outcome = solver.solve(B.data(), X.data(), k);
+    if (outcome.interrupted) {
+      sweep.partial()->interrupted(key, {}, std::move(outcome.state), name,
+                                   fmt::format("{} block iterations", outcome.block_iterations));
+      sweep.interrupted();
+      return false;
+    }
     for (int j = 0; j < k; ++j) {
       const int id = pending[static_cast<std::size_t>(first + j)];
       if (problem.layout->owner(id) != world_rank()) continue;
@@ -542,25 +617,42 @@ bool client_scope(Federation& federation, const std::vector<double>& theta,
       const std::size_t k = pending[static_cast<std::size_t>(step)];
       const int id = result.first_local_client + static_cast<int>(k);
       // Seed 000 Table 1: the client inverts only its own Hessian; no other party takes part.
+      // Its solve polls this rank's own stop signal (the ranks' solves are not in step); an
+      // interrupted one is saved and continued by the restart, the others of the step finish.
+      bool interrupted = false;
       const SolveReport report = warnings.keep(fmt::format("client {}", id), id, [&] {
         auto hessian = make_client_hessian(federation, k, theta);
         hessian->set_damping(result.damping);
         auto solver = make_ihvp_solver(config.ihvp, *hessian);
+        if (sweep.partial()) solver->set_stop_poll(stop_signal_inside_unit);
+        if (const std::vector<double>* state = sweep.local_resume(id)) solver->resume_next(*state);
         const std::vector<double> g(gradients.begin() + static_cast<std::ptrdiff_t>(k * p),
                                     gradients.begin() + static_cast<std::ptrdiff_t>((k + 1) * p));
-        return removal_parameter_change(*solver, g, n, delta);
+        SolveReport one = removal_parameter_change(*solver, g, n, delta);
+        if (one.interrupted) {
+          std::vector<double> state = solver->interrupted_state();
+          const long progress = solver->interrupted_progress(state);
+          sweep.local_interrupted(id, progress, std::move(state));
+          interrupted = true;
+        }
+        return one;
       });
-      double* row = sweep.numbers(k);
-      row[kSolved] = 1.0;
-      row[kEstimate] = loss_change(test_gradient, delta);
-      row[kIterations] = report.iterations;
-      row[kResidual] = report.relative_residual;
-      std::copy(delta.begin(), delta.end(),
-                result.local_vectors.begin() + static_cast<std::ptrdiff_t>(k * p));
-      solved = 1;
-      bar.done(step + 1);
+      if (!interrupted) {
+        double* row = sweep.numbers(k);
+        row[kSolved] = 1.0;
+        row[kEstimate] = loss_change(test_gradient, delta);
+        row[kIterations] = report.iterations;
+        row[kResidual] = report.relative_residual;
+        std::copy(delta.begin(), delta.end(),
+                  result.local_vectors.begin() + static_cast<std::ptrdiff_t>(k * p));
+        solved = 1;
+        bar.done(step + 1);
+      }
     }
+    // An interrupted solve is not counted; the stop that interrupted it writes the checkpoint
+    // with its state.
     MPI_Allreduce(MPI_IN_PLACE, &solved, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    sweep.log_local_interruptions();
     if (sweep.finished(solved)) {
       warnings.gather();
       return false;
@@ -589,7 +681,7 @@ bool retrain_has_tolerance(const InfluenceConfig& config, const FederationConfig
 // The model the federation's current clients retrain to from theta (influence.retrain_mode).
 std::vector<double> retrained_model(Federation& federation, const std::vector<double>& theta,
                                     const InfluenceConfig& config, const FederationConfig& training,
-                                    RetrainStop* stop) {
+                                    InterruptibleNewton* stop) {
   FederationConfig quiet = training;
   quiet.polish_verbose = false;
   quiet.evaluate_rounds = false;
@@ -611,20 +703,14 @@ std::vector<double> retrained_model(Federation& federation, const std::vector<do
   // local Newton: the stationary point near theta.
   // newton_polish's settings; its unnamed warning is replaced by one naming the client (the
   // caller's, from the final gradient norm).
-  std::vector<double> retrained = stop && stop->resume ? stop->from : theta;
+  std::vector<double> retrained = theta;
   FederatedObjective objective(federation);
   NewtonSettings settings;
   settings.tolerance = training.tolerance;
   settings.max_steps = training.polish_max_steps;
-  if (stop) {
-    settings.stop_poll = stop->poll;
-    if (stop->resume) settings.resume = &stop->progress;
-  }
+  if (stop) stop->arm(settings, retrained);
   const NewtonReport report = minimize_newton(objective, retrained, settings);
-  if (stop) {
-    stop->interrupted = report.interrupted;
-    stop->progress = report.progress;
-  }
+  if (stop) stop->interrupted(report, retrained);
   return retrained;
 }
 
@@ -682,26 +768,13 @@ bool retrain_without_each_client(Federation& federation, const std::vector<doubl
     const auto at = static_cast<std::size_t>(id);
     federation.exclude_clients({id});
     // A Newton retrain is interruptible between its steps (docs/operations.md).
-    RetrainStop stop;
-    if (sweep.interruptible()) stop.poll = stop_inside_unit_anywhere;
-    std::vector<double> scalars;
-    if (const std::vector<double>* from = sweep.resume(PartialUnit::retrain, id, &scalars)) {
-      stop.resume = true;
-      stop.from = *from;
-      if (scalars.size() != 3 || stop.from.size() != theta.size())
-        throw InputError("checkpoint: the interrupted retrain does not fit this run");
-      stop.progress = {static_cast<int>(scalars[0]), static_cast<long>(scalars[1]), scalars[2]};
-      log::info("resuming the retrain for client {} after {} Newton steps (from the checkpoint)",
-                id, stop.progress.steps);
-    }
+    InterruptibleNewton stop(sweep.partial(), partial_key(PartialUnitKind::retrain, id),
+                             partial_name(PartialUnitKind::retrain, id));
     const std::vector<double> retrained =
         retrained_model(federation, theta, config, training, &stop);
-    if (stop.interrupted) {
+    if (stop.stopped()) {
       federation.exclude_clients({});
-      sweep.interrupted(PartialUnit::retrain, id, retrained,
-                        {static_cast<double>(stop.progress.steps),
-                         static_cast<double>(stop.progress.cg_iterations), stop.progress.damping},
-                        fmt::format("{} Newton steps", stop.progress.steps));
+      sweep.interrupted();
       return false;
     }
     federation.gradient(retrained, gradient);

@@ -10,6 +10,7 @@
 #include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/rng.hpp"
+#include "fluence/core/signals.hpp"
 #include "fluence/core/solver_options.hpp"
 #include "fluence/influence/kfac.hpp"
 #include "fluence/influence/purposes.hpp"
@@ -545,6 +546,24 @@ class LowRankSolver final : public IhvpSolver {
 };
 
 }  // namespace
+
+bool interruptible_solve(IhvpSolver& solver, PartialUnit* partial, const std::vector<double>& key,
+                         const std::string& name, const std::function<SolveReport()>& solve,
+                         SolveReport& report) {
+  const bool pollable = partial && solver.set_stop_poll(stop_inside_unit_anywhere);
+  if (const std::vector<double>* state = partial ? partial->resume(key, nullptr) : nullptr) {
+    log::info("resuming {} after {} iterations (from the checkpoint)", name,
+              solver.interrupted_progress(*state));
+    solver.resume_next(*state);
+  }
+  report = solve();
+  if (pollable) solver.set_stop_poll({});
+  if (!report.interrupted) return true;
+  std::vector<double> state = solver.interrupted_state();
+  const long progress = solver.interrupted_progress(state);
+  partial->interrupted(key, {}, std::move(state), name, fmt::format("{} iterations", progress));
+  return false;
+}
 
 std::unique_ptr<IhvpSolver> make_ihvp_solver(const IhvpConfig& config, HessianOperator& hessian) {
   switch (config.method) {

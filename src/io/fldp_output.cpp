@@ -164,10 +164,49 @@ void write_fldp_output(ResultsFile& file, const FederatedProblem& problem,
                   "minimizer of the expected changed objective"},
                  "parameter", p);
   write_case_values(file, result, kExpectedValues);
+  // Whether each retrain stands for the changed model's minimizer (docs/outputs.md).
+  std::vector<std::int64_t> converged, saddle;
+  for (const auto& c : result.cases) {
+    converged.push_back(c.expected_converged ? 1 : 0);
+    saddle.push_back(c.expected_saddle ? 1 : 0);
+  }
+  file.dataset("/fldp/expected_retrain_gradient_norm",
+               per_case(result, &FldpCaseResult::expected_gradient_norm),
+               {{"case"}, "1", "norm of the changed objective's gradient at the expected retrain"});
+  file.dataset("/fldp/expected_retrain_converged", converged,
+               {{"case"}, "1", "1 when the expected retrain reached federation.tolerance"});
+  if (influence.spectrum) {
+    file.dataset("/fldp/expected_retrain_min_eigenvalue",
+                 per_case(result, &FldpCaseResult::expected_min_eigenvalue),
+                 {{"case"}, "1", "smallest Hessian eigenvalue at the expected retrain"});
+    file.dataset("/fldp/expected_retrain_saddle", saddle,
+                 {{"case"}, "1", "1 when the expected retrain stopped at a saddle point"});
+  }
   if (config.retrain_seeds == 0) return;
   const auto draws = static_cast<std::size_t>(config.retrain_seeds);
   file.dimension("/fldp/draw", draws);
   for (const CaseRow& d : kDrawRows) write_case_row(file, result, d, "draw", draws);
+  const auto flag_rows = [&](std::vector<char> FldpCaseResult::*member) {
+    std::vector<std::int64_t> values;
+    for (const auto& c : result.cases)
+      for (std::size_t d = 0; d < draws; ++d)
+        values.push_back(d < (c.*member).size() ? (c.*member)[d] : 0);
+    return values;
+  };
+  write_case_row(file, result,
+                 {"/fldp/retrain_gradient_norm", &FldpCaseResult::retrain_gradient_norm, "1",
+                  "norm of the re-randomized objective's gradient at the retrain"},
+                 "draw", draws);
+  file.dataset("/fldp/retrain_converged", flag_rows(&FldpCaseResult::retrain_converged),
+               {{"case", "draw"}, "1", "1 when the retrain reached federation.tolerance"});
+  if (influence.spectrum) {
+    write_case_row(file, result,
+                   {"/fldp/retrain_min_eigenvalue", &FldpCaseResult::retrain_min_eigenvalue, "1",
+                    "smallest Hessian eigenvalue at the retrain"},
+                   "draw", draws);
+    file.dataset("/fldp/retrain_saddle", flag_rows(&FldpCaseResult::retrain_saddle),
+                 {{"case", "draw"}, "1", "1 when the retrain stopped at a saddle point"});
+  }
   file.dataset("/fldp/time_retrain_s", per_case(result, &FldpCaseResult::time_retrain),
                {{"case"}, "s", "mean wall time of one retrain"});
 }

@@ -7,6 +7,8 @@
 #include "fluence/core/error.hpp"
 #include "fluence/core/newton.hpp"
 #include "fluence/core/vector_ops.hpp"
+#include "fluence/influence/hessian_operator.hpp"
+#include "fluence/influence/spectrum.hpp"
 #include "fluence/model/dense_kernels.hpp"
 
 namespace fluence {
@@ -298,17 +300,50 @@ class PerturbedNewton final : public NewtonObjective {
   std::size_t parameters_;
 };
 
+// h_S's Hessian as SLEPc's operator: products only (the eigensolver needs no diagonal).
+class PerturbedHessian final : public HessianOperator {
+ public:
+  PerturbedHessian(PerturbedObjective& objective, std::size_t parameters)
+      : objective_(objective), parameters_(parameters) {}
+  std::size_t parameters() const override { return parameters_; }
+  bool collective() const override { return true; }
+  void apply(const double* v, double* out) override { objective_.hessian_vector(v, out); }
+  void apply_sampled(const double*, double*, int, std::uint64_t, std::uint64_t) override {
+    throw RuntimeError("whatif: the perturbed Hessian has no sampled products");
+  }
+  void diagonal(std::vector<double>&) override {
+    throw RuntimeError("whatif: the perturbed Hessian has no diagonal");
+  }
+  void dense(std::vector<double>&) override {
+    throw RuntimeError("whatif: the perturbed Hessian is not assembled");
+  }
+
+ private:
+  PerturbedObjective& objective_;
+  std::size_t parameters_;
+};
+
 }  // namespace
 
+double perturbed_min_eigenvalue(PerturbedObjective& objective, const std::vector<double>& theta,
+                                double tolerance) {
+  objective.prepare_hessian(theta);
+  PerturbedHessian hessian(objective, theta.size());
+  return smallest_eigenvalue(hessian, tolerance);
+}
+
 RetrainReport newton_retrain(PerturbedObjective& objective, IhvpSolver& clean_hessian,
-                             std::vector<double>& theta, double tolerance, int max_iterations) {
+                             std::vector<double>& theta, double tolerance, int max_iterations,
+                             InterruptibleNewton* stop) {
   PerturbedNewton newton(objective, theta.size());
   NewtonSettings settings;
   settings.tolerance = tolerance;
   settings.max_steps = max_iterations;
   settings.preconditioner = [&](const double* r, double* z) { clean_hessian.apply_inverse(r, z); };
+  if (stop) stop->arm(settings, theta);
   const NewtonReport newton_report = minimize_newton(newton, theta, settings);
   RetrainReport report;
+  report.interrupted = stop && stop->interrupted(newton_report, theta);
   report.iterations = newton_report.steps;
   report.hessian_products = newton_report.cg_iterations;  // one product per CG iteration
   report.gradient_norm = newton_report.gradient_norm;

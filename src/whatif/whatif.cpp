@@ -10,11 +10,13 @@
 #include <limits>
 #include <memory>
 
+#include "fluence/core/error.hpp"
 #include "fluence/core/log.hpp"
 #include "fluence/core/log_stage.hpp"
 #include "fluence/core/mpi.hpp"
 #include "fluence/core/rng.hpp"
 #include "fluence/influence/estimators.hpp"
+#include "fluence/influence/trust.hpp"
 #include "fluence/privacy/randomized_response.hpp"
 #include "fluence/whatif/retrain.hpp"
 #include "fluence/whatif/row_influence.hpp"
@@ -91,10 +93,16 @@ class WhatifRunner {
       return stopped(result);
     for (auto& variant : result.variants) {
       if (!config_.retrain) break;
-      variant.first = metrics(variant, variant.estimated, config_.repeats);
-      if (config_.second_order)
-        variant.second = metrics(variant, variant.second_order, config_.repeats);
+      const std::vector<char> all(K_ * E_, 1),
+          trusted = trusted_cells(variant, result.eigenvalue_max);
+      variant.first = metrics(variant, variant.estimated, config_.repeats, all);
+      variant.first_trusted = metrics(variant, variant.estimated, config_.repeats, trusted);
+      if (config_.second_order) {
+        variant.second = metrics(variant, variant.second_order, config_.repeats, all);
+        variant.second_trusted = metrics(variant, variant.second_order, config_.repeats, trusted);
+      }
     }
+    if (config_.retrain) name_untrusted(result);
     if (result.worst_gradient_norm > config_.retrain_tolerance)
       log::warn(
           "whatif: some retrains stopped at ||grad|| = {:.3g} > retrain_tolerance {:.3g} "
@@ -127,6 +135,10 @@ class WhatifRunner {
     state["whatif/second_order"] = joined(&WhatifVariantResult::second_order);
     state["whatif/actual"] = joined(&WhatifVariantResult::actual);
     state["whatif/expected_retrain"] = joined(&WhatifVariantResult::expected_retrain);
+    state["whatif/actual_gradient_norm"] = joined(&WhatifVariantResult::actual_gradient_norm);
+    state["whatif/expected_gradient_norm"] = joined(&WhatifVariantResult::expected_gradient_norm);
+    state["whatif/actual_min_eigenvalue"] = joined(&WhatifVariantResult::actual_min_eigenvalue);
+    state["whatif/expected_min_eigenvalue"] = joined(&WhatifVariantResult::expected_min_eigenvalue);
     state["whatif/retrain_totals"] = kRetrainTotals.pack(result);
     const double running = phase_clock_.seconds();
     const PhaseSeconds seconds{result.time_second_order + (phase_ == Phase::second ? running : 0.0),
@@ -134,6 +146,7 @@ class WhatifRunner {
     state["whatif/seconds"] = kPhaseSeconds.pack(seconds);
     state["whatif/solver"] = solver_->history();
     if (retrain_solver_) state["whatif/retrain_solver"] = retrain_solver_->history();
+    partial_.save(state);
   }
 
   void prepare_units(WhatifResult& result) {
@@ -145,6 +158,10 @@ class WhatifRunner {
       if (!config_.retrain) continue;
       variant.actual.assign(K_ * E_ * R, nan());
       variant.expected_retrain.assign(K_ * E_, nan());
+      variant.actual_gradient_norm.assign(K_ * E_ * R, nan());
+      variant.expected_gradient_norm.assign(K_ * E_, nan());
+      variant.actual_min_eigenvalue.assign(K_ * E_ * R, nan());
+      variant.expected_min_eigenvalue.assign(K_ * E_, nan());
     }
     if (!checkpoint_ || checkpoint_->restored().empty()) return;
     const StateArrays& state = checkpoint_->restored();
@@ -162,12 +179,17 @@ class WhatifRunner {
     split("whatif/second_order", &WhatifVariantResult::second_order);
     split("whatif/actual", &WhatifVariantResult::actual);
     split("whatif/expected_retrain", &WhatifVariantResult::expected_retrain);
+    split("whatif/actual_gradient_norm", &WhatifVariantResult::actual_gradient_norm);
+    split("whatif/expected_gradient_norm", &WhatifVariantResult::expected_gradient_norm);
+    split("whatif/actual_min_eigenvalue", &WhatifVariantResult::actual_min_eigenvalue);
+    split("whatif/expected_min_eigenvalue", &WhatifVariantResult::expected_min_eigenvalue);
     kRetrainTotals.read(state, "whatif/retrain_totals", result);
     PhaseSeconds seconds;
     kPhaseSeconds.read(state, "whatif/seconds", seconds);
     result.time_second_order = seconds.second_order;
     result.time_retrain = seconds.retrain;
     solver_->restore_history(state_array(state, "whatif/solver"));
+    partial_.restore(state);
   }
 
   enum class Phase { none, second, retrain };
@@ -178,6 +200,32 @@ class WhatifRunner {
   double end_phase() {
     phase_ = Phase::none;
     return phase_clock_.seconds();
+  }
+
+  // The units a stop may interrupt inside (docs/operations.md "Stops inside a unit"): a
+  // second-order unit at the solve of one fraction, a retrain chain at one fraction's retrain.
+  // The partial unit's key: [kind, unit index, fraction].
+  enum class PartialKind { second = 1, retrain = 2 };
+  // The first fraction of `unit` to compute: where a stop interrupted it, else 0. The earlier
+  // fractions' results are the checkpoint's.
+  std::size_t first_fraction(PartialKind kind, std::size_t unit) const {
+    const std::vector<double>& key = partial_.waiting();
+    if (key.empty() || key[0] != static_cast<double>(kind) || key[1] != static_cast<double>(unit))
+      return 0;
+    return static_cast<std::size_t>(key[2]);
+  }
+  PartialUnit* partial() { return checkpoint_ ? &partial_ : nullptr; }
+  static std::vector<double> partial_key(PartialKind kind, std::size_t unit, std::size_t k) {
+    return {static_cast<double>(kind), static_cast<double>(unit), static_cast<double>(k)};
+  }
+  std::string fraction_name(std::size_t k) const {
+    return fmt::format("fraction {:g}", config_.fractions[k]);
+  }
+  // Collective, when a stop (agreed by every rank) interrupted a unit recorded in partial_: the
+  // checkpoint with its partial state. Returns false (the sweep stops).
+  bool interrupted(const WhatifResult& result) {
+    checkpoint_->units_done(units_, [&](StateArrays& state) { save(result, state); });
+    return false;
   }
 
   // Collective, after a finished unit: true when a stop signal ends the sweep (checkpointed).
@@ -194,6 +242,7 @@ class WhatifRunner {
     std::optional<HessianSpectrum> spectrum;  // a diagnostic, not part of the timed IHVP
     if (influence_.spectrum)
       check_hessian_spectrum(*hessian_, influence_, spectrum, result.damping);
+    if (spectrum) result.eigenvalue_max = spectrum->eigenvalue_max;
     Stopwatch clock;
     solver_ = make_ihvp_solver(influence_.ihvp, *hessian_);
     std::vector<double> test_gradient;
@@ -299,21 +348,47 @@ class WhatifRunner {
           const bool expected = d == static_cast<std::size_t>(R);
           build_pseudo_rows(variant.variant, e, expected, static_cast<int>(d));
           std::vector<double> theta = theta_;  // warm start; then each fraction from the last
-          for (std::size_t k = 0; k < K_; ++k) {
+          // Resuming a chain a stop interrupted: its first fractions are the checkpoint's, and
+          // the interrupted retrain continues from its saved iterate.
+          const std::size_t first = first_fraction(PartialKind::retrain, chain);
+          done += static_cast<long>(first);
+          for (std::size_t k = first; k < K_; ++k) {
             std::vector<std::size_t> active;
             for (const auto& prefix : selection_.prefix) active.push_back(prefix[k]);
             objective.set_active_records(active);
+            InterruptibleNewton stop(
+                partial(), partial_key(PartialKind::retrain, chain, k),
+                fmt::format("the retrain of {} eps {:g} {} at {}", to_string(variant.variant),
+                            config_.epsilons[e],
+                            expected ? std::string("expectation") : fmt::format("draw {}", d),
+                            fraction_name(k)));
             const RetrainReport report =
                 newton_retrain(objective, solver, theta, config_.retrain_tolerance,
-                               config_.retrain_max_iterations);
+                               config_.retrain_max_iterations, &stop);
+            if (report.interrupted) return interrupted(result);
             result.retrain_iterations += report.iterations;
             result.retrain_hessian_products += report.hessian_products;
             result.worst_gradient_norm = std::max(result.worst_gradient_norm, report.gradient_norm);
             const double change = test_.evaluate(theta).first - result.base_test_loss;
-            if (expected)
-              variant.expected_retrain[k * E_ + e] = change;
-            else
-              variant.actual[(k * E_ + e) * static_cast<std::size_t>(R) + d] = change;
+            // The curvature where the retrain stopped: forward loss correction (and the clean
+            // records' removal) can make h_S non-convex, and a stationary point with negative
+            // curvature is a saddle point, not the retrained model it stands for.
+            double curvature = nan();
+            if (influence_.spectrum) try {
+                curvature =
+                    perturbed_min_eigenvalue(objective, theta, influence_.ihvp.eigen_tolerance);
+              } catch (const RuntimeError& error) {
+                log::warn("whatif: no curvature for the retrain of {} eps {:g} at {}: {}",
+                          to_string(variant.variant), config_.epsilons[e], fraction_name(k),
+                          error.what());
+              }
+            const std::size_t at =
+                expected ? k * E_ + e : (k * E_ + e) * static_cast<std::size_t>(R) + d;
+            (expected ? variant.expected_retrain : variant.actual)[at] = change;
+            (expected ? variant.expected_gradient_norm : variant.actual_gradient_norm)[at] =
+                report.gradient_norm;
+            (expected ? variant.expected_min_eigenvalue : variant.actual_min_eigenvalue)[at] =
+                curvature;
             ++result.retrain_count;
             bar.done(++done);
           }
@@ -325,30 +400,109 @@ class WhatifRunner {
     return true;
   }
 
+  // The (fraction, eps) cells whose retrains (every draw, and the expected one) reached
+  // retrain_tolerance at a minimum (no negative curvature above rounding on the trained model's
+  // lambda_max scale): a retrain that stopped short, or at a saddle point, does not stand for the
+  // change it measures.
+  std::vector<char> trusted_cells(const WhatifVariantResult& variant, double scale) const {
+    const std::size_t R = static_cast<std::size_t>(config_.repeats);
+    std::vector<char> trusted(K_ * E_, 1);
+    const auto ok = [&](double norm, double curvature) {
+      return norm <= config_.retrain_tolerance && !is_saddle(curvature, scale);
+    };
+    for (std::size_t cell = 0; cell < K_ * E_; ++cell) {
+      for (std::size_t r = 0; r < R; ++r)
+        if (!ok(variant.actual_gradient_norm[cell * R + r],
+                variant.actual_min_eigenvalue[cell * R + r]))
+          trusted[cell] = 0;
+      if (config_.expected_retrain &&
+          !ok(variant.expected_gradient_norm[cell], variant.expected_min_eigenvalue[cell]))
+        trusted[cell] = 0;
+    }
+    return trusted;
+  }
+
+  // One warning naming the retrains that stopped above retrain_tolerance, one naming those at
+  // saddle points (the first 20 of each).
+  void name_untrusted(const WhatifResult& result) const {
+    const std::size_t R = static_cast<std::size_t>(config_.repeats);
+    struct Names {
+      std::vector<std::string> first;
+      std::size_t count = 0;
+      std::string list() const {
+        std::string text;
+        for (const auto& name : first) text += (text.empty() ? "" : ", ") + name;
+        if (count > first.size()) text += fmt::format(" and {} more", count - first.size());
+        return text;
+      }
+    } unconverged, saddles;
+    const auto add = [&](Names& names, const WhatifVariantResult& variant, std::size_t k,
+                         std::size_t e, const std::string& draw) {
+      if (++names.count <= 20)
+        names.first.push_back(fmt::format("{} fraction {:g} eps {:g} {}",
+                                          to_string(variant.variant), config_.fractions[k],
+                                          config_.epsilons[e], draw));
+    };
+    const auto check = [&](double norm, double curvature, const WhatifVariantResult& variant,
+                           std::size_t k, std::size_t e, const std::string& draw) {
+      if (!(norm <= config_.retrain_tolerance)) add(unconverged, variant, k, e, draw);
+      if (is_saddle(curvature, result.eigenvalue_max)) add(saddles, variant, k, e, draw);
+    };
+    for (const auto& variant : result.variants)
+      for (std::size_t k = 0; k < K_; ++k)
+        for (std::size_t e = 0; e < E_; ++e) {
+          for (std::size_t r = 0; r < R; ++r)
+            check(variant.actual_gradient_norm[(k * E_ + e) * R + r],
+                  variant.actual_min_eigenvalue[(k * E_ + e) * R + r], variant, k, e,
+                  fmt::format("draw {}", r));
+          if (config_.expected_retrain)
+            check(variant.expected_gradient_norm[k * E_ + e],
+                  variant.expected_min_eigenvalue[k * E_ + e], variant, k, e, "expectation");
+        }
+    if (unconverged.count > 0)
+      log::warn(
+          "whatif: {} retrains stopped above whatif.retrain_tolerance = {:.1e} ({}; "
+          "/whatif/<v>/actual_converged, /whatif/<v>/expected_retrain_converged): their cells "
+          "are left out of /whatif/<v>/trusted/*",
+          unconverged.count, config_.retrain_tolerance, unconverged.list());
+    if (saddles.count > 0)
+      log::warn(
+          "whatif: {} retrains stopped at saddle points, not minima ({}; "
+          "/whatif/<v>/actual_saddle, "
+          "/whatif/<v>/expected_retrain_saddle): their cells are left out of /whatif/<v>/trusted/*",
+          saddles.count, saddles.list());
+  }
+
   // MAE and Spearman rho over the eps grid per fraction (seed 001 §V-4, "run ten times and report
   // the average"): against the mean change over the draws (what an estimate of the expected change
   // is compared with), and per draw averaged over the draws.
+  // Over the eps values whose cell `use` marks (all of them: the seed's metrics).
   EstimateMetrics metrics(const WhatifVariantResult& variant, const std::vector<double>& estimated,
-                          int R) const {
+                          int R, const std::vector<char>& use) const {
     EstimateMetrics m;
     for (auto* series : {&m.mae, &m.spearman, &m.mae_per_draw, &m.spearman_per_draw,
                          &m.mae_expected, &m.spearman_expected})
       series->assign(K_, nan());
     auto rho = [&](const std::vector<double>& a, const std::vector<double>& b) {
-      return E_ < 2 ? nan() : spearman(a, b);
+      return a.size() < 2 ? nan() : spearman(a, b);
     };
     for (std::size_t k = 0; k < K_; ++k) {
-      const std::vector<double> estimate(estimated.begin() + k * E_,
-                                         estimated.begin() + (k + 1) * E_);
+      std::vector<std::size_t> eps;  // the eps of the cells used, in grid order
+      for (std::size_t e = 0; e < E_; ++e)
+        if (use[k * E_ + e]) eps.push_back(e);
+      if (eps.empty()) continue;
+      const std::size_t n = eps.size();
+      std::vector<double> estimate(n);
+      for (std::size_t i = 0; i < n; ++i) estimate[i] = estimated[k * E_ + eps[i]];
       if (R > 0) {
-        std::vector<double> mean(E_, 0.0), actual(E_);
+        std::vector<double> mean(n, 0.0), actual(n);
         double mae = 0.0, correlation = 0.0;
         int defined = 0;  // rho is undefined for a draw whose changes are all equal (no record
                           // flipped at any eps, as happens for tiny groups): left out of the mean
         for (int r = 0; r < R; ++r) {
-          for (std::size_t e = 0; e < E_; ++e) {
-            actual[e] = variant.actual[(k * E_ + e) * R + r];
-            mean[e] += actual[e] / R;
+          for (std::size_t i = 0; i < n; ++i) {
+            actual[i] = variant.actual[(k * E_ + eps[i]) * R + r];
+            mean[i] += actual[i] / R;
           }
           mae += mean_absolute_error(estimate, actual) / R;
           const double value = rho(estimate, actual);
@@ -363,8 +517,8 @@ class WhatifRunner {
         m.spearman[k] = rho(estimate, mean);
       }
       if (config_.expected_retrain) {
-        const std::vector<double> expected(variant.expected_retrain.begin() + k * E_,
-                                           variant.expected_retrain.begin() + (k + 1) * E_);
+        std::vector<double> expected(n);
+        for (std::size_t i = 0; i < n; ++i) expected[i] = variant.expected_retrain[k * E_ + eps[i]];
         m.mae_expected[k] = mean_absolute_error(estimate, expected);
         m.spearman_expected[k] = rho(estimate, expected);
       }
@@ -407,8 +561,16 @@ class WhatifRunner {
             for (std::size_t j = 0; j < p; ++j) sum[k * p + j] += running[j];
           }
         });
-        for (std::size_t k = 0; k < K_; ++k) {
-          solver_->solve(b.data() + k * p, delta.data());
+        // Resuming a unit a stop interrupted: its first fractions are the checkpoint's, and the
+        // interrupted solve continues from its saved state.
+        for (std::size_t k = first_fraction(PartialKind::second, v * E_ + e); k < K_; ++k) {
+          SolveReport report;
+          if (!interruptible_solve(
+                  *solver_, partial(), partial_key(PartialKind::second, v * E_ + e, k),
+                  fmt::format("the second-order solve of {} eps {:g} at {}",
+                              to_string(variant.variant), config_.epsilons[e], fraction_name(k)),
+                  [&] { return solver_->solve(b.data() + k * p, delta.data()); }, report))
+            return interrupted(result);
           double first = 0.0, quadratic = 0.0;
           for (std::size_t j = 0; j < p; ++j) delta[j] *= -inverse_n;
           if (dense)
@@ -546,6 +708,7 @@ class WhatifRunner {
   Workspace work_;
   SweepCheckpoint* checkpoint_;
   std::vector<char> second_done_, chain_done_;  // per unit: finished (here or before a restart)
+  PartialUnit partial_{"whatif", 3};            // the unit a stop interrupted inside
   long units_ = 0;
   Phase phase_ = Phase::none;
   Stopwatch phase_clock_;

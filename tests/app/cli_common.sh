@@ -163,3 +163,37 @@ cli_summary() {
   echo "$passed passed, $failed failed"
   [ "$failed" -eq 0 ]
 }
+
+# stop_inside_unit COMMAND DECK NAME K UNIT REFERENCE ARGS...: a stop inside a long unit of a sweep
+# (docs/operations.md "Stops inside a unit"). `COMMAND DECK ARGS` on 2 ranks, stopped at the last
+# rank's K-th boundary inside a unit (the hidden --test-stop-inside K), must exit 4 without results,
+# log "stop inside U: N iterations|block iterations|Newton steps saved" (U matching the extended
+# regex UNIT, N > 0) and leave the partial unit in its last checkpoint (/state/COMMAND.partial
+# with its state, or the datasets PARTIAL_DATASETS names, and /state/sweep.partial); the restart on 3 ranks must log "resuming U after N ..." for that same unit
+# and count (a restart that redid the unit from its start would give the same bits, so the message
+# and the checkpoint's datasets are what show the partial state was used) and equal REFERENCE (the
+# uninterrupted 2-rank run's directory) bitwise.
+stop_inside_unit() {
+  local command=$1 deck=$2 name=$3 k=$4 unit=$5 reference=$6
+  shift 6
+  local out="$work/$name" code saved resume checkpoint
+  "$mpirun" -n 2 "$fluence" "$command" "$deck" --out "$out" --quiet "$@" --test-stop-inside "$k" \
+    >"$out.log" 2>&1
+  code=$?
+  saved=$(grep -Eo -- "stop inside ($unit): [1-9][0-9]* (block iterations|iterations|Newton steps) saved" \
+    "$out.log" | head -1)
+  resume=$(sed -E 's/^stop inside (.*): ([0-9]+ [a-zA-Z ]+) saved$/resuming \1 after \2/' <<<"$saved")
+  checkpoint=$(ls "$out"/chk_*.h5 2>/dev/null | tail -1)
+  if [ "$code" -eq 4 ] && [ -n "$saved" ] && [ ! -e "$out/results.h5" ] && [ -n "$checkpoint" ] &&
+    "$python" -c "import h5py,sys; f=h5py.File(sys.argv[1],'r'); d=[f'state/{sys.argv[2]}.{n}' for n in sys.argv[3:]]; assert all(n in f and f[n].size > 0 for n in d) and 'state/sweep.partial' in f" \
+      "$checkpoint" "$command" ${PARTIAL_DATASETS:-partial partial_state} &&
+    "$mpirun" -n 3 "$fluence" "$command" "$deck" --out "$out" "$@" --restart latest \
+      >"$out.resume.log" 2>&1 &&
+    grep -Fq -- "$resume" "$out.resume.log" &&
+    compare_runs "$reference/results.h5" "$out/results.h5"; then
+    pass "$command: $saved (boundary $k); $resume on 3 ranks, bitwise identical"
+  else
+    fail "$command: stop inside $name (boundary $k, exit $code, '$saved')"
+    tail -4 "$out.log" "$out.resume.log" 2>/dev/null | sed 's/^/    /'
+  fi
+}

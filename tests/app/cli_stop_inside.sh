@@ -30,7 +30,7 @@ stop_inside() {
   checkpoint=$(ls "$out"/chk_*.h5 2>/dev/null | tail -1)
   if [ "$code" -eq 4 ] && [ ! -e "$out/results.h5" ] && [ -n "$checkpoint" ] &&
     grep -Eq -- "$stop_text" "$out.log" &&
-    "$python" -c "import h5py,sys; f=h5py.File(sys.argv[1],'r'); assert 'state/influence.partial' in f and 'state/sweep.partial' in f" "$checkpoint" &&
+    "$python" -c "import h5py,sys; f=h5py.File(sys.argv[1],'r'); assert 'state/' + sys.argv[2] in f and 'state/sweep.partial' in f" "$checkpoint" "${PARTIAL:-influence.partial}" &&
     "$mpirun" -n 3 "$fluence" influence "$deck" --out "$out" "${common[@]}" "$@" --restart latest \
       >"$out.resume.log" 2>&1 &&
     grep -Eq -- "$resume_text" "$out.resume.log" &&

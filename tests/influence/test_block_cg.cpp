@@ -161,6 +161,46 @@ TEST(BlockCg, MatchesDenseSolvesForEveryColumn) {
   EXPECT_LE(outcome.block_iterations, static_cast<int>(p));
 }
 
+TEST(BlockCg, StoppedAndContinuedIsBitwiseTheUninterruptedSolve) {
+  // Stops inside a unit (docs/operations.md): the poll ends the solve after block iteration
+  // `stop`, and a solve continued from the saved state ends with the same bits as the solve that
+  // was never stopped, with the same counts; it also takes exactly the products that remain
+  // (a continuation that started over would take the first `stop` block products again). A
+  // rank-deficient block (a repeated column) makes the continuation carry a deflated block.
+  Fixture f(7);
+  auto hessian = f.hessian();
+  const std::size_t p = hessian.parameters();
+  const int k = 3;  // two distinct columns: ~p / 2 block iterations (p = 18)
+  auto B = normal_block(k * p, 61);
+  std::copy_n(B.begin(), p, B.begin() + 2 * p);  // column 2 repeats column 0
+  BlockCgSettings settings;
+  settings.rtol = 1e-12;
+  std::vector<double> reference(k * p, 0.0);
+  const BlockCgOutcome whole = block_cg(hessian, B.data(), reference.data(), k, settings);
+  ASSERT_GT(whole.block_iterations, 6);
+  for (int stop : {1, 3, whole.block_iterations / 2}) {
+    int polls = 0;
+    BlockCgSettings stopping = settings;
+    stopping.stop_poll = [&] { return ++polls == stop; };
+    std::vector<double> X(k * p, 0.0);
+    BlockCgOutcome first = block_cg(hessian, B.data(), X.data(), k, stopping);
+    ASSERT_TRUE(first.interrupted) << "stop " << stop;
+    EXPECT_EQ(BlockIhvpSolver::interrupted_iterations(first.state), stop);
+    BlockCgSettings continuing = settings;
+    continuing.resume = &first.state;
+    std::vector<double> continued(k * p, std::nan(""));  // the state's X, not this, is read
+    const BlockCgOutcome rest = block_cg(hessian, B.data(), continued.data(), k, continuing);
+    EXPECT_FALSE(rest.interrupted);
+    EXPECT_TRUE(same_bits(continued, reference)) << "stop " << stop;
+    EXPECT_EQ(rest.block_iterations, whole.block_iterations);
+    EXPECT_EQ(rest.column_products, whole.column_products);
+    for (int j = 0; j < k; ++j) {
+      EXPECT_EQ(rest.columns[j].iterations, whole.columns[j].iterations);
+      EXPECT_EQ(rest.columns[j].relative_residual, whole.columns[j].relative_residual);
+    }
+  }
+}
+
 TEST(BlockCg, RankDeficientBlockIsDeflated) {
   // A repeated column, a combination of two others and a zero column: the search block loses
   // those directions (dropped from the Gram matrix), every column is still solved.

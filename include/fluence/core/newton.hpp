@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "fluence/core/resume.hpp"
+
 #include "fluence/core/solver_options.hpp"
 
 namespace fluence {
@@ -82,6 +84,30 @@ struct NewtonReport {
 /// Minimizes from theta (in/out).
 NewtonReport minimize_newton(NewtonObjective& objective, std::vector<double>& theta,
                              const NewtonSettings& settings);
+
+/// A Newton run as the unit `key` of a sweep's PartialUnit that a stop may end between steps
+/// (docs/operations.md "Stops inside a unit"): its state is the iterate, its scalars the
+/// NewtonProgress. With a null `partial` the run is not interruptible and runs to its end.
+class InterruptibleNewton {
+ public:
+  InterruptibleNewton(PartialUnit* partial, std::vector<double> key, std::string name)
+      : partial_(partial), key_(std::move(key)), name_(std::move(name)) {}
+  /// Sets `settings`' collective stop poll and, when `partial` holds this unit, its progress to
+  /// resume from and `theta` to the saved iterate (InputError when they do not fit). Logs
+  /// "resuming NAME after k Newton steps".
+  void arm(NewtonSettings& settings, std::vector<double>& theta);
+  /// After the run: true when the poll ended it; `partial` then holds theta and the progress
+  /// (the caller writes the checkpoint and returns).
+  bool interrupted(const NewtonReport& report, const std::vector<double>& theta);
+  bool stopped() const { return stopped_; }
+
+ private:
+  PartialUnit* partial_;
+  std::vector<double> key_;
+  std::string name_;
+  NewtonProgress progress_;
+  bool stopped_ = false;
+};
 
 /// One Newton direction: direction = (H + settings.damping I)^-1 gradient at theta by the same CG,
 /// to relative residual `rtol`, or CG's iterate after settings.max_cg_iterations (a descent

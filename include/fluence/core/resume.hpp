@@ -11,6 +11,7 @@
 #include <map>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -34,6 +35,38 @@ class SweepCheckpoint {
   /// rank, `save` is called on every rank to fill in the sweep's arrays. True: a stop signal
   /// arrived and the checkpoint is written; the sweep must return at once, marked stopped.
   virtual bool units_done(long units, const std::function<void(StateArrays&)>& save) = 0;
+};
+
+/// A unit of a sweep that a stop interrupted (docs/operations.md "Stops inside a unit"), kept for
+/// the next checkpoint and read back on restart. Which unit it is, is the command's `key` (a
+/// fixed number of values: its kind, ids, place in the sweep); `scalars` are what continues it
+/// besides `state` (a solver's interrupted_state or a Newton iterate). A checkpoint holds them as
+/// `<prefix>/partial` = [key..., scalars...] and `<prefix>/partial_state`, with kPartialUnit.
+/// One class for every command, so that influence, fldp and whatif save and resume alike.
+class PartialUnit {
+ public:
+  PartialUnit(std::string prefix, std::size_t key_size)
+      : prefix_(std::move(prefix)), key_size_(key_size) {}
+  /// Reads the unit `state` saved, if any (InputError when it does not fit the key).
+  void restore(const StateArrays& state);
+  /// The saved state when the saved unit is `key` (null otherwise); `scalars` (when given)
+  /// receives its scalars. Given once: the unit continues from it and is forgotten here, so that
+  /// later checkpoints do not carry it.
+  const std::vector<double>* resume(const std::vector<double>& key, std::vector<double>* scalars);
+  /// The key of the restored unit that waits for resume() (empty: none), for a sweep that skips
+  /// the finished parts of that unit before it reaches it.
+  const std::vector<double>& waiting() const { return key_; }
+  /// Collective in spirit: every rank records the same interrupted unit, then the command writes
+  /// its checkpoint. Logs "stop inside NAME: WHERE saved".
+  void interrupted(std::vector<double> key, const std::vector<double>& scalars,
+                   std::vector<double> state, const std::string& name, const std::string& where);
+  /// Adds the interrupted unit, if any, to a checkpoint's arrays.
+  void save(StateArrays& state) const;
+
+ private:
+  std::string prefix_;
+  std::size_t key_size_;
+  std::vector<double> key_, scalars_, state_, resumed_;
 };
 
 /// The array `name` of `state`; InputError naming it when it is missing (a checkpoint that does

@@ -223,15 +223,18 @@ class Federation {
 /// z = M^{-1} r for a symmetric positive definite M close to the Hessian. Every rank runs the same
 /// CG, so M^{-1} r must be bitwise identical on every rank (a replicated factor applied by the same
 /// single-threaded BLAS).
+class InterruptibleNewton;  // core/newton.hpp
 using NewtonPreconditioner = std::function<void(const double* r, double* z)>;
 
 /// Federated Newton steps (core/newton.hpp: CG with options prefix "newton_" on the exact Hessian
 /// products, a backtracking line search, Levenberg-Marquardt damping where a network's Hessian is
 /// indefinite) until ||grad h|| <= tolerance. Returns the steps taken. CG is Jacobi-preconditioned
-/// for the linear model unless `preconditioner` is given (fl/newton.hpp).
+/// for the linear model unless `preconditioner` is given (fl/newton.hpp). With `stop`, a stop may
+/// end it between steps and a restart continue it (core/newton.hpp; stop->stopped() after).
 int newton_polish(Federation& federation, std::vector<double>& theta, double tolerance,
                   int max_steps, bool verbose = true,
-                  const NewtonPreconditioner& preconditioner = {});
+                  const NewtonPreconditioner& preconditioner = {},
+                  InterruptibleNewton* stop = nullptr);
 
 /// Collective: direction = H(theta)^{-1} gradient by the polish's CG to relative residual `rtol`
 /// (one Newton direction), or CG's iterate after `max_iterations` (> 0; a descent direction all

@@ -10,6 +10,7 @@
 // and retrains on independent re-randomizations; metrics ALD, AAD, ED (seed 000 Eq. 28-30).
 // docs/math.md §5 has the derivation and where the seed's code differs.
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,14 @@ struct FldpCaseResult {
   std::int64_t ihvp_iterations = 0;
   double ihvp_residual = 0.0;             // largest relative residual of the case's solves
   bool residual_above_tolerance = false;  // ihvp_residual above influence.rtol (cg)
+  // Whether each retrain can be trusted (docs/outputs.md): ||grad h'|| where it stopped and, with
+  // influence.spectrum, the smallest Hessian eigenvalue of h' there (NaN: not computed), for the
+  // expected retrain and each re-randomized one; the flags follow from them at the sweep's end.
+  double expected_gradient_norm = std::numeric_limits<double>::quiet_NaN();
+  double expected_min_eigenvalue = std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> retrain_gradient_norm, retrain_min_eigenvalue;  // per re-randomized retrain
+  bool expected_converged = true, expected_saddle = false;
+  std::vector<char> retrain_converged, retrain_saddle;  // per re-randomized retrain
 };
 
 struct FldpResult {
@@ -84,7 +93,10 @@ struct FldpResult {
 };
 
 /// Collective. `theta` is the trained model; `training` drives full retrains. With `checkpoint`,
-/// the sweep is resumable, one case a unit: a restart skips the finished cases.
+/// the sweep is resumable, one case a unit: a restart skips the finished cases, and a stop inside
+/// a case (its estimate's CG solves, its Newton retrains and refinement) saves the case so far and
+/// the interrupted solve's or Newton run's state, which a restart continues (docs/operations.md
+/// "Stops inside a unit").
 FldpResult run_fldp(Federation& federation, const std::vector<double>& theta,
                     const InfluenceConfig& influence, const FldpConfig& config,
                     const FederationConfig& training, bool progress,

@@ -27,6 +27,13 @@ struct BlockCgSettings {
   double rtol = 1e-10;                 // per column: ||b - H x|| <= rtol ||b||
   int max_iterations = 0;              // per column; 0 = 10 p + 100
   BlockPreconditioner preconditioner;  // empty: none
+  /// Polled (collectively when the operator is a collective) after every block iteration that
+  /// leaves columns to solve: true ends the solve there with BlockCgOutcome::interrupted
+  /// (docs/operations.md "Stops inside a unit").
+  std::function<bool()> stop_poll;
+  /// Continue the interrupted solve of the same B that this state describes (null: a fresh
+  /// start; X's initial guesses are then not read).
+  const std::vector<double>* resume = nullptr;
 };
 
 struct BlockCgOutcome {
@@ -35,6 +42,8 @@ struct BlockCgOutcome {
   long column_products = 0;          // Hessian products in all (search blocks and residuals)
   bool converged = true;             // every column reached rtol on its true residual
   bool indefinite = false;           // a search block met non-positive curvature
+  bool interrupted = false;          // stop_poll ended it: `state` continues it, X is unset
+  std::vector<double> state;         // the interrupted solve's state (block_cg.cpp)
 };
 
 /// X = H^-1 B for k columns (B, X: k x p row-major; X holds the initial guesses). A collective
@@ -55,8 +64,17 @@ class BlockIhvpSolver {
   BlockIhvpSolver(const IhvpConfig& config, HessianOperator& hessian);
   /// A solution known already (x = H^-1 b): later blocks start from their projection onto it.
   void add_solution(const double* x, const double* b);
-  /// X = H^-1 B (k x p row-major; X overwritten).
+  /// X = H^-1 B (k x p row-major; X overwritten). With a stop poll set, the outcome may be
+  /// interrupted (its state continues it through resume_next).
   BlockCgOutcome solve(const double* B, double* X, int k);
+  /// Stops inside a block solve (docs/operations.md "Stops inside a unit"): `poll` is called after
+  /// every block iteration, collectively; empty: solves run to their end.
+  void set_stop_poll(std::function<bool()> poll) { settings_.stop_poll = std::move(poll); }
+  /// The next solve, of the same B, continues the interrupted one `state` describes: the same
+  /// operations in the same order, so the same bits as an uninterrupted solve.
+  void resume_next(std::vector<double> state) { resume_ = std::move(state); }
+  /// The block iterations done before the interruption `state` describes.
+  static int interrupted_iterations(const std::vector<double>& state);
 
  private:
   void initial_guess(const double* B, double* X, int k) const;
@@ -66,6 +84,7 @@ class BlockIhvpSolver {
   BlockCgSettings settings_;
   bool preconditioner_made_ = false;
   std::vector<double> solutions_, images_;  // earlier x and H x = b, count x p
+  std::vector<double> resume_;              // the state the next solve continues (resume_next)
 };
 
 }  // namespace fluence

@@ -86,21 +86,13 @@ struct ClientInfluence {
 void check_hessian_spectrum(HessianOperator& hessian, const InfluenceConfig& config,
                             std::optional<HessianSpectrum>& spectrum, double& damping);
 
-/// A Newton retrain a stop may end between steps (docs/operations.md "Stops inside a unit").
-struct RetrainStop {
-  std::function<bool()> poll;  // collective, before every Newton step
-  bool resume = false;         // continue from `from` with `progress` (in), where it stopped (out)
-  std::vector<double> from;
-  NewtonProgress progress;
-  bool interrupted = false;  // out: the poll ended it; the returned model is its iterate
-};
-
 /// Collective: the model the federation's included clients retrain to from the trained `theta`
 /// (influence.retrain_mode). With `stop`, a Newton retrain (retrain_mode = "newton") can be
-/// interrupted and continued; the other modes run to their end.
+/// interrupted and continued (stop->stopped(): the returned model is its iterate); the other
+/// modes run to their end.
 std::vector<double> retrained_model(Federation& federation, const std::vector<double>& theta,
                                     const InfluenceConfig& config, const FederationConfig& training,
-                                    RetrainStop* stop = nullptr);
+                                    InterruptibleNewton* stop = nullptr);
 
 /// Collective. `theta` should be the trained minimizer; `training` is used for full retraining.
 /// With `checkpoint`, the sweep is resumable; its units: each client's solve (its parameter-change

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "fluence/core/config.hpp"
+#include "fluence/core/resume.hpp"
 #include "fluence/influence/hessian_operator.hpp"
 
 namespace fluence {
@@ -102,6 +103,17 @@ class IhvpSolver {
     return 0;
   }
 };
+
+/// Collective: `solve` (one solve by `solver`) as the unit `key` of `partial` that a stop may
+/// interrupt at the solver's fine boundaries (docs/operations.md "Stops inside a unit"): when
+/// `partial` holds this unit's state, the solve continues it ("resuming NAME after k
+/// iterations"), else it starts afresh. Interrupted: `partial` holds the solver's state and false
+/// is returned (the caller writes the checkpoint). A null `partial`, or a solver that cannot
+/// continue bitwise, runs to its end. The poll is collective: the solve must be one every rank
+/// takes part in.
+bool interruptible_solve(IhvpSolver& solver, PartialUnit* partial, const std::vector<double>& key,
+                         const std::string& name, const std::function<SolveReport()>& solve,
+                         SolveReport& report);
 
 /// The solver for `config.method` on `hessian` (kept by reference). InputError when the method
 /// does not fit (explicit with p above explicit_max_parameters).

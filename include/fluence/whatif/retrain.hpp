@@ -85,11 +85,17 @@ class PerturbedObjective {
   std::vector<double> point_;
 };
 
+/// Collective: the smallest eigenvalue of the Hessian of h_S at `theta` (the active records' as
+/// set; SLEPc, influence/spectrum.hpp), the curvature where a retrain stopped.
+double perturbed_min_eigenvalue(PerturbedObjective& objective, const std::vector<double>& theta,
+                                double tolerance);
+
 struct RetrainReport {
   int iterations = 0;  // Newton steps
   long hessian_products = 0;
   double gradient_norm = 0.0;
   bool converged = false;
+  bool interrupted = false;  // a stop ended it between Newton steps: theta is its iterate
 };
 
 /// Minimizes the perturbed objective from `theta` (in/out) by the one Newton's method
@@ -97,8 +103,10 @@ struct RetrainReport {
 /// h_S by CG preconditioned with the clean Hessian at the trained optimum (`clean_hessian`,
 /// factored once): the two differ only on the perturbed records and by the move of theta, so one
 /// or two products usually suffice. Where forward loss correction makes h_S non-convex and CG
-/// meets negative curvature, the step is damped (Levenberg-Marquardt).
+/// meets negative curvature, the step is damped (Levenberg-Marquardt). With `stop`, a stop may end
+/// it between steps and a restart continue it (core/newton.hpp).
 RetrainReport newton_retrain(PerturbedObjective& objective, IhvpSolver& clean_hessian,
-                             std::vector<double>& theta, double tolerance, int max_iterations);
+                             std::vector<double>& theta, double tolerance, int max_iterations,
+                             InterruptibleNewton* stop = nullptr);
 
 }  // namespace fluence

@@ -87,6 +87,13 @@ struct WhatifVariantResult {
   std::vector<double> actual;            // K x E x R, when retrained
   std::vector<double> expected_retrain;  // K x E, when retrained
   EstimateMetrics first, second;
+  // Each retrain's final ||grad h_S|| (as actual and expected_retrain), and the metrics again over
+  // the trusted cells only: the (fraction, eps) whose retrains all reached retrain_tolerance.
+  std::vector<double> actual_gradient_norm, expected_gradient_norm;
+  // With influence.spectrum: the smallest Hessian eigenvalue of h_S at each retrain (NaN: not
+  // computed), and whether it is a saddle point (on the trained model's lambda_max scale).
+  std::vector<double> actual_min_eigenvalue, expected_min_eigenvalue;
+  EstimateMetrics first_trusted, second_trusted;
 };
 
 struct WhatifResult {
@@ -105,13 +112,17 @@ struct WhatifResult {
   long retrain_iterations = 0;        // Newton steps over every retrain
   long retrain_hessian_products = 0;  // products by the perturbed Hessian over every retrain
   double worst_gradient_norm = 0.0;   // largest final ||grad|| of any retrain
+  double eigenvalue_max = 0.0;        // of the trained model's Hessian (saddle test scale; 0: none)
 };
 
 /// Collective. `theta` is the trained minimizer of the clean objective. With `checkpoint`, the
 /// sweep is resumable; its units, in this order: the second-order estimates of one (variant, eps)
 /// over every fraction (K solves), then the retrains of one (variant, eps, draw or the
 /// expectation) over every fraction (K retrains, each warm-started from the previous fraction's).
-/// A restart skips the finished units; s_test and the first-order estimates are recomputed.
+/// A restart skips the finished units; s_test and the first-order estimates are recomputed. A stop
+/// inside a unit (at a CG iteration of one fraction's solve, or a Newton step of one fraction's
+/// retrain) saves it, and a restart continues it from that fraction (docs/operations.md "Stops
+/// inside a unit").
 WhatifResult run_whatif(Federation& federation, const std::vector<double>& theta,
                         const InfluenceConfig& influence, const WhatifConfig& config, bool progress,
                         SweepCheckpoint* checkpoint = nullptr);
