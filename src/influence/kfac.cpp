@@ -159,7 +159,7 @@ void add_kfac_factor_sums(const Network& network, const double* x, std::size_t r
         const int out = layer.outputs, width = layer.width();
         // SYRKs fill the upper triangles; the sums are mirrored once they are complete. For a
         // convolution the n rows are (image, position) pairs: the sums over positions of
-        // docs/math.md eq. (3.2.4), the 1/|T| of G applied in normalize_kfac_sums.
+        // docs/math.md eq. (3.2.5), the 1/|T| of G applied in normalize_kfac_sums.
         cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, out, n, 1.0, g, out, 1.0,
                     layer.output_factor.data(), out);
         if (c != 0) return;  // the inputs are the same for every direction
