@@ -76,8 +76,8 @@ void register_ihvp_keys(DeckSchema& schema) {
   using T = KeyType;
   schema.add({
       choice("influence.solver", "\"cg\"", {"cg", "explicit", "lissa", "lowrank", "ekfac"},
-             "IHVP solver (`ekfac`: a network's EK-FAC inverse, no iterations, scored against "
-             "exact CG in the output; docs/math.md §3.2)"),
+             "IHVP solver (`ekfac`: a network's EK-FAC inverse, mlp or cnn, no iterations, "
+             "scored against exact CG in the output; docs/math.md §3.2)"),
       below_maximum(key("influence.rtol", T::real, "1e-10",
                         "cg: stop when ‖b − Hx‖ ≤ rtol ‖b‖ (PETSc `-ihvp_ksp_rtol` overrides)", 0.0,
                         1.0, true)),
@@ -87,7 +87,8 @@ void register_ihvp_keys(DeckSchema& schema) {
              "cg: Jacobi from the exact Hessian diagonal, or kronecker: (G ⊗ A + (l2 + damping) "
              "I)⁻¹ from the softmax and feature factors (docs/math.md §3.1), both only "
              "for the logistic model; kfac: K-FAC's layer-wise (G ⊗ A + (l2 + damping) I)⁻¹ "
-             "for an mlp (docs/math.md §3.2); or none; `auto` = jacobi for logistic, none for "
+             "for an mlp or a cnn (dense layers and convolutions, docs/math.md §3.2); or none; "
+             "`auto` = jacobi for logistic, none for "
              "mlp and cnn"),
       key("influence.warm_start", T::boolean, "true",
           "cg: start each solve from the projection onto earlier solutions"),
@@ -128,17 +129,18 @@ IhvpConfig IhvpConfig::from_deck(const Deck& deck) {
   config.preconditioner = preconditioner == "auto"
                               ? (logistic ? IhvpPreconditioner::jacobi : IhvpPreconditioner::none)
                               : parse_ihvp_preconditioner(preconditioner);
-  const bool mlp = deck.string("model.type") == "mlp";
-  if (config.preconditioner == IhvpPreconditioner::kfac && !mlp)
+  // K-FAC factors dense layers and convolutions (docs/math.md §3.2, §3.2.1): every network.
+  const bool network = deck.string("model.type") == "mlp" || deck.string("model.type") == "cnn";
+  if (config.preconditioner == IhvpPreconditioner::kfac && !network)
     throw InputError(fmt::format(
-        "{}: influence.preconditioner = \"kfac\" needs model.type = \"mlp\" (a network of dense "
-        "layers), not \"{}\"; {}",
+        "{}: influence.preconditioner = \"kfac\" needs a network (model.type = \"mlp\" or "
+        "\"cnn\"), not \"{}\"; {}",
         deck.where("influence.preconditioner"), deck.string("model.type"),
         logistic ? "the logistic model has \"kronecker\"" : "use \"auto\" or \"none\""));
-  if (config.method == IhvpMethod::ekfac && !mlp)
+  if (config.method == IhvpMethod::ekfac && !network)
     throw InputError(fmt::format(
-        "{}: influence.solver = \"ekfac\" needs model.type = \"mlp\" (a network of dense "
-        "layers), not \"{}\"",
+        "{}: influence.solver = \"ekfac\" needs a network (model.type = \"mlp\" or \"cnn\"), "
+        "not \"{}\"",
         deck.where("influence.solver"), deck.string("model.type")));
   if (config.preconditioner != IhvpPreconditioner::none &&
       config.preconditioner != IhvpPreconditioner::kfac && !logistic)

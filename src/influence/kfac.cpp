@@ -37,12 +37,12 @@ const double* with_bias_column(const KfacLayer& layer, const double* a, int rows
   return buffer.data();
 }
 
-// Layer index in the network -> index in factors.layers.
-std::vector<int> dense_index(const Network& network) {
+// Layer index in the network -> index in factors.layers (dense layers and convolutions).
+std::vector<int> factored_index(const Network& network) {
   std::vector<int> index(network.layers().size(), -1);
   int k = 0;
   for (std::size_t l = 0; l < network.layers().size(); ++l)
-    if (network.layers()[l].kind == LayerKind::dense) index[l] = k++;
+    if (network.layers()[l].parametric()) index[l] = k++;
   return index;
 }
 
@@ -72,21 +72,51 @@ void unflatten(const double* in, KfacFactors& f) {
   });
 }
 
+// EK-FAC's sums for one group of images of a convolution (docs/math.md eq. (3.2.7)): the
+// gradient of v_c . z of image i in the layer's [W b] is the sum over its positions t of
+// g_it ā_it^T (F x width), and λ_ij sums its squared coordinates in the eigenbasis,
+// (q_G,i^T (sum_t g_it ā_it^T) q_A,j)^2. Unlike a dense layer's, this does not split into a
+// factor per output and one per input, so each image's gradient is formed (one GEMM over its
+// positions), rotated by Q_G image by image and by Q_A for the whole group in one GEMM, and
+// squared. rows = images x positions; each direction's call adds its own squares.
+void add_convolution_corrections(KfacLayer& layer, int rows, const double* a, const double* g,
+                                 const std::vector<double>& qg, const std::vector<double>& qa,
+                                 std::vector<double>& augmented, std::vector<double>& gradients,
+                                 std::vector<double>& rotated) {
+  const int out = layer.outputs, width = layer.width(), positions = layer.positions;
+  const int images = rows / positions;
+  const auto block = static_cast<std::size_t>(out) * width;
+  const double* ab = with_bias_column(layer, a, rows, augmented);
+  gradients.resize(static_cast<std::size_t>(images) * block);
+  rotated.resize(static_cast<std::size_t>(images) * block);
+  for (int i = 0; i < images; ++i) {
+    const auto first = static_cast<std::size_t>(i) * positions;
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, width, positions, 1.0,
+                g + first * out, out, ab + first * width, width, 0.0, gradients.data() + i * block,
+                width);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, out, width, out, 1.0, qg.data(), out,
+                gradients.data() + i * block, width, 0.0, rotated.data() + i * block, width);
+  }
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, images * out, width, width, 1.0,
+              rotated.data(), width, qa.data(), width, 0.0, gradients.data(), width);
+  for (int i = 0; i < images; ++i)
+    for (std::size_t k = 0; k < block; ++k) {
+      const double value = gradients[i * block + k];
+      layer.corrected[k] += value * value;
+    }
+}
+
 }  // namespace
 
 const Network& kfac_network(const Model& model, const char* use) {
   const auto* network = model.network();
-  bool dense = network != nullptr;
-  if (network)
-    for (const Layer& layer : network->layers())
-      if (layer.kind == LayerKind::conv2d) dense = false;
-  if (!dense)
+  if (!network)
     throw InputError(fmt::format(
-        "{} needs a network of dense layers (model.type = \"mlp\"), not model.type = \"{}\"{}", use,
+        "{} needs a network (model.type = \"mlp\" or \"cnn\"), not model.type = \"{}\"{}", use,
         model.type(),
         model.linear() ? ": the logistic model has its own, influence.preconditioner = "
                          "\"kronecker\""
-                       : " (K-FAC for convolutions is not implemented)"));
+                       : ""));
   return *network;
 }
 
@@ -94,13 +124,21 @@ KfacFactors kfac_shapes(const Network& network, bool corrected) {
   KfacFactors f;
   f.parameters = network.parameters();
   for (const Layer& layer : network.layers()) {
-    if (layer.kind != LayerKind::dense) continue;
+    if (!layer.parametric()) continue;
     KfacLayer k;
     k.weights = layer.weights;
     k.biases = layer.biases;
-    k.outputs = static_cast<int>(layer.out.size());
-    k.inputs = static_cast<int>(layer.in.size());
     k.bias = layer.bias_count > 0;
+    if (layer.kind == LayerKind::conv2d) {
+      // Filters x (ky, kx, c) patches (network.hpp's layout), shared by every output position.
+      k.convolution = true;
+      k.outputs = layer.out.channels;
+      k.inputs = layer.kernel * layer.kernel * layer.in.channels;
+      k.positions = layer.out.height * layer.out.width;
+    } else {
+      k.outputs = static_cast<int>(layer.out.size());
+      k.inputs = static_cast<int>(layer.in.size());
+    }
     const auto out = static_cast<std::size_t>(k.outputs),
                width = static_cast<std::size_t>(k.width());
     k.output_factor.assign(out * out, 0.0);
@@ -113,13 +151,15 @@ KfacFactors kfac_shapes(const Network& network, bool corrected) {
 
 void add_kfac_factor_sums(const Network& network, const double* x, std::size_t rows,
                           const double* theta, KfacFactors& sums, Workspace& work) {
-  const std::vector<int> index = dense_index(network);
+  const std::vector<int> index = factored_index(network);
   std::vector<double> augmented;
   network.visit_curvature_directions(
       x, rows, theta, work, [&](std::size_t l, int n, int c, const double* a, const double* g) {
         KfacLayer& layer = sums.layers[static_cast<std::size_t>(index[l])];
         const int out = layer.outputs, width = layer.width();
-        // SYRKs fill the upper triangles; the sums are mirrored once they are complete.
+        // SYRKs fill the upper triangles; the sums are mirrored once they are complete. For a
+        // convolution the n rows are (image, position) pairs: the sums over positions of
+        // docs/math.md eq. (3.2.5), the 1/|T| of G applied in normalize_kfac_sums.
         cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, out, n, 1.0, g, out, 1.0,
                     layer.output_factor.data(), out);
         if (c != 0) return;  // the inputs are the same for every direction
@@ -132,9 +172,9 @@ void add_kfac_factor_sums(const Network& network, const double* x, std::size_t r
 void add_kfac_correction_sums(const Network& network, const double* x, std::size_t rows,
                               const double* theta, const KfacCurvature& curvature,
                               KfacFactors& sums, Workspace& work) {
-  const std::vector<int> index = dense_index(network);
+  const std::vector<int> index = factored_index(network);
   const int C = network.classes();
-  std::vector<double> augmented, rotated;
+  std::vector<double> augmented, rotated, gradients;
   std::vector<std::vector<double>> input_squares(sums.layers.size()),
       output_squares(sums.layers.size());
   network.visit_curvature_directions(
@@ -142,6 +182,10 @@ void add_kfac_correction_sums(const Network& network, const double* x, std::size
         const auto k = static_cast<std::size_t>(index[l]);
         KfacLayer& layer = sums.layers[k];
         const int out = layer.outputs, width = layer.width();
+        if (layer.convolution)
+          return add_convolution_corrections(layer, n, a, g, curvature.output_vectors(k),
+                                             curvature.input_vectors(k), augmented, gradients,
+                                             rotated);
         auto& u = output_squares[k];
         auto& w = input_squares[k];
         if (c == 0) {  // (Q_A^T ā_r)_j^2 for every row, and the direction sums restarted
@@ -172,6 +216,8 @@ KfacCurvature::KfacCurvature(const KfacFactors& factors)
     block.shape.outputs = layer.outputs;
     block.shape.inputs = layer.inputs;
     block.shape.bias = layer.bias;
+    block.shape.convolution = layer.convolution;
+    block.shape.positions = layer.positions;
     block.qg = layer.output_factor;
     block.qa = layer.input_factor;
     block.g = symmetric_eigendecomposition(block.qg, layer.outputs, "K-FAC output-gradient factor");
@@ -275,8 +321,12 @@ void normalize_kfac_sums(KfacFactors& f, double rows) {
   for (auto& layer : f.layers) {
     mirror_upper(layer.output_factor, layer.outputs);
     mirror_upper(layer.input_factor, layer.width());
-    for (auto* part : {&layer.output_factor, &layer.input_factor})
-      for (auto& value : *part) value *= scale;
+    // A convolution's G is the mean over positions too (KFC's spatial homogeneity, docs/math.md
+    // eq. (3.2.5)); a dense layer has one position, and the same scale bit for bit.
+    const double output_scale =
+        layer.positions > 1 && rows > 0.0 ? 1.0 / (rows * layer.positions) : scale;
+    for (auto& value : layer.output_factor) value *= output_scale;
+    for (auto& value : layer.input_factor) value *= scale;
   }
 }
 

@@ -158,6 +158,11 @@ class Passes {
   // below the activation, since the activation's backward works in place).
   const T* output_delta(std::size_t l) const { return delta_[l]; }
   T* r_logit_delta() { return r_delta_.back(); }
+  // The im2col rows of images [r0, r0 + n) of convolution l's input `in` (n x positions rows of
+  // its patches), made in the layer's column buffer.
+  const T* patch_rows(std::size_t l, const T* in, int r0, int n) {
+    return columns(l, in, r0, n, b_.col[l]);
+  }
   double* squared_norms() { return b_.squared_norms.data(); }
   double* row_scale() { return b_.row_scale.data(); }
 
@@ -1016,9 +1021,6 @@ void Network::clipped_gradient_sum(const double* x, const std::int32_t* y, std::
 
 void Network::visit_curvature_directions(const double* x, std::size_t rows, const double* theta,
                                          Workspace& work, const CurvatureVisitor& visit) const {
-  for (const Layer& layer : layers_)
-    if (layer.kind == LayerKind::conv2d)
-      throw std::invalid_argument("K-FAC factors are implemented for dense layers only");
   const std::size_t D = features(), C = static_cast<std::size_t>(classes_);
   Passes<double> passes(layers_, classes_, true, false, pass_buffers<double>(work),
                         std::min(rows, block_rows_));
@@ -1038,10 +1040,24 @@ void Network::visit_curvature_directions(const double* x, std::size_t rows, cons
           delta[r * C + j] = root * ((j == c ? 1.0 : 0.0) - pr[j]);
       }
       passes.backward(theta, input, n, nullptr, 0.0, 0.0);
-      for (std::size_t l = 0; l < layers_.size(); ++l)
-        if (layers_[l].kind == LayerKind::dense)
-          visit(l, n, static_cast<int>(c), l ? passes.activation(l - 1) : input,
-                passes.output_delta(l));
+      for (std::size_t l = 0; l < layers_.size(); ++l) {
+        const Layer& layer = layers_[l];
+        const double* in = l ? passes.activation(l - 1) : input;
+        if (layer.kind == LayerKind::dense) {
+          visit(l, n, static_cast<int>(c), in, passes.output_delta(l));
+        } else if (layer.kind == LayerKind::conv2d) {
+          // A group of conv_rows images at a time, so that the im2col rows stay in the layer's
+          // column buffer (about 4 MB of doubles) whatever the block; the deltas are NHWC, one
+          // row of filters per (image, position), in the im2col rows' order.
+          const std::size_t positions = std::size_t(layer.out.height) * layer.out.width;
+          for (int r0 = 0; r0 < n; r0 += layer.conv_rows) {
+            const int images = std::min(layer.conv_rows, n - r0);
+            visit(l, images * static_cast<int>(positions), static_cast<int>(c),
+                  passes.patch_rows(l, in, r0, images),
+                  passes.output_delta(l) + std::size_t(r0) * layer.out.size());
+          }
+        }
+      }
     }
   }
 }

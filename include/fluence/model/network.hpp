@@ -122,13 +122,16 @@ class Network final : public Model {
                             const double* theta, double clip, double* out, Workspace& work,
                             double* norms = nullptr) const override;
 
-  /// What K-FAC's factors are made of (influence/kfac.hpp, docs/math.md §3.2). With p_r the
-  /// softmax probabilities of row r at theta and the C directions v_rc = sqrt(p_rc) (e_c - p_r),
-  /// whose outer products sum to the head's Hessian diag(p_r) - p_r p_r^T: for each block of rows
-  /// (block_rows() at most), each c in ascending order and each dense layer l in ascending order,
-  /// visit(l, rows, c, a, g) with a the layer's inputs (rows x in) and g the gradients of
-  /// v_rc . z_r with respect to its outputs before the activation (rows x out). Networks with a
-  /// convolution are refused (std::invalid_argument).
+  /// What K-FAC's factors are made of (influence/kfac.hpp, docs/math.md §3.2, §3.2.1). With p_r
+  /// the softmax probabilities of row r at theta and the C directions v_rc = sqrt(p_rc) (e_c -
+  /// p_r), whose outer products sum to the head's Hessian diag(p_r) - p_r p_r^T: for each block of
+  /// rows (block_rows() at most), each c in ascending order and each parametric layer l in
+  /// ascending order, visit(l, rows, c, a, g). A dense layer is visited once per block: a its
+  /// inputs (rows x in), g the gradients of v_rc . z_r with respect to its outputs before the
+  /// activation (rows x out). A convolution is visited once per group of Layer::conv_rows images of
+  /// the block, with rows = images x positions: a the im2col rows of its input ((image, oy, ox) x
+  /// (ky, kx, c)), g the gradients with respect to its outputs before the activation at each
+  /// (image, oy, ox) (rows x filters).
   using CurvatureVisitor = std::function<void(std::size_t layer, int rows, int direction,
                                               const double* inputs, const double* gradients)>;
   void visit_curvature_directions(const double* x, std::size_t rows, const double* theta,
