@@ -1170,7 +1170,10 @@ class IdxFile {
     // One byte beyond the promise: a file holding more fills it and is refused below.
     const std::size_t available = std::min(header_bytes_ + items_, capacity_) + 1;
     inflated_.reset(new unsigned char[available]);  // uninitialized: inflation writes it once
-    populate_pages(inflated_.get(), available);
+    // Mapped at once only when the gzip trailer's size (mod 2^32, of the last member) agrees with
+    // the header, as in a one-member file: a header that lies commits no memory before the check.
+    if (trailer_size() == static_cast<std::uint32_t>(available - 1))
+      populate_pages(inflated_.get(), available);
     check_size(inflate_members(available) - std::min(inflated_size_, header_bytes_));
     return inflated_.get() + header_bytes_;
   }
@@ -1196,6 +1199,14 @@ class IdxFile {
       got += static_cast<std::size_t>(count);
     }
     return got;
+  }
+
+  // The last 4 bytes of the mapped gzip file (ISIZE, little-endian); 0 for a file too short.
+  std::uint32_t trailer_size() const {
+    if (mapped_->size() < 18) return 0;  // shorter than a gzip header and trailer
+    const unsigned char* trailer = mapped_->data() + mapped_->size() - 4;
+    return std::uint32_t{trailer[0]} | std::uint32_t{trailer[1]} << 8 |
+           std::uint32_t{trailer[2]} << 16 | std::uint32_t{trailer[3]} << 24;
   }
 
   // Inflates the gzip members of the mapped file into inflated_ (`available` bytes); returns the
