@@ -4,7 +4,7 @@ set -euo pipefail
 packages=(cmake g++ make pkg-config clang-format git
   petsc-dev slepc-dev libhdf5-openmpi-dev openmpi-bin libopenmpi-dev
   libgtest-dev libgmock-dev libbenchmark-dev libtomlplusplus-dev libcli11-dev librandom123-dev
-  libfmt-dev libopenblas-dev zlib1g-dev libfftw3-dev libsimdjson-dev
+  libfmt-dev libopenblas-dev zlib1g-dev libdeflate-dev libfftw3-dev libsimdjson-dev
   python3-h5py python3-matplotlib python3-numpy python3-xarray python3-h5netcdf python3-netcdf4
   python3-pandas python3-yaml
   dataset-fashion-mnist weka

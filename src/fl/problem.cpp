@@ -235,6 +235,49 @@ void attach_codes(const FederatedProblem& problem, Client& client) {
 
 namespace {
 
+// `rows` of `table` encoded as doubles (with `want_features`) and, with `coding`, as its 8-bit
+// codes where the values allow (`coded`), the arrays grown block by block. A rank's clients' rows
+// are some 200 MB of fresh memory: sized up front, the arrays were zeroed in one pass and written
+// in a second; grown by blocks that stay in cache, their pages mapped in one call beforehand
+// (reserve_populated), they are written once, and each block's table rows are read once for both
+// encodings. Every row is encoded alone, so the values are those of
+// one Encoding::encode (encode_bytes) over all the rows.
+struct EncodedRows {
+  std::vector<double> features;
+  std::vector<std::uint8_t> codes;
+  bool coded = false;
+};
+
+EncodedRows encode_rows(const Encoding& encoding, const Table& table,
+                        const std::vector<std::int64_t>& rows, const std::int32_t* categorical,
+                        const ByteCoding* coding, bool want_features) {
+  constexpr std::size_t kBlockRows = 32;  // 200 KB of doubles for a 784-pixel image
+  const auto width = static_cast<std::size_t>(encoding.width());
+  const auto nc = static_cast<std::size_t>(table.categorical_count());
+  EncodedRows out;
+  out.coded = coding != nullptr;
+  if (want_features) reserve_populated(out.features, rows.size() * width);
+  if (out.coded) reserve_populated(out.codes, rows.size() * width);
+  std::vector<std::int64_t> block;
+  for (std::size_t first = 0; first < rows.size(); first += kBlockRows) {
+    const std::size_t count = std::min(kBlockRows, rows.size() - first);
+    block.assign(rows.begin() + static_cast<std::ptrdiff_t>(first),
+                 rows.begin() + static_cast<std::ptrdiff_t>(first + count));
+    const std::int32_t* block_categorical = categorical ? categorical + first * nc : nullptr;
+    if (want_features) {
+      out.features.resize((first + count) * width);
+      encoding.encode(table, block, block_categorical, out.features.data() + first * width);
+    }
+    if (out.coded) {
+      out.codes.resize((first + count) * width);
+      out.coded = encoding.encode_bytes(table, block, block_categorical, *coding,
+                                        out.codes.data() + first * width);
+      if (!out.coded) out.codes = {};
+    }
+  }
+  return out;
+}
+
 Client make_client(const FederatedProblem& problem, int id) {
   const auto& rows = problem.client_rows[id];
   const Table& train = problem.data.train;
@@ -247,12 +290,13 @@ Client make_client(const FederatedProblem& problem, int id) {
                 nc, original_categorical.begin() + i * nc);
     original_labels[i] = train.label[rows[i]];
   }
-  const Encoding& encoding = problem.encoding_of(id);
-  std::vector<double> features(rows.size() * encoding.width());
-  encoding.encode(train, rows, categorical.data(), features.data());
+  // The codes as attach_codes makes them, in the same pass as the features.
+  const auto& coding = problem.coding_of(id);
+  EncodedRows encoded =
+      encode_rows(problem.encoding_of(id), train, rows, categorical.data(), coding.get(), true);
   Client client(id, rows, std::move(original_categorical), std::move(original_labels),
-                std::move(categorical), std::move(labels), std::move(features));
-  attach_codes(problem, client);
+                std::move(categorical), std::move(labels), std::move(encoded.features));
+  if (encoded.coded) client.set_codes(std::move(encoded.codes), coding);
   return client;
 }
 
@@ -297,17 +341,16 @@ TestShard make_test_shard(const Table& test, const Encoding& encoding,
   std::vector<std::int64_t> rows(shard.rows);
   for (std::size_t i = 0; i < shard.rows; ++i)
     rows[i] = static_cast<std::int64_t>(shard.first_row + i);
-  shard.features.resize(shard.rows * encoding.width());
-  encoding.encode(test, rows, nullptr, shard.features.data());
+  EncodedRows encoded = encode_rows(encoding, test, rows, nullptr, coding.get(), true);
+  shard.features = std::move(encoded.features);
   shard.labels.assign(test.label.begin() + shard.first_row,
                       test.label.begin() + shard.first_row + shard.rows);
-  std::vector<std::uint8_t> codes(shard.rows * encoding.width());
-  if (coding && encoding.encode_bytes(test, rows, nullptr, *coding, codes.data())) {
+  if (encoded.coded) {
     static_assert(TestShard::kTestChunkRows % kCodeBlockRows == 0);
     shard.coding = coding;
     shard.blocked_codes.resize((shard.rows + kCodeBlockRows - 1) / kCodeBlockRows * kCodeBlockRows *
                                encoding.width());
-    block_codes(codes.data(), shard.rows, encoding.width(), shard.blocked_codes.data());
+    block_codes(encoded.codes.data(), shard.rows, encoding.width(), shard.blocked_codes.data());
   }
   return shard;
 }
@@ -321,16 +364,14 @@ TestShard make_network_test_set(const Table& test, const Encoding& encoding,
   std::vector<std::int64_t> rows(test.rows);
   std::iota(rows.begin(), rows.end(), 0);
   shard.all_labels = test.label;
-  if (coding) {
-    shard.all_codes.resize(test.rows * encoding.width());
-    if (encoding.encode_bytes(test, rows, nullptr, *coding, shard.all_codes.data())) {
-      shard.coding = coding;
-      return shard;
-    }
-    shard.all_codes.clear();
+  // The codes alone where the values allow, else the doubles.
+  EncodedRows encoded = encode_rows(encoding, test, rows, nullptr, coding.get(), false);
+  if (encoded.coded) {
+    shard.coding = coding;
+    shard.all_codes = std::move(encoded.codes);
+    return shard;
   }
-  shard.all_features.resize(test.rows * encoding.width());
-  encoding.encode(test, rows, nullptr, shard.all_features.data());
+  shard.all_features = encode_rows(encoding, test, rows, nullptr, nullptr, true).features;
   return shard;
 }
 
@@ -524,9 +565,9 @@ FederatedProblem build_problem(const Deck& deck) {
     const auto& test_rows = problem.client_test_rows[id];
     if (test_rows.empty()) continue;
     // Under "per_client" the client's local test rows take its training rows' statistics.
-    const Encoding& encoding = problem.encoding_of(id);
-    std::vector<double> features(test_rows.size() * encoding.width());
-    encoding.encode(problem.data.train, test_rows, nullptr, features.data());
+    std::vector<double> features =
+        encode_rows(problem.encoding_of(id), problem.data.train, test_rows, nullptr, nullptr, true)
+            .features;
     std::vector<std::int32_t> labels;
     for (auto row : test_rows) labels.push_back(problem.data.train.label[row]);
     problem.clients.back().set_local_test(std::move(features), std::move(labels));

@@ -609,6 +609,35 @@ TEST_F(IdxTest, CorruptGzipIsNamed) {
   expect_input_error([&] { read_idx(directory_.string()); }, {file});
 }
 
+// The images are inflated whole by libdeflate, one gzip member at a time: a file of several
+// members (`cat a.gz b.gz`, which gunzip and zlib read as one) gives all its bytes, and one holding
+// more than its header promises is refused with the count of what it holds.
+TEST_F(IdxTest, GzipOfSeveralMembersIsReadWholeAndExtraBytesAreNamed) {
+  write_valid_set();
+  const auto whole = read_idx(directory_.string());
+  const auto file = path("train-images-idx3-ubyte.gz");
+  fs::remove(path("train-images-idx3-ubyte"));
+  write_idx(file, {3, 2, 2}, {train_pixels_.begin(), train_pixels_.begin() + 5}, true);
+  {
+    gzFile rest = gzopen(file.c_str(), "ab");  // appends a second member
+    ASSERT_NE(rest, nullptr);
+    ASSERT_EQ(gzwrite(rest, train_pixels_.data() + 5, 7), 7);
+    gzclose(rest);
+  }
+  const auto members = read_idx(directory_.string());
+  EXPECT_EQ(members.train.numeric, whole.train.numeric);
+  RowRequest some;
+  some.train = {1};
+  some.test = {0};
+  EXPECT_EQ(
+      read_idx(directory_.string(), &some).train.numeric,
+      (std::vector<double>(whole.train.numeric.begin() + 4, whole.train.numeric.begin() + 8)));
+  train_pixels_.push_back(9);
+  write_idx(file, {3, 2, 2}, train_pixels_, true);
+  expect_input_error([&] { read_idx(directory_.string()); },
+                     {file, "promises 12 bytes of data but the file holds 13"});
+}
+
 TEST_F(IdxTest, TestImageSizeMustMatchTraining) {
   write_valid_set();
   write_idx(path("t10k-images-idx3-ubyte.gz"), {1, 1, 4}, {1, 2, 3, 4}, true);
