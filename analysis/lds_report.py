@@ -9,10 +9,11 @@ Printed on stdout (aligned plain text, or GitHub markdown with
 CG's ``influence.preconditioner`` unless Jacobi, the default), over its runs (seeds): the runs, the
 subsets and the clients each leaves out, the Spearman score ``/lds/score``
 (mean, and the range over the runs), the Pearson correlation of
-``/lds/predicted`` and ``/lds/actual`` (mean), the time of scoring every
-client (``/influence/timing/scores``: the Hessian, s_test and the client
-gradients) and of the exact subset retrains (``/lds/timing/retrain``,
-summed), both as means per run.  ``--runs`` adds a row per file.  Runs of the
+``/lds/predicted`` and ``/lds/actual`` (mean), the time of the estimator's
+s_test (``/influence/timing/s_test``, its set-up included; absent in older
+files), of scoring every client (``/influence/timing/scores``: the
+spectrum, s_test and the client gradients) and of the exact subset retrains
+(``/lds/timing/retrain``, summed), all as means per run.  ``--runs`` adds a row per file.  Runs of the
 same seed share their ground truth (the same subsets and retrains), so the
 estimators of a seed are compared on the same subsets.
 """
@@ -49,6 +50,7 @@ def parse(h5):
             "left_out": int(ids.shape[1]) if len(ids.shape) == 2 else 0,
             "score": report_common.scalar(h5, "/lds/score"),
             "pearson": pearson,
+            "s_test_s": report_common.scalar(h5, "/influence/timing/s_test"),
             "scores_s": report_common.scalar(h5, "/influence/timing/scores"),
             "retrain_s": float(np.sum(h5["/lds/timing/retrain"][...]))}
 
@@ -90,6 +92,7 @@ def table(runs, per_run):
                      ", ".join(f"{m} x {k}" for m, k in shapes),
                      fmt_num(mean(scores)), spread,
                      fmt_num(mean([r["pearson"] for r in group])),
+                     fmt_num(mean([r["s_test_s"] for r in group])),
                      fmt_num(mean([r["scores_s"] for r in group])),
                      fmt_num(mean([r["retrain_s"] for r in group]))])
         if per_run:
@@ -97,18 +100,20 @@ def table(runs, per_run):
                 rows.append([f"  {r['path']}", f"seed {r['seed']}",
                              f"{r['subsets']} x {r['left_out']}",
                              fmt_num(r["score"]), "", fmt_num(r["pearson"]),
-                             fmt_num(r["scores_s"]), fmt_num(r["retrain_s"])])
+                             fmt_num(r["s_test_s"]), fmt_num(r["scores_s"]),
+                             fmt_num(r["retrain_s"])])
     footnote = (
         "LDS: the Spearman correlation over the subset federations of the "
         "predicted test-loss change (the sum of the left-out clients' "
         "scores) and the actual one of the exact retrain; subsets x clients "
-        "left out; times in seconds per run (scoring: the Hessian, s_test and "
-        "every client's score; retrains: the subset federations' exact "
-        "retrains, summed).")
+        "left out; times in seconds per run (s_test: the estimator's solve, "
+        "its set-up included; scoring: the spectrum, s_test and every "
+        "client's score; retrains: the subset federations' exact retrains, "
+        "summed).")
     return Table(title="FL-LDS per estimator", keys=["estimator"],
                  groups=[("", ["runs", "subsets x left out"]),
                          ("LDS", ["Spearman", "range", "Pearson"]),
-                         ("time (s)", ["scoring", "retrains"])],
+                         ("time (s)", ["s_test", "scoring", "retrains"])],
                  rows=rows, footnote=footnote)
 
 

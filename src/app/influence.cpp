@@ -81,6 +81,9 @@ int run_influence(const CommandLine& command_line) {
     write_influence_output(file, problem, config, influence);
     file.scalar("/influence/timing/scores", scores_seconds, "s",
                 "scoring every client (Hessian, s_test, client gradients), retrains included");
+    if (config.scope == HessianScope::federated)
+      file.scalar("/influence/timing/s_test", influence.s_test_seconds, "s",
+                  "s_test by influence.solver, its set-up included (not the spectrum)");
     if (unlearning) write_unlearning_output(file, *unlearning);
     if (lds) write_lds_output(file, *lds);
   });

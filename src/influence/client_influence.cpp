@@ -440,9 +440,11 @@ bool federated_scope(Federation& federation, const InfluenceConfig& config,
           *solver, sweep, PartialUnitKind::s_test, -1,
           [&] { return solve_s_test(*solver, test_gradient, s_test); }, report))
     return false;
-  const double seconds = clock.seconds();
-  log::info("s_test: {} iterations, relative residual {:.3e}", report.iterations,
-            report.relative_residual);
+  double seconds = clock.seconds();
+  MPI_Bcast(&seconds, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);  // rank 0's clock, on every rank
+  result.s_test_seconds = seconds;
+  log::info("s_test: {} iterations, relative residual {:.3e} ({})", report.iterations,
+            report.relative_residual, format_duration(seconds));
   result.iterations.push_back(report.iterations);
   result.relative_residual.push_back(report.relative_residual);
   const auto scores = [&](const std::vector<double>& s) {

@@ -28,8 +28,9 @@ IhvpMethod parse_ihvp_method(const std::string& name) {
   if (name == "lissa") return IhvpMethod::lissa;
   if (name == "lowrank") return IhvpMethod::lowrank;
   if (name == "ekfac") return IhvpMethod::ekfac;
+  if (name == "first_order") return IhvpMethod::first_order;
   throw InputError("unknown IHVP solver '" + name +
-                   "' (allowed: cg, explicit, lissa, lowrank, ekfac)");
+                   "' (allowed: cg, explicit, lissa, lowrank, ekfac, first_order)");
 }
 
 std::string to_string(IhvpMethod method) {
@@ -44,6 +45,8 @@ std::string to_string(IhvpMethod method) {
       return "lowrank";
     case IhvpMethod::ekfac:
       return "ekfac";
+    case IhvpMethod::first_order:
+      return "first_order";
   }
   return "?";
 }
@@ -75,9 +78,12 @@ void register_ihvp_keys(DeckSchema& schema) {
   using namespace deck_keys;
   using T = KeyType;
   schema.add({
-      choice("influence.solver", "\"cg\"", {"cg", "explicit", "lissa", "lowrank", "ekfac"},
-             "IHVP solver (`ekfac`: a network's EK-FAC inverse, mlp or cnn, no iterations, "
-             "scored against exact CG in the output; docs/math.md §3.2)"),
+      choice("influence.solver", "\"cg\"",
+             {"cg", "explicit", "lissa", "lowrank", "ekfac", "first_order"},
+             "IHVP solver (`ekfac`: a network's EK-FAC inverse, mlp or cnn, no iterations, scored "
+             "against exact CG in the output; docs/math.md §3.2; `first_order`: no Hessian solve, "
+             "H ≈ c I with c = bᵀHb / bᵀb along the first right-hand side, s_test's ∇L_test: "
+             "scores from the gradients alone, docs/math.md §3)"),
       below_maximum(key("influence.rtol", T::real, "1e-10",
                         "cg: stop when ‖b − Hx‖ ≤ rtol ‖b‖ (PETSc `-ihvp_ksp_rtol` overrides)", 0.0,
                         1.0, true)),
@@ -547,6 +553,51 @@ class LowRankSolver final : public IhvpSolver {
   Eigenpairs pairs_;
 };
 
+// First-order removal (docs/math.md §3): no inverse Hessian, H ~ c I, so x = b / c and a client's
+// score is (1/n) grad L_test . g~_k / c, the gradients alone. c is the Rayleigh quotient
+// b^T H b / b^T b along the first nonzero right-hand side (s_test's grad L_test in `fluence
+// influence`), so that the first solve is CG's first iterate (the steepest-descent step), and is
+// then kept: every later solve uses the same multiple of the identity, a linear estimator whose
+// scores are the s_test route's.
+class FirstOrderSolver final : public IhvpSolver {
+ public:
+  explicit FirstOrderSolver(HessianOperator& hessian) : hessian_(hessian) {}
+
+  IhvpMethod method() const override { return IhvpMethod::first_order; }
+
+  SolveReport solve(const double* b, double* x) override {
+    const std::size_t p = hessian_.parameters();
+    const double size = dot(b, b, p);
+    if (curvature_ == 0.0 && size > 0.0) {
+      std::vector<double> hb(p);
+      hessian_.apply(b, hb.data());
+      curvature_ = dot(b, hb.data(), p) / size;
+      if (!(curvature_ > 0.0))
+        throw RuntimeError(fmt::format(
+            "influence.solver = \"first_order\": the curvature b^T H b / b^T b = {:.3e} along "
+            "the first right-hand side is not positive; add influence.damping",
+            curvature_));
+    }
+    for (std::size_t k = 0; k < p; ++k) x[k] = curvature_ > 0.0 ? b[k] / curvature_ : 0.0;
+    SolveReport report;
+    report.relative_residual = relative_residual(hessian_, b, x);
+    return report;
+  }
+  // The curvature c once the first solve set it: a resumed sweep keeps the same estimator.
+  std::vector<double> history() const override {
+    return curvature_ > 0.0 ? std::vector<double>{curvature_} : std::vector<double>{};
+  }
+  void restore_history(const std::vector<double>& history) override {
+    if (history.size() > 1)
+      throw InputError("checkpoint: the first-order solver history is malformed");
+    curvature_ = history.empty() ? 0.0 : history[0];
+  }
+
+ private:
+  HessianOperator& hessian_;
+  double curvature_ = 0.0;  // c of H ~ c I; 0 until the first nonzero right-hand side
+};
+
 }  // namespace
 
 bool interruptible_solve(IhvpSolver& solver, PartialUnit* partial, const std::vector<double>& key,
@@ -579,6 +630,8 @@ std::unique_ptr<IhvpSolver> make_ihvp_solver(const IhvpConfig& config, HessianOp
       return std::make_unique<LowRankSolver>(config, hessian);
     case IhvpMethod::ekfac:
       return make_ekfac_solver(hessian);
+    case IhvpMethod::first_order:
+      return std::make_unique<FirstOrderSolver>(hessian);
   }
   throw InputError("unknown IHVP solver");
 }

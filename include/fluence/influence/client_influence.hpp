@@ -77,6 +77,9 @@ struct ClientInfluence {
     std::vector<double> exact_estimate;  // [clients]
   };
   std::optional<EstimatorError> estimator_error;
+  // Federated scope: seconds of s_test by the deck's solver, its set-up included (EK-FAC's
+  // factors, the low-rank eigenpairs, CG's preconditioner; not the spectrum), rank 0's clock.
+  double s_test_seconds = 0.0;
   int first_local_client = 0;
   int local_clients = 0;
 };

@@ -1,5 +1,5 @@
 #pragma once
-// Inverse-Hessian-vector products x = H^{-1} b (docs/math.md §3). Four methods, chosen by
+// Inverse-Hessian-vector products x = H^{-1} b (docs/math.md §3). Six methods, chosen by
 // `[influence] solver`:
 //   cg       PETSc KSP (CG by default) on a matrix-free MatShell of the Hessian operator, options
 //            prefix "ihvp_", preconditioned by Jacobi from the exact diagonal or by the Kronecker
@@ -11,7 +11,9 @@
 //   lowrank  projection onto the top-k eigenpairs from SLEPc (an Arnoldi-style approximation to
 //            compare against: exact only on that subspace);
 //   ekfac    a network's EK-FAC inverse (influence/kfac.hpp), no iterations: an estimator that
-//            `fluence influence` scores against exact CG.
+//            `fluence influence` scores against exact CG;
+//   first_order  no solve: H ~ c I, c = b^T H b / b^T b along the first right-hand side (the
+//            scores from the gradients alone: first-order removal).
 // CG on a network can be preconditioned by K-FAC (`kfac`, a PCSHELL, also `-ihvp_pc_type kfac`).
 // Every solve reports its iterations and the true relative residual ||H x - b|| / ||b||.
 #include <functional>
@@ -25,7 +27,7 @@
 
 namespace fluence {
 
-enum class IhvpMethod { cg, explicit_cholesky, lissa, lowrank, ekfac };
+enum class IhvpMethod { cg, explicit_cholesky, lissa, lowrank, ekfac, first_order };
 IhvpMethod parse_ihvp_method(const std::string& name);
 std::string to_string(IhvpMethod method);
 
