@@ -14,6 +14,7 @@
 #include "fluence/core/rank_warnings.hpp"
 #include "fluence/core/rng.hpp"
 #include "fluence/core/vector_ops.hpp"
+#include "fluence/fl/interruptible_rounds.hpp"
 #include "fluence/fldp/purposes.hpp"
 #include "fluence/influence/estimators.hpp"
 #include "fluence/influence/spectrum.hpp"
@@ -571,21 +572,25 @@ class FldpRunner {
         saved.emplace_back(k, std::move(replacement));
       }
       Stopwatch clock;
-      InterruptibleNewton stop(partial(), partial_key(index, kDraw, draw),
-                               fmt::format("the retrain of case {} draw {}", index, draw));
+      // A Newton retrain stops between its steps, a full one between its rounds; the deck
+      // decides which, so they share the draw's key.
+      const std::string name = fmt::format("the retrain of case {} draw {}", index, draw);
+      InterruptibleNewton stop(partial(), partial_key(index, kDraw, draw), name);
+      InterruptibleRounds rounds(partial(), partial_key(index, kDraw, draw), name);
       // A draw's optimum scatters around the expected retrain's (when there is one): starting
       // there saves Newton steps over starting from theta^.
       const std::vector<double> retrained =
           config_.retrain_full
-              ? federation_.train(quiet(training_)).theta
+              ? rounds.train(federation_, quiet(training_)).theta
               : retrain_from(result.theta_expected.empty() ? theta_ : result.theta_expected, &stop);
       total_time += clock.seconds();
+      const bool stopped = stop.stopped() || rounds.stopped();
       double gradient_norm = std::nan(""), min_eigenvalue = std::nan("");
-      if (!stop.stopped())  // on the re-randomized data it was retrained on
+      if (!stopped)  // on the re-randomized data it was retrained on
         assess_retrain(retrained, fmt::format("retrain of case {} draw {}", index, draw),
                        gradient_norm, min_eigenvalue);
       for (auto& [k, original] : saved) std::swap(problem_.clients[k], original);
-      if (stop.stopped()) {
+      if (stopped) {
         federation_.exclude_clients({});
         result.time_retrain = total_time;
         return false;
@@ -607,8 +612,8 @@ class FldpRunner {
   // One case into `result`. False: a stop interrupted it (docs/operations.md "Stops inside a
   // unit"), `partial_` and partial_case_ hold where; a restart continues it from there: the
   // finished stages are the checkpoint's, the interrupted solve or Newton run continues from its
-  // state. The Monte-Carlo standard error's solves and a full retrain (fldp.retrain_full) run to
-  // their end.
+  // state (a full retrain, fldp.retrain_full, from its last round). The Monte-Carlo standard
+  // error's solves run to their end.
   bool run_case(const FldpCase& c, std::size_t index, FldpCaseResult& result) {
     result = FldpCaseResult();
     const auto [stage, at] = resume_point(index, result);

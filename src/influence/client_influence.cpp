@@ -149,8 +149,9 @@ enum SolveColumn : std::size_t { kSolved, kEstimate, kIterations, kResidual, kSo
 
 // A unit a stop interrupted (docs/operations.md "Stops inside a unit"): `influence/partial` holds
 // [kind, client id (-1 for s_test), then the kind's scalars], `influence/partial_state` the
-// solver's state or, for a retrain, its Newton iterate.
-enum class PartialUnitKind { s_test = 1, vector = 2, retrain = 3, block = 4 };
+// solver's state or, for a retrain, its Newton iterate (by rounds: the model and the parts' states
+// after the last round, fl/interruptible_rounds.hpp).
+enum class PartialUnitKind { s_test = 1, vector = 2, retrain = 3, block = 4, retrain_rounds = 5 };
 
 // What messages call the unit `kind` of client `id` (-1: s_test).
 std::string partial_name(PartialUnitKind kind, int id) {
@@ -161,6 +162,7 @@ std::string partial_name(PartialUnitKind kind, int id) {
     case PartialUnitKind::vector:
       return "the solve" + client;
     case PartialUnitKind::retrain:
+    case PartialUnitKind::retrain_rounds:
       return "the retrain" + client;
     case PartialUnitKind::block:
       return "the block solve" + fmt::format(" from client {}", id);
@@ -683,19 +685,23 @@ bool retrain_has_tolerance(const InfluenceConfig& config, const FederationConfig
 // The model the federation's current clients retrain to from theta (influence.retrain_mode).
 std::vector<double> retrained_model(Federation& federation, const std::vector<double>& theta,
                                     const InfluenceConfig& config, const FederationConfig& training,
-                                    InterruptibleNewton* stop) {
+                                    InterruptibleNewton* stop, InterruptibleRounds* rounds) {
   FederationConfig quiet = training;
   quiet.polish_verbose = false;
   quiet.evaluate_rounds = false;
+  const auto train = [&](const TrainingResume* start) {
+    return rounds ? rounds->train(federation, quiet, start).theta
+                  : federation.train(quiet, {}, {}, {}, start).theta;
+  };
   switch (config.retrain_mode) {
     case InfluenceConfig::Retrain::full:
-      return federation.train(quiet).theta;
+      return train(nullptr);
     case InfluenceConfig::Retrain::warm: {
       // The same schedule again, from theta: its rounds draw the same cohorts and shuffles.
       quiet.newton_polish = false;
       TrainingResume from_theta;
       from_theta.theta = theta;
-      return federation.train(quiet, {}, {}, {}, &from_theta).theta;
+      return train(&from_theta);
     }
     case InfluenceConfig::Retrain::newton:
       break;
@@ -769,12 +775,15 @@ bool retrain_without_each_client(Federation& federation, const std::vector<doubl
     if (sweep.retrained(id)) continue;
     const auto at = static_cast<std::size_t>(id);
     federation.exclude_clients({id});
-    // A Newton retrain is interruptible between its steps (docs/operations.md).
+    // A Newton retrain is interruptible between its steps, one by rounds between its rounds
+    // (docs/operations.md).
     InterruptibleNewton stop(sweep.partial(), partial_key(PartialUnitKind::retrain, id),
                              partial_name(PartialUnitKind::retrain, id));
+    InterruptibleRounds rounds(sweep.partial(), partial_key(PartialUnitKind::retrain_rounds, id),
+                               partial_name(PartialUnitKind::retrain_rounds, id));
     const std::vector<double> retrained =
-        retrained_model(federation, theta, config, training, &stop);
-    if (stop.stopped()) {
+        retrained_model(federation, theta, config, training, &stop, &rounds);
+    if (stop.stopped() || rounds.stopped()) {
       federation.exclude_clients({});
       sweep.interrupted();
       return false;

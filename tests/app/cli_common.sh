@@ -180,7 +180,7 @@ stop_inside_unit() {
   "$mpirun" -n 2 "$fluence" "$command" "$deck" --out "$out" --quiet "$@" --test-stop-inside "$k" \
     >"$out.log" 2>&1
   code=$?
-  saved=$(grep -Eo -- "stop inside ($unit): [1-9][0-9]* (block iterations|iterations|Newton steps) saved" \
+  saved=$(grep -Eo -- "stop inside ($unit): [1-9][0-9]* (block iterations|iterations|Newton steps|rounds) saved" \
     "$out.log" | head -1)
   resume=$(sed -E 's/^stop inside (.*): ([0-9]+ [a-zA-Z ]+) saved$/resuming \1 after \2/' <<<"$saved")
   checkpoint=$(ls "$out"/chk_*.h5 2>/dev/null | tail -1)

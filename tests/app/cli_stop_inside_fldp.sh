@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Stops inside a long unit of `fluence fldp` (issue 41; docs/operations.md "Stops inside a unit"):
 # a stop during one case's estimate solve (CG), its expected retrain, its Newton refinement or a
-# re-randomized retrain (Newton) saves the case's partial state in the checkpoint (/state/fldp.*),
+# re-randomized retrain (Newton, or by rounds with fldp.retrain_mode = "full") saves the case's partial state in the checkpoint (/state/fldp.*),
 # and `--restart latest` on 3 ranks continues the case where it stopped and ends bitwise as the
 # uninterrupted 2-rank run (stop_inside_unit in cli_common.sh: the stop is raised at a known
 # boundary by the hidden --test-stop-inside K, and the restart must say it resumed that unit).
@@ -31,5 +31,13 @@ stop_inside_unit fldp "$deck" refine $((solve_polls + 8)) "the Newton refinement
   "$work/R" "${small[@]}"
 stop_inside_unit fldp "$deck" draw $((solve_polls + 12)) "the retrain of case 0 draw [0-9]+" \
   "$work/R" "${small[@]}"
+
+# A full re-randomized retrain (fldp.retrain_mode = "full", the deck's 10 rounds) polls after each
+# round: boundary solve_polls + 8 + 4 is draw 0's fourth round.
+full=("${small[@]}" --set 'fldp.retrain_mode="full"')
+"$mpirun" -n 2 "$fluence" fldp "$deck" --out "$work/fullR" --quiet "${full[@]}" >"$work/fullR.log" 2>&1 ||
+  fail "uninterrupted fldp run, retrain_mode full"
+stop_inside_unit fldp "$deck" draw_full $((solve_polls + 12)) "the retrain of case 0 draw 0" \
+  "$work/fullR" "${full[@]}"
 
 cli_summary

@@ -11,6 +11,7 @@
 #include "fluence/core/newton.hpp"
 #include "fluence/core/resume.hpp"
 #include "fluence/fl/federation.hpp"
+#include "fluence/fl/interruptible_rounds.hpp"
 #include "fluence/influence/estimators.hpp"
 #include "fluence/influence/ihvp.hpp"
 #include "fluence/influence/spectrum.hpp"
@@ -91,11 +92,13 @@ void check_hessian_spectrum(HessianOperator& hessian, const InfluenceConfig& con
 
 /// Collective: the model the federation's included clients retrain to from the trained `theta`
 /// (influence.retrain_mode). With `stop`, a Newton retrain (retrain_mode = "newton") can be
-/// interrupted and continued (stop->stopped(): the returned model is its iterate); the other
-/// modes run to their end.
+/// interrupted and continued (stop->stopped(): the returned model is its iterate); with `rounds`,
+/// a retrain by federation rounds ("full", "warm") at its round boundaries (rounds->stopped());
+/// without them the retrain runs to its end.
 std::vector<double> retrained_model(Federation& federation, const std::vector<double>& theta,
                                     const InfluenceConfig& config, const FederationConfig& training,
-                                    InterruptibleNewton* stop = nullptr);
+                                    InterruptibleNewton* stop = nullptr,
+                                    InterruptibleRounds* rounds = nullptr);
 
 /// Collective. `theta` should be the trained minimizer; `training` is used for full retraining.
 /// With `checkpoint`, the sweep is resumable; its units: each client's solve (its parameter-change
