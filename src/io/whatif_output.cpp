@@ -61,10 +61,15 @@ void write_variant(ResultsFile& file, const InfluenceConfig& influence, const Wh
                  {cell, "nat", "change of the test loss after the expected retrain"});
   // Whether each retrain stands for the change it measures (docs/outputs.md), and the metrics
   // over the cells whose retrains all do.
+  // The flags are derived from the stored norms and curvatures by the rules whatif's trusted
+  // cells use (the checkpoint keeps only the values).
+  const auto flags = [](const std::vector<double>& values, auto&& holds) {
+    std::vector<std::int64_t> out;
+    for (double value : values) out.push_back(holds(value) ? 1 : 0);
+    return out;
+  };
   const auto converged = [&](const std::vector<double>& norms) {
-    std::vector<std::int64_t> flags;
-    for (double norm : norms) flags.push_back(norm <= config.retrain_tolerance ? 1 : 0);
-    return flags;
+    return flags(norms, [&](double norm) { return norm <= config.retrain_tolerance; });
   };
   const std::vector<std::string> draw_cell{"group_fraction", "eps", "draw"};
   file.dataset(base + "actual_gradient_norm", variant.actual_gradient_norm,
@@ -79,9 +84,7 @@ void write_variant(ResultsFile& file, const InfluenceConfig& influence, const Wh
   }
   if (influence.spectrum) {
     const auto saddle = [&](const std::vector<double>& curvature) {
-      std::vector<std::int64_t> flags;
-      for (double value : curvature) flags.push_back(is_saddle(value, eigenvalue_max) ? 1 : 0);
-      return flags;
+      return flags(curvature, [&](double value) { return is_saddle(value, eigenvalue_max); });
     };
     file.dataset(base + "actual_min_eigenvalue", variant.actual_min_eigenvalue,
                  {draw_cell, "1", "smallest Hessian eigenvalue of the perturbed objective there"});
