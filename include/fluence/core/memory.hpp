@@ -67,8 +67,10 @@ std::vector<T> fresh_array(std::size_t count) {
 /// Maps the 4 KiB pages inside [data, data + bytes) now, zero-filled by the kernel in one call
 /// (madvise MADV_POPULATE_WRITE), instead of one page fault each at the first write; the contents
 /// stay as they are. On this VM a fault costs about 1.7 us, and the call saves some 20% of it
-/// (docs/performance.md, "Set-up on Fashion-MNIST"). Advice only: a kernel before Linux 5.14
-/// refuses it, and the pages then fault in as before.
+/// (docs/performance.md, "Set-up on Fashion-MNIST"). Spans of 4 MiB or more are advised huge
+/// pages first (advise_huge_pages) when the kernel's free lists hold 2 MiB blocks for twice them,
+/// so that the advice never makes the kernel compact memory. Advice only: a kernel before Linux
+/// 5.14 refuses it, and the pages then fault in as before.
 void populate_pages(void* data, std::size_t bytes);
 
 /// Reserves room for `count` elements in `values` (empty), its pages mapped at once
