@@ -34,6 +34,12 @@ void register_influence_keys(DeckSchema& schema) {
           0.0),
       key("influence.auto_damping", T::boolean, "true",
           "when the spectrum shows H is not positive definite, add the documented damping"),
+      choice("influence.auto_damping_floor", "\"relative\"", {"relative", "damping"},
+             "the smallest eigenvalue the automatic damping leaves (docs/math.md §4): 1e-8 "
+             "lambda_max (`relative`: condition number about 1e8), or `damping`: at least "
+             "influence.damping, which then stays above the most negative curvature (H + "
+             "(damping - lambda_min) I: the well-conditioned choice at a network that is no "
+             "minimum, such as FedAvg's; docs/results/attribution.md)"),
       key("influence.spectrum", T::boolean, "true",
           "compute the smallest and largest Hessian eigenvalues with SLEPc"),
       choice("influence.removal_gradient", "\"regularized\"", {"regularized", "loss"},
@@ -96,6 +102,7 @@ InfluenceConfig InfluenceConfig::from_deck(const Deck& deck) {
   config.scope = parse_hessian_scope(deck.string("influence.hessian"));
   config.damping = deck.real("influence.damping");
   config.auto_damping = deck.boolean("influence.auto_damping");
+  config.auto_damping_keeps_damping = deck.string("influence.auto_damping_floor") == "damping";
   config.ihvp = IhvpConfig::from_deck(deck);
   config.spectrum = deck.boolean("influence.spectrum");
   config.removal_gradient = parse_removal_gradient(deck.string("influence.removal_gradient"));
@@ -867,7 +874,9 @@ void check_hessian_spectrum(HessianOperator& hessian, const InfluenceConfig& con
   result = config.ihvp.lanczos_spectrum
                ? lanczos_spectrum(hessian, config.ihvp.eigen_tolerance, 300)
                : hessian_spectrum(hessian, config.ihvp.eigen_tolerance);
-  const double extra = damping_for(*result);
+  // With auto_damping_floor = "damping", the operator SLEPc saw already holds the deck's damping:
+  // lifting its smallest eigenvalue to that damping adds -lambda_min(H) in all.
+  const double extra = damping_for(*result, config.auto_damping_keeps_damping ? applied : 0.0);
   auto& spectrum = *result;
   spectrum.eigenvalue_min -= applied;
   spectrum.eigenvalue_max -= applied;
@@ -889,9 +898,11 @@ void check_hessian_spectrum(HessianOperator& hessian, const InfluenceConfig& con
     hessian.set_damping(damping);
     log::warn(
         "the Hessian is not positive definite (lambda_min = {:.3e}, lambda_max = {:.3e}{}): "
-        "adding damping {:.3e} (rule: 1e-8 lambda_max - lambda_min of the damped operator; "
-        "docs/math.md)",
-        spectrum.eigenvalue_min, spectrum.eigenvalue_max, with_damping, extra);
+        "adding damping {:.3e} (rule: {} - lambda_min of the damped operator; docs/math.md)",
+        spectrum.eigenvalue_min, spectrum.eigenvalue_max, with_damping, extra,
+        config.auto_damping_keeps_damping && applied > 0.0
+            ? "max(influence.damping, 1e-8 lambda_max)"
+            : "1e-8 lambda_max");
   } else {
     log::warn(
         "the Hessian is not positive definite (lambda_min = {:.3e}, lambda_max = {:.3e}{}); IHVPs "

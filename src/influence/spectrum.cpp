@@ -3,6 +3,7 @@
 #include <slepceps.h>
 #include "fluence/influence/purposes.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -117,9 +118,10 @@ Eigenpairs top_eigenpairs(HessianOperator& hessian, int k, double tolerance) {
   return pairs;
 }
 
-double damping_for(const HessianSpectrum& spectrum) {
+double damping_for(const HessianSpectrum& spectrum, double floor) {
   if (spectrum.eigenvalue_min > 1e-12 * spectrum.eigenvalue_max) return 0.0;
-  return 1e-8 * spectrum.eigenvalue_max - spectrum.eigenvalue_min;
+  const double relative = 1e-8 * spectrum.eigenvalue_max;
+  return (floor > 0.0 ? std::max(floor, relative) : relative) - spectrum.eigenvalue_min;
 }
 
 }  // namespace fluence

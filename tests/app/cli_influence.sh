@@ -143,6 +143,33 @@ PY
 then pass "networks: influence on an MLP (damped Newton, R-operator CG, explicit): 1-3 ranks bitwise, Spearman >= 0.9"
 else fail "networks: influence on an MLP"; fi
 
+# The automatic damping's floor (docs/math.md §4) at an MLP that is no minimum (no polish:
+# lambda_min < 0 even with influence.damping = 0.01): "relative" leaves 1e-8 lambda_max of the
+# damped operator, "damping" keeps the deck's 0.01 above lambda_min, and its solve is the better
+# conditioned (fewer CG iterations).
+ok=1
+for floor in relative damping; do
+  "$mpirun" -n 2 "$fluence" influence "$mlp_influence" --out "$work/floor_$floor" --quiet \
+    --set 'federation.polish="none"' --set influence.retrain=false --set influence.vectors=false \
+    --set influence.damping=0.01 --set "influence.auto_damping_floor=\"$floor\"" \
+    >"$work/floor_$floor.log" 2>&1 || { ok=0; tail -3 "$work/floor_$floor.log" | sed 's/^/    /'; }
+done
+if [ "$ok" -eq 1 ] && "$python" - "$work/floor_relative/results.h5" "$work/floor_damping/results.h5" <<'PY'
+import sys, h5py
+relative, damping = (h5py.File(p, "r") for p in sys.argv[1:3])
+low, high = relative["/hessian/eigenvalue_min"][()], relative["/hessian/eigenvalue_max"][()]
+assert low < -0.01, low  # indefinite even with the deck's damping
+assert damping["/hessian/eigenvalue_min"][()] == low  # the same spectrum, undamped
+expected = {"relative": 1e-8 * (high + 0.01) - low, "damping": 0.01 - low}
+for name, f in (("relative", relative), ("damping", damping)):
+    got = f["/influence/damping"][()]
+    assert abs(got - expected[name]) <= 1e-12, (name, got, expected[name])
+assert damping["/ihvp/iterations"][0] < relative["/ihvp/iterations"][0], (
+    damping["/ihvp/iterations"][0], relative["/ihvp/iterations"][0])
+PY
+then pass "influence: auto_damping_floor relative / damping at an indefinite MLP"
+else fail "influence: auto_damping_floor"; fi
+
 # influence (CG): 20 rounds, the model at 21, 20 vectors (22-41), 20 leave-one-out retrains (42-61).
 sweep_resume in influence "$influence_deck" "$work/inf2/results.h5" 46 29
 # influence with an MLP: 10 rounds, the model at 11, 40 vectors (12-51), 40 retrains (52-91);

@@ -225,5 +225,28 @@ TEST(Spectrum, SingularSoftmaxWithoutL2GetsTheDampingRule) {
   EXPECT_NO_THROW(make_ihvp_solver(config, hessian));
 }
 
+TEST(Spectrum, DampingFloorKeepsTheDecksDampingAboveTheSmallestEigenvalue) {
+  // influence.auto_damping_floor = "damping": the smallest damped eigenvalue is lifted to the
+  // floor (here 0.25) instead of 1e-8 lambda_max; the damped operator's own spectrum (SLEPc
+  // again, on H + damping I) then starts at the floor.
+  Fixture f(0.0, 9);
+  auto hessian = f.hessian();
+  const auto spectrum = hessian_spectrum(hessian, 1e-10);
+  constexpr double kFloor = 0.25;
+  const double damping = damping_for(spectrum, kFloor);
+  EXPECT_NEAR(damping, kFloor - spectrum.eigenvalue_min, 1e-12);
+  hessian.set_damping(damping);
+  const auto damped = hessian_spectrum(hessian, 1e-10);
+  EXPECT_NEAR(damped.eigenvalue_min, kFloor, 1e-9 * spectrum.eigenvalue_max);
+  // A floor below 1e-8 lambda_max leaves the relative rule; a positive-definite spectrum, none.
+  EXPECT_EQ(damping_for(spectrum, 1e-30), damping_for(spectrum));
+  HessianSpectrum indefinite;
+  indefinite.eigenvalue_min = -2.0;
+  indefinite.eigenvalue_max = 30.0;
+  EXPECT_EQ(damping_for(indefinite, 0.01), 0.01 + 2.0);
+  EXPECT_EQ(damping_for(indefinite), 1e-8 * 30.0 + 2.0);
+  EXPECT_EQ(damping_for(damped, kFloor), 0.0);
+}
+
 }  // namespace
 }  // namespace fluence

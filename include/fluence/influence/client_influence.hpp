@@ -24,6 +24,9 @@ struct InfluenceConfig {
   HessianScope scope{};
   double damping{};
   bool auto_damping{};
+  // The smallest eigenvalue the automatic damping leaves: 1e-8 lambda_max ("relative"), or at
+  // least influence.damping ("damping": the deck's damping kept above the most negative curvature)
+  bool auto_damping_keeps_damping{};
   IhvpConfig ihvp;
   bool spectrum{};
   RemovalGradient removal_gradient{};

@@ -30,8 +30,9 @@ struct Eigenpairs {
 Eigenpairs top_eigenpairs(HessianOperator& hessian, int k, double tolerance);
 
 /// The damping rule for a Hessian that is not safely positive definite (docs/math.md §4): when
-/// lambda_min <= 1e-12 lambda_max, damping = 1e-8 lambda_max - lambda_min makes the damped
-/// Hessian's condition number about 1e8; otherwise 0.
-double damping_for(const HessianSpectrum& spectrum);
+/// lambda_min <= 1e-12 lambda_max, the damping that lifts the smallest eigenvalue to
+/// max(floor, 1e-8 lambda_max): with floor = 0, 1e-8 lambda_max - lambda_min (condition number
+/// about 1e8); otherwise 0.
+double damping_for(const HessianSpectrum& spectrum, double floor = 0.0);
 
 }  // namespace fluence
