@@ -15,19 +15,26 @@ bool is_root() {
   return !initialized || world_rank() == 0;
 }
 
+namespace {
+// A line and its newline in one write: stderr is unbuffered, and mpirun forwards a rank's stdout
+// and stderr apart, so a newline written on its own let a stdout line land between a warning and
+// its newline ("... residual 2.3e-01influence: 20 clients scored"), seen under load.
+void write_whole_line(std::string text, std::FILE* stream) {
+  text += '\n';
+  std::fwrite(text.data(), 1, text.size(), stream);
+  std::fflush(stream);
+}
+}  // namespace
+
 void write_line(const std::string& line) {
-  std::fputs(line.c_str(), stdout);
-  std::fputc('\n', stdout);
-  std::fflush(stdout);
+  write_whole_line(line, stdout);
 }
 
 void write_error(const std::string& line) {
   // The last guard of message hygiene, whatever a message quotes: one line (control bytes
   // escaped), of bounded length.
   constexpr std::size_t kLongestLine = 4096;
-  std::fputs(message_excerpt(line, kLongestLine).c_str(), stderr);
-  std::fputc('\n', stderr);
-  std::fflush(stderr);
+  write_whole_line(message_excerpt(line, kLongestLine), stderr);
 }
 
 }  // namespace fluence::log
