@@ -282,20 +282,19 @@ class FldpRunner {
   // The retrains that cannot stand for the changed model (docs/outputs.md): stopped above
   // federation.tolerance (a Newton retrain, or a full one with the polish; the others have no
   // target), or at a saddle point (negative curvature above rounding, on the trained model's
-  // lambda_max scale), flagged and named.
+  // lambda_max scale), flagged and named. The expected retrain is Newton's in every mode.
   void flag_retrains(FldpResult& result) const {
     if (!config_.retrain) return;
-    const bool has_tolerance = !config_.retrain_full || training_.newton_polish;
+    const bool draws_have_tolerance = !config_.retrain_full || training_.newton_polish;
     const double scale = result.spectrum ? result.spectrum->eigenvalue_max : 0.0;
-    const auto converged = [&](double norm) {
-      return !has_tolerance || norm <= training_.tolerance;
-    };
+    const auto reached = [&](double norm) { return norm <= training_.tolerance; };
+    const auto converged = [&](double norm) { return !draws_have_tolerance || reached(norm); };
     std::vector<std::string> unconverged, saddles;
     long count = 0;
     for (std::size_t c = 0; c < result.cases.size(); ++c) {
       auto& one = result.cases[c];
       ++count;
-      one.expected_converged = converged(one.expected_gradient_norm);
+      one.expected_converged = reached(one.expected_gradient_norm);
       one.expected_saddle = is_saddle(one.expected_min_eigenvalue, scale);
       if (!one.expected_converged) unconverged.push_back(fmt::format("case {} expected", c));
       if (one.expected_saddle) saddles.push_back(fmt::format("case {} expected", c));
@@ -559,7 +558,7 @@ class FldpRunner {
   bool rerandomized_retrains(const FldpCase& c, std::size_t index, const CaseState& state,
                              int first, FldpCaseResult& result) {
     federation_.exclude_clients(state.removed);
-    double total_time = first > 0 ? result.time_retrain : 0.0;
+    double total_time = result.time_retrain;  // the finished draws' and a stopped draw's so far
     for (int draw = first; draw < config_.retrain_seeds; ++draw) {
       std::vector<std::pair<std::size_t, Client>> saved;
       for (const auto& change : c.changes) {

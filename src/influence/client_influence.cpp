@@ -252,7 +252,7 @@ class InfluenceSweep {
       mine.insert(mine.end(),
                   {static_cast<double>(id), static_cast<double>(local_partial_.at(id).first)});
     local_new_.clear();
-    const std::vector<double> all = gather_in_rank_order(mine);
+    const std::vector<double> all = ordered_allgather(mine, static_cast<int>(mine.size()), 1);
     for (std::size_t k = 0; k + 1 < all.size(); k += 2)
       log::info("stop inside the local solve for client {}: {} iterations saved",
                 static_cast<int>(all[k]), static_cast<long>(all[k + 1]));
@@ -314,7 +314,7 @@ class InfluenceSweep {
                                static_cast<double>(entry.second.size())});
       mine.insert(mine.end(), entry.second.begin(), entry.second.end());
     }
-    std::vector<double> all = gather_in_rank_order(mine);
+    std::vector<double> all = ordered_allgather(mine, static_cast<int>(mine.size()), 1);
     if (!all.empty()) {
       state["influence/local_partial"] = std::move(all);
       state[kPartialUnit] = {1.0};
@@ -338,24 +338,6 @@ class InfluenceSweep {
                                           all.begin() + static_cast<std::ptrdiff_t>(k + 3 + size))};
       k += 3 + size;
     }
-  }
-
-  // Collective: every rank's `mine`, concatenated in rank order, on every rank.
-  static std::vector<double> gather_in_rank_order(const std::vector<double>& mine) {
-    const int ranks = world_size();
-    int count = static_cast<int>(mine.size());
-    std::vector<int> counts(static_cast<std::size_t>(ranks)),
-        offsets(static_cast<std::size_t>(ranks));
-    MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, MPI_COMM_WORLD);
-    int total = 0;
-    for (int r = 0; r < ranks; ++r) {
-      offsets[static_cast<std::size_t>(r)] = total;
-      total += counts[static_cast<std::size_t>(r)];
-    }
-    std::vector<double> all(static_cast<std::size_t>(total));
-    MPI_Allgatherv(mine.data(), count, MPI_DOUBLE, all.data(), counts.data(), offsets.data(),
-                   MPI_DOUBLE, MPI_COMM_WORLD);
-    return all;
   }
 
   SweepCheckpoint* checkpoint_;

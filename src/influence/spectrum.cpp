@@ -119,9 +119,18 @@ Eigenpairs top_eigenpairs(HessianOperator& hessian, int k, double tolerance) {
 }
 
 double damping_for(const HessianSpectrum& spectrum, double floor) {
-  if (spectrum.eigenvalue_min > 1e-12 * spectrum.eigenvalue_max) return 0.0;
   const double relative = 1e-8 * spectrum.eigenvalue_max;
-  return (floor > 0.0 ? std::max(floor, relative) : relative) - spectrum.eigenvalue_min;
+  // With a floor, a smallest eigenvalue below it (beyond 1e-12 lambda_max, the rounding the
+  // relative rule ignores too) is lifted: the spectrum given is the damped operator's, so below
+  // the deck's damping means a negative eigenvalue of H itself.
+  if (floor > 0.0) {
+    const double target = std::max(floor, relative);
+    return spectrum.eigenvalue_min < target - 1e-12 * spectrum.eigenvalue_max
+               ? target - spectrum.eigenvalue_min
+               : 0.0;
+  }
+  if (spectrum.eigenvalue_min > 1e-12 * spectrum.eigenvalue_max) return 0.0;
+  return relative - spectrum.eigenvalue_min;
 }
 
 }  // namespace fluence

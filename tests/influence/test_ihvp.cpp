@@ -245,7 +245,16 @@ TEST(Spectrum, DampingFloorKeepsTheDecksDampingAboveTheSmallestEigenvalue) {
   indefinite.eigenvalue_max = 30.0;
   EXPECT_EQ(damping_for(indefinite, 0.01), 0.01 + 2.0);
   EXPECT_EQ(damping_for(indefinite), 1e-8 * 30.0 + 2.0);
-  EXPECT_EQ(damping_for(damped, kFloor), 0.0);
+  // SLEPc's damped lambda_min is the floor to its tolerance (1e-10 relative): nothing, or that
+  // rounding, is added again.
+  EXPECT_NEAR(damping_for(damped, kFloor), 0.0, 1e-9 * spectrum.eigenvalue_max);
+  // H with lambda_min = -0.005 and the deck's damping 0.01: the damped operator is positive
+  // definite (0.005), but its smallest eigenvalue is still lifted to the floor.
+  HessianSpectrum shallow;
+  shallow.eigenvalue_min = 0.005;
+  shallow.eigenvalue_max = 30.0;
+  EXPECT_EQ(damping_for(shallow, 0.01), 0.01 - 0.005);
+  EXPECT_EQ(damping_for(shallow), 0.0);
 }
 
 }  // namespace

@@ -29,10 +29,10 @@ struct Eigenpairs {
 /// The k largest eigenpairs.
 Eigenpairs top_eigenpairs(HessianOperator& hessian, int k, double tolerance);
 
-/// The damping rule for a Hessian that is not safely positive definite (docs/math.md §4): when
-/// lambda_min <= 1e-12 lambda_max, the damping that lifts the smallest eigenvalue to
-/// max(floor, 1e-8 lambda_max): with floor = 0, 1e-8 lambda_max - lambda_min (condition number
-/// about 1e8); otherwise 0.
+/// The damping rule for a Hessian that is not safely positive definite (docs/math.md §4). With
+/// floor = 0: when lambda_min <= 1e-12 lambda_max, 1e-8 lambda_max - lambda_min (condition number
+/// about 1e8), otherwise 0. With floor > 0: what lifts lambda_min to max(floor, 1e-8 lambda_max)
+/// when it lies below that, otherwise 0.
 double damping_for(const HessianSpectrum& spectrum, double floor = 0.0);
 
 }  // namespace fluence
